@@ -1,0 +1,275 @@
+"""What every framework adapter shares: the options, the fail-safe engine calls, text helpers.
+
+An adapter maps one framework turn onto two engine calls: `retrieve` before the model answers
+(the result is rendered into a memory block injected into that model call only) and `record`
+after it (the user message and the final answer). Both go through `MemoryBridge`, which turns a
+failing memory backend into "no memories" plus a logged warning (``on_error="warn"``, the
+default) so the agent still answers. Log lines carry ids, counts and exception types, never
+memory or message content.
+
+This module imports no agent framework.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from memoryscope_plugins.engine import MemoryScope
+from memoryscope_plugins.types import MemoryType, RetrievalResult
+
+log = logging.getLogger("memoryscope_plugins.adapters")
+
+#: How a recalled context is wrapped before it reaches the model. ``{context}`` is replaced by
+#: the engine's ready-made context (a header line plus one dated line per memory). The opening
+#: tag also lets adapters recognise (and keep out of the framework's history) their own blocks.
+DEFAULT_TEMPLATE = "<long_term_memory>\n{context}\n</long_term_memory>"
+
+OnError = Literal["warn", "raise"]
+#: A user or agent id: a fixed string, or a callable the adapter calls with framework objects
+#: (the sender agent, the runtime...) and which returns the id, or None when it cannot tell.
+IdSource = str | Callable[..., str | None] | None
+
+
+@dataclass
+class MemoryConfig:
+    """Options shared by every adapter.
+
+    Attributes:
+        user_id: whose memories are read and written: a string, or a callable receiving
+            framework-specific arguments (documented per adapter) and returning the id.
+        agent_id: the assistant persona recorded with each memory; defaults to the agent's name
+            where the framework has one, else ``"assistant"``.
+        top_k: memories injected per model call; None keeps the engine's setting.
+        types: only these memory types (``turn``, ``observation``, ``insight``, ``custom``).
+        template: the memory block; must contain ``{context}``.
+        scope_to_agent: retrieve only memories recorded by this agent_id (default: every
+            memory of the user, whichever agent recorded it).
+        session_id: recorded with each message; default: one new id per adapter instance.
+        on_error: ``"warn"`` degrades a failing memory backend to "no memories" with a logged
+            warning; ``"raise"`` lets the error through.
+    """
+
+    user_id: IdSource = None
+    agent_id: IdSource = None
+    top_k: int | None = None
+    types: Sequence[MemoryType | str] | None = None
+    template: str = DEFAULT_TEMPLATE
+    scope_to_agent: bool = False
+    session_id: str | None = None
+    on_error: OnError = "warn"
+    record: bool = True
+    retrieve: bool = True
+    _session: str = field(default="", init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.top_k is not None and (not isinstance(self.top_k, int) or isinstance(self.top_k, bool)
+                                       or not 0 < self.top_k <= 1000):
+            raise ValueError("top_k must be an integer between 1 and 1000, or None")
+        if self.on_error not in ("warn", "raise"):
+            raise ValueError("on_error must be 'warn' or 'raise'")
+        if "{context}" not in self.template:
+            raise ValueError("template must contain '{context}'")
+        if self.types is not None:
+            self.types = tuple(MemoryType(t).value for t in self.types)
+        for name in ("user_id", "agent_id"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str) and not callable(value):
+                raise TypeError(f"{name} must be a string, a callable or None")
+            if isinstance(value, str) and not value.strip():
+                raise ValueError(f"{name} must not be empty")
+        self._session = self.session_id or uuid.uuid4().hex
+
+    @property
+    def session(self) -> str:
+        """The session id recorded with messages (given, or one per adapter instance)."""
+        return self._session
+
+    def resolve_user(self, *args: Any) -> str | None:
+        """The user id for this turn (None when it cannot be resolved: memory is skipped)."""
+        return _resolve(self.user_id, args)
+
+    def resolve_agent(self, *args: Any, default: str | None = None) -> str:
+        """The agent id for this turn: the configured one, else `default`, else "assistant"."""
+        return _resolve(self.agent_id, args) or default or "assistant"
+
+    def render(self, context: str) -> str:
+        """The memory block for a retrieved context; "" when nothing was found."""
+        if not context.strip():
+            return ""
+        return self.template.replace("{context}", context)
+
+    def is_block(self, text: Any) -> bool:
+        """Whether `text` is a memory block rendered with this template."""
+        if not isinstance(text, str):
+            return False
+        prefix, _, suffix = self.template.partition("{context}")
+        if prefix.strip():
+            return text.startswith(prefix) and text.endswith(suffix)
+        return bool(suffix.strip()) and text.endswith(suffix)
+
+
+def _resolve(source: IdSource, args: tuple[Any, ...]) -> str | None:
+    if source is None:
+        return None
+    if isinstance(source, str):
+        return source
+    value = source(*args)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ValueError("an id callable must return a non-empty string or None")
+    return value
+
+
+def empty_result(query: str = "") -> RetrievalResult:
+    """A retrieval result with no memories (what a failed retrieval degrades to)."""
+    return RetrievalResult(query=query, memories=[], context="")
+
+
+class MemoryBridge:
+    """The engine calls an adapter makes, made safe.
+
+    ``retrieve`` never raises with ``on_error="warn"``: a failure is logged (exception type only)
+    and gives an empty result. ``record`` likewise logs and returns ``[]``. Empty messages are
+    dropped, and messages longer than the engine accepts are skipped with a warning instead of
+    failing the whole turn.
+    """
+
+    def __init__(self, memory: MemoryScope, config: MemoryConfig, framework: str) -> None:
+        if not isinstance(memory, MemoryScope):
+            raise TypeError(f"memory must be a MemoryScope, not {type(memory).__name__}")
+        self.memory = memory
+        self.config = config
+        self.framework = framework
+
+    # -- retrieval ----------------------------------------------------------------------------
+    def _retrieve_args(self, query: str, agent_id: str | None, top_k: int | None) -> dict[str, Any] | None:
+        query = query.strip()
+        if not query:
+            return None
+        limit = self.memory.settings.max_content_chars
+        return {"query": query[-limit:], "agent_id": agent_id if self.config.scope_to_agent else None,
+                "top_k": top_k if top_k is not None else self.config.top_k,
+                "types": self.config.types}
+
+    def retrieve(self, user_id: str | None, query: str | None, *, agent_id: str | None = None,
+                 top_k: int | None = None) -> RetrievalResult:
+        """Memories of `user_id` relevant to `query` (empty when there is no user, query or store)."""
+        if not self.config.retrieve or not user_id or not query:
+            return empty_result(query or "")
+        kwargs = self._retrieve_args(query, agent_id, top_k)
+        if kwargs is None:
+            return empty_result(query)
+        try:
+            return self.memory.retrieve(user_id, **kwargs)
+        except Exception as exc:
+            self._failed("retrieval", user_id, exc)
+            return empty_result(query)
+
+    async def aretrieve(self, user_id: str | None, query: str | None, *, agent_id: str | None = None,
+                        top_k: int | None = None) -> RetrievalResult:
+        """Async twin of `retrieve`."""
+        if not self.config.retrieve or not user_id or not query:
+            return empty_result(query or "")
+        kwargs = self._retrieve_args(query, agent_id, top_k)
+        if kwargs is None:
+            return empty_result(query)
+        try:
+            return await self.memory.aretrieve(user_id, **kwargs)
+        except Exception as exc:
+            self._failed("retrieval", user_id, exc)
+            return empty_result(query)
+
+    def block(self, result: RetrievalResult) -> str:
+        """The memory block to inject for a retrieval result ("" when empty)."""
+        return self.config.render(result.context) if result.memories else ""
+
+    # -- recording ------------------------------------------------------------------------------
+    def _clean(self, messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        limit = self.memory.settings.max_content_chars
+        kept = []
+        for message in messages:
+            content = message.get("content")
+            if not isinstance(content, str) or not content.strip():
+                continue
+            if len(content) > limit:
+                log.warning("%s: a %s message of %d characters exceeds the engine's limit (%d); not recorded",
+                            self.framework, message.get("role", "?"), len(content), limit)
+                continue
+            kept.append({k: v for k, v in message.items() if v is not None})
+        return kept
+
+    def record(self, user_id: str | None, messages: Iterable[Mapping[str, Any]], *, agent_id: str,
+               session_id: str | None = None) -> list[str]:
+        """Record a turn's messages (dicts with role, content, optional name); returns the ids."""
+        if not self.config.record or not user_id:
+            return []
+        cleaned = self._clean(messages)
+        if not cleaned:
+            return []
+        try:
+            return self.memory.record(user_id, cleaned, agent_id=agent_id,
+                                      session_id=session_id or self.config.session)
+        except Exception as exc:
+            self._failed("recording", user_id, exc)
+            return []
+
+    async def arecord(self, user_id: str | None, messages: Iterable[Mapping[str, Any]], *, agent_id: str,
+                      session_id: str | None = None) -> list[str]:
+        """Async twin of `record`."""
+        if not self.config.record or not user_id:
+            return []
+        cleaned = self._clean(messages)
+        if not cleaned:
+            return []
+        try:
+            return await self.memory.arecord(user_id, cleaned, agent_id=agent_id,
+                                             session_id=session_id or self.config.session)
+        except Exception as exc:
+            self._failed("recording", user_id, exc)
+            return []
+
+    def _failed(self, what: str, user_id: str, exc: Exception) -> None:
+        if self.config.on_error == "raise":
+            raise exc
+        log.warning("%s: memory %s failed for user %r (%s); the agent continues without it",
+                    self.framework, what, user_id, type(exc).__name__)
+
+
+# -- text helpers -------------------------------------------------------------------------------
+
+def text_of(content: Any) -> str:
+    """The plain text of a message content: a string, or the text parts of a multimodal list
+    (OpenAI ``{"type": "text", "text": ...}`` dicts, LangChain content blocks, objects with a
+    ``text`` attribute). Images, tool calls and other parts are ignored."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Mapping):
+        if content.get("type", "text") == "text" and isinstance(content.get("text"), str):
+            return content["text"]
+        if isinstance(content.get("content"), (str, list)):
+            return text_of(content["content"])
+        return ""
+    if isinstance(content, (list, tuple)):
+        parts = [text_of(part) for part in content]
+        return "\n".join(part for part in parts if part)
+    text = getattr(content, "text", None)
+    return text if isinstance(text, str) else ""
+
+
+def turn(user_text: str | None, reply_text: str | None, *, user_name: str | None = None,
+         agent_name: str | None = None) -> list[dict[str, Any]]:
+    """The messages to record for one exchange (empty sides left out)."""
+    messages: list[dict[str, Any]] = []
+    if user_text and user_text.strip():
+        messages.append({"role": "user", "content": user_text, "name": user_name})
+    if reply_text and reply_text.strip():
+        messages.append({"role": "assistant", "content": reply_text, "name": agent_name})
+    return messages
+
+
+__all__ = ["DEFAULT_TEMPLATE", "MemoryBridge", "MemoryConfig", "empty_result", "log", "text_of", "turn"]

@@ -1,0 +1,343 @@
+"""Long-term memory for AutoGen AgentChat 0.7 (``autogen_agentchat`` / ``autogen_core``).
+
+Usage::
+
+    from memoryscope_plugins.adapters.autogen_agentchat import MemoryScopeMemory, run_with_memory
+
+    memory = MemoryScopeMemory(engine, user_id="anna")
+    agent = AssistantAgent("assistant", model_client=client, memory=[memory])
+    result = await run_with_memory(agent, "Where do I live?")   # retrieves, answers, records
+
+``MemoryScopeMemory`` implements ``autogen_core.memory.Memory``: ``AssistantAgent`` calls its
+``update_context`` before answering; it retrieves for the latest user message and adds the
+memories as one SystemMessage. That message is removed again when the turn ends (by
+`run_with_memory`, `run_stream_with_memory` or `MemoryAssistantAgent`) or, with a bare
+``AssistantAgent``, at the start of the next ``update_context``: memory blocks never pile up in
+the agent's model context.
+
+``AssistantAgent`` never writes to a memory. Recording the exchange is done by
+`run_with_memory` / `run_stream_with_memory` (any agent) or by using `MemoryAssistantAgent`
+(an ``AssistantAgent`` that records each turn itself, also inside teams), or by calling
+`MemoryScopeMemory.record_exchange` yourself.
+
+The component is serialisable (``dump_component`` / ``load_component``): its config holds the
+store location and the engine's non-secret settings, the user, agent and options; API keys
+come from the environment (``MEMORYSCOPE_*``) when it is loaded, never from the dump.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any, Literal
+
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.base import ChatAgent, Response, TaskResult
+from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage
+from autogen_core import CancellationToken, Component
+from autogen_core.memory import Memory, MemoryContent, MemoryMimeType, MemoryQueryResult, UpdateContextResult
+from autogen_core.model_context import ChatCompletionContext
+from autogen_core.models import SystemMessage, UserMessage
+from pydantic import BaseModel, Field, SecretStr
+from typing_extensions import Self
+
+from memoryscope_plugins.adapters._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, text_of, turn
+from memoryscope_plugins.engine import MemoryScope
+from memoryscope_plugins.settings import Settings
+from memoryscope_plugins.types import MemoryType, ScoredMemory
+
+__all__ = ["MemoryAssistantAgent", "MemoryScopeMemory", "MemoryScopeMemoryConfig", "run_stream_with_memory",
+           "run_with_memory"]
+
+
+class MemoryScopeMemoryConfig(BaseModel):
+    """The serialisable configuration of `MemoryScopeMemory` (no engine object, no secrets)."""
+
+    name: str = "memoryscope"
+    user_id: str
+    agent_id: str | None = None
+    top_k: int | None = Field(None, gt=0, le=1000)
+    types: list[str] | None = None
+    template: str = DEFAULT_TEMPLATE
+    scope_to_agent: bool = False
+    on_error: Literal["warn", "raise"] = "warn"
+    path: str | None = Field(None, description="the SQLite store file (settings.store.path)")
+    settings_file: str | None = Field(None, description="a YAML settings file")
+    settings: dict[str, Any] | None = Field(None, description="non-secret settings overrides")
+
+
+class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
+    """A MemoryScope user's long-term memory as an AgentChat ``Memory``.
+
+    Args:
+        memory: the engine; when omitted, one is built from `path` / `settings_file` /
+            `settings` (and the environment) and closed by `close`.
+        user_id: whose memories are read, written and cleared.
+        agent_id: recorded as the assistant (default ``"assistant"``, or the agent's name when
+            recorded through `run_with_memory` / `MemoryAssistantAgent`).
+        top_k: memories injected per model call (default: the engine's setting).
+        types: only these memory types are retrieved.
+        template: the memory block (must contain ``{context}``).
+        scope_to_agent: retrieve only memories recorded by `agent_id`.
+        on_error: ``"warn"`` (a failing backend means no memories, the agent still answers) or
+            ``"raise"``.
+        name: the component's name.
+    """
+
+    component_type = "memory"
+    component_config_schema = MemoryScopeMemoryConfig
+    component_provider_override = "memoryscope_plugins.adapters.autogen_agentchat.MemoryScopeMemory"
+
+    def __init__(self, memory: MemoryScope | None = None, *, user_id: str, agent_id: str | None = None,
+                 top_k: int | None = None, types: Sequence[MemoryType | str] | None = None,
+                 template: str = DEFAULT_TEMPLATE, scope_to_agent: bool = False,
+                 on_error: Literal["warn", "raise"] = "warn", name: str = "memoryscope",
+                 path: str | None = None, settings_file: str | None = None,
+                 settings: dict[str, Any] | None = None) -> None:
+        if not isinstance(user_id, str) or not user_id.strip():
+            raise ValueError("user_id must be a non-empty string")
+        if scope_to_agent and not agent_id:
+            raise ValueError("scope_to_agent=True needs an agent_id")
+        self._owns_engine = memory is None
+        if memory is None:
+            base = Settings.load(settings_file, **(settings or {})) if (settings_file or settings) else None
+            memory = MemoryScope(base, path=path)
+        self._settings_file = settings_file
+        self._name = name
+        self._config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types,
+                                    template=template, scope_to_agent=scope_to_agent, on_error=on_error)
+        self._bridge = MemoryBridge(memory, self._config, "autogen_agentchat")
+
+    # -- properties ---------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """The component's name."""
+        return self._name
+
+    @property
+    def engine(self) -> MemoryScope:
+        """The MemoryScope engine behind this memory."""
+        return self._bridge.memory
+
+    @property
+    def user_id(self) -> str:
+        """Whose memories this is."""
+        return self._config.user_id  # type: ignore[return-value]
+
+    @property
+    def agent_id(self) -> str:
+        """The agent id recorded with the assistant's messages."""
+        return self._config.resolve_agent()
+
+    # -- the Memory protocol -----------------------------------------------------------------------
+    async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
+        """Inject memories relevant to the latest user message as one SystemMessage.
+
+        Any memory block left from an earlier turn is removed first, so the context holds at
+        most one. Never raises with ``on_error="warn"``.
+        """
+        await self.remove_blocks(model_context)
+        query = _latest_user_text(await model_context.get_messages())
+        result = await self._bridge.aretrieve(self.user_id, query, agent_id=self.agent_id)
+        block = self._bridge.block(result)
+        if block:
+            await model_context.add_message(SystemMessage(content=block))
+        return UpdateContextResult(memories=MemoryQueryResult(results=[_content(m) for m in result.memories]))
+
+    async def query(self, query: str | MemoryContent, cancellation_token: CancellationToken | None = None,
+                    **kwargs: Any) -> MemoryQueryResult:
+        """Search this user's memories (``top_k=`` may be passed); each result carries
+        metadata id, type, time and score."""
+        text = query if isinstance(query, str) else _content_text(query)
+        result = await self._bridge.aretrieve(self.user_id, text, agent_id=self.agent_id,
+                                              top_k=kwargs.get("top_k"))
+        return MemoryQueryResult(results=[_content(m) for m in result.memories])
+
+    async def add(self, content: MemoryContent, cancellation_token: CancellationToken | None = None) -> None:
+        """Store a fact directly (a ``custom`` memory, searchable at once). Text and JSON only."""
+        await self.engine.aadd(self.user_id, _content_text(content), agent_id=self.agent_id,
+                               metadata=dict(content.metadata or {}))
+
+    async def clear(self) -> None:
+        """Delete every memory of this user (and of nobody else)."""
+        await self.engine.adelete_all(self.user_id)
+
+    async def close(self) -> None:
+        """Close the engine if this memory built it (an engine passed in stays open)."""
+        if self._owns_engine:
+            await self.engine.aclose()
+
+    # -- recording and cleaning up ----------------------------------------------------------------
+    async def record_exchange(self, user_text: str | None, reply_text: str | None, *,
+                              agent_id: str | None = None) -> list[str]:
+        """Record one exchange (either side may be empty); failures are logged, not raised.
+
+        The assistant side is recorded under the configured agent_id, else `agent_id` (the
+        running agent's name), else "assistant"."""
+        agent = self._config.resolve_agent(default=agent_id)
+        return await self._bridge.arecord(self.user_id, turn(user_text, reply_text, agent_name=agent),
+                                          agent_id=agent)
+
+    async def remove_blocks(self, model_context: ChatCompletionContext) -> int:
+        """Remove this memory's blocks from a model context; returns how many were removed."""
+        state = dict(await model_context.save_state())
+        messages = list(state.get("messages", []))
+        kept = [m for m in messages if not (_is_system(m) and self._config.is_block(_field(m, "content")))]
+        if len(kept) != len(messages):
+            state["messages"] = kept
+            await model_context.load_state(state)
+        return len(messages) - len(kept)
+
+    # -- serialisation ----------------------------------------------------------------------------
+    def _to_config(self) -> MemoryScopeMemoryConfig:
+        cfg = self._config
+        return MemoryScopeMemoryConfig(
+            name=self._name, user_id=self.user_id, agent_id=cfg.agent_id if isinstance(cfg.agent_id, str) else None,
+            top_k=cfg.top_k, types=list(cfg.types) if cfg.types else None, template=cfg.template,
+            scope_to_agent=cfg.scope_to_agent, on_error=cfg.on_error, settings_file=self._settings_file,
+            settings=_public_settings(self.engine.settings))
+
+    @classmethod
+    def _from_config(cls, config: MemoryScopeMemoryConfig) -> Self:
+        return cls(user_id=config.user_id, agent_id=config.agent_id, top_k=config.top_k, types=config.types,
+                   template=config.template, scope_to_agent=config.scope_to_agent, on_error=config.on_error,
+                   name=config.name, path=config.path, settings_file=config.settings_file, settings=config.settings)
+
+
+class MemoryAssistantAgent(AssistantAgent):
+    """An ``AssistantAgent`` that also records every turn into its `MemoryScopeMemory` memories
+    (the incoming messages and its final answer) and removes the memory block from its model
+    context when the turn ends. Works wherever the agent runs: ``run``, ``run_stream``,
+    ``on_messages`` or inside a team. Takes exactly ``AssistantAgent``'s arguments."""
+
+    component_provider_override = "memoryscope_plugins.adapters.autogen_agentchat.MemoryAssistantAgent"
+
+    async def on_messages_stream(self, messages: Sequence[BaseChatMessage],
+                                 cancellation_token: CancellationToken
+                                 ) -> AsyncGenerator[BaseAgentEvent | BaseChatMessage | Response, None]:
+        """``AssistantAgent.on_messages_stream`` plus recording before the `Response` is yielded
+        (``on_messages`` stops reading at the Response, so nothing after it would run)."""
+        memories = _scope_memories(self)
+        async for item in super().on_messages_stream(messages, cancellation_token):
+            if isinstance(item, Response):
+                for memory in memories:
+                    await _finish_turn(memory, self, messages, item.chat_message)
+            yield item
+
+
+async def run_with_memory(agent: ChatAgent, task: str | BaseChatMessage | Sequence[BaseChatMessage],
+                          memory: MemoryScopeMemory | None = None, *,
+                          cancellation_token: CancellationToken | None = None) -> TaskResult:
+    """Run `agent` on `task`, then record the task and the agent's final answer in `memory`
+    (default: the agent's `MemoryScopeMemory`) and remove the memory block from its context."""
+    memories = [memory] if memory is not None else _scope_memories(agent)
+    if not memories:
+        raise ValueError("no MemoryScopeMemory given and none found in the agent's memory list")
+    result = await agent.run(task=task, cancellation_token=cancellation_token)
+    if not isinstance(agent, MemoryAssistantAgent):
+        for item in memories:
+            await _finish_turn(item, agent, _task_messages(task), _final_reply(result, agent.name))
+    return result
+
+
+async def run_stream_with_memory(agent: ChatAgent, task: str | BaseChatMessage | Sequence[BaseChatMessage],
+                                 memory: MemoryScopeMemory | None = None, *,
+                                 cancellation_token: CancellationToken | None = None
+                                 ) -> AsyncGenerator[BaseAgentEvent | BaseChatMessage | TaskResult, None]:
+    """`run_with_memory` as a stream: yields what ``agent.run_stream`` yields; the exchange is
+    recorded before the final `TaskResult` is yielded, so a consumer that stops there loses
+    nothing."""
+    memories = [memory] if memory is not None else _scope_memories(agent)
+    if not memories:
+        raise ValueError("no MemoryScopeMemory given and none found in the agent's memory list")
+    async for item in agent.run_stream(task=task, cancellation_token=cancellation_token):
+        if isinstance(item, TaskResult) and not isinstance(agent, MemoryAssistantAgent):
+            for scope in memories:
+                await _finish_turn(scope, agent, _task_messages(task), _final_reply(item, agent.name))
+        yield item
+
+
+# -- helpers -------------------------------------------------------------------------------------------
+
+async def _finish_turn(memory: MemoryScopeMemory, agent: Any, inputs: Sequence[BaseChatMessage],
+                       reply: BaseChatMessage | None) -> None:
+    name = getattr(agent, "name", None)
+    user_text = "\n".join(t for t in (_message_text(m) for m in inputs if m.source != name) if t.strip())
+    await memory.record_exchange(user_text, _message_text(reply) if reply is not None else None, agent_id=name)
+    context = getattr(agent, "model_context", None)
+    if isinstance(context, ChatCompletionContext):
+        await memory.remove_blocks(context)
+
+
+def _scope_memories(agent: Any) -> list[MemoryScopeMemory]:
+    return [m for m in (getattr(agent, "_memory", None) or []) if isinstance(m, MemoryScopeMemory)]
+
+
+def _task_messages(task: str | BaseChatMessage | Sequence[BaseChatMessage]) -> list[BaseChatMessage]:
+    from autogen_agentchat.messages import TextMessage
+    if isinstance(task, str):
+        return [TextMessage(content=task, source="user")]
+    if isinstance(task, BaseChatMessage):
+        return [task]
+    return list(task)
+
+
+def _final_reply(result: TaskResult, name: str) -> BaseChatMessage | None:
+    for message in reversed(result.messages):
+        if isinstance(message, BaseChatMessage) and message.source == name:
+            return message
+    return None
+
+
+def _message_text(message: BaseChatMessage) -> str:
+    try:
+        return message.to_model_text()
+    except Exception:  # an exotic message type: take what text it has
+        return text_of(getattr(message, "content", None))
+
+
+def _latest_user_text(messages: Sequence[Any]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, UserMessage):
+            content = message.content
+            text = content if isinstance(content, str) else "\n".join(p for p in content if isinstance(p, str))
+            if text.strip():
+                return text
+    return ""
+
+
+def _is_system(message: Any) -> bool:
+    return _field(message, "type") == "SystemMessage" or isinstance(message, SystemMessage)
+
+
+def _field(message: Any, name: str) -> Any:
+    return message.get(name) if isinstance(message, dict) else getattr(message, name, None)
+
+
+def _content(item: ScoredMemory) -> MemoryContent:
+    memory = item.memory
+    return MemoryContent(content=memory.content, mime_type=MemoryMimeType.TEXT, metadata={
+        "id": memory.id, "type": memory.type.value, "score": item.score,
+        "created_at": memory.created_at.isoformat(),
+        "event_start": memory.event_start.isoformat() if memory.event_start else None,
+        "speaker": memory.speaker})
+
+
+def _content_text(content: MemoryContent) -> str:
+    value = content.content
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
+    raise TypeError("MemoryScopeMemory stores text and JSON content only")
+
+
+def _public_settings(settings: Settings) -> dict[str, Any]:
+    """The engine's settings that differ from the defaults, secrets left out (they come from the
+    environment when the component is loaded)."""
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if not isinstance(v, SecretStr)}
+        return value
+    raw = strip(settings.model_dump(exclude_defaults=True))
+    return json.loads(json.dumps(raw, default=str))

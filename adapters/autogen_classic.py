@@ -1,0 +1,205 @@
+"""Long-term memory for classic AutoGen (the ``autogen`` package, ``ConversableAgent``).
+
+Usage::
+
+    from memoryscope_plugins import MemoryScope
+    from memoryscope_plugins.adapters.autogen_classic import MemoryCapability
+
+    MemoryCapability(MemoryScope(), user_id="anna").add_to_agent(assistant)
+
+or build the agent with memory: ``MemoryConversableAgent("assistant", memory=engine, user_id="anna",
+llm_config=...)``.
+
+How it hooks in, and why this way: the capability registers one reply function (a sync and an
+async twin) at position 0 of the agent's reply-function list. It runs first in every
+``generate_reply`` / ``a_generate_reply`` (direct calls, two-agent chats, group chats alike) and
+
+1. retrieves the user's memories for the latest received user message, with ``sender`` known
+   (so ``user_id`` may be a callable of the sender) and, in async chats, without blocking the
+   event loop;
+2. hands the remaining reply functions (termination check, tool calls, code execution, the LLM
+   reply...) a *new* message list with the memory block added as a system message, so the
+   agent's stored chat history is never touched;
+3. once one of them produced the final reply, records the received message and the reply.
+
+Hooks alone cannot do this: ``process_all_messages_before_reply`` sees neither the sender nor
+the reply and is sync only; ``process_message_before_send`` runs only inside ``send()`` and so
+misses direct ``generate_reply`` calls. The price of the wrapper is that it walks the remaining
+reply functions itself, the way ``generate_reply`` does (trigger matching, sync/async twins);
+an ``exclude=`` argument given to ``generate_reply`` is not seen by it (AutoGen itself never
+passes one).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from autogen import Agent, ConversableAgent
+
+from memoryscope_plugins.adapters._common import IdSource, MemoryBridge, MemoryConfig, text_of, turn
+from memoryscope_plugins.engine import MemoryScope
+from memoryscope_plugins.types import MemoryType
+
+try:  # the predicate ConversableAgent itself uses
+    from autogen.fast_depends.utils import is_coroutine_callable as _is_async
+except ImportError:  # pragma: no cover - older/newer layouts
+    _is_async = inspect.iscoroutinefunction
+
+__all__ = ["MemoryCapability", "MemoryConversableAgent"]
+
+_TEXT_ROLES = ("user",)
+
+
+class MemoryCapability:
+    """Gives a ``ConversableAgent`` long-term memory (an AutoGen "agent capability").
+
+    Args:
+        memory: the engine.
+        user_id: whose memories: a string, or ``callable(sender: Agent | None) -> str | None``
+            (None skips memory for that turn).
+        agent_id: recorded as the assistant; default: the agent's name.
+        top_k: memories injected per reply (default: the engine's setting).
+        types: restrict retrieval to these memory types.
+        config: a full `MemoryConfig` instead of the keyword arguments above.
+    """
+
+    def __init__(self, memory: MemoryScope, *, user_id: IdSource = None, agent_id: IdSource = None,
+                 top_k: int | None = None, types: Sequence[MemoryType | str] | None = None,
+                 config: MemoryConfig | None = None) -> None:
+        if config is None:
+            if user_id is None:
+                raise ValueError("user_id is required (a string or a callable of the sender)")
+            config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types)
+        self.config = config
+        self.bridge = MemoryBridge(memory, config, "autogen")
+
+    def add_to_agent(self, agent: ConversableAgent) -> None:
+        """Register the memory reply function (sync and async) first in `agent`'s reply chain."""
+        if not isinstance(agent, ConversableAgent):
+            raise TypeError("MemoryCapability works with autogen.ConversableAgent")
+        agent.register_reply([Agent, None], self.memory_reply, position=0)
+        agent.register_reply([Agent, None], self.a_memory_reply, position=0, ignore_async_in_sync_chat=True)
+
+    # -- the reply functions -----------------------------------------------------------------------
+    def memory_reply(self, recipient: ConversableAgent, messages: list[dict[str, Any]] | None = None,
+                     sender: Agent | None = None, config: Any = None) -> tuple[bool, Any]:
+        """Retrieve, run the rest of the reply chain on an augmented copy, record; sync."""
+        if not messages:
+            return False, None
+        user_id, agent_id = self._ids(recipient, sender)
+        query = _latest_user_text(messages)
+        result = self.bridge.retrieve(user_id, query, agent_id=agent_id)
+        augmented = _with_block(messages, self.bridge.block(result))
+        final, reply = _run_rest_sync(recipient, augmented, sender, skip=(self.memory_reply, self.a_memory_reply))
+        self.bridge.record(user_id, self._turn(messages, reply, agent_id), agent_id=agent_id)
+        return final, reply
+
+    async def a_memory_reply(self, recipient: ConversableAgent, messages: list[dict[str, Any]] | None = None,
+                             sender: Agent | None = None, config: Any = None) -> tuple[bool, Any]:
+        """Async twin of `memory_reply` (used in ``a_initiate_chat`` / ``a_generate_reply``)."""
+        if not messages:
+            return False, None
+        user_id, agent_id = self._ids(recipient, sender)
+        query = _latest_user_text(messages)
+        result = await self.bridge.aretrieve(user_id, query, agent_id=agent_id)
+        augmented = _with_block(messages, self.bridge.block(result))
+        final, reply = await _run_rest_async(recipient, augmented, sender,
+                                             skip=(self.memory_reply, self.a_memory_reply))
+        await self.bridge.arecord(user_id, self._turn(messages, reply, agent_id), agent_id=agent_id)
+        return final, reply
+
+    # -- helpers ----------------------------------------------------------------------------------------
+    def _ids(self, recipient: ConversableAgent, sender: Agent | None) -> tuple[str | None, str]:
+        try:
+            user_id = self.config.resolve_user(sender)
+            agent_id = self.config.resolve_agent(sender, default=recipient.name)
+        except Exception as exc:  # a user-supplied id callable failed: no memory for this turn
+            self.bridge._failed("id resolution", "?", exc)
+            return None, recipient.name
+        return user_id, agent_id
+
+    @staticmethod
+    def _turn(messages: list[dict[str, Any]], reply: Any, agent_id: str) -> list[dict[str, Any]]:
+        last = messages[-1]
+        user_text = text_of(last.get("content")) if last.get("role", "user") in _TEXT_ROLES and \
+            not last.get("tool_responses") else ""
+        reply_text = text_of(reply.get("content")) if isinstance(reply, dict) else text_of(reply)
+        return turn(user_text, reply_text, agent_name=agent_id)
+
+
+class MemoryConversableAgent(ConversableAgent):
+    """A ``ConversableAgent`` with long-term memory; takes every ``ConversableAgent`` argument plus:
+
+    Args:
+        memory: the engine.
+        user_id: whose memories (a string, or a callable of the sender agent).
+        memory_agent_id: recorded as the assistant; default: the agent's name.
+        top_k: memories injected per reply.
+        memory_config: a full `MemoryConfig` instead of the three options above.
+    """
+
+    def __init__(self, name: str, *args: Any, memory: MemoryScope, user_id: IdSource = None,
+                 memory_agent_id: IdSource = None, top_k: int | None = None,
+                 memory_config: MemoryConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(name, *args, **kwargs)
+        self.memory_capability = MemoryCapability(memory, user_id=user_id, agent_id=memory_agent_id, top_k=top_k,
+                                                  config=memory_config)
+        self.memory_capability.add_to_agent(self)
+
+
+# -- the reply chain --------------------------------------------------------------------------------
+
+def _latest_user_text(messages: list[dict[str, Any]]) -> str:
+    """Text of the most recent message the agent received from its interlocutor."""
+    for message in reversed(messages):
+        if message.get("role", "user") in _TEXT_ROLES and not message.get("tool_responses"):
+            text = text_of(message.get("content"))
+            if text.strip():
+                return text
+    return ""
+
+
+def _with_block(messages: list[dict[str, Any]], block: str) -> list[dict[str, Any]]:
+    """A copy of `messages` with the memory block as a leading system message (or `messages`
+    itself when there is nothing to add). The stored history is never modified."""
+    if not block:
+        return messages
+    return [{"role": "system", "content": block}, *copy.deepcopy(messages)]
+
+
+def _matches(agent: ConversableAgent, entry: dict[str, Any], sender: Agent | None) -> bool:
+    return agent._match_trigger(entry["trigger"], sender)
+
+
+def _run_rest_sync(agent: ConversableAgent, messages: list[dict[str, Any]], sender: Agent | None,
+                   skip: tuple[Callable[..., Any], ...]) -> tuple[bool, Any]:
+    """The rest of ``generate_reply``'s loop: the first final reply of the other functions."""
+    for entry in list(agent._reply_func_list):
+        func = entry["reply_func"]
+        if func in skip or _is_async(func) or not _matches(agent, entry, sender):
+            continue
+        final, reply = func(agent, messages=messages, sender=sender, config=entry["config"])
+        if final:
+            return True, reply
+    return True, agent._default_auto_reply
+
+
+async def _run_rest_async(agent: ConversableAgent, messages: list[dict[str, Any]], sender: Agent | None,
+                          skip: tuple[Callable[..., Any], ...]) -> tuple[bool, Any]:
+    """The rest of ``a_generate_reply``'s loop (sync functions with an async twin are skipped)."""
+    twins = agent._get_sync_funcs_to_skip_in_async_chat() if hasattr(
+        agent, "_get_sync_funcs_to_skip_in_async_chat") else set()
+    for entry in list(agent._reply_func_list):
+        func = entry["reply_func"]
+        if func in skip or func in twins or not _matches(agent, entry, sender):
+            continue
+        if _is_async(func):
+            final, reply = await func(agent, messages=messages, sender=sender, config=entry["config"])
+        else:
+            final, reply = func(agent, messages=messages, sender=sender, config=entry["config"])
+        if final:
+            return True, reply
+    return True, agent._default_auto_reply

@@ -1,0 +1,243 @@
+"""The LoCoMo retrieval benchmark, run through the public API only.
+
+For each conversation of a file in LoCoMo's format, every dialog turn is recorded with
+`MemoryScope.record` (its speaker, its session's date and time, image turns with their caption as
+"[shares ...]"), then every question is asked with `MemoryScope.retrieve` against that
+conversation's memories only (one user per conversation), with `now` after the last session.
+recall@k = |gold turns in the top k| / |gold turns|, averaged over questions; hit@k = any gold turn
+in the top k. Evidence ids are normalised as the reference script does. The data is never shipped:
+it is read from the path given.
+
+Mode "observations" indexes LoCoMo's own per-session observation lists as `observation` memories
+(each names the turns it came from); a retrieved observation covers the gold turns it names.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..engine import MemoryScope
+from ..settings import Settings
+from ..types import MemoryType, Message
+
+KS = (1, 3, 5, 10, 20)
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+_SESSION_KEY = re.compile(r"^session_(\d+)$")
+
+
+@dataclass
+class Turn:
+    dia_id: str
+    speaker: str
+    text: str
+
+
+@dataclass
+class Session:
+    number: int
+    when: datetime
+    turns: list[Turn]
+    observations: list[tuple[str, list[str]]] = field(default_factory=list)  # (text, dia ids)
+
+
+@dataclass
+class Question:
+    text: str
+    category: int
+    gold: list[str]
+
+
+@dataclass
+class Conversation:
+    id: str
+    speakers: tuple[str, str]
+    sessions: list[Session]
+    questions: list[Question]
+
+
+def parse_locomo_time(text: str) -> datetime:
+    """LoCoMo's session stamps, e.g. "1:56 pm on 8 May, 2023" (taken as UTC)."""
+    cleaned = re.sub(r"\s+", " ", text.strip())
+    for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y"):
+        try:
+            return datetime.strptime(cleaned, fmt).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+    raise ValueError(f"unrecognised LoCoMo date {text!r}")
+
+
+def normalise_evidence(evidence: Sequence[Any], valid_ids: set[str]) -> list[str]:
+    """Split "D8:6; D9:17", fix "D:11:26" and "D30:05", drop ids that name no turn."""
+    out: list[str] = []
+    for item in evidence:
+        for part in re.split(r"[;,\s]+", str(item)):
+            match = re.match(r"^D:?(\d+):0*(\d+)$", part.strip())
+            if not match:
+                continue
+            dia_id = f"D{int(match.group(1))}:{int(match.group(2))}"
+            if dia_id in valid_ids and dia_id not in out:
+                out.append(dia_id)
+    return out
+
+
+def load_conversations(path: str | Path) -> list[Conversation]:
+    """Read a file in the format of LoCoMo's locomo10.json."""
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(raw, list):
+        raise ValueError("a LoCoMo file is a JSON list of conversations")
+    conversations = []
+    for sample in raw:
+        conv = sample["conversation"]
+        observations = sample.get("observation") or {}
+        sessions = []
+        for number in sorted(int(m.group(1)) for key in conv if (m := _SESSION_KEY.match(key))):
+            turns = []
+            for turn in conv[f"session_{number}"]:
+                text = turn["text"]
+                if turn.get("blip_caption"):
+                    text += f" [shares {turn['blip_caption']}]"
+                turns.append(Turn(turn["dia_id"], turn["speaker"], text))
+            obs = []
+            for per_speaker in (observations.get(f"session_{number}_observation") or {}).values():
+                for entry in per_speaker:
+                    ids = entry[1] if isinstance(entry[1], list) else [entry[1]]
+                    obs.append((entry[0], [str(i) for i in ids]))
+            sessions.append(Session(number, parse_locomo_time(conv[f"session_{number}_date_time"]), turns, obs))
+        valid = {t.dia_id for s in sessions for t in s.turns}
+        questions = [Question(qa["question"], int(qa["category"]), normalise_evidence(qa.get("evidence", []), valid))
+                     for qa in sample["qa"]]
+        conversations.append(Conversation(sample["sample_id"], (conv["speaker_a"], conv["speaker_b"]),
+                                          sessions, [q for q in questions if q.gold]))
+    return conversations
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def _ingest(memory: MemoryScope, conv: Conversation, mode: str) -> int:
+    count = 0
+    for session in conv.sessions:
+        if mode == "turns":
+            for i, turn in enumerate(session.turns):
+                role = "user" if turn.speaker == conv.speakers[0] else "assistant"
+                memory.record(conv.id, [Message(role=role, content=turn.text, name=turn.speaker,
+                                                timestamp=session.when + timedelta(seconds=i),
+                                                metadata={"dia_id": turn.dia_id})],
+                              session_id=f"session_{session.number}")
+                count += 1
+        else:
+            for text, ids in session.observations:
+                memory.add(conv.id, text, type=MemoryType.OBSERVATION, created_at=session.when,
+                           metadata={"dia_ids": ids})
+                count += 1
+    return count
+
+
+def _covered(metadata: dict[str, Any]) -> list[str]:
+    if "dia_id" in metadata:
+        return [metadata["dia_id"]]
+    return list(metadata.get("dia_ids", []))
+
+
+def run_locomo(data: str | Path, *, mode: str = "turns", settings: Settings | None = None,
+               workdir: str | Path | None = None, limit_conversations: int | None = None,
+               on_progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the benchmark and return the report dict (see module docstring for the metric)."""
+    if mode not in ("turns", "observations"):
+        raise ValueError("mode is 'turns' or 'observations'")
+    conversations = load_conversations(data)[:limit_conversations]
+    settings = settings or Settings()
+    tmp = tempfile.TemporaryDirectory(prefix="memoryscope-bench-") if workdir is None else None
+    folder = Path(tmp.name if tmp else workdir)  # type: ignore[arg-type]
+    folder.mkdir(parents=True, exist_ok=True)
+    store_path = folder / "locomo.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(store_path) + suffix).unlink(missing_ok=True)
+    settings = settings.model_copy(update={
+        "store": settings.store.model_copy(update={"backend": "sqlite", "path": store_path}),
+        "consolidation": settings.consolidation.model_copy(update={"enabled": False})})
+    rows: list[dict[str, Any]] = []
+    ingest_ms = 0.0
+    n_memories = 0
+    search_ms: list[float] = []
+    try:
+        with MemoryScope(settings) as memory:
+            memory.retrieve("warm-up", "warm up the query path")  # loads the model once
+            for conv in conversations:
+                start = time.perf_counter()
+                n_memories += _ingest(memory, conv, mode)
+                ingest_ms += (time.perf_counter() - start) * 1000.0
+                now = conv.sessions[-1].when + timedelta(days=1)
+                for question in conv.questions:
+                    start = time.perf_counter()
+                    result = memory.retrieve(conv.id, question.text, top_k=max(KS), now=now)
+                    search_ms.append((time.perf_counter() - start) * 1000.0)
+                    ranked = [_covered(item.memory.metadata) for item in result.memories]
+                    gold = set(question.gold)
+                    recall, hit = {}, {}
+                    for k in KS:
+                        found = gold & {i for ids in ranked[:k] for i in ids}
+                        recall[k] = len(found) / len(gold)
+                        hit[k] = float(bool(found))
+                    rows.append({"category": question.category, "recall": recall, "hit": hit})
+                if on_progress:
+                    on_progress(f"{conv.id}: {n_memories} memories, {len(rows)} questions")
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    groups = {"1-4": {1, 2, 3, 4}, **{str(c): {c} for c in range(1, 6)}}
+
+    def mean_of(metric: str, cats: set[int]) -> dict[str, float] | None:
+        chosen = [r for r in rows if r["category"] in cats]
+        if not chosen:
+            return None
+        return {str(k): statistics.fmean(r[metric][k] for r in chosen) for k in KS}
+
+    return {
+        "mode": mode,
+        "config": settings.redacted(),
+        "data": str(data),
+        "n_conversations": len(conversations),
+        "n_memories": n_memories,
+        "n_queries": len(rows),
+        "n_queries_by_category": {name: sum(1 for r in rows if r["category"] in cats) for name, cats in groups.items()},
+        "recall": {name: mean_of("recall", cats) for name, cats in groups.items()},
+        "hit": {name: mean_of("hit", cats) for name, cats in groups.items()},
+        "search_ms": {"p50": _percentile(search_ms, 50), "p95": _percentile(search_ms, 95),
+                      "mean": statistics.fmean(search_ms) if search_ms else float("nan")},
+        "ingest_ms_per_memory": ingest_ms / max(n_memories, 1),
+    }
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """The report as Markdown tables (recall and hit per category group, latency)."""
+    lines = [f"LoCoMo retrieval, mode={report['mode']}, {report['n_conversations']} conversations, "
+             f"{report['n_memories']} memories, {report['n_queries']} questions", ""]
+    for metric in ("recall", "hit"):
+        lines.append(f"| {metric} | n | " + " | ".join(f"@{k}" for k in KS) + " |")
+        lines.append("|---|---|" + "---|" * len(KS))
+        for name, values in report[metric].items():
+            if values is None:
+                continue
+            label = name if name == "1-4" else f"{name} {CATEGORY_NAMES[int(name)]}"
+            lines.append(f"| {label} | {report['n_queries_by_category'][name]} | "
+                         + " | ".join(f"{values[str(k)]:.3f}" for k in KS) + " |")
+        lines.append("")
+    lines.append(f"search p50 {report['search_ms']['p50']:.2f} ms, p95 {report['search_ms']['p95']:.2f} ms; "
+                 f"ingest {report['ingest_ms_per_memory']:.2f} ms per memory")
+    return "\n".join(lines)

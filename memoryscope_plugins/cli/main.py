@@ -1,0 +1,225 @@
+"""The `memoryscope-plugins` command line: demo, chat, admin, parse-time and the benchmark."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import MemoryScopeError
+
+
+def _settings(args: argparse.Namespace):
+    from ..settings import Settings
+    settings = Settings.load(args.config) if args.config else Settings()
+    if args.store:
+        settings = settings.model_copy(update={"store": settings.store.model_copy(
+            update={"backend": "sqlite", "path": Path(args.store)})})
+    return settings
+
+
+def _engine(args: argparse.Namespace, **kwargs):
+    from ..engine import MemoryScope
+    return MemoryScope(_settings(args), **kwargs)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+    run_demo(sys.stdout)
+    return 0
+
+
+def cmd_parse_time(args: argparse.Namespace) -> int:
+    from ..retrieval.time_parser import parse_time_json
+    now = datetime.fromisoformat(args.now) if args.now else datetime.now().astimezone()
+    print(json.dumps(parse_time_json(args.text, now), ensure_ascii=False))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ..bench.locomo import format_table, run_locomo
+    settings = _settings(args)
+    report = run_locomo(args.data, mode=args.mode, settings=settings, limit_conversations=args.limit,
+                        on_progress=lambda line: print(line, file=sys.stderr))
+    print(format_table(report))
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+        print(f"report written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from .chat import run_chat
+    with _engine(args) as memory:
+        return run_chat(memory, user_id=args.user, agent_id=args.agent)
+
+
+def _print_memory(memory, out=sys.stdout) -> None:
+    when = (memory.event_start or memory.created_at).strftime("%Y-%m-%d %a")
+    status = "" if memory.status.value == "active" else f" ({memory.status.value})"
+    out.write(f"{memory.id}  [{when}] {memory.type.value}{status}: {memory.content}\n")
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with _engine(args) as memory:
+        for item in memory.list(args.user, limit=args.limit, offset=args.offset):
+            _print_memory(item)
+    return 0
+
+
+def cmd_retrieve(args: argparse.Namespace) -> int:
+    with _engine(args) as memory:
+        result = memory.retrieve(args.user, args.query, top_k=args.top_k, now=args.now)
+        if args.json:
+            print(json.dumps({"context": result.context, "timings_ms": result.timings_ms,
+                              "memories": [{**m.memory.to_dict(), "score": m.score} for m in result.memories]},
+                             ensure_ascii=False, indent=1))
+        else:
+            print(result.context or "(no memories)")
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    with _engine(args) as memory:
+        _print_memory(memory.add(args.user, args.text))
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    with _engine(args) as memory:
+        memory.delete(args.user, args.id)
+    print(f"deleted {args.id}")
+    return 0
+
+
+def cmd_delete_all(args: argparse.Namespace) -> int:
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print("refusing to delete without --yes", file=sys.stderr)
+            return 2
+        answer = input(f"Delete every memory of {args.user!r}? Type the user id to confirm: ")
+        if answer.strip() != args.user:
+            print("cancelled")
+            return 1
+    with _engine(args) as memory:
+        print(f"deleted {memory.delete_all(args.user)} memories of {args.user}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    with _engine(args) as memory:
+        print(f"exported {memory.export(args.user, args.file)} memories to {args.file}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    with _engine(args) as memory:
+        print(f"imported {memory.import_(args.user, args.file, progress=True)} memories")
+    return 0
+
+
+def cmd_users(args: argparse.Namespace) -> int:
+    with _engine(args) as memory:
+        for user in memory.users():
+            print(user)
+    return 0
+
+
+def cmd_reembed(args: argparse.Namespace) -> int:
+    with _engine(args) as memory:  # opening re-embeds when the model changed
+        print(f"vectors are current for {memory.embedder.name}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memoryscope-plugins",
+                                     description="Long-term memory for LLM agents: demo, chat, admin, benchmark.")
+    parser.add_argument("--config", help="YAML settings file (also $MEMORYSCOPE_CONFIG)")
+    parser.add_argument("--store", help="SQLite store file (default ~/.memoryscope/memory.db)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("demo", help="the offline demo: record a short conversation, then recall").set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("chat", help="chat with memory in the terminal (slash commands: /help)")
+    p.add_argument("--user", default="user")
+    p.add_argument("--agent", default="assistant")
+    p.set_defaults(func=cmd_chat)
+
+    p = sub.add_parser("parse-time", help="print the time range a text names, as JSON")
+    p.add_argument("text")
+    p.add_argument("--now", help="ISO 8601 moment relative times are computed from (default: now)")
+    p.set_defaults(func=cmd_parse_time)
+
+    bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
+    p = bench.add_parser("locomo", help="LoCoMo retrieval benchmark (recall@k, latency)")
+    p.add_argument("--data", required=True, help="a file in LoCoMo's locomo10.json format")
+    p.add_argument("--mode", choices=["turns", "observations"], default="turns")
+    p.add_argument("--out", help="write the JSON report here")
+    p.add_argument("--limit", type=int, help="only the first N conversations")
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("list", help="list a user's memories, newest first")
+    p.add_argument("user")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--offset", type=int, default=0)
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("retrieve", help="what memory recalls for a query")
+    p.add_argument("user")
+    p.add_argument("query")
+    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument("--now", default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_retrieve)
+
+    p = sub.add_parser("add", help="add a memory directly")
+    p.add_argument("user")
+    p.add_argument("text")
+    p.set_defaults(func=cmd_add)
+
+    p = sub.add_parser("delete", help="delete one memory")
+    p.add_argument("user")
+    p.add_argument("id")
+    p.set_defaults(func=cmd_delete)
+
+    p = sub.add_parser("delete-all", help="delete every memory of a user")
+    p.add_argument("user")
+    p.add_argument("--yes", action="store_true", help="do not ask")
+    p.set_defaults(func=cmd_delete_all)
+
+    p = sub.add_parser("export", help="export a user's memories as JSON Lines")
+    p.add_argument("user")
+    p.add_argument("file")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import", help="import memories from JSON Lines")
+    p.add_argument("user")
+    p.add_argument("file")
+    p.set_defaults(func=cmd_import)
+
+    sub.add_parser("users", help="list users").set_defaults(func=cmd_users)
+    sub.add_parser("reembed", help="re-embed memories made by another embedding model").set_defaults(func=cmd_reembed)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except MemoryScopeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Consolidation: LLM steps that turn recorded turns into observations and insights (background)."""

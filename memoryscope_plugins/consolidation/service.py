@@ -1,0 +1,392 @@
+"""The consolidation service: when to consolidate and reflect, for whom, and never twice at once.
+
+Triggers (``settings.consolidation``):
+
+* every ``every_messages`` recorded messages of a user (`notify`, called by `MemoryScope.record`);
+* every ``every_seconds``: a sweep over every user with pending messages (this is also how a
+  separate worker process, which hears no `notify`, finds work; and how a restarted engine resumes);
+* on demand: `consolidate`, `reflect`, `flush`;
+* on close: `stop` finishes the current step, then flushes when ``flush_on_close`` (default on).
+
+One user's work runs in one place at a time: a per-user lock inside the process plus a per-user
+lease in the store (renewed before each commit), which also holds across processes. Consolidation
+and reflection of a user take the same lease, so they never race.
+
+Failures: a failed step (the model failed after its retries, or gave unusable JSON) leaves its
+messages pending with their attempt count raised; after ``max_attempts`` they are marked
+'failed' and a warning is logged (ids and counts only). The worker backs off from a failing user.
+A crash leaves the messages pending (each step commits in one transaction) and they are picked
+up again on restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import TYPE_CHECKING, Literal
+
+from ..errors import ConfigError, MemoryScopeError, StoreError
+from ..models.structured import UsageMeter
+from ..storage.base import StoredMessage
+from .reflection import load_state, reflect_user
+from .report import ConsolidationReport
+from .steps import LeaseLostError, StepEnv, consolidate_batch, select_batch
+
+if TYPE_CHECKING:
+    from ..engine import MemoryScope
+
+log = logging.getLogger("memoryscope_plugins.consolidation")
+
+DEFAULTS = {  # settings the service reads with these defaults when ConsolidationSettings lacks them
+    "flush_on_close": True,
+    "close_timeout_s": 30.0,
+    "batch_messages": 20,
+    "batch_chars": 16_000,
+    "max_backoff_s": 300.0,
+}
+ReflectMode = Literal["auto", "force", "no"]
+
+
+def no_model_error() -> ConfigError:
+    return ConfigError("consolidation needs a model: set llm.provider ('openai' or 'dashscope') and llm.model "
+                       "in the settings (or pass llm= to MemoryScope)")
+
+
+class ConsolidationService:
+    """Background and on-demand consolidation / reflection for one `MemoryScope` (many users).
+
+    Args:
+        engine: the engine whose store, embedder, LLM and settings are used.
+        owner: the lease owner name (default: host, process id and a random suffix).
+    """
+
+    def __init__(self, engine: "MemoryScope", *, owner: str | None = None) -> None:
+        if engine.llm is None:
+            raise no_model_error()
+        self.engine = engine
+        self.usage = UsageMeter()
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._cond = threading.Condition()
+        self._counts: dict[str, int] = {}
+        self._due: set[str] = set()
+        self._stopping = False
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._retry_at: dict[str, float] = {}
+        self._failures: dict[str, int] = {}
+
+    # -- settings -------------------------------------------------------------------------------
+    @property
+    def cfg(self):
+        return self.engine.settings.consolidation
+
+    def _setting(self, name: str):
+        return getattr(self.cfg, name, DEFAULTS[name])
+
+    # -- triggers -------------------------------------------------------------------------------
+    def notify(self, user_id: str, count: int = 1) -> None:
+        """Note that ``count`` messages of a user were recorded; wakes the worker every
+        ``every_messages``. Cheap and non-blocking (called on the record path)."""
+        with self._cond:
+            total = self._counts.get(user_id, 0) + max(1, int(count))
+            self._counts[user_id] = total
+            if total >= self.cfg.every_messages:
+                self._due.add(user_id)
+                self._cond.notify_all()
+
+    @property
+    def running(self) -> bool:
+        """Whether the background thread is running."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Start the background worker thread (no-op when it runs already)."""
+        if self.running:
+            return
+        with self._cond:
+            self._stopping = False
+            self._stopped = False
+        self._thread = threading.Thread(target=self.run, name="memoryscope-consolidation", daemon=True)
+        self._thread.start()
+
+    def stop(self, *, flush: bool | None = None, timeout: float | None = None) -> None:
+        """Stop the worker: the step in progress finishes, no new one starts. Then, when ``flush``
+        (default ``consolidation.flush_on_close``), consolidate what is still pending, for at most
+        ``timeout`` seconds (default ``consolidation.close_timeout_s``). Idempotent."""
+        with self._cond:
+            already = self._stopped
+            self._stopping = True
+            self._stopped = True
+            self._cond.notify_all()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        self._thread = None
+        if already:
+            return
+        if flush if flush is not None else self._setting("flush_on_close"):
+            try:
+                self.flush(timeout if timeout is not None else self._setting("close_timeout_s"))
+            except MemoryScopeError as exc:
+                log.warning("flush on close failed: %s", type(exc).__name__)
+
+    def run(self, stop_event: threading.Event | None = None) -> None:
+        """The worker loop (what the thread runs); returns after `stop` or when ``stop_event`` is set.
+
+        Sweeps at once on start, so work left pending by a previous run resumes immediately.
+        """
+        interval = self.cfg.every_seconds
+        next_sweep = time.monotonic()
+        while not self._halted(stop_event):
+            users = self._wait_for_work(next_sweep, stop_event)
+            if self._halted(stop_event):
+                break
+            if time.monotonic() >= next_sweep:
+                try:
+                    users |= set(self.engine.store.users_with_pending())
+                except StoreError as exc:
+                    log.warning("consolidation sweep failed: %s", type(exc).__name__)
+                next_sweep = time.monotonic() + interval
+            for user_id in sorted(users):
+                if self._halted(stop_event):
+                    break
+                if self._retry_at.get(user_id, 0.0) > time.monotonic():
+                    continue
+                with self._cond:
+                    self._counts[user_id] = 0
+                try:
+                    self._work_user(user_id, wait=False, deadline=None, interruptible=True, stop_event=stop_event)
+                except Exception as exc:  # noqa: BLE001 - the worker must survive anything
+                    log.warning("consolidation worker step failed for user %s: %s", user_id, type(exc).__name__)
+
+    def _halted(self, stop_event: threading.Event | None) -> bool:
+        return self._stopping or (stop_event is not None and stop_event.is_set())
+
+    def _wait_for_work(self, next_sweep: float, stop_event: threading.Event | None) -> set[str]:
+        with self._cond:
+            while not self._due and not self._halted(stop_event):
+                remaining = next_sweep - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(min(remaining, 0.25) if stop_event is not None else remaining)
+            users, self._due = self._due, set()
+        return users
+
+    # -- on demand ------------------------------------------------------------------------------
+    def consolidate(self, user_id: str | None = None) -> ConsolidationReport:
+        """Consolidate the pending messages of one user (or of every user) now, waiting for a
+        worker that is busy with the same user; reflects too when reflection is due."""
+        users = [user_id] if user_id is not None else self.engine.store.users_with_pending()
+        report = ConsolidationReport()
+        for user in users:
+            report.merge(self._work_user(user, wait=True, deadline=None, interruptible=False))
+        if report.messages == 0 and not report.insights and not report.errors and report.skipped_reason is None:
+            report.skipped_reason = "nothing pending to consolidate"
+        return report
+
+    def reflect(self, user_id: str) -> ConsolidationReport:
+        """Turn the user's not-yet-reflected observations into insights now (even below the
+        ``reflect_every_observations`` threshold). Pending messages are not consolidated first."""
+        return self._work_user(user_id, wait=True, deadline=None, interruptible=False, consolidate=False,
+                               reflect="force")
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Consolidate until no message is pending, or ``timeout`` seconds pass.
+
+        A user whose step fails is not retried within the same flush (its messages stay pending,
+        attempts counted). Returns True when no message is left pending.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        given_up: set[str] = set()
+        while True:
+            users = [u for u in self.engine.store.users_with_pending() if u not in given_up]
+            if not users:
+                return not given_up
+            for user in users:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                report = self._work_user(user, wait=True, deadline=deadline, interruptible=False)
+                if report.errors:
+                    given_up.add(user)
+            if deadline is not None and time.monotonic() >= deadline:
+                return not self.engine.store.users_with_pending()
+
+    # -- asyncio twins ----------------------------------------------------------------------------
+    async def aconsolidate(self, user_id: str | None = None) -> ConsolidationReport:
+        """Async twin of `consolidate` (runs in a worker thread)."""
+        return await asyncio.to_thread(self.consolidate, user_id)
+
+    async def areflect(self, user_id: str) -> ConsolidationReport:
+        """Async twin of `reflect`."""
+        return await asyncio.to_thread(self.reflect, user_id)
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        """Async twin of `flush`."""
+        return await asyncio.to_thread(self.flush, timeout)
+
+    async def astop(self, *, flush: bool | None = None, timeout: float | None = None) -> None:
+        """Async twin of `stop`."""
+        await asyncio.to_thread(lambda: self.stop(flush=flush, timeout=timeout))
+
+    async def arun(self, stop_event: asyncio.Event | None = None) -> None:
+        """The worker loop for ``worker: asyncio``: runs until `stop` / `astop`, or ``stop_event``.
+
+        The loop itself runs in a worker thread (the steps are blocking I/O), so the event loop
+        stays free.
+        """
+        thread_event = threading.Event()
+        loop_task = asyncio.ensure_future(asyncio.to_thread(self.run, thread_event))
+        if stop_event is None:
+            await loop_task
+            return
+        waiter = asyncio.ensure_future(stop_event.wait())
+        try:
+            await asyncio.wait({loop_task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            thread_event.set()
+            waiter.cancel()
+            await loop_task
+
+    def start_async(self) -> "asyncio.Task[None]":
+        """Start `arun` as a task of the running event loop (``worker: asyncio``)."""
+        with self._cond:
+            self._stopping = False
+            self._stopped = False
+        return asyncio.get_running_loop().create_task(self.arun())
+
+    # -- one user's work ---------------------------------------------------------------------------
+    def _lock_for(self, user_id: str) -> threading.Lock:
+        with self._locks_guard:
+            lock = self._locks.get(user_id)
+            if lock is None:
+                lock = self._locks[user_id] = threading.Lock()
+            return lock
+
+    def _acquire_lease(self, user_id: str, wait: bool, deadline: float | None) -> bool:
+        store, ttl = self.engine.store, self.cfg.lease_ttl_s
+        pause = 0.02
+        while True:
+            if store.acquire_lease(user_id, self.owner, ttl):
+                return True
+            if not wait or (deadline is not None and time.monotonic() >= deadline):
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+    def _work_user(self, user_id: str, *, wait: bool, deadline: float | None, interruptible: bool,
+                   consolidate: bool = True, reflect: ReflectMode = "auto",
+                   stop_event: threading.Event | None = None) -> ConsolidationReport:
+        """Consolidate a user's pending messages batch by batch, then reflect when due, holding
+        the user's lock and lease throughout."""
+        report = ConsolidationReport()
+        lock = self._lock_for(user_id)
+        if wait:
+            timeout = -1 if deadline is None else max(0.0, deadline - time.monotonic())
+            acquired = lock.acquire(timeout=timeout)
+        else:
+            acquired = lock.acquire(blocking=False)
+        if not acquired:
+            report.skipped_reason = "this user is being consolidated by another thread"
+            return report
+        try:
+            if not self._acquire_lease(user_id, wait, deadline):
+                report.skipped_reason = "another worker holds this user's lease"
+                return report
+            try:
+                env = StepEnv(self.engine, self.usage, check_lease=lambda: self.engine.store.acquire_lease(
+                    user_id, self.owner, self.cfg.lease_ttl_s))
+                if consolidate:
+                    self._consolidate_pending(env, user_id, report, interruptible, deadline, stop_event)
+                if reflect != "no" and not report.errors and not (interruptible and self._halted(stop_event)):
+                    self._reflect(env, user_id, report, force=reflect == "force")
+            finally:
+                try:
+                    self.engine.store.release_lease(user_id, self.owner)
+                except StoreError as exc:
+                    log.warning("could not release the lease of user %s: %s", user_id, type(exc).__name__)
+        finally:
+            lock.release()
+        if report.errors:
+            failures = self._failures.get(user_id, 0) + 1
+            self._failures[user_id] = failures
+            backoff = min(self._setting("max_backoff_s"), self.cfg.every_seconds * 2 ** (failures - 1))
+            self._retry_at[user_id] = time.monotonic() + backoff
+        else:
+            self._failures.pop(user_id, None)
+            self._retry_at.pop(user_id, None)
+        if report.messages or report.insights or report.errors:
+            log.debug("user %s: %s", user_id, report.summary())
+        return report
+
+    def _consolidate_pending(self, env: StepEnv, user_id: str, report: ConsolidationReport, interruptible: bool,
+                             deadline: float | None, stop_event: threading.Event | None) -> None:
+        store = self.engine.store
+        size, chars = self._setting("batch_messages"), self._setting("batch_chars")
+        while True:
+            if interruptible and self._halted(stop_event):
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            batch = select_batch(store.pending_messages(user_id, limit=size), size, chars)
+            if not batch:
+                return
+            try:
+                report.merge(consolidate_batch(env, user_id, batch))
+            except LeaseLostError:
+                report.errors.append("the user's lease was taken over by another worker")
+                log.warning("consolidation of user %s stopped: lease taken over", user_id)
+                return
+            except StoreError as exc:
+                report.errors.append(f"store error: {type(exc).__name__}")
+                log.warning("consolidation of user %s stopped by a store error: %s", user_id, type(exc).__name__)
+                return
+            except Exception as exc:  # noqa: BLE001 - model, parsing, or a bug: count the attempt
+                self._count_failure(user_id, batch, exc, report)
+                return
+
+    def _count_failure(self, user_id: str, batch: list[StoredMessage], exc: Exception,
+                       report: ConsolidationReport) -> None:
+        """Raise the attempt count of the batch; give up (state 'failed') after max_attempts."""
+        store, limit = self.engine.store, self.cfg.max_attempts
+        ids = [m.id for m in batch]
+        store.mark_messages(ids, "failed")  # counts one attempt
+        retry = [m.id for m in batch if m.attempts + 1 < limit]
+        if retry:
+            store.mark_messages(retry, "pending")
+        exhausted = len(batch) - len(retry)
+        kind = type(exc).__name__
+        detail = str(exc)[:300] if isinstance(exc, MemoryScopeError) else kind
+        report.errors.append(detail)
+        report.failed_messages += exhausted
+        if exhausted:
+            log.warning("consolidation gave up on %d message(s) of user %s after %d attempts (%s)",
+                        exhausted, user_id, limit, kind)
+        if retry:
+            log.warning("consolidation of %d message(s) of user %s failed (%s); they stay pending",
+                        len(retry), user_id, kind)
+
+    def _reflect(self, env: StepEnv, user_id: str, report: ConsolidationReport, *, force: bool) -> None:
+        try:
+            state = load_state(env, user_id)
+            if not force and not state.due(self.cfg.reflect_every_observations):
+                return
+            result = reflect_user(env, user_id, force=force, state=state)
+        except LeaseLostError:
+            report.errors.append("the user's lease was taken over by another worker")
+            return
+        except Exception as exc:  # noqa: BLE001 - observations stay unreflected; retried later
+            kind = type(exc).__name__
+            report.errors.append(str(exc)[:300] if isinstance(exc, MemoryScopeError) else kind)
+            log.warning("reflection for user %s failed (%s); will retry later", user_id, kind)
+            return
+        if force and result.skipped_reason and not report.messages:
+            report.skipped_reason = result.skipped_reason
+        result.skipped_reason = None
+        report.merge(result)

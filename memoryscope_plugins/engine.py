@@ -1,0 +1,615 @@
+"""`MemoryScope`: the engine's one public object.
+
+One instance serves many users from one store; nothing is process-wide. Every public method has
+an async twin (`a` + name) that runs the same implementation in a worker thread, so the two can
+never drift apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import ConfigError, NotFoundError, ValidationError
+from .models.base import ChatModel, Embedder, Reranker
+from .retrieval.context import format_context
+from .retrieval.ranking import adjust, deduplicate, fuse, widen
+from .retrieval.time_parser import detect_language, parse_time
+from .settings import Settings
+from .storage.base import MemoryFilter, MemoryStore, SearchRequest
+from .types import (Memory, MemoryStatus, MemoryType, Message, RetrievalResult, ScoredMemory, TimeRange,
+                    as_aware, utc_now)
+
+log = logging.getLogger("memoryscope_plugins")
+
+MAX_ID_CHARS = 256
+ROLES = ("user", "assistant", "system", "tool")
+
+
+def _async_twin(method):
+    """Make `a<name>` from a sync method: same implementation, run off the event loop."""
+
+    @functools.wraps(method)
+    async def twin(self, *args, **kwargs):
+        return await asyncio.to_thread(method, self, *args, **kwargs)
+
+    twin.__name__ = "a" + method.__name__
+    twin.__doc__ = f"Async twin of :meth:`{method.__name__}`."
+    return twin
+
+
+def _check_id(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
+    if not value.strip():
+        raise ValidationError(f"{what} must not be empty")
+    if len(value) > MAX_ID_CHARS:
+        raise ValidationError(f"{what} is longer than {MAX_ID_CHARS} characters")
+    return value
+
+
+class MemoryScope:
+    """A long-term memory for LLM agents.
+
+    With no arguments it keeps memories in ``~/.memoryscope/memory.db`` (or ``$MEMORYSCOPE_HOME``)
+    and embeds them with a local model; no key, no server, no download.
+
+    Args:
+        settings: a `Settings` (or a path to a YAML settings file). Environment variables
+            ``MEMORYSCOPE_*`` apply either way.
+        path: shortcut for ``settings.store.path`` (the SQLite file).
+        store, embedder, reranker, llm: ready objects that replace what settings would build.
+
+    Example::
+
+        memory = MemoryScope(path="memory.db")
+        memory.record("anna", [{"role": "user", "content": "I moved to Lisbon last May."}])
+        print(memory.retrieve("anna", "Where does Anna live?").context)
+    """
+
+    def __init__(self, settings: Settings | str | os.PathLike[str] | None = None, *,
+                 path: str | os.PathLike[str] | None = None, store: MemoryStore | None = None,
+                 embedder: Embedder | None = None, reranker: Reranker | None = None,
+                 llm: ChatModel | None = None, start_worker: bool | None = None) -> None:
+        if settings is None:
+            settings = Settings()
+        elif isinstance(settings, (str, os.PathLike)):
+            settings = Settings.load(settings)
+        elif not isinstance(settings, Settings):
+            raise ValidationError("settings must be a Settings, a path to a YAML file, or None")
+        if path is not None:
+            settings = settings.model_copy(update={"store": settings.store.model_copy(update={"path": Path(path)})})
+        self.settings = settings
+        from .models.factory import build_embedder, build_llm, build_reranker
+        self.embedder: Embedder = embedder if embedder is not None else build_embedder(settings.embedder)
+        self.reranker: Reranker | None = reranker if reranker is not None else build_reranker(settings.reranker)
+        self.llm: ChatModel | None = llm if llm is not None else build_llm(settings.llm)
+        self.store: MemoryStore = store if store is not None else self._build_store()
+        self.store.embedding_model = self.embedder.name
+        self._closed = False
+        self._reembed_lock = threading.Lock()
+        self.reembed_if_needed()
+        self._consolidation = None
+        if self.llm is not None and settings.consolidation.enabled:
+            self._consolidation = self._build_consolidation(start_worker)
+
+    # -- construction -------------------------------------------------------------------------
+    def _build_store(self) -> MemoryStore:
+        cfg = self.settings.store
+        if cfg.backend == "sqlite":
+            from .storage.sqlite_store import SQLiteStore
+            return SQLiteStore(cfg.sqlite_path(), embedding_model=self.embedder.name,
+                               busy_timeout_s=cfg.busy_timeout_s, vector_cache_rows=cfg.vector_cache_rows,
+                               synchronous=cfg.synchronous)
+        if cfg.backend == "postgres":
+            try:
+                from .storage.postgres_store import PostgresStore
+            except ImportError as exc:
+                raise ConfigError("the postgres backend needs: pip install 'memoryscope-plugins[postgres]'") from exc
+            return PostgresStore.from_settings(cfg, embedding_model=self.embedder.name)
+        try:
+            from .storage.elasticsearch_store import ElasticsearchStore
+        except ImportError as exc:
+            raise ConfigError("the elasticsearch backend needs: pip install 'memoryscope-plugins[elasticsearch]'") from exc
+        return ElasticsearchStore.from_settings(cfg, embedding_model=self.embedder.name)
+
+    def _build_consolidation(self, start_worker: bool | None):
+        from .consolidation.service import ConsolidationService
+        service = ConsolidationService(self)
+        if start_worker is None:
+            start_worker = self.settings.consolidation.worker == "thread"
+        if start_worker:
+            service.start()
+        return service
+
+    def reembed_if_needed(self, *, progress: bool | None = None) -> int:
+        """Embed every memory whose vector is missing or from another model; returns how many.
+
+        Runs on start-up when the embedding model changed, with a progress bar on a terminal.
+        Until it finishes, memories of the old model are found by full text only: vector spaces
+        are never mixed.
+        """
+        with self._reembed_lock:
+            total = self.store.count_needing_vectors()
+            if total == 0:
+                return 0
+            log.info("embedding %d memories with %s", total, self.embedder.name)
+            bar = _progress(total, "re-embedding", progress)
+            done = 0
+            try:
+                for batch in self.store.iter_needing_vectors(batch_size=256):
+                    vectors = self.embedder.embed([_embed_text(m) for m in batch])
+                    self.store.set_vectors([m.id for m in batch], vectors)
+                    done += len(batch)
+                    bar.update(len(batch))
+            finally:
+                bar.close()
+            return done
+
+    # -- validation -----------------------------------------------------------------------------
+    def _check_text(self, value: Any, what: str) -> str:
+        if not isinstance(value, str):
+            raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
+        if not value.strip():
+            raise ValidationError(f"{what} must not be empty")
+        if len(value) > self.settings.max_content_chars:
+            raise ValidationError(f"{what} has {len(value)} characters; the limit is "
+                                  f"{self.settings.max_content_chars} (settings.max_content_chars)")
+        return value
+
+    def _to_message(self, raw: Any, index: int) -> Message:
+        if isinstance(raw, Message):
+            message = Message(raw.role, raw.content, raw.name, raw.timestamp, dict(raw.metadata))
+        elif isinstance(raw, Mapping):
+            unknown = set(raw) - {"role", "content", "name", "timestamp", "metadata"}
+            if unknown:
+                raise ValidationError(f"message {index} has unknown keys {sorted(unknown)}")
+            message = Message(role=raw.get("role", "user"), content=raw.get("content"), name=raw.get("name"),
+                              timestamp=raw.get("timestamp"), metadata=dict(raw.get("metadata") or {}))
+        elif isinstance(raw, tuple) and len(raw) == 2:
+            message = Message(role=raw[0], content=raw[1])
+        else:
+            raise ValidationError(f"message {index} must be a Message, a dict or a (role, content) pair")
+        if message.role not in ROLES:
+            raise ValidationError(f"message {index} has role {message.role!r}; expected one of {ROLES}")
+        self._check_text(message.content, f"message {index} content")
+        if message.name is not None and not isinstance(message.name, str):
+            raise ValidationError(f"message {index} name must be a string")
+        message.timestamp = _parse_time_arg(message.timestamp, f"message {index} timestamp") or utc_now()
+        return message
+
+    # -- recording -------------------------------------------------------------------------------
+    def record(self, user_id: str, messages: Sequence[Message | Mapping[str, Any]] | Message | Mapping[str, Any],
+               *, agent_id: str = "assistant", session_id: str | None = None) -> list[str]:
+        """Record messages of a conversation for a user; returns the new memory ids (one per message).
+
+        The messages are logged durably and stored as searchable `turn` memories in one
+        transaction; when an LLM is configured, consolidation then runs in the background.
+        A message is a `Message`, a dict with ``role``, ``content`` and optional ``name``,
+        ``timestamp`` (datetime or ISO 8601) and ``metadata``, or a ``(role, content)`` pair.
+        """
+        user_id = _check_id(user_id, "user_id")
+        agent_id = _check_id(agent_id, "agent_id")
+        if session_id is not None:
+            session_id = _check_id(session_id, "session_id")
+        if isinstance(messages, (Message, Mapping)):
+            messages = [messages]
+        if not isinstance(messages, Sequence) or isinstance(messages, str):
+            raise ValidationError("messages must be a list of messages")
+        if not messages:
+            raise ValidationError("messages must not be empty")
+        parsed = [self._to_message(m, i) for i, m in enumerate(messages)]
+        previous = self.store.recent_messages(user_id, agent_id, None, 1)
+        prior = previous[-1].message if previous and (session_id is None or previous[-1].session_id == session_id) else None
+        memories = []
+        for message in parsed:
+            memories.append(Memory(
+                id=uuid.uuid4().hex, user_id=user_id, agent_id=agent_id, content=message.content,
+                type=MemoryType.TURN, created_at=message.timestamp, updated_at=utc_now(),
+                speaker=message.name or _default_speaker(message.role, user_id, agent_id), role=message.role,
+                session_id=session_id, context=_turn_context(prior), metadata=dict(message.metadata)))
+            prior = message
+        vectors = self.embedder.embed([_embed_text(m) for m in memories])
+        self.store.append_messages(user_id, agent_id, parsed, session_id=session_id, memories=memories,
+                                   vectors=vectors)
+        if self._consolidation is not None:
+            self._consolidation.notify(user_id)
+        return [m.id for m in memories]
+
+    def add(self, user_id: str, content: str, *, agent_id: str = "assistant",
+            type: MemoryType | str = MemoryType.CUSTOM, event_start: datetime | str | None = None,
+            event_end: datetime | str | None = None, created_at: datetime | str | None = None,
+            metadata: Mapping[str, Any] | None = None) -> Memory:
+        """Add a memory directly (a fact the application knows), searchable at once."""
+        user_id = _check_id(user_id, "user_id")
+        agent_id = _check_id(agent_id, "agent_id")
+        content = self._check_text(content, "content")
+        try:
+            memory_type = MemoryType(type)
+        except ValueError:
+            raise ValidationError(f"unknown memory type {type!r}") from None
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise ValidationError("metadata must be a mapping")
+        memory = Memory(id=uuid.uuid4().hex, user_id=user_id, agent_id=agent_id, content=content,
+                        type=memory_type, created_at=_parse_time_arg(created_at, "created_at") or utc_now(),
+                        event_start=_parse_time_arg(event_start, "event_start"),
+                        event_end=_parse_time_arg(event_end, "event_end"), metadata=dict(metadata or {}))
+        self.store.put([memory], self.embedder.embed([_embed_text(memory)]))
+        return memory
+
+    # -- retrieval --------------------------------------------------------------------------------
+    def retrieve(self, user_id: str, query: str, *, agent_id: str | None = None, top_k: int | None = None,
+                 types: Iterable[MemoryType | str] | None = None, include_expired: bool | None = None,
+                 time_range: TimeRange | tuple[datetime | str | None, datetime | str | None] | None = None,
+                 now: datetime | str | None = None, rerank: bool | None = None,
+                 language: str | None = None) -> RetrievalResult:
+        """Find a user's memories for a query. No LLM is called.
+
+        Args:
+            query: the user's latest message or a question. Time words in it ("last weekend",
+                "上周三", "in May") become a time range relative to `now` that boosts (or, with
+                ``retrieval.time_mode = "filter"``, filters) memories of that time.
+            top_k: how many memories to return (default ``retrieval.top_k``).
+            types: restrict to these memory types.
+            include_expired: also return memories superseded by newer ones.
+            time_range: an explicit (start, end) range that filters, in addition to the query's.
+            now: the moment relative times are computed from (default: now).
+            rerank: use the configured reranker (default: when one is configured).
+
+        Returns a `RetrievalResult` with the ranked memories, their scores, the parsed time range,
+        the timings, and ``context``: dated lines ready to put in a prompt.
+        """
+        cfg = self.settings.retrieval
+        timings: dict[str, float] = {}
+        start = time.perf_counter()
+        user_id = _check_id(user_id, "user_id")
+        query = self._check_text(query, "query")
+        if agent_id is not None:
+            agent_id = _check_id(agent_id, "agent_id")
+        top_k = cfg.top_k if top_k is None else top_k
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or not 0 < top_k <= 1000:
+            raise ValidationError("top_k must be an integer between 1 and 1000")
+        moment = _parse_time_arg(now, "now") or utc_now()
+        type_filter = None
+        if types is not None:
+            try:
+                type_filter = tuple(MemoryType(t) for t in types)
+            except ValueError as exc:
+                raise ValidationError(str(exc)) from None
+        explicit = _parse_range(time_range)
+        expired = cfg.include_expired if include_expired is None else bool(include_expired)
+        statuses = None if expired else (MemoryStatus.ACTIVE,)
+
+        parsed = parse_time(query, moment)
+        lang = language or (self.settings.language if self.settings.language != "auto" else parsed.language)
+        timings["parse_ms"] = _ms(start)
+
+        store_range = explicit
+        if parsed.range is not None and cfg.time_mode == "filter":
+            store_range = widen(parsed.range, cfg.time_fuzz_days)  # an explicit range would be narrower still
+            if explicit is not None:
+                store_range = explicit
+        flt = MemoryFilter(agent_id=agent_id, types=type_filter, statuses=statuses, time_range=store_range)
+
+        t = time.perf_counter()
+        vector = self.embedder.embed([query], kind="query")[0]
+        timings["embed_ms"] = _ms(t)
+        t = time.perf_counter()
+        text = parsed.remainder if parsed.range is not None and parsed.remainder.strip() else query
+        candidates = self.store.search(SearchRequest(user_id=user_id, text=text, vector=vector, filter=flt,
+                                                     limit=max(cfg.candidates, top_k)))
+        timings["search_ms"] = _ms(t)
+        t = time.perf_counter()
+        ranked = fuse(candidates, cfg)
+        ranked = adjust(ranked, cfg, time_range=parsed.range if cfg.time_mode == "boost" else None, now=moment)
+        if cfg.dedup_threshold is not None:
+            ranked = deduplicate(ranked)
+        timings["rank_ms"] = _ms(t)
+        use_reranker = self.reranker is not None and (rerank is None or rerank)
+        if rerank and self.reranker is None:
+            raise ConfigError("rerank=True but no reranker is configured (settings.reranker)")
+        if use_reranker and ranked:
+            t = time.perf_counter()
+            ranked = self._rerank(query, ranked)
+            timings["rerank_ms"] = _ms(t)
+        chosen = ranked[:top_k]
+        context = format_context(chosen, lang, with_time=cfg.context_with_time)
+        timings["total_ms"] = _ms(start)
+        return RetrievalResult(query=query, memories=chosen, context=context, time_range=parsed.range,
+                               timings_ms=timings)
+
+    def _rerank(self, query: str, ranked: list[ScoredMemory]) -> list[ScoredMemory]:
+        cfg = self.settings.reranker
+        head, tail = ranked[:cfg.candidates], ranked[cfg.candidates:]
+        assert self.reranker is not None
+        try:
+            scores = self.reranker.rerank(query, [item.memory.content for item in head])
+        except Exception as exc:  # a failing reranker degrades to the fused order
+            log.warning("reranker failed, keeping the fused order: %s", type(exc).__name__)
+            return ranked
+        order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
+        n = len(head)
+        for position, index in enumerate(order):
+            item = head[int(index)]
+            item.scores["rerank"] = float(scores[int(index)])
+            fused_position = int(index)
+            # blend: weight 1 -> pure rerank order; lower keeps some of the fused order
+            item.scores["rerank_blend"] = cfg.weight * (n - position) + (1 - cfg.weight) * (n - fused_position)
+        head.sort(key=lambda s: s.scores["rerank_blend"], reverse=True)
+        return head + tail
+
+    # -- admin -------------------------------------------------------------------------------------
+    def list(self, user_id: str, *, agent_id: str | None = None, types: Iterable[MemoryType | str] | None = None,
+             include_expired: bool = True, limit: int = 100, offset: int = 0,
+             newest_first: bool = True) -> list[Memory]:
+        """A page of a user's memories, newest first by default (expired ones included)."""
+        user_id = _check_id(user_id, "user_id")
+        if not isinstance(limit, int) or not 0 < limit <= 10_000:
+            raise ValidationError("limit must be between 1 and 10000")
+        if not isinstance(offset, int) or offset < 0:
+            raise ValidationError("offset must be a non-negative integer")
+        flt = MemoryFilter(agent_id=agent_id, types=tuple(MemoryType(t) for t in types) if types else None,
+                           statuses=None if include_expired else (MemoryStatus.ACTIVE,))
+        return self.store.list(user_id, flt, limit=limit, offset=offset, newest_first=newest_first)
+
+    def count(self, user_id: str, *, include_expired: bool = True) -> int:
+        """How many memories a user has."""
+        user_id = _check_id(user_id, "user_id")
+        return self.store.count(user_id, MemoryFilter(statuses=None if include_expired else (MemoryStatus.ACTIVE,)))
+
+    def get(self, user_id: str, memory_id: str) -> Memory:
+        """One memory of a user; `NotFoundError` if the user has no memory with that id."""
+        user_id = _check_id(user_id, "user_id")
+        memory_id = _check_id(memory_id, "memory_id")
+        found = self.store.get(user_id, [memory_id])
+        if not found:
+            raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
+        return found[0]
+
+    def update(self, user_id: str, memory_id: str, *, content: str | None = None,
+               status: MemoryStatus | str | None = None, metadata: Mapping[str, Any] | None = None,
+               event_start: datetime | str | None = None, event_end: datetime | str | None = None) -> Memory:
+        """Change a memory; new content is re-embedded and re-indexed in the same transaction."""
+        memory = self.get(user_id, memory_id)
+        if content is not None:
+            memory.content = self._check_text(content, "content")
+        if status is not None:
+            try:
+                memory.status = MemoryStatus(status)
+            except ValueError:
+                raise ValidationError(f"unknown status {status!r}") from None
+        if metadata is not None:
+            if not isinstance(metadata, Mapping):
+                raise ValidationError("metadata must be a mapping")
+            memory.metadata = dict(metadata)
+        if event_start is not None:
+            memory.event_start = _parse_time_arg(event_start, "event_start")
+        if event_end is not None:
+            memory.event_end = _parse_time_arg(event_end, "event_end")
+        memory.updated_at = utc_now()
+        vectors = self.embedder.embed([_embed_text(memory)]) if content is not None else None
+        self.store.put([memory], vectors)
+        return memory
+
+    def delete(self, user_id: str, memory_id: str) -> None:
+        """Delete one memory of a user; `NotFoundError` if there is none with that id."""
+        user_id = _check_id(user_id, "user_id")
+        memory_id = _check_id(memory_id, "memory_id")
+        if self.store.delete(user_id, [memory_id]) == 0:
+            raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
+
+    def delete_all(self, user_id: str) -> int:
+        """Delete every memory and logged message of one user (and nobody else's); returns the count."""
+        return self.store.delete_user(_check_id(user_id, "user_id"))
+
+    def users(self) -> list[str]:
+        """Every user with memories or messages in the store."""
+        return self.store.users()
+
+    def export(self, user_id: str, destination: str | os.PathLike[str] | IO[str]) -> int:
+        """Write a user's memories as JSON Lines (one memory per line); returns how many."""
+        user_id = _check_id(user_id, "user_id")
+        handle, owned = _open_text(destination, "w")
+        count = 0
+        try:
+            for batch in self.store.iter_memories(user_id):
+                for memory in batch:
+                    handle.write(json.dumps(memory.to_dict(), ensure_ascii=False) + "\n")
+                    count += 1
+        finally:
+            if owned:
+                handle.close()
+        return count
+
+    def import_(self, user_id: str, source: str | os.PathLike[str] | IO[str], *, progress: bool | None = None,
+                batch_size: int = 256) -> int:
+        """Read memories from JSON Lines into a user (ids kept, so importing twice does not duplicate).
+
+        Every line is validated before anything is written; a bad line raises `ValidationError`
+        naming the line, and nothing of that batch is stored.
+        """
+        user_id = _check_id(user_id, "user_id")
+        handle, owned = _open_text(source, "r")
+        try:
+            lines = [line for line in handle if line.strip()]
+        finally:
+            if owned:
+                handle.close()
+        memories = []
+        for number, line in enumerate(lines, start=1):
+            try:
+                data = json.loads(line)
+                if not isinstance(data, dict):
+                    raise ValueError("not a JSON object")
+                data = {k: v for k, v in data.items() if k != "embedding_model"}
+                source_user = data.get("user_id")
+                if source_user != user_id and isinstance(data.get("id"), str):
+                    # another user's export: derive new ids (stable, so a re-import is idempotent)
+                    data["id"] = uuid.uuid5(uuid.NAMESPACE_URL, f"{user_id}/{data['id']}").hex
+                data["user_id"] = user_id
+                memory = Memory.from_dict(data)
+                self._check_text(memory.content, "content")
+            except (ValueError, TypeError) as exc:
+                raise ValidationError(f"line {number}: {exc}") from None
+            memories.append(memory)
+        bar = _progress(len(memories), "importing", progress if progress is not None else len(memories) > 1000)
+        try:
+            for start in range(0, len(memories), batch_size):
+                batch = memories[start:start + batch_size]
+                self.store.put(batch, self.embedder.embed([_embed_text(m) for m in batch]))
+                bar.update(len(batch))
+        finally:
+            bar.close()
+        return len(memories)
+
+    # -- consolidation ----------------------------------------------------------------------------
+    def consolidate(self, user_id: str | None = None):
+        """Consolidate pending messages now (one user, or all) and return what was done.
+
+        Needs an LLM (settings.llm); without one, recorded turns are already searchable and this
+        returns a report saying nothing was consolidated.
+        """
+        if user_id is not None:
+            user_id = _check_id(user_id, "user_id")
+        if self._consolidation is None:
+            from .consolidation.report import ConsolidationReport
+            return ConsolidationReport.no_llm()
+        return self._consolidation.consolidate(user_id)
+
+    def reflect(self, user_id: str):
+        """Turn a user's recent observations into insights now. Needs an LLM."""
+        user_id = _check_id(user_id, "user_id")
+        if self._consolidation is None:
+            from .consolidation.report import ConsolidationReport
+            return ConsolidationReport.no_llm()
+        return self._consolidation.reflect(user_id)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every pending message has been consolidated (no-op without an LLM)."""
+        if self._consolidation is not None:
+            self._consolidation.flush(timeout)
+
+    def close(self) -> None:
+        """Stop the background worker (finishing its current step) and close the store."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._consolidation is not None:
+            self._consolidation.stop()
+        self.store.close()
+
+    def __enter__(self) -> "MemoryScope":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "MemoryScope":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.to_thread(self.close)
+
+    arecord = _async_twin(record)
+    aadd = _async_twin(add)
+    aretrieve = _async_twin(retrieve)
+    alist = _async_twin(list)
+    acount = _async_twin(count)
+    aget = _async_twin(get)
+    aupdate = _async_twin(update)
+    adelete = _async_twin(delete)
+    adelete_all = _async_twin(delete_all)
+    aexport = _async_twin(export)
+    aimport_ = _async_twin(import_)
+    aconsolidate = _async_twin(consolidate)
+    areflect = _async_twin(reflect)
+    aflush = _async_twin(flush)
+    aclose = _async_twin(close)
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000.0
+
+
+def _default_speaker(role: str, user_id: str, agent_id: str) -> str:
+    return user_id if role == "user" else agent_id
+
+
+def _turn_context(prior: Message | None) -> str | None:
+    """The preceding message, indexed with a turn: replies ("Yes, last week!") are found by the
+    question they answer."""
+    if prior is None:
+        return None
+    return f"{prior.name}: {prior.content}" if prior.name else prior.content
+
+
+def _embed_text(memory: Memory) -> str:
+    """What the embedder sees for a memory: speaker, content, and the turn it answers."""
+    head = f"{memory.speaker}: {memory.content}" if memory.speaker else memory.content
+    return f"{memory.context}\n{head}" if memory.context else head
+
+
+def _parse_time_arg(value: Any, what: str) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return as_aware(value) if value.tzinfo is None else value
+    if isinstance(value, str):
+        try:
+            return as_aware(datetime.fromisoformat(value.strip().replace("Z", "+00:00")))
+        except ValueError:
+            raise ValidationError(f"{what} must be an ISO 8601 time, got {value!r}") from None
+    raise ValidationError(f"{what} must be a datetime or an ISO 8601 string, not {type(value).__name__}")
+
+
+def _parse_range(value: Any) -> TimeRange | None:
+    if value is None:
+        return None
+    if isinstance(value, TimeRange):
+        return value
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return TimeRange(_parse_time_arg(value[0], "time_range start"), _parse_time_arg(value[1], "time_range end"))
+    raise ValidationError("time_range must be a TimeRange or a (start, end) pair")
+
+
+def _open_text(target: Any, mode: str) -> tuple[IO[str], bool]:
+    if isinstance(target, (str, os.PathLike)):
+        return open(target, mode, encoding="utf-8"), True
+    if hasattr(target, "write" if mode == "w" else "read"):
+        return target, False
+    raise ValidationError("expected a path or a text file object")
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, label: str, enabled: bool | None):
+    """A tqdm bar on a terminal (or when asked); nothing otherwise."""
+    import sys
+    if enabled is None:
+        enabled = sys.stderr.isatty() and total > 100
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+    return tqdm(total=total, desc=label, unit="mem")
+
+
+__all__ = ["MemoryScope", "detect_language"]

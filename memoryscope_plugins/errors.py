@@ -1,0 +1,46 @@
+"""Errors raised by memoryscope-plugins. Every public failure is one of these."""
+
+from __future__ import annotations
+
+
+class MemoryScopeError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class ValidationError(MemoryScopeError, ValueError):
+    """A public entry point was given input it cannot accept (wrong type, empty, too large)."""
+
+
+class NotFoundError(MemoryScopeError, KeyError):
+    """A memory id (or a user) does not exist in the store."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else "not found"
+
+
+class StoreError(MemoryScopeError):
+    """The memory store failed: corrupted, locked past its timeout, or unreachable."""
+
+
+class StoreLockedError(StoreError):
+    """The store file stayed locked by another writer for longer than the busy timeout."""
+
+
+class SchemaVersionError(StoreError):
+    """The store was written by a newer schema version than this library knows."""
+
+
+class ModelError(MemoryScopeError):
+    """A model (embedder, reranker, LLM) failed after its retries."""
+
+
+class ModelAuthError(ModelError):
+    """The model endpoint rejected the credentials (bad or missing API key)."""
+
+
+class ModelNotFoundError(ModelError):
+    """The endpoint does not serve the configured model name."""
+
+
+class ConfigError(MemoryScopeError):
+    """The settings are invalid or name an optional extra that is not installed."""

@@ -1,0 +1,57 @@
+"""Build the configured models from settings. Remote SDKs are imported only when chosen."""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+from ..settings import EmbedderSettings, LLMSettings, RerankerSettings
+from .base import ChatModel, Embedder, Reranker
+
+
+def _secret(value) -> str | None:
+    return None if value is None else value.get_secret_value()
+
+
+def build_embedder(cfg: EmbedderSettings) -> Embedder:
+    if cfg.provider == "local":
+        from .local_onnx import LocalOnnxEmbedder
+        return LocalOnnxEmbedder(threads=cfg.threads, batch_size=cfg.batch_size)
+    if not cfg.model:
+        raise ConfigError(f"embedder.model is required for provider {cfg.provider!r}")
+    if cfg.provider == "openai":
+        from .openai_compat import OpenAIEmbedder
+        return OpenAIEmbedder(cfg.model, base_url=cfg.base_url, api_key=_secret(cfg.api_key),
+                              dimensions=cfg.dimensions, batch_size=cfg.batch_size, timeout=cfg.timeout_s,
+                              max_retries=cfg.max_retries)
+    from .dashscope_native import DashScopeEmbedder
+    return DashScopeEmbedder(cfg.model, api_key=_secret(cfg.api_key), dimensions=cfg.dimensions,
+                             batch_size=min(cfg.batch_size, 10), timeout=cfg.timeout_s,
+                             max_retries=cfg.max_retries, base_url=cfg.base_url)
+
+
+def build_reranker(cfg: RerankerSettings) -> Reranker | None:
+    if cfg.provider == "none":
+        return None
+    if cfg.provider == "dashscope":
+        from .dashscope_native import DashScopeReranker
+        return DashScopeReranker(cfg.model or "gte-rerank", api_key=_secret(cfg.api_key), timeout=cfg.timeout_s,
+                                 base_url=cfg.base_url)
+    if not cfg.base_url or not cfg.model:
+        raise ConfigError("reranker.base_url and reranker.model are required for the http reranker")
+    from .http_rerank import HttpReranker
+    return HttpReranker(cfg.model, cfg.base_url, api_key=_secret(cfg.api_key), timeout=cfg.timeout_s)
+
+
+def build_llm(cfg: LLMSettings) -> ChatModel | None:
+    if cfg.provider == "none":
+        return None
+    if not cfg.model:
+        raise ConfigError(f"llm.model is required for provider {cfg.provider!r}")
+    if cfg.provider == "openai":
+        from .openai_compat import OpenAIChatModel
+        return OpenAIChatModel(cfg.model, base_url=cfg.base_url, api_key=_secret(cfg.api_key),
+                               timeout=cfg.timeout_s, max_retries=cfg.max_retries,
+                               temperature=cfg.temperature, max_tokens=cfg.max_tokens)
+    from .dashscope_native import DashScopeChatModel
+    return DashScopeChatModel(cfg.model, api_key=_secret(cfg.api_key), timeout=cfg.timeout_s,
+                              max_retries=cfg.max_retries, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
+                              base_url=cfg.base_url)

@@ -1,0 +1,38 @@
+"""The ready-to-inject context string: one line per memory, dated, in the user's language."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..types import MemoryType, ScoredMemory
+from .time_format import format_memory_time, format_time_span
+
+HEADERS = {
+    "en": "Relevant memories about the user (oldest first):",
+    "zh": "关于用户的相关记忆（按时间先后）：",
+}
+
+
+def memory_line(item: ScoredMemory, language: str = "en", *, with_time: bool = False) -> str:
+    """"[2023-05-08 Mon] Caroline: I went to ..." — the event time when known, else the message time."""
+    memory = item.memory
+    if memory.event_start is not None:
+        when = format_time_span(memory.event_start, memory.event_end, language)
+    else:
+        when = format_memory_time(memory.created_at, language, with_time=with_time)
+    text = memory.content
+    if memory.type is MemoryType.TURN and memory.speaker:
+        text = f"{memory.speaker}: {text}"
+    return f"[{when}] {text}"
+
+
+def format_context(items: Sequence[ScoredMemory], language: str = "en", *, with_time: bool = False,
+                   header: bool = True) -> str:
+    """The memories as dated lines in time order (an LLM reads a timeline best); empty when none."""
+    if not items:
+        return ""
+    ordered = sorted(items, key=lambda s: (s.memory.event_start or s.memory.created_at).timestamp())
+    lines = [memory_line(item, language, with_time=with_time) for item in ordered]
+    if header:
+        lines.insert(0, HEADERS.get(language, HEADERS["en"]))
+    return "\n".join(lines)

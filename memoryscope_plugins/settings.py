@@ -1,0 +1,158 @@
+"""One typed settings object. Defaults need nothing: an embedded store in a local folder and the
+local embedding model. Load from a YAML file and/or environment variables (`MEMORYSCOPE_` prefix,
+`__` between levels, e.g. `MEMORYSCOPE_LLM__MODEL=qwen-plus`). Keys are `SecretStr`: never printed,
+never logged; they come from the environment or the file only.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from .errors import ConfigError
+
+
+def default_home() -> Path:
+    """Where the embedded store lives unless told otherwise: $MEMORYSCOPE_HOME or ~/.memoryscope."""
+    return Path(os.environ.get("MEMORYSCOPE_HOME", Path.home() / ".memoryscope"))
+
+
+class StoreSettings(BaseModel):
+    backend: Literal["sqlite", "postgres", "elasticsearch"] = "sqlite"
+    path: Path | None = Field(None, description="SQLite file; default <home>/memory.db")
+    url: str | None = Field(None, description="PostgreSQL DSN or Elasticsearch URL for server backends")
+    api_key: SecretStr | None = None
+    username: str | None = None
+    password: SecretStr | None = None
+    cloud_id: str | None = None
+    index_prefix: str = "memoryscope"
+    verify_certs: bool = True
+    ca_certs: str | None = None
+    text_search_config: str = Field("english", description="PostgreSQL text search configuration")
+    busy_timeout_s: float = Field(10.0, gt=0)
+    vector_cache_rows: int = Field(250_000, ge=0)
+    synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+
+    def sqlite_path(self) -> Path:
+        return self.path if self.path is not None else default_home() / "memory.db"
+
+
+class EmbedderSettings(BaseModel):
+    provider: Literal["local", "openai", "dashscope"] = "local"
+    model: str | None = Field(None, description="remote model name (e.g. text-embedding-3-small)")
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    dimensions: int | None = Field(None, gt=0)
+    batch_size: int = Field(32, gt=0)
+    timeout_s: float = Field(30.0, gt=0)
+    max_retries: int = Field(4, ge=0)
+    threads: int = Field(1, ge=1, description="ONNX Runtime threads for the local model")
+
+
+class RerankerSettings(BaseModel):
+    provider: Literal["none", "dashscope", "http"] = "none"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    candidates: int = Field(20, gt=0, description="how many fused candidates the reranker rescores")
+    weight: float = Field(1.0, ge=0, le=1, description="1 = rerank order only; <1 blends with fused rank")
+    timeout_s: float = Field(10.0, gt=0)
+
+
+class LLMSettings(BaseModel):
+    provider: Literal["none", "openai", "dashscope"] = "none"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int | None = Field(None, gt=0)
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(4, ge=0)
+
+
+class RetrievalSettings(BaseModel):
+    """Everything that affects ranking. See docs/retrieval.md for what each one does."""
+
+    top_k: int = Field(10, gt=0, le=1000)
+    candidates: int = Field(60, gt=0, le=5000, description="candidates taken from each channel before fusion")
+    fusion: Literal["rrf", "linear"] = "rrf"
+    rrf_k: float = Field(60.0, gt=0)
+    text_weight: float = Field(1.0, ge=0)
+    vector_weight: float = Field(1.0, ge=0)
+    type_weights: dict[str, float] = Field(
+        default_factory=lambda: {"insight": 1.3, "observation": 1.15, "custom": 1.15, "turn": 1.0})
+    neighbor_weight: float = Field(0.0, ge=0, le=1, description="share of adjacent turns' score a turn inherits")
+    recency_half_life_days: float | None = Field(None, gt=0, description="None: no recency decay")
+    recency_weight: float = Field(0.1, ge=0, le=1)
+    time_mode: Literal["boost", "filter", "off"] = "boost"
+    time_boost: float = Field(0.5, ge=0)
+    time_fuzz_days: float = Field(2.0, ge=0, description="widen a query's time range by this much each side")
+    dedup_threshold: float | None = Field(0.97, gt=0, le=1, description="drop near-identical memories (cosine)")
+    include_expired: bool = False
+    context_with_time: bool = False
+
+
+class ConsolidationSettings(BaseModel):
+    enabled: bool = True
+    worker: Literal["thread", "asyncio", "none"] = "thread"
+    every_messages: int = Field(2, ge=1)
+    every_seconds: float = Field(5.0, gt=0)
+    reflect_every_observations: int = Field(6, ge=1)
+    context_messages: int = Field(6, ge=0)
+    related_memories: int = Field(8, ge=0)
+    max_attempts: int = Field(5, ge=1)
+    lease_ttl_s: float = Field(300.0, gt=0)
+    language: Literal["auto", "en", "zh"] = "auto"
+    prompts_dir: Path | None = None
+
+
+class Settings(BaseSettings):
+    """All settings. `Settings()` reads the environment; `Settings.load(path)` adds a YAML file."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMORYSCOPE_", env_nested_delimiter="__",
+                                      extra="forbid", validate_default=True)
+
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
+    reranker: RerankerSettings = Field(default_factory=RerankerSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
+    language: Literal["auto", "en", "zh"] = "auto"
+    max_content_chars: int = Field(100_000, gt=0, description="longer content is refused, not cut")
+    log_content: bool = Field(False, description="allow memory text in debug logs")
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        yaml_path = settings_cls.model_config.get("yaml_file") or os.environ.get("MEMORYSCOPE_CONFIG")
+        if yaml_path:
+            from pydantic_settings import YamlConfigSettingsSource
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_path))
+        return tuple(sources)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None, **overrides: Any) -> "Settings":
+        """Settings from a YAML file (if given, or $MEMORYSCOPE_CONFIG), then the environment, then
+        `overrides` (highest priority)."""
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"settings file not found: {path}")
+        target: type[Settings] = cls
+        if path is not None:
+            target = type(cls.__name__, (cls,), {
+                "model_config": SettingsConfigDict(**{**cls.model_config, "yaml_file": str(path)})})
+        try:
+            return target(**overrides)
+        except ValueError as exc:
+            raise ConfigError(f"invalid settings: {exc}") from exc
+
+    def redacted(self) -> dict[str, Any]:
+        """A dict fit for logs and benchmark reports: secrets shown as '***'."""
+        return self.model_dump(mode="json")  # SecretStr dumps as '**********'
+

@@ -1,0 +1,121 @@
+"""The storage protocol every backend implements (embedded SQLite, PostgreSQL, Elasticsearch).
+
+Kept narrow on purpose: records in and out, one candidate search that returns both the full-text
+and the vector channel, a durable message log that doubles as the consolidation queue, and a
+small key/value table for store-wide facts (schema version, embedding model). Ranking (fusion,
+weights, time boosts) happens in the engine, so every backend ranks the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterator, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from ..types import Memory, MemoryStatus, MemoryType, Message, TimeRange
+
+
+@dataclass(slots=True)
+class MemoryFilter:
+    """Which of a user's memories a call may see. `None` means no constraint on that field.
+
+    `time_range` keeps a memory whose message time falls in the range or whose event time
+    overlaps it.
+    """
+
+    agent_id: str | None = None
+    types: tuple[MemoryType, ...] | None = None
+    statuses: tuple[MemoryStatus, ...] | None = (MemoryStatus.ACTIVE,)
+    time_range: TimeRange | None = None
+    session_id: str | None = None
+
+
+@dataclass(slots=True)
+class SearchRequest:
+    user_id: str
+    text: str | None  # raw query text; the backend analyses it its own way
+    vector: np.ndarray | None  # normalised query vector in the store's embedding space
+    filter: MemoryFilter = field(default_factory=MemoryFilter)
+    limit: int = 50  # candidates per channel
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One memory found by either channel, with its rank (1 = best) and raw score in each."""
+
+    memory: Memory
+    text_rank: int | None = None
+    text_score: float | None = None
+    vector_rank: int | None = None
+    vector_score: float | None = None  # cosine similarity
+
+
+@dataclass(slots=True)
+class StoredMessage:
+    """A recorded message in the durable log (the consolidation queue)."""
+
+    id: str
+    user_id: str
+    agent_id: str
+    message: Message
+    seq: int
+    state: str = "pending"  # pending | done | failed
+    attempts: int = 0
+    session_id: str | None = None
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """A store of memory records, partitioned by user. Every call names its user; no call crosses users
+    except the admin ones that say so (`users`, `iter_memories(None)`).
+
+    `embedding_model` is the name of the embedder whose vectors the store compares; the engine
+    sets it before use."""
+
+    embedding_model: str | None
+
+    # -- store-wide facts --------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None: ...
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    # -- records ------------------------------------------------------------------------------
+    def put(self, memories: Sequence[Memory], vectors: np.ndarray | None = None) -> None:
+        """Insert or replace records (and their vectors, aligned by row) atomically: all or none."""
+    def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]: ...
+    def delete(self, user_id: str, ids: Sequence[str]) -> int: ...
+    def delete_user(self, user_id: str) -> int: ...
+    def list(self, user_id: str, flt: MemoryFilter, *, limit: int = 100, offset: int = 0,
+             newest_first: bool = True) -> list[Memory]: ...
+    def count(self, user_id: str, flt: MemoryFilter) -> int: ...
+    def users(self) -> list[str]: ...
+    def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[list[Memory]]: ...
+    def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None: ...
+    def count_needing_vectors(self) -> int:
+        """Memories whose vector is missing or was made by another embedding model than the store's."""
+    def iter_needing_vectors(self, batch_size: int = 1000) -> Iterator[list[Memory]]: ...
+
+    # -- search -------------------------------------------------------------------------------
+    def search(self, request: SearchRequest) -> list[Candidate]: ...
+
+    # -- the durable message log ----------------------------------------------------------------
+    def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
+                        session_id: str | None = None,
+                        memories: Sequence[Memory] = (), vectors: np.ndarray | None = None) -> list[str]:
+        """Log messages (and, in the same transaction, the memories made from them)."""
+    def pending_messages(self, user_id: str, limit: int = 100) -> list[StoredMessage]: ...
+    def mark_messages(self, ids: Sequence[str], state: str) -> None: ...
+    def commit_consolidation(self, memories: Sequence[Memory], vectors: np.ndarray | None,
+                             done_message_ids: Sequence[str]) -> None:
+        """Put `memories` (new or changed; a None vector row keeps the stored vector) and mark the
+        messages done, in one transaction."""
+    def users_with_pending(self) -> list[str]: ...
+    def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
+                        limit: int) -> list[StoredMessage]: ...
+
+    # -- per-user lease, so one user's consolidation runs in one worker at a time ---------------
+    def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool: ...
+    def release_lease(self, user_id: str, owner: str) -> None: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,811 @@
+"""The PostgreSQL store: psycopg 3 with a thread-safe connection pool, pgvector and full-text search.
+
+Layout (every table name starts with the configured prefix, default ``memoryscope_``):
+
+- ``meta``: key/value facts: ``schema_version``, ``text_search_config``, and ``vector_dim:<model>``
+  for every embedding model whose vectors were ever stored (its dimension, fixed at first use).
+- ``memories``: one row per memory, with indexed filter columns (user, agent, type, status, session,
+  message time, event range), the exact ISO text of every time (so offsets round-trip), a generated
+  ``tsvector`` column over speaker + content + context with a GIN index, and an ``embedding vector``
+  column with the name of the model that made it. Each embedding model gets its own partial HNSW
+  cosine index over ``embedding::vector(dim) WHERE embedding_model = '<model>'``, so a new embedder
+  (even one of another dimension) needs no new table, and vectors of another model are never
+  compared: every vector query names the store's model.
+- ``messages``: the durable message log (the consolidation queue).
+- ``leases``: one row per user being consolidated; taken with an atomic upsert that only succeeds
+  when the row is free, expired or already ours (the database clock decides expiry), so one
+  user's consolidation runs in one process at a time across processes and hosts.
+
+Search runs both channels in one SQL statement (CTEs): full text ranked by ``ts_rank_cd`` and
+vectors by cosine distance, each with the same filters and its own top-N, returned with per-channel
+ranks and scores (the engine fuses them). The vector channel is exact when the filtered set is small
+(at most ``exact_vector_rows``; decided inside the same statement) and otherwise uses the HNSW index
+with ``hnsw.iterative_scan = relaxed_order``, so a filtered kNN still returns k rows.
+
+Schema changes are versioned: ``_MIGRATIONS`` is a list of SQL steps per version, applied under
+an advisory lock inside one transaction at start; a database written by a newer version raises
+`SchemaVersionError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import struct
+import threading
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+try:
+    import psycopg
+    from psycopg import sql
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+    from psycopg_pool import ConnectionPool, PoolTimeout
+except ImportError as exc:  # pragma: no cover - the engine turns this into a ConfigError
+    raise ImportError("the postgres backend needs: pip install 'memoryscope-plugins[postgres]'") from exc
+
+from ..errors import NotFoundError, SchemaVersionError, StoreError, StoreLockedError
+from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+# Each entry: (version it brings the schema to, SQL steps). `{p}` is the table prefix, `{cfg}` the
+# text search configuration (a quoted literal). Steps run in order in one transaction.
+_MIGRATIONS: list[tuple[int, list[str]]] = [
+    (1, [
+        """CREATE TABLE IF NOT EXISTS {p}memories (
+            rowid bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id text NOT NULL UNIQUE,
+            user_id text NOT NULL,
+            agent_id text NOT NULL,
+            type text NOT NULL,
+            status text NOT NULL,
+            content text NOT NULL,
+            context text,
+            speaker text,
+            role text,
+            session_id text,
+            created_at text NOT NULL,
+            created_ts timestamptz NOT NULL,
+            updated_at text NOT NULL,
+            event_start text,
+            event_start_ts timestamptz,
+            event_end text,
+            event_end_ts timestamptz,
+            superseded_by text,
+            source_ids text NOT NULL DEFAULT '[]',
+            metadata text NOT NULL DEFAULT '{{}}',
+            embedding_model text,
+            embedding vector,
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector({cfg}::regconfig,
+                coalesce(speaker, '') || ' ' || content || ' ' || coalesce(context, ''))) STORED
+        )""",
+        "CREATE INDEX IF NOT EXISTS {p}mem_user_time ON {p}memories (user_id, created_ts, rowid)",
+        "CREATE INDEX IF NOT EXISTS {p}mem_user_event ON {p}memories (user_id, event_start_ts, event_end_ts) "
+        "WHERE event_start_ts IS NOT NULL",
+        "CREATE INDEX IF NOT EXISTS {p}mem_user_agent ON {p}memories (user_id, agent_id)",
+        "CREATE INDEX IF NOT EXISTS {p}mem_user_session ON {p}memories (user_id, session_id) "
+        "WHERE session_id IS NOT NULL",
+        "CREATE INDEX IF NOT EXISTS {p}mem_user_type_status ON {p}memories (user_id, type, status)",
+        "CREATE INDEX IF NOT EXISTS {p}mem_model ON {p}memories (embedding_model)",
+        "CREATE INDEX IF NOT EXISTS {p}mem_tsv ON {p}memories USING gin (tsv)",
+        """CREATE TABLE IF NOT EXISTS {p}messages (
+            seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id text NOT NULL UNIQUE,
+            user_id text NOT NULL,
+            agent_id text NOT NULL,
+            session_id text,
+            role text NOT NULL,
+            name text,
+            content text NOT NULL,
+            timestamp text NOT NULL,
+            metadata text NOT NULL DEFAULT '{{}}',
+            state text NOT NULL DEFAULT 'pending',
+            attempts integer NOT NULL DEFAULT 0
+        )""",
+        "CREATE INDEX IF NOT EXISTS {p}msg_user_state ON {p}messages (user_id, state, seq)",
+        "CREATE INDEX IF NOT EXISTS {p}msg_pending ON {p}messages (user_id) WHERE state = 'pending'",
+        """CREATE TABLE IF NOT EXISTS {p}leases (
+            user_id text PRIMARY KEY,
+            owner text NOT NULL,
+            expires_at timestamptz NOT NULL
+        )""",
+    ]),
+]
+
+_MEMORY_COLUMNS = ("id, user_id, agent_id, type, status, content, context, speaker, role, session_id, "
+                   "created_at, updated_at, event_start, event_end, superseded_by, source_ids, metadata, "
+                   "embedding_model")
+_M_COLUMNS = ", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))
+_MESSAGE_COLUMNS = "id, user_id, agent_id, session_id, role, name, content, timestamp, metadata, seq, state, attempts"
+
+_PREFIX_OK = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else as_aware(moment).isoformat()
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    return None if moment is None else as_aware(moment)
+
+
+def _parse_iso(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def _row_to_memory(row: Sequence[Any]) -> Memory:
+    return Memory(
+        id=row[0], user_id=row[1], agent_id=row[2], type=MemoryType(row[3]),
+        status=MemoryStatus(row[4]), content=row[5], context=row[6], speaker=row[7], role=row[8],
+        session_id=row[9], created_at=datetime.fromisoformat(row[10]),
+        updated_at=datetime.fromisoformat(row[11]), event_start=_parse_iso(row[12]),
+        event_end=_parse_iso(row[13]), superseded_by=row[14], source_ids=json.loads(row[15]),
+        metadata=json.loads(row[16]), embedding_model=row[17],
+    )
+
+
+def _row_to_stored(row: Sequence[Any]) -> StoredMessage:
+    return StoredMessage(
+        id=row[0], user_id=row[1], agent_id=row[2], session_id=row[3],
+        message=Message(role=row[4], name=row[5], content=row[6],
+                        timestamp=datetime.fromisoformat(row[7]), metadata=json.loads(row[8])),
+        seq=row[9], state=row[10], attempts=row[11])
+
+
+class _PgVector:
+    """A float32 vector sent to PostgreSQL in pgvector's binary format (no text round-trip)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+
+
+def _vector_dumper(oid: int) -> type[Dumper]:
+    class VectorDumper(Dumper):
+        format = Format.BINARY
+
+        def dump(self, obj: _PgVector) -> bytes:
+            values = obj.values
+            return struct.pack(">HH", values.shape[0], 0) + values.astype(">f4", copy=False).tobytes()
+
+    VectorDumper.oid = oid
+    return VectorDumper
+
+
+def _as_rows(vectors: Any, n: int) -> list[np.ndarray | None]:
+    """Vectors aligned with n records: a 2-D array, or a sequence whose rows may be None."""
+    if vectors is None:
+        return [None] * n
+    if len(vectors) != n:
+        raise ValueError("vectors must align with memories")
+    out: list[np.ndarray | None] = []
+    for row in vectors:
+        if row is None:
+            out.append(None)
+        else:
+            arr = np.asarray(row, dtype=np.float32).reshape(-1)
+            if not np.all(np.isfinite(arr)):
+                raise ValueError("vectors must be finite")
+            out.append(arr)
+    return out
+
+
+class PostgresStore:
+    """A `MemoryStore` on PostgreSQL with the pgvector extension.
+
+    Args:
+        conninfo: a libpq connection string or URL (``postgresql://user@host:5432/db``).
+        embedding_model: the name of the embedder whose vectors this store compares.
+        table_prefix: prefix of every table and index (letters, digits, underscore), so several
+            stores can share a database.
+        text_search_config: the PostgreSQL text search configuration of the full-text column
+            (``english`` by default; ``simple`` for text in other languages). Changing it later
+            rebuilds the column.
+        pool_min_size / pool_max_size: connection pool bounds.
+        lock_timeout_s: how long a statement waits for a row or table lock before
+            `StoreLockedError`.
+        exact_vector_rows: when the filtered rows of a vector query are at most this many, the
+            vector channel is computed exactly; above, through the HNSW index.
+        hnsw_m / hnsw_ef_construction / hnsw_ef_search: HNSW index parameters.
+        connect_kwargs: extra keyword arguments for `psycopg.connect` (user, password, sslmode ...).
+    """
+
+    def __init__(self, conninfo: str, *, embedding_model: str | None = None, table_prefix: str = "memoryscope_",
+                 text_search_config: str = "english", pool_min_size: int = 1, pool_max_size: int = 8,
+                 lock_timeout_s: float = 10.0, connect_timeout_s: float = 10.0, exact_vector_rows: int = 20_000,
+                 hnsw_m: int = 16, hnsw_ef_construction: int = 64, hnsw_ef_search: int = 100,
+                 connect_kwargs: dict[str, Any] | None = None) -> None:
+        prefix = table_prefix.lower()
+        if prefix and not prefix.endswith("_"):
+            prefix += "_"
+        if not _PREFIX_OK.match(prefix):
+            raise ValueError(f"table prefix {table_prefix!r} must be letters, digits and underscores")
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", text_search_config):
+            raise ValueError(f"invalid text search configuration name {text_search_config!r}")
+        self.embedding_model = embedding_model
+        self.prefix = prefix
+        self.text_search_config = text_search_config
+        self.exact_vector_rows = int(exact_vector_rows)
+        self._lock_timeout_ms = max(1, int(lock_timeout_s * 1000))
+        self._hnsw = (int(hnsw_m), int(hnsw_ef_construction), int(hnsw_ef_search))
+        self._dims: dict[str, int] = {}
+        self._dims_lock = threading.Lock()
+        self._vector_oid: int | None = None
+        self._closed = False
+        self._conninfo = conninfo
+        kwargs = dict(connect_kwargs or {})
+        kwargs.setdefault("connect_timeout", max(1, int(connect_timeout_s)))
+        kwargs["autocommit"] = False
+        try:
+            self._ensure_extension(conninfo, kwargs)
+            self._pool = ConnectionPool(conninfo, min_size=pool_min_size, max_size=pool_max_size, kwargs=kwargs,
+                                        configure=self._configure, open=False, timeout=connect_timeout_s,
+                                        name=f"memoryscope-{prefix}")
+            self._pool.open(wait=True, timeout=connect_timeout_s)
+        except PoolTimeout as exc:
+            raise StoreError(f"cannot connect to PostgreSQL ({_redact(conninfo)}): {exc}") from exc
+        except psycopg.Error as exc:
+            raise self._translate(exc) from exc
+        try:
+            self._init_schema()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    @classmethod
+    def from_settings(cls, cfg: Any, *, embedding_model: str | None = None) -> "PostgresStore":
+        """Build from `StoreSettings`: ``url`` is the DSN; ``username``/``password`` override it;
+        ``index_prefix`` names the tables; ``ca_certs`` turns on verified TLS."""
+        if not cfg.url:
+            raise StoreError("store.url must be a PostgreSQL connection string for the postgres backend")
+        kwargs: dict[str, Any] = {}
+        if cfg.username:
+            kwargs["user"] = cfg.username
+        if cfg.password is not None:
+            kwargs["password"] = cfg.password.get_secret_value()
+        if cfg.ca_certs:
+            kwargs["sslrootcert"] = cfg.ca_certs
+            kwargs["sslmode"] = "verify-full" if cfg.verify_certs else "require"
+        prefix = re.sub(r"[^a-z0-9_]", "_", (cfg.index_prefix or "memoryscope").lower())
+        return cls(cfg.url, embedding_model=embedding_model, table_prefix=prefix,
+                   text_search_config=cfg.text_search_config or "english",
+                   lock_timeout_s=getattr(cfg, "busy_timeout_s", 10.0), connect_kwargs=kwargs)
+
+    # -- connections ---------------------------------------------------------------------------
+    @staticmethod
+    def _ensure_extension(conninfo: str, kwargs: dict[str, Any]) -> None:
+        with psycopg.connect(conninfo, **{**kwargs, "autocommit": True}) as conn:
+            if conn.execute("SELECT 1 FROM pg_extension WHERE extname='vector'").fetchone() is None:
+                try:
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                except psycopg.errors.UniqueViolation:  # created by a concurrent process
+                    pass
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    raise StoreError("the pgvector extension is not installed in this database and this "
+                                     "user may not create it: run CREATE EXTENSION vector as an admin") from exc
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        if self._vector_oid is None:
+            row = conn.execute("SELECT 'vector'::regtype::oid").fetchone()
+            self._vector_oid = int(row[0])
+        conn.adapters.register_dumper(_PgVector, _vector_dumper(self._vector_oid))
+        conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        conn.execute(f"SET hnsw.ef_search = {self._hnsw[2]}")
+        conn.execute("SET hnsw.max_scan_tuples = 50000")
+        conn.commit()
+
+    def _translate(self, exc: BaseException) -> StoreError:
+        if isinstance(exc, StoreError):
+            return exc
+        if isinstance(exc, (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected,
+                            psycopg.errors.SerializationFailure)):
+            return StoreLockedError(f"PostgreSQL store {self.prefix}*: {exc}".strip())
+        if isinstance(exc, PoolTimeout):
+            return StoreError(f"no PostgreSQL connection available ({_redact(self._conninfo)}): {exc}")
+        if isinstance(exc, psycopg.OperationalError):
+            return StoreError(f"PostgreSQL unreachable or failing ({_redact(self._conninfo)}): {exc}")
+        if isinstance(exc, psycopg.DataError) and "NUL" in str(exc):
+            return StoreError("PostgreSQL text cannot hold NUL (\\x00) characters")
+        return StoreError(f"PostgreSQL store error: {exc}")
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Connection]:
+        """One transaction on a pooled connection: committed on success, rolled back on error."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        try:
+            with self._pool.connection() as conn:
+                with conn.transaction():
+                    yield conn
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self._translate(exc) from exc
+
+    def _t(self, name: str) -> sql.Identifier:
+        return sql.Identifier(self.prefix + name)
+
+    def _q(self, template: str, **extra: Any) -> sql.Composed:
+        """SQL with {memories}, {messages}, {leases}, {meta} table names filled in."""
+        return sql.SQL(template).format(memories=self._t("memories"), messages=self._t("messages"),
+                                        leases=self._t("leases"), meta=self._t("meta"), **extra)
+
+    def _init_schema(self) -> None:
+        with self._tx() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.prefix + "schema",))
+            conn.execute(self._q("CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)"))
+            row = conn.execute(self._q("SELECT value FROM {meta} WHERE key='schema_version'")).fetchone()
+            version = 0 if row is None else int(row[0])
+            if version > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"the PostgreSQL tables {self.prefix}* have schema version {version}; this library knows "
+                    f"up to {SCHEMA_VERSION}. Upgrade memoryscope-plugins.")
+            if version == 0:
+                exists = conn.execute("SELECT to_regclass(%s)", (self.prefix + "memories",)).fetchone()[0]
+                if exists is not None:
+                    raise SchemaVersionError(f"a table {self.prefix}memories exists but has no schema version; "
+                                             "use another table prefix")
+                if conn.execute("SELECT 1 FROM pg_ts_config WHERE cfgname=%s",
+                                (self.text_search_config,)).fetchone() is None:
+                    raise StoreError(f"PostgreSQL has no text search configuration {self.text_search_config!r}")
+            cfg_literal = sql.Literal(self.text_search_config).as_string(conn)
+            for target, steps in _MIGRATIONS:
+                if target <= version:
+                    continue
+                for step in steps:
+                    conn.execute(step.format(p=self.prefix, cfg=cfg_literal))  # type: ignore[arg-type]
+                conn.execute(self._q("INSERT INTO {meta}(key, value) VALUES('schema_version', %s) "
+                                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value"), (str(target),))
+                version = target
+            stored_cfg = conn.execute(self._q("SELECT value FROM {meta} WHERE key='text_search_config'")).fetchone()
+            if stored_cfg is None:
+                conn.execute(self._q("INSERT INTO {meta}(key, value) VALUES('text_search_config', %s)"),
+                             (self.text_search_config,))
+            elif stored_cfg[0] != self.text_search_config:
+                self._rebuild_tsv(conn, cfg_literal)
+            for key, value in conn.execute(self._q("SELECT key, value FROM {meta} WHERE key LIKE 'vector_dim:%%'")):
+                self._dims[key.split(":", 1)[1]] = int(value)
+
+    def _rebuild_tsv(self, conn: psycopg.Connection, cfg_literal: str) -> None:
+        """The text search configuration changed: regenerate the tsvector column and its index."""
+        if conn.execute("SELECT 1 FROM pg_ts_config WHERE cfgname=%s", (self.text_search_config,)).fetchone() is None:
+            raise StoreError(f"PostgreSQL has no text search configuration {self.text_search_config!r}")
+        log.info("rebuilding the full-text column of %smemories for configuration %s", self.prefix,
+                 self.text_search_config)
+        p = self.prefix
+        conn.execute(f"ALTER TABLE {p}memories DROP COLUMN tsv")
+        conn.execute(f"ALTER TABLE {p}memories ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector("
+                     f"{cfg_literal}::regconfig, coalesce(speaker, '') || ' ' || content || ' ' || "
+                     f"coalesce(context, ''))) STORED")
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {p}mem_tsv ON {p}memories USING gin (tsv)")
+        conn.execute(self._q("UPDATE {meta} SET value=%s WHERE key='text_search_config'"), (self.text_search_config,))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._pool.close()
+
+    def __enter__(self) -> "PostgresStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- meta -------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        with self._tx() as conn:
+            row = conn.execute(self._q("SELECT value FROM {meta} WHERE key=%s"), (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._tx() as conn:
+            conn.execute(self._q("INSERT INTO {meta}(key, value) VALUES(%s, %s) ON CONFLICT (key) "
+                                 "DO UPDATE SET value = excluded.value"), (key, value))
+
+    # -- vector spaces ------------------------------------------------------------------------
+    def _index_name(self, model: str, dim: int) -> str:
+        return f"{self.prefix}mem_vec_{hashlib.blake2b(model.encode(), digest_size=6).hexdigest()}_{dim}"
+
+    def _dim_of(self, conn: psycopg.Connection | None, model: str) -> int | None:
+        with self._dims_lock:
+            if model in self._dims:
+                return self._dims[model]
+        if conn is None:
+            with self._tx() as c:
+                row = c.execute(self._q("SELECT value FROM {meta} WHERE key=%s"), ("vector_dim:" + model,)).fetchone()
+        else:
+            row = conn.execute(self._q("SELECT value FROM {meta} WHERE key=%s"), ("vector_dim:" + model,)).fetchone()
+        if row is None:
+            return None
+        with self._dims_lock:
+            self._dims[model] = int(row[0])
+        return int(row[0])
+
+    def _ensure_space(self, conn: psycopg.Connection, model: str, dim: int) -> None:
+        """Record the model's dimension (fixed at first use) and create its HNSW index."""
+        known = self._dim_of(conn, model)
+        if known is None:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.prefix + "space:" + model,))
+            row = conn.execute(self._q("SELECT value FROM {meta} WHERE key=%s"), ("vector_dim:" + model,)).fetchone()
+            if row is None:
+                m, efc, _ = self._hnsw
+                conn.execute(sql.SQL(
+                    "CREATE INDEX IF NOT EXISTS {name} ON {memories} USING hnsw ((embedding::vector({dim})) "
+                    "vector_cosine_ops) WITH (m = {m}, ef_construction = {efc}) WHERE embedding_model = {model}"
+                ).format(name=sql.Identifier(self._index_name(model, dim)), memories=self._t("memories"),
+                         dim=sql.Literal(dim), m=sql.Literal(m), efc=sql.Literal(efc), model=sql.Literal(model)))
+                conn.execute(self._q("INSERT INTO {meta}(key, value) VALUES(%s, %s)"),
+                             ("vector_dim:" + model, str(dim)))
+                known = dim
+            else:
+                known = int(row[0])
+            # cached only after commit would be stricter; a rolled-back first write just re-checks
+        if known != dim:
+            raise ValueError(f"vectors of {model!r} have {known} dimensions in this store, not {dim}")
+
+    # -- writes -----------------------------------------------------------------------------
+    def _put_in(self, conn: psycopg.Connection, memories: Sequence[Memory], vectors: Any) -> None:
+        if not memories:
+            return
+        rows = _as_rows(vectors, len(memories))
+        # a batch naming one id twice: later entries win, a None vector keeps the earlier one
+        merged: dict[str, tuple[Memory, np.ndarray | None]] = {}
+        for memory, vector in zip(memories, rows):
+            if memory.id in merged and vector is None:
+                vector = merged[memory.id][1]
+            merged[memory.id] = (memory, vector)
+        model = self.embedding_model
+        dims = {v.shape[0] for _, v in merged.values() if v is not None}
+        if model is not None:
+            for dim in sorted(dims):
+                self._ensure_space(conn, model, dim)
+        params = []
+        for memory_id in sorted(merged):  # a fixed lock order: concurrent batches cannot deadlock
+            memory, vector = merged[memory_id]
+            params.append((
+                memory.id, memory.user_id, memory.agent_id, memory.type.value, memory.status.value,
+                memory.content, memory.context, memory.speaker, memory.role, memory.session_id,
+                _iso(memory.created_at), _aware(memory.created_at), _iso(memory.updated_at),
+                _iso(memory.event_start), _aware(memory.event_start), _iso(memory.event_end),
+                _aware(memory.event_end), memory.superseded_by, json.dumps(memory.source_ids),
+                json.dumps(memory.metadata, default=str),
+                None if vector is None else model, None if vector is None else _PgVector(vector),
+                vector is not None,
+            ))
+        query = self._q(
+            "INSERT INTO {memories} AS m (id, user_id, agent_id, type, status, content, context, speaker, role, "
+            "session_id, created_at, created_ts, updated_at, event_start, event_start_ts, event_end, event_end_ts, "
+            "superseded_by, source_ids, metadata, embedding_model, embedding) "
+            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
+            "ON CONFLICT (id) DO UPDATE SET agent_id=excluded.agent_id, type=excluded.type, status=excluded.status, "
+            "content=excluded.content, context=excluded.context, speaker=excluded.speaker, role=excluded.role, "
+            "session_id=excluded.session_id, created_at=excluded.created_at, created_ts=excluded.created_ts, "
+            "updated_at=excluded.updated_at, event_start=excluded.event_start, "
+            "event_start_ts=excluded.event_start_ts, event_end=excluded.event_end, "
+            "event_end_ts=excluded.event_end_ts, superseded_by=excluded.superseded_by, "
+            "source_ids=excluded.source_ids, metadata=excluded.metadata, "
+            "embedding_model=CASE WHEN %s THEN excluded.embedding_model ELSE m.embedding_model END, "
+            "embedding=CASE WHEN %s THEN excluded.embedding ELSE m.embedding END "
+            "WHERE m.user_id = excluded.user_id RETURNING m.id")
+        full = [p[:-1] + (p[-1], p[-1]) for p in params]
+        with conn.cursor() as cur:
+            cur.executemany(query, full, returning=True)
+            written = 0
+            while True:
+                if cur.fetchone() is not None:
+                    written += 1
+                if not cur.nextset():
+                    break
+        if written != len(params):
+            owned = conn.execute(self._q("SELECT id FROM {memories} WHERE id = ANY(%s) AND user_id <> ALL(%s)"),
+                                 ([p[0] for p in params], list({p[1] for p in params}))).fetchall()
+            raise ValueError(f"memory id {owned[0][0] if owned else '?'!r} belongs to another user")
+
+    def put(self, memories: Sequence[Memory], vectors: np.ndarray | None = None) -> None:
+        if not memories:
+            return
+        with self._tx() as conn:
+            self._put_in(conn, memories, vectors)
+
+    def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
+        """Replace the vectors of existing memories (used when the embedding model changes)."""
+        if len(ids) != len(vectors):
+            raise ValueError("vectors must align with ids")
+        if not len(ids):
+            return
+        rows = _as_rows(vectors, len(ids))
+        with self._tx() as conn:
+            model = self.embedding_model
+            if model is not None:
+                for dim in sorted({v.shape[0] for v in rows if v is not None}):
+                    self._ensure_space(conn, model, dim)
+            pairs = sorted(((i, v) for i, v in zip(ids, rows) if v is not None), key=lambda p: p[0])
+            with conn.cursor() as cur:
+                cur.executemany(self._q("UPDATE {memories} SET embedding=%s, embedding_model=%s WHERE id=%s"),
+                                [(_PgVector(v), model, i) for i, v in pairs])
+
+    def delete(self, user_id: str, ids: Sequence[str]) -> int:
+        if not ids:
+            return 0
+        with self._tx() as conn:
+            cur = conn.execute(self._q("DELETE FROM {memories} WHERE user_id=%s AND id = ANY(%s)"),
+                               (user_id, sorted(set(ids))))
+            return cur.rowcount
+
+    def delete_user(self, user_id: str) -> int:
+        with self._tx() as conn:
+            deleted = conn.execute(self._q("DELETE FROM {memories} WHERE user_id=%s"), (user_id,)).rowcount
+            conn.execute(self._q("DELETE FROM {messages} WHERE user_id=%s"), (user_id,))
+            conn.execute(self._q("DELETE FROM {leases} WHERE user_id=%s"), (user_id,))
+        return deleted
+
+    # -- reads ------------------------------------------------------------------------------
+    def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
+        if not ids:
+            return []
+        with self._tx() as conn:
+            rows = conn.execute(self._q(f"SELECT {_MEMORY_COLUMNS} FROM {{memories}} WHERE user_id=%s AND id = ANY(%s)"),
+                                (user_id, list(ids))).fetchall()
+        found = {r[0]: _row_to_memory(r) for r in rows}
+        return [found[i] for i in ids if i in found]
+
+    @staticmethod
+    def _where(user_id: str, flt: MemoryFilter, params: dict[str, Any]) -> str:
+        clauses = ["m.user_id = %(user_id)s"]
+        params["user_id"] = user_id
+        if flt.agent_id is not None:
+            clauses.append("m.agent_id = %(agent_id)s")
+            params["agent_id"] = flt.agent_id
+        if flt.types:
+            clauses.append("m.type = ANY(%(types)s)")
+            params["types"] = [t.value for t in flt.types]
+        if flt.statuses:
+            clauses.append("m.status = ANY(%(statuses)s)")
+            params["statuses"] = [s.value for s in flt.statuses]
+        if flt.session_id is not None:
+            clauses.append("m.session_id = %(session_id)s")
+            params["session_id"] = flt.session_id
+        if flt.time_range is not None:
+            lo, hi = _aware(flt.time_range.start), _aware(flt.time_range.end)
+            by_message, by_event = [], ["m.event_start_ts IS NOT NULL"]
+            if lo is not None:
+                params["lo"] = lo
+                by_message.append("m.created_ts >= %(lo)s")
+                by_event.append("COALESCE(m.event_end_ts, m.event_start_ts) >= %(lo)s")
+            if hi is not None:
+                params["hi"] = hi
+                by_message.append("m.created_ts < %(hi)s")
+                by_event.append("m.event_start_ts < %(hi)s")
+            clauses.append(f"(({' AND '.join(by_message) or 'TRUE'}) OR ({' AND '.join(by_event)}))")
+        return " AND ".join(clauses)
+
+    def list(self, user_id: str, flt: MemoryFilter, *, limit: int = 100, offset: int = 0,
+             newest_first: bool = True) -> list[Memory]:
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        where = self._where(user_id, flt, params)
+        order = "DESC" if newest_first else "ASC"
+        with self._tx() as conn:
+            rows = conn.execute(self._q(
+                f"SELECT {_M_COLUMNS} FROM {{memories}} m WHERE {where} "
+                f"ORDER BY m.created_ts {order}, m.rowid {order} LIMIT %(limit)s OFFSET %(offset)s"), params).fetchall()
+        return [_row_to_memory(r) for r in rows]
+
+    def count(self, user_id: str, flt: MemoryFilter) -> int:
+        params: dict[str, Any] = {}
+        where = self._where(user_id, flt, params)
+        with self._tx() as conn:
+            return int(conn.execute(self._q(f"SELECT count(*) FROM {{memories}} m WHERE {where}"), params).fetchone()[0])
+
+    def users(self) -> list[str]:
+        with self._tx() as conn:
+            rows = conn.execute(self._q(
+                "SELECT user_id FROM (SELECT DISTINCT user_id FROM {memories} UNION SELECT DISTINCT user_id "
+                "FROM {messages}) u ORDER BY user_id COLLATE \"C\"")).fetchall()
+        return [r[0] for r in rows]
+
+    def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[list[Memory]]:
+        """Batches of memories in insertion order, of one user or (None) of all users."""
+        last = 0
+        while True:
+            with self._tx() as conn:
+                if user_id is None:
+                    rows = conn.execute(self._q(f"SELECT rowid, {_MEMORY_COLUMNS} FROM {{memories}} WHERE rowid > %s "
+                                                "ORDER BY rowid LIMIT %s"), (last, batch_size)).fetchall()
+                else:
+                    rows = conn.execute(self._q(f"SELECT rowid, {_MEMORY_COLUMNS} FROM {{memories}} WHERE user_id=%s "
+                                                "AND rowid > %s ORDER BY rowid LIMIT %s"),
+                                        (user_id, last, batch_size)).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [_row_to_memory(r[1:]) for r in rows]
+
+    _NEEDS = "(embedding_model IS NULL OR embedding_model < %(model)s OR embedding_model > %(model)s)"
+
+    def iter_needing_vectors(self, batch_size: int = 1000) -> Iterator[list[Memory]]:
+        """Batches of memories whose vector is missing or from another embedding model."""
+        last = 0
+        while True:
+            with self._tx() as conn:
+                rows = conn.execute(self._q(
+                    f"SELECT rowid, {_MEMORY_COLUMNS} FROM {{memories}} WHERE rowid > %(last)s AND {self._NEEDS} "
+                    "ORDER BY rowid LIMIT %(n)s"), {"last": last, "model": self.embedding_model or "",
+                                                   "n": batch_size}).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [_row_to_memory(r[1:]) for r in rows]
+
+    def count_needing_vectors(self) -> int:
+        with self._tx() as conn:
+            return int(conn.execute(self._q(f"SELECT count(*) FROM {{memories}} WHERE {self._NEEDS}"),
+                                    {"model": self.embedding_model or ""}).fetchone()[0])
+
+    # -- search -----------------------------------------------------------------------------
+    def search(self, request: SearchRequest) -> list[Candidate]:
+        want_text = bool(request.text and request.text.strip())
+        model = self.embedding_model
+        query_vector = None
+        dim = None
+        if request.vector is not None and model is not None:
+            query_vector = np.asarray(request.vector, dtype=np.float32).reshape(-1)
+            dim = self._dim_of(None, model)
+            if dim is not None and query_vector.shape[0] != dim:
+                raise ValueError(f"query vector has {query_vector.shape[0]} dimensions; the store's vectors "
+                                 f"have {dim}")
+        want_vector = dim is not None and query_vector is not None
+        if not want_text and not want_vector:
+            return []
+        limit = max(1, int(request.limit))
+        params: dict[str, Any] = {"limit": limit}
+        where = self._where(request.user_id, request.filter, params)
+        ctes: list[str] = []
+        if want_text:
+            params["text"] = request.text
+            params["cfg"] = self.text_search_config
+            ctes.append(
+                "tq AS (SELECT replace(plainto_tsquery(%(cfg)s::regconfig, %(text)s)::text, ' & ', ' | ')::tsquery AS q), "
+                "t0 AS (SELECT m.rowid, ts_rank_cd(m.tsv, tq.q) AS score FROM {memories} m, tq "
+                f"WHERE m.tsv @@ tq.q AND {where} ORDER BY score DESC, m.rowid LIMIT %(limit)s), "
+                "t AS (SELECT rowid, score, row_number() OVER (ORDER BY score DESC, rowid) AS rank FROM t0)")
+        else:
+            ctes.append("t AS (SELECT NULL::bigint AS rowid, NULL::real AS score, NULL::bigint AS rank WHERE FALSE)")
+        if want_vector:
+            assert dim is not None and model is not None
+            params["vec"] = _PgVector(query_vector)  # type: ignore[arg-type]
+            params["model"] = model
+            params["exact_rows"] = self.exact_vector_rows
+            cast = f"m.embedding::vector({int(dim)})"
+            qv = f"%(vec)s::vector({int(dim)})"
+            # the partial HNSW index is chosen only when its predicate appears as a literal
+            model_lit = "m.embedding_model = {model_lit}"
+            vwhere = f"{where} AND {model_lit}"
+            ctes.append(
+                f"small AS MATERIALIZED (SELECT count(*) <= %(exact_rows)s AS yes FROM (SELECT 1 FROM {{memories}} m "
+                f"WHERE {vwhere} LIMIT %(exact_rows)s + 1) s), "
+                f"v_exact AS (SELECT m.rowid, ({cast} <=> {qv}) AS dist FROM {{memories}} m WHERE {vwhere} "
+                f"AND (SELECT yes FROM small) ORDER BY ({cast} <=> {qv}) + 0, m.rowid LIMIT %(limit)s), "
+                f"v_ann AS MATERIALIZED (SELECT m.rowid, ({cast} <=> {qv}) AS dist FROM {{memories}} m WHERE {vwhere} "
+                f"AND NOT (SELECT yes FROM small) ORDER BY {cast} <=> {qv} LIMIT %(limit)s), "
+                "v AS (SELECT rowid, dist, row_number() OVER (ORDER BY dist, rowid) AS rank FROM "
+                "(SELECT * FROM v_exact UNION ALL SELECT * FROM v_ann) u)")
+        else:
+            ctes.append("v AS (SELECT NULL::bigint AS rowid, NULL::float8 AS dist, NULL::bigint AS rank WHERE FALSE)")
+        statement = (
+            "WITH " + ", ".join(ctes) + ", "
+            "hits AS (SELECT COALESCE(t.rowid, v.rowid) AS rowid, t.rank AS text_rank, t.score AS text_score, "
+            "v.rank AS vector_rank, v.dist AS dist FROM t FULL OUTER JOIN v ON t.rowid = v.rowid) "
+            f"SELECT h.text_rank, h.text_score, h.vector_rank, h.dist, {_M_COLUMNS} FROM hits h "
+            "JOIN {memories} m ON m.rowid = h.rowid "
+            "ORDER BY h.text_rank NULLS LAST, h.vector_rank NULLS LAST")
+        with self._tx() as conn:
+            query = self._q(statement, model_lit=sql.Literal(model))
+            rows = conn.execute(query, params).fetchall()
+        out = []
+        for row in rows:
+            out.append(Candidate(
+                memory=_row_to_memory(row[4:]),
+                text_rank=None if row[0] is None else int(row[0]),
+                text_score=None if row[1] is None else float(row[1]),
+                vector_rank=None if row[2] is None else int(row[2]),
+                vector_score=None if row[3] is None else 1.0 - float(row[3])))
+        return out
+
+    # -- the durable message log ------------------------------------------------------------------
+    def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
+                        session_id: str | None = None, memories: Sequence[Memory] = (),
+                        vectors: np.ndarray | None = None, *, state: str = "pending") -> list[str]:
+        ids = [uuid.uuid4().hex for _ in messages]
+        with self._tx() as conn:
+            if messages:
+                with conn.cursor() as cur:
+                    cur.executemany(self._q(
+                        "INSERT INTO {messages}(id, user_id, agent_id, session_id, role, name, content, timestamp, "
+                        "metadata, state) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"),
+                        [(message_id, user_id, agent_id, session_id, message.role, message.name, message.content,
+                          _iso(message.timestamp or datetime.now(timezone.utc)),
+                          json.dumps(message.metadata, default=str), state)
+                         for message_id, message in zip(ids, messages)])
+            self._put_in(conn, memories, vectors)
+        return ids
+
+    def pending_messages(self, user_id: str, limit: int = 100) -> list[StoredMessage]:
+        with self._tx() as conn:
+            rows = conn.execute(self._q(f"SELECT {_MESSAGE_COLUMNS} FROM {{messages}} WHERE user_id=%s AND "
+                                        "state='pending' ORDER BY seq LIMIT %s"), (user_id, limit)).fetchall()
+        return [_row_to_stored(r) for r in rows]
+
+    def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
+                        limit: int) -> list[StoredMessage]:
+        clauses, params = ["user_id=%s"], [user_id]
+        if agent_id is not None:
+            clauses.append("agent_id=%s")
+            params.append(agent_id)
+        if before_seq is not None:
+            clauses.append("seq < %s")
+            params.append(before_seq)
+        with self._tx() as conn:
+            rows = conn.execute(self._q(f"SELECT {_MESSAGE_COLUMNS} FROM {{messages}} WHERE {' AND '.join(clauses)} "
+                                        "ORDER BY seq DESC LIMIT %s"), [*params, limit]).fetchall()
+        return [_row_to_stored(r) for r in reversed(rows)]
+
+    def mark_messages(self, ids: Sequence[str], state: str) -> None:
+        if state not in ("pending", "done", "failed"):
+            raise ValueError(f"unknown message state {state!r}")
+        if not ids:
+            return
+        with self._tx() as conn:
+            conn.execute(self._q("UPDATE {messages} SET state=%s, attempts = attempts + (CASE WHEN %s = 'failed' "
+                                 "THEN 1 ELSE 0 END) WHERE id = ANY(%s)"), (state, state, sorted(set(ids))))
+
+    def commit_consolidation(self, memories: Sequence[Memory], vectors: np.ndarray | None,
+                             done_message_ids: Sequence[str]) -> None:
+        """Store what consolidation made and mark its messages done, in one transaction."""
+        with self._tx() as conn:
+            self._put_in(conn, memories, vectors)
+            if done_message_ids:
+                conn.execute(self._q("UPDATE {messages} SET state='done' WHERE id = ANY(%s)"),
+                             (sorted(set(done_message_ids)),))
+
+    def users_with_pending(self) -> list[str]:
+        with self._tx() as conn:
+            return [r[0] for r in conn.execute(self._q("SELECT DISTINCT user_id FROM {messages} WHERE state='pending'"))]
+
+    # -- leases -----------------------------------------------------------------------------
+    def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:
+        """Take (or renew) the user's lease; the database's clock decides expiry."""
+        with self._tx() as conn:
+            row = conn.execute(self._q(
+                "INSERT INTO {leases} AS l (user_id, owner, expires_at) "
+                "VALUES (%s, %s, clock_timestamp() + make_interval(secs => %s)) ON CONFLICT (user_id) DO UPDATE "
+                "SET owner = excluded.owner, expires_at = excluded.expires_at "
+                "WHERE l.owner = excluded.owner OR l.expires_at <= clock_timestamp() RETURNING l.owner"),
+                (user_id, owner, float(ttl_s))).fetchone()
+        return row is not None
+
+    def release_lease(self, user_id: str, owner: str) -> None:
+        with self._tx() as conn:
+            conn.execute(self._q("DELETE FROM {leases} WHERE user_id=%s AND owner=%s"), (user_id, owner))
+
+    def get_one(self, user_id: str, memory_id: str) -> Memory:
+        found = self.get(user_id, [memory_id])
+        if not found:
+            raise NotFoundError(f"no memory {memory_id!r} for this user")
+        return found[0]
+
+
+def _redact(conninfo: str) -> str:
+    """A connection string without its password, for messages."""
+    text = re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", conninfo)
+    return re.sub(r"(password\s*=\s*)\S+", r"\1***", text)

@@ -1,0 +1,773 @@
+"""The embedded store: one SQLite file, nothing to start.
+
+- Crash safety: every write is one transaction in WAL mode, so a killed process leaves either the
+  whole write or none of it; readers never block the writer and see committed data only.
+- Full text: an FTS5 table over terms produced by `text_analysis.analyse`, ranked by FTS5's BM25.
+  Each row also carries a per-user token so a query touches only that user's postings.
+- Vectors: float16 blobs in the memory row; search loads a user's vectors into a float32 matrix
+  kept in a bounded in-process cache, refreshed incrementally from a per-user revision counter, so
+  other processes' writes are seen and a retrieval costs one matrix-vector product.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import NotFoundError, SchemaVersionError, StoreError, StoreLockedError
+from ..types import Memory, MemoryStatus, MemoryType, Message, TimeRange, as_aware
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage
+from .text_analysis import analyse
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS users (
+    user_id TEXT PRIMARY KEY,
+    rev INTEGER NOT NULL DEFAULT 0,      -- bumped by every write to the user's memories
+    epoch INTEGER NOT NULL DEFAULT 0     -- bumped by deletions: caches reload in full
+);
+CREATE TABLE IF NOT EXISTS memories (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    status TEXT NOT NULL,
+    content TEXT NOT NULL,
+    context TEXT,
+    speaker TEXT,
+    role TEXT,
+    session_id TEXT,
+    created_at TEXT NOT NULL,
+    created_ts REAL NOT NULL,
+    updated_at TEXT NOT NULL,
+    event_start TEXT,
+    event_start_ts REAL,
+    event_end TEXT,
+    event_end_ts REAL,
+    superseded_by TEXT,
+    source_ids TEXT NOT NULL DEFAULT '[]',
+    metadata TEXT NOT NULL DEFAULT '{}',
+    embedding_model TEXT,
+    vector BLOB,
+    seq INTEGER NOT NULL                 -- store-wide change counter, for incremental cache refresh
+);
+CREATE INDEX IF NOT EXISTS memories_user_time ON memories(user_id, created_ts);
+CREATE INDEX IF NOT EXISTS memories_user_seq ON memories(user_id, seq);
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+    terms, owner, tokenize = "unicode61 remove_diacritics 0", detail = "full"
+);
+CREATE TABLE IF NOT EXISTS messages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    session_id TEXT,
+    role TEXT NOT NULL,
+    name TEXT,
+    content TEXT NOT NULL,
+    timestamp TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    state TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS messages_user_state ON messages(user_id, state, seq);
+CREATE INDEX IF NOT EXISTS messages_state ON messages(state, user_id);
+CREATE TABLE IF NOT EXISTS leases (user_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_ts REAL NOT NULL);
+"""
+
+_MEMORY_COLUMNS = (
+    "id, user_id, agent_id, type, status, content, context, speaker, role, session_id, created_at, "
+    "updated_at, event_start, event_end, superseded_by, source_ids, metadata, embedding_model"
+)
+
+
+def owner_token(user_id: str) -> str:
+    """The FTS token that scopes full-text matches to one user (hashed: user ids are free text)."""
+    return "u" + hashlib.blake2b(user_id.encode("utf-8"), digest_size=10).hexdigest()
+
+
+def _ts(moment: datetime | None) -> float | None:
+    return None if moment is None else as_aware(moment).timestamp()
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else as_aware(moment).isoformat()
+
+
+def _parse_iso(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def _fts_query(terms: Sequence[str], owner: str) -> str | None:
+    unique = list(dict.fromkeys(terms))
+    if not unique:
+        return None
+    ors = " OR ".join('"' + t.replace('"', '""') + '"' for t in unique)
+    return f'owner:"{owner}" AND terms:({ors})'
+
+
+def _row_to_memory(row: Sequence[Any]) -> Memory:
+    return Memory(
+        id=row[0], user_id=row[1], agent_id=row[2], type=MemoryType(row[3]),
+        status=MemoryStatus(row[4]), content=row[5], context=row[6], speaker=row[7], role=row[8],
+        session_id=row[9], created_at=datetime.fromisoformat(row[10]),
+        updated_at=datetime.fromisoformat(row[11]), event_start=_parse_iso(row[12]),
+        event_end=_parse_iso(row[13]), superseded_by=row[14], source_ids=json.loads(row[15]),
+        metadata=json.loads(row[16]), embedding_model=row[17],
+    )
+
+
+def index_text(memory: Memory) -> str:
+    """What the full-text index sees for a memory: who said it, what, and its indexing context."""
+    parts = [memory.speaker or "", memory.content, memory.context or ""]
+    return " ".join(p for p in parts if p)
+
+
+@dataclass
+class _UserVectors:
+    """One user's vectors and the columns filters need, as arrays aligned by row."""
+
+    rev: int
+    epoch: int
+    max_seq: int
+    rowids: np.ndarray
+    matrix: np.ndarray  # float32 (n, dim)
+    type_codes: np.ndarray
+    status_codes: np.ndarray
+    created_ts: np.ndarray
+    event_start_ts: np.ndarray
+    event_end_ts: np.ndarray
+    agent_ids: list[str]
+    session_ids: list[str | None]
+    position: dict[int, int]
+
+
+_TYPE_CODE = {t.value: i for i, t in enumerate(MemoryType)}
+_STATUS_CODE = {s.value: i for i, s in enumerate(MemoryStatus)}
+
+
+class SQLiteStore:
+    """The embedded `MemoryStore`: one local SQLite file (created on first use).
+
+    Args:
+        path: the database file; its folder is created if missing.
+        embedding_model: the name of the embedder whose vectors this store keeps; vectors of any
+            other model are never compared with it.
+        busy_timeout_s: how long a writer waits for another process's write before
+            `StoreLockedError`.
+        vector_cache_rows: at most this many vectors are kept in memory (least recently used
+            users are dropped first).
+        synchronous: SQLite's durability level; "NORMAL" survives a killed process, "FULL" also
+            a power cut.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, embedding_model: str | None = None,
+                 busy_timeout_s: float = 10.0, vector_cache_rows: int = 250_000,
+                 synchronous: str = "NORMAL") -> None:
+        self.path = Path(path)
+        self.embedding_model = embedding_model
+        self._busy_timeout_s = busy_timeout_s
+        self._synchronous = synchronous if synchronous in ("NORMAL", "FULL") else "NORMAL"
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._conn_lock = threading.Lock()
+        self._write_lock = threading.RLock()
+        self._cache: OrderedDict[str, _UserVectors] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._cache_rows_max = max(0, vector_cache_rows)
+        self._closed = False
+        if str(self.path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._init_schema()
+
+    # -- connections ---------------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError("the store is closed")
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        try:
+            conn = sqlite3.connect(str(self.path), timeout=self._busy_timeout_s,
+                                   isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA cache_size=-65536")
+        except sqlite3.DatabaseError as exc:
+            raise self._translate(exc) from exc
+        self._local.conn = conn
+        with self._conn_lock:
+            self._connections.append(conn)
+        return conn
+
+    def _translate(self, exc: sqlite3.Error) -> StoreError:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return StoreLockedError(
+                f"the store {self.path} stayed locked by another writer for more than "
+                f"{self._busy_timeout_s:g} s")
+        if "not a database" in text or "malformed" in text or "corrupt" in text:
+            return StoreError(f"the store file {self.path} is not a readable memoryscope store "
+                              f"(corrupted or not SQLite): {text}")
+        return StoreError(f"store error on {self.path}: {text}")
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        conn = self._connect()
+        try:
+            yield conn
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; BEGIN IMMEDIATE takes the write lock up front (no upgrade deadlock)."""
+        conn = self._connect()
+        with self._write_lock:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._translate(exc) from exc
+            try:
+                yield conn
+            except BaseException as exc:
+                conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._translate(exc) from exc
+                raise
+            else:
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    conn.execute("ROLLBACK")
+                    raise self._translate(exc) from exc
+
+    def _init_schema(self) -> None:
+        with self._write() as conn:
+            for statement in _SCHEMA.split(";\n"):  # executescript would commit the transaction
+                if statement.strip():
+                    conn.execute(statement)
+            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:
+                conn.execute("INSERT INTO meta(key, value) VALUES('schema_version', ?)", (str(SCHEMA_VERSION),))
+                conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('seq', '0')")
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"{self.path} has schema version {row[0]}; this library knows up to {SCHEMA_VERSION}. "
+                    "Upgrade memoryscope-plugins.")
+            # future migrations: `elif int(row[0]) < SCHEMA_VERSION: self._migrate(conn, int(row[0]))`
+
+    def close(self) -> None:
+        """Close every connection this store opened (from any thread)."""
+        self._closed = True
+        with self._conn_lock:
+            for conn in self._connections:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._connections.clear()
+        with self._cache_lock:
+            self._cache.clear()
+
+    # -- meta -------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        with self._read() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._write() as conn:
+            conn.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                         (key, value))
+
+    # -- writes -----------------------------------------------------------------------------
+    @staticmethod
+    def _next_seq(conn: sqlite3.Connection, count: int) -> int:
+        """Reserve `count` change numbers; returns the first. Runs inside the write transaction."""
+        row = conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key='seq' RETURNING value",
+                           (count,)).fetchone()
+        return int(row[0]) - count + 1
+
+    def _put_in(self, conn: sqlite3.Connection, memories: Sequence[Memory], vectors: np.ndarray | None) -> None:
+        if not memories:
+            return
+        if vectors is not None and len(vectors) != len(memories):
+            raise ValueError("vectors must align with memories")
+        first_seq = self._next_seq(conn, len(memories))
+        touched: set[str] = set()
+        for i, memory in enumerate(memories):
+            blob = None
+            model = None
+            if vectors is not None and vectors[i] is not None:
+                blob = np.asarray(vectors[i], dtype=np.float16).tobytes()
+                model = self.embedding_model
+            old = conn.execute("SELECT rowid, user_id FROM memories WHERE id=?", (memory.id,)).fetchone()
+            if old is not None and old[1] != memory.user_id:
+                raise ValueError(f"memory id {memory.id!r} belongs to another user")
+            if old is not None and blob is None:  # keep the stored vector when only fields change
+                kept = conn.execute("SELECT vector, embedding_model FROM memories WHERE rowid=?", (old[0],)).fetchone()
+                blob, model = kept
+            values = (
+                memory.id, memory.user_id, memory.agent_id, memory.type.value, memory.status.value,
+                memory.content, memory.context, memory.speaker, memory.role, memory.session_id,
+                _iso(memory.created_at), _ts(memory.created_at), _iso(memory.updated_at),
+                _iso(memory.event_start), _ts(memory.event_start), _iso(memory.event_end), _ts(memory.event_end),
+                memory.superseded_by, json.dumps(memory.source_ids), json.dumps(memory.metadata, default=str),
+                model, blob, first_seq + i,
+            )
+            if old is None:
+                cur = conn.execute(
+                    "INSERT INTO memories(id, user_id, agent_id, type, status, content, context, speaker, role, "
+                    "session_id, created_at, created_ts, updated_at, event_start, event_start_ts, event_end, "
+                    "event_end_ts, superseded_by, source_ids, metadata, embedding_model, vector, seq) "
+                    "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+                rowid = cur.lastrowid
+            else:
+                rowid = old[0]
+                conn.execute(
+                    "UPDATE memories SET id=?, user_id=?, agent_id=?, type=?, status=?, content=?, context=?, "
+                    "speaker=?, role=?, session_id=?, created_at=?, created_ts=?, updated_at=?, event_start=?, "
+                    "event_start_ts=?, event_end=?, event_end_ts=?, superseded_by=?, source_ids=?, metadata=?, "
+                    "embedding_model=?, vector=?, seq=? WHERE rowid=?", values + (rowid,))
+                conn.execute("DELETE FROM memories_fts WHERE rowid=?", (rowid,))
+            conn.execute("INSERT INTO memories_fts(rowid, terms, owner) VALUES(?, ?, ?)",
+                         (rowid, " ".join(analyse(index_text(memory))), owner_token(memory.user_id)))
+            touched.add(memory.user_id)
+        self._bump(conn, touched, deletion=False)
+
+    @staticmethod
+    def _bump(conn: sqlite3.Connection, users: set[str], *, deletion: bool) -> None:
+        for user_id in users:
+            conn.execute(
+                "INSERT INTO users(user_id, rev, epoch) VALUES(?, 1, ?) ON CONFLICT(user_id) DO UPDATE SET "
+                "rev = rev + 1, epoch = epoch + ?", (user_id, int(deletion), int(deletion)))
+
+    def put(self, memories: Sequence[Memory], vectors: np.ndarray | None = None) -> None:
+        with self._write() as conn:
+            self._put_in(conn, memories, vectors)
+
+    def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
+        """Replace the vectors of existing memories (used when the embedding model changes)."""
+        if len(ids) != len(vectors):
+            raise ValueError("vectors must align with ids")
+        with self._write() as conn:
+            first_seq = self._next_seq(conn, len(ids))
+            users: set[str] = set()
+            for i, (memory_id, vector) in enumerate(zip(ids, vectors)):
+                row = conn.execute(
+                    "UPDATE memories SET vector=?, embedding_model=?, seq=? WHERE id=? RETURNING user_id",
+                    (np.asarray(vector, dtype=np.float16).tobytes(), self.embedding_model, first_seq + i,
+                     memory_id)).fetchone()
+                if row is not None:
+                    users.add(row[0])
+            self._bump(conn, users, deletion=False)
+
+    def delete(self, user_id: str, ids: Sequence[str]) -> int:
+        if not ids:
+            return 0
+        with self._write() as conn:
+            deleted = 0
+            for memory_id in ids:
+                row = conn.execute("DELETE FROM memories WHERE id=? AND user_id=? RETURNING rowid",
+                                   (memory_id, user_id)).fetchone()
+                if row is not None:
+                    conn.execute("DELETE FROM memories_fts WHERE rowid=?", (row[0],))
+                    deleted += 1
+            if deleted:
+                self._bump(conn, {user_id}, deletion=True)
+        return deleted
+
+    def delete_user(self, user_id: str) -> int:
+        with self._write() as conn:
+            rowids = [r[0] for r in conn.execute("SELECT rowid FROM memories WHERE user_id=?", (user_id,))]
+            conn.executemany("DELETE FROM memories_fts WHERE rowid=?", ((r,) for r in rowids))
+            conn.execute("DELETE FROM memories WHERE user_id=?", (user_id,))
+            conn.execute("DELETE FROM messages WHERE user_id=?", (user_id,))
+            conn.execute("DELETE FROM leases WHERE user_id=?", (user_id,))
+            self._bump(conn, {user_id}, deletion=True)
+        with self._cache_lock:
+            self._cache.pop(user_id, None)
+        return len(rowids)
+
+    # -- reads ------------------------------------------------------------------------------
+    def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
+        if not ids:
+            return []
+        found: dict[str, Memory] = {}
+        with self._read() as conn:
+            for chunk_start in range(0, len(ids), 500):
+                chunk = list(ids[chunk_start:chunk_start + 500])
+                marks = ",".join("?" * len(chunk))
+                for row in conn.execute(
+                        f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE user_id=? AND id IN ({marks})",
+                        [user_id, *chunk]):
+                    found[row[0]] = _row_to_memory(row)
+        return [found[i] for i in ids if i in found]
+
+    @staticmethod
+    def _where(user_id: str, flt: MemoryFilter) -> tuple[str, list[Any]]:
+        clauses = ["m.user_id = ?"]
+        params: list[Any] = [user_id]
+        if flt.agent_id is not None:
+            clauses.append("m.agent_id = ?")
+            params.append(flt.agent_id)
+        if flt.types:
+            clauses.append(f"m.type IN ({','.join('?' * len(flt.types))})")
+            params.extend(t.value for t in flt.types)
+        if flt.statuses:
+            clauses.append(f"m.status IN ({','.join('?' * len(flt.statuses))})")
+            params.extend(s.value for s in flt.statuses)
+        if flt.session_id is not None:
+            clauses.append("m.session_id = ?")
+            params.append(flt.session_id)
+        if flt.time_range is not None:
+            lo, hi = _ts(flt.time_range.start), _ts(flt.time_range.end)
+            lo = -1e18 if lo is None else lo
+            hi = 1e18 if hi is None else hi
+            clauses.append(
+                "((m.created_ts >= ? AND m.created_ts < ?) OR (m.event_start_ts IS NOT NULL AND "
+                "m.event_start_ts < ? AND COALESCE(m.event_end_ts, m.event_start_ts) >= ?))")
+            params.extend([lo, hi, hi, lo])
+        return " AND ".join(clauses), params
+
+    def list(self, user_id: str, flt: MemoryFilter, *, limit: int = 100, offset: int = 0,
+             newest_first: bool = True) -> list[Memory]:
+        where, params = self._where(user_id, flt)
+        order = "DESC" if newest_first else "ASC"
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_MEMORY_COLUMNS.replace('id,', 'm.id,', 1)} FROM memories m WHERE {where} "
+                f"ORDER BY m.created_ts {order}, m.rowid {order} LIMIT ? OFFSET ?",
+                [*params, limit, offset]).fetchall()
+        return [_row_to_memory(r) for r in rows]
+
+    def count(self, user_id: str, flt: MemoryFilter) -> int:
+        where, params = self._where(user_id, flt)
+        with self._read() as conn:
+            return int(conn.execute(f"SELECT COUNT(*) FROM memories m WHERE {where}", params).fetchone()[0])
+
+    def users(self) -> list[str]:
+        with self._read() as conn:
+            return [r[0] for r in conn.execute(
+                "SELECT DISTINCT user_id FROM memories UNION SELECT DISTINCT user_id FROM messages ORDER BY 1")]
+
+    def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[list[Memory]]:
+        """Batches of memories in insertion order, of one user or (None) of all users."""
+        last = 0
+        while True:
+            with self._read() as conn:
+                if user_id is None:
+                    rows = conn.execute(f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE rowid > ? "
+                                        "ORDER BY rowid LIMIT ?", (last, batch_size)).fetchall()
+                else:
+                    rows = conn.execute(f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE user_id=? AND "
+                                        "rowid > ? ORDER BY rowid LIMIT ?", (user_id, last, batch_size)).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [_row_to_memory(r[1:]) for r in rows]
+
+    def iter_needing_vectors(self, batch_size: int = 1000) -> Iterator[list[Memory]]:
+        """Batches of memories whose vector is missing or from another embedding model."""
+        last = 0
+        while True:
+            with self._read() as conn:
+                rows = conn.execute(
+                    f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE rowid > ? AND "
+                    "(embedding_model IS NULL OR embedding_model != ?) ORDER BY rowid LIMIT ?",
+                    (last, self.embedding_model or "", batch_size)).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [_row_to_memory(r[1:]) for r in rows]
+
+    def count_needing_vectors(self) -> int:
+        with self._read() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM memories WHERE embedding_model IS NULL OR "
+                                    "embedding_model != ?", (self.embedding_model or "",)).fetchone()[0])
+
+    # -- search -----------------------------------------------------------------------------
+    def search(self, request: SearchRequest) -> list[Candidate]:
+        found: dict[int, Candidate] = {}
+        if request.text:
+            for rank, (rowid, score) in enumerate(self._text_search(request), start=1):
+                found[rowid] = Candidate(memory=None, text_rank=rank, text_score=score)  # type: ignore[arg-type]
+        if request.vector is not None:
+            for rank, (rowid, score) in enumerate(self._vector_search(request), start=1):
+                cand = found.get(rowid)
+                if cand is None:
+                    found[rowid] = Candidate(memory=None, vector_rank=rank, vector_score=score)  # type: ignore[arg-type]
+                else:
+                    cand.vector_rank, cand.vector_score = rank, score
+        if not found:
+            return []
+        rows = self._rows_by_rowid(request.user_id, list(found))
+        out = []
+        for rowid, cand in found.items():
+            row = rows.get(rowid)
+            if row is not None:  # deleted between the two reads
+                cand.memory = row
+                out.append(cand)
+        return out
+
+    def _rows_by_rowid(self, user_id: str, rowids: list[int]) -> dict[int, Memory]:
+        result: dict[int, Memory] = {}
+        with self._read() as conn:
+            for start in range(0, len(rowids), 500):
+                chunk = rowids[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                for row in conn.execute(f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE user_id=? AND "
+                                        f"rowid IN ({marks})", [user_id, *chunk]):
+                    result[row[0]] = _row_to_memory(row[1:])
+        return result
+
+    def _text_search(self, request: SearchRequest) -> list[tuple[int, float]]:
+        query = _fts_query(analyse(request.text or ""), owner_token(request.user_id))
+        if query is None:
+            return []
+        where, params = self._where(request.user_id, request.filter)
+        sql = (f"SELECT f.rowid, bm25(memories_fts, 1.0, 0.0) AS s FROM memories_fts f "
+               f"JOIN memories m ON m.rowid = f.rowid WHERE memories_fts MATCH ? AND {where} "
+               f"ORDER BY s LIMIT ?")
+        with self._read() as conn:
+            rows = conn.execute(sql, [query, *params, request.limit]).fetchall()
+        return [(r[0], -float(r[1])) for r in rows]
+
+    def _vector_search(self, request: SearchRequest) -> list[tuple[int, float]]:
+        vectors = self._user_vectors(request.user_id)
+        if vectors is None or len(vectors.rowids) == 0:
+            return []
+        mask = self._vector_mask(vectors, request.filter)
+        query = np.asarray(request.vector, dtype=np.float32).reshape(-1)
+        if query.shape[0] != vectors.matrix.shape[1]:
+            raise ValueError(f"query vector has {query.shape[0]} dimensions; the store's vectors have "
+                             f"{vectors.matrix.shape[1]}")
+        scores = vectors.matrix @ query
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        k = min(request.limit, int(np.isfinite(scores).sum()))
+        if k <= 0:
+            return []
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(vectors.rowids[i]), float(scores[i])) for i in top]
+
+    @staticmethod
+    def _vector_mask(vectors: _UserVectors, flt: MemoryFilter) -> np.ndarray | None:
+        mask = np.ones(len(vectors.rowids), dtype=bool)
+        if flt.types:
+            mask &= np.isin(vectors.type_codes, [_TYPE_CODE[t.value] for t in flt.types])
+        if flt.statuses:
+            mask &= np.isin(vectors.status_codes, [_STATUS_CODE[s.value] for s in flt.statuses])
+        if flt.agent_id is not None:
+            mask &= np.fromiter((a == flt.agent_id for a in vectors.agent_ids), dtype=bool, count=len(mask))
+        if flt.session_id is not None:
+            mask &= np.fromiter((s == flt.session_id for s in vectors.session_ids), dtype=bool, count=len(mask))
+        if flt.time_range is not None:
+            lo = _ts(flt.time_range.start)
+            hi = _ts(flt.time_range.end)
+            lo = -np.inf if lo is None else lo
+            hi = np.inf if hi is None else hi
+            by_message = (vectors.created_ts >= lo) & (vectors.created_ts < hi)
+            ev_start = vectors.event_start_ts
+            ev_end = np.where(np.isnan(vectors.event_end_ts), ev_start, vectors.event_end_ts)
+            with np.errstate(invalid="ignore"):
+                by_event = ~np.isnan(ev_start) & (ev_start < hi) & (ev_end >= lo)
+            mask &= by_message | by_event
+        return None if mask.all() else mask
+
+    def _user_vectors(self, user_id: str) -> _UserVectors | None:
+        with self._read() as conn:
+            head = conn.execute("SELECT rev, epoch FROM users WHERE user_id=?", (user_id,)).fetchone()
+        if head is None:
+            return None
+        rev, epoch = head
+        with self._cache_lock:
+            cached = self._cache.get(user_id)
+            if cached is not None:
+                self._cache.move_to_end(user_id)
+        if cached is not None and cached.rev == rev:
+            return cached
+        if cached is not None and cached.epoch == epoch:
+            fresh = self._refresh(cached, user_id, rev)
+        else:
+            fresh = self._load_full(user_id, rev, epoch)
+        with self._cache_lock:
+            self._cache[user_id] = fresh
+            self._cache.move_to_end(user_id)
+            self._evict()
+        return fresh
+
+    def _evict(self) -> None:
+        total = sum(len(v.rowids) for v in self._cache.values())
+        while total > self._cache_rows_max and len(self._cache) > 1:
+            _, dropped = self._cache.popitem(last=False)
+            total -= len(dropped.rowids)
+
+    _VECTOR_ROW = ("SELECT rowid, vector, type, status, created_ts, event_start_ts, event_end_ts, agent_id, "
+                   "session_id, seq FROM memories WHERE user_id=? AND embedding_model=? ")
+
+    def _load_full(self, user_id: str, rev: int, epoch: int) -> _UserVectors:
+        with self._read() as conn:
+            rows = conn.execute(self._VECTOR_ROW + "AND vector IS NOT NULL", (user_id, self.embedding_model or "")).fetchall()
+        return self._build(rows, rev, epoch)
+
+    def _build(self, rows: list[tuple], rev: int, epoch: int) -> _UserVectors:
+        n = len(rows)
+        dim = len(rows[0][1]) // 2 if rows else 0
+        matrix = np.empty((n, dim), dtype=np.float32)
+        for i, row in enumerate(rows):
+            matrix[i] = np.frombuffer(row[1], dtype=np.float16)
+        nan = float("nan")
+        return _UserVectors(
+            rev=rev, epoch=epoch, max_seq=max((r[9] for r in rows), default=0),
+            rowids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
+            matrix=matrix,
+            type_codes=np.fromiter((_TYPE_CODE[r[2]] for r in rows), dtype=np.int8, count=n),
+            status_codes=np.fromiter((_STATUS_CODE[r[3]] for r in rows), dtype=np.int8, count=n),
+            created_ts=np.fromiter((r[4] for r in rows), dtype=np.float64, count=n),
+            event_start_ts=np.fromiter((nan if r[5] is None else r[5] for r in rows), dtype=np.float64, count=n),
+            event_end_ts=np.fromiter((nan if r[6] is None else r[6] for r in rows), dtype=np.float64, count=n),
+            agent_ids=[r[7] for r in rows], session_ids=[r[8] for r in rows],
+            position={int(r[0]): i for i, r in enumerate(rows)},
+        )
+
+    def _refresh(self, cached: _UserVectors, user_id: str, rev: int) -> _UserVectors:
+        """Apply the rows changed since the cache was built (no deletions happened in between)."""
+        with self._read() as conn:
+            changed = conn.execute(self._VECTOR_ROW + "AND seq > ? AND vector IS NOT NULL",
+                                   (user_id, self.embedding_model or "", cached.max_seq)).fetchall()
+        if not changed:
+            cached.rev = rev
+            return cached
+        updated = [r for r in changed if r[0] in cached.position]
+        added = [r for r in changed if r[0] not in cached.position]
+        if updated:  # status/type/time changes in place; rare, so a full rebuild is simplest
+            return self._load_full(user_id, rev, cached.epoch)
+        extra = self._build(added, rev, cached.epoch)
+        if cached.matrix.shape[0] and extra.matrix.shape[1] != cached.matrix.shape[1]:
+            return self._load_full(user_id, rev, cached.epoch)
+        base = len(cached.rowids)
+        position = dict(cached.position)
+        position.update({rid: base + i for rid, i in extra.position.items()})
+        return _UserVectors(
+            rev=rev, epoch=cached.epoch, max_seq=max(cached.max_seq, extra.max_seq),
+            rowids=np.concatenate([cached.rowids, extra.rowids]),
+            matrix=np.concatenate([cached.matrix, extra.matrix]) if base else extra.matrix,
+            type_codes=np.concatenate([cached.type_codes, extra.type_codes]),
+            status_codes=np.concatenate([cached.status_codes, extra.status_codes]),
+            created_ts=np.concatenate([cached.created_ts, extra.created_ts]),
+            event_start_ts=np.concatenate([cached.event_start_ts, extra.event_start_ts]),
+            event_end_ts=np.concatenate([cached.event_end_ts, extra.event_end_ts]),
+            agent_ids=cached.agent_ids + extra.agent_ids, session_ids=cached.session_ids + extra.session_ids,
+            position=position,
+        )
+
+    # -- the durable message log ------------------------------------------------------------------
+    def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
+                        session_id: str | None = None, memories: Sequence[Memory] = (),
+                        vectors: np.ndarray | None = None, *, state: str = "pending") -> list[str]:
+        ids = [uuid.uuid4().hex for _ in messages]
+        with self._write() as conn:
+            for message_id, message in zip(ids, messages):
+                conn.execute(
+                    "INSERT INTO messages(id, user_id, agent_id, session_id, role, name, content, timestamp, "
+                    "metadata, state) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                    (message_id, user_id, agent_id, session_id, message.role, message.name, message.content,
+                     _iso(message.timestamp or datetime.now(timezone.utc)),
+                     json.dumps(message.metadata, default=str), state))
+            self._put_in(conn, memories, vectors)
+        return ids
+
+    @staticmethod
+    def _row_to_stored(row: Sequence[Any]) -> StoredMessage:
+        return StoredMessage(
+            id=row[0], user_id=row[1], agent_id=row[2], session_id=row[3],
+            message=Message(role=row[4], name=row[5], content=row[6],
+                            timestamp=datetime.fromisoformat(row[7]), metadata=json.loads(row[8])),
+            seq=row[9], state=row[10], attempts=row[11])
+
+    _MESSAGE_COLUMNS = "id, user_id, agent_id, session_id, role, name, content, timestamp, metadata, seq, state, attempts"
+
+    def pending_messages(self, user_id: str, limit: int = 100) -> list[StoredMessage]:
+        with self._read() as conn:
+            rows = conn.execute(f"SELECT {self._MESSAGE_COLUMNS} FROM messages WHERE user_id=? AND state='pending' "
+                                "ORDER BY seq LIMIT ?", (user_id, limit)).fetchall()
+        return [self._row_to_stored(r) for r in rows]
+
+    def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
+                        limit: int) -> list[StoredMessage]:
+        clauses, params = ["user_id=?"], [user_id]
+        if agent_id is not None:
+            clauses.append("agent_id=?")
+            params.append(agent_id)
+        if before_seq is not None:
+            clauses.append("seq < ?")
+            params.append(before_seq)
+        with self._read() as conn:
+            rows = conn.execute(f"SELECT {self._MESSAGE_COLUMNS} FROM messages WHERE {' AND '.join(clauses)} "
+                                "ORDER BY seq DESC LIMIT ?", [*params, limit]).fetchall()
+        return [self._row_to_stored(r) for r in reversed(rows)]
+
+    def mark_messages(self, ids: Sequence[str], state: str) -> None:
+        if state not in ("pending", "done", "failed"):
+            raise ValueError(f"unknown message state {state!r}")
+        with self._write() as conn:
+            conn.executemany("UPDATE messages SET state=?, attempts=attempts + (? = 'failed') WHERE id=?",
+                             ((state, state, i) for i in ids))
+
+    def commit_consolidation(self, memories: Sequence[Memory], vectors: np.ndarray | None,
+                             done_message_ids: Sequence[str]) -> None:
+        """Store what consolidation made (new and changed memories; `vectors` aligned with
+        `memories`, a None row keeps the stored vector) and mark its messages done, in one
+        transaction: a crash leaves either both or neither, so no message is consolidated twice."""
+        with self._write() as conn:
+            self._put_in(conn, memories, vectors)
+            conn.executemany("UPDATE messages SET state='done' WHERE id=?", ((i,) for i in done_message_ids))
+
+    def users_with_pending(self) -> list[str]:
+        with self._read() as conn:
+            return [r[0] for r in conn.execute("SELECT DISTINCT user_id FROM messages WHERE state='pending'")]
+
+    # -- leases -----------------------------------------------------------------------------
+    def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:
+        now = time.time()
+        with self._write() as conn:
+            row = conn.execute("SELECT owner, expires_ts FROM leases WHERE user_id=?", (user_id,)).fetchone()
+            if row is not None and row[0] != owner and row[1] > now:
+                return False
+            conn.execute("INSERT INTO leases(user_id, owner, expires_ts) VALUES(?,?,?) ON CONFLICT(user_id) "
+                         "DO UPDATE SET owner=excluded.owner, expires_ts=excluded.expires_ts",
+                         (user_id, owner, now + ttl_s))
+        return True
+
+    def release_lease(self, user_id: str, owner: str) -> None:
+        with self._write() as conn:
+            conn.execute("DELETE FROM leases WHERE user_id=? AND owner=?", (user_id, owner))
+
+    def get_one(self, user_id: str, memory_id: str) -> Memory:
+        found = self.get(user_id, [memory_id])
+        if not found:
+            raise NotFoundError(f"no memory {memory_id!r} for this user")
+        return found[0]

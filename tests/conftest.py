@@ -1,0 +1,39 @@
+"""Shared fixtures: a real engine on a temporary embedded store with the real local embedder.
+
+The local ONNX model is loaded once per test session (it is the slow part) and shared by engines.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+# Tests never read the user's real settings or home folder.
+os.environ.pop("MEMORYSCOPE_CONFIG", None)
+for key in list(os.environ):
+    if key.startswith("MEMORYSCOPE_") and key != "MEMORYSCOPE_TEST_ES_URL":
+        os.environ.pop(key)
+
+sys.path.insert(0, str(Path(__file__).parent))  # lets tests import `fakes`
+
+
+@pytest.fixture(scope="session")
+def local_embedder():
+    from memoryscope_plugins.models.local_onnx import LocalOnnxEmbedder
+    return LocalOnnxEmbedder()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMORYSCOPE_HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture
+def engine(tmp_path, local_embedder):
+    from memoryscope_plugins import MemoryScope
+    memory = MemoryScope(path=tmp_path / "memory.db", embedder=local_embedder)
+    yield memory
+    memory.close()

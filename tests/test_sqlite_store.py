@@ -1,0 +1,145 @@
+"""What only the embedded store must prove: crash safety, locks, corruption, schema versions and
+changing the embedding model (re-embedding, never mixing vector spaces)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from memoryscope_plugins import MemoryScope, Settings
+from memoryscope_plugins.errors import SchemaVersionError, StoreError, StoreLockedError
+from memoryscope_plugins.storage.sqlite_store import SQLiteStore
+
+
+def test_corrupted_file_gives_a_clear_error(tmp_path, local_embedder):
+    path = tmp_path / "broken.db"
+    path.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StoreError, match="not a readable memoryscope store"):
+        MemoryScope(path=path, embedder=local_embedder)
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "future.db"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value='999' WHERE key='schema_version'")
+    with pytest.raises(SchemaVersionError, match="999"):
+        SQLiteStore(path)
+
+
+def test_locked_store_times_out_with_a_clear_error(tmp_path, local_embedder):
+    path = tmp_path / "locked.db"
+    settings = Settings(store={"path": path, "busy_timeout_s": 0.3})
+    with MemoryScope(settings, embedder=local_embedder) as memory:
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreLockedError, match="locked"):
+                memory.record("anna", [("user", "written while another process holds the lock")])
+            # readers are not blocked by a writer
+            assert memory.list("anna") == []
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        memory.record("anna", [("user", "written once the lock is gone")])
+        assert memory.count("anna") == 1
+
+
+_WRITER = textwrap.dedent("""
+    import sys
+    from memoryscope_plugins import MemoryScope
+    memory = MemoryScope(path=sys.argv[1])
+    print("ready", flush=True)
+    i = 0
+    while True:
+        memory.record("anna", [("user", f"message number {i} " + "padding " * 50),
+                               ("assistant", f"reply number {i}")])
+        i += 1
+""")
+
+
+@pytest.mark.slow
+def test_killed_writer_leaves_no_half_written_memory(tmp_path):
+    path = tmp_path / "crash.db"
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        time.sleep(1.5)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        memories = conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
+        messages = conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+        indexed = conn.execute("SELECT COUNT(*) FROM memories_fts").fetchone()[0]
+        with_vectors = conn.execute("SELECT COUNT(*) FROM memories WHERE vector IS NOT NULL").fetchone()[0]
+    assert memories > 0
+    # every record() call is one transaction: messages, memories, index rows and vectors agree,
+    # and they come in whole pairs
+    assert memories == messages == indexed == with_vectors
+    assert memories % 2 == 0
+    with MemoryScope(path=path) as memory:  # and the store opens and works afterwards
+        assert memory.count("anna") == memories
+        memory.record("anna", [("user", "after the crash")])
+
+
+def test_switching_embedding_model_reembeds_and_never_mixes(tmp_path, local_embedder):
+    from fakes.fake_model_server import FakeModelServer
+
+    from memoryscope_plugins.models.openai_compat import OpenAIEmbedder
+
+    path = tmp_path / "switch.db"
+    with MemoryScope(path=path, embedder=local_embedder) as memory:
+        memory.record("anna", [("user", "I keep bees in my garden."), ("user", "My car is a red Fiat.")])
+        assert memory.store.count_needing_vectors() == 0
+    with FakeModelServer(embedding_dim=16) as server:
+        remote = OpenAIEmbedder("fake-embed", base_url=server.url + "/v1", api_key="sk-test")
+        with MemoryScope(path=path, embedder=remote) as memory:
+            # opening with another model re-embedded both memories into the new space
+            assert memory.store.count_needing_vectors() == 0
+            result = memory.retrieve("anna", "bees garden")
+            assert result.memories[0].memory.content == "I keep bees in my garden."
+            assert {m.memory.embedding_model for m in result.memories} == {remote.name}
+            embedded = [r.json for r in server.requests_to("/v1/embeddings")]
+            assert sum(len(body["input"]) for body in embedded) >= 3  # two memories + the query
+    # and back: the local model's vectors are rebuilt, 384-dimensional again
+    with MemoryScope(path=path, embedder=local_embedder) as memory:
+        assert memory.store.count_needing_vectors() == 0
+        assert memory.retrieve("anna", "bees").memories[0].memory.content == "I keep bees in my garden."
+
+
+def test_vector_cache_sees_other_connections_writes(tmp_path, local_embedder):
+    path = tmp_path / "shared.db"
+    with MemoryScope(path=path, embedder=local_embedder) as reader, \
+            MemoryScope(path=path, embedder=local_embedder) as writer:
+        writer.record("anna", [("user", "The first fact is about violins.")])
+        assert reader.retrieve("anna", "violins").memories[0].memory.content.endswith("violins.")
+        writer.record("anna", [("user", "The second fact is about tulips.")])
+        assert reader.retrieve("anna", "tulips").memories[0].memory.content.endswith("tulips.")
+        memory_id = reader.retrieve("anna", "tulips").memories[0].memory.id
+        writer.delete("anna", memory_id)
+        assert all(m.memory.id != memory_id for m in reader.retrieve("anna", "tulips").memories)
+
+
+def test_store_file_is_created_in_a_new_folder(tmp_path, local_embedder):
+    path = tmp_path / "deep" / "er" / "memory.db"
+    with MemoryScope(path=path, embedder=local_embedder) as memory:
+        memory.record("anna", [("user", "hello")])
+    assert path.exists()
+    assert os.path.getsize(path) > 0
+
+
+def test_default_location_is_memoryscope_home(tmp_path, local_embedder, monkeypatch):
+    monkeypatch.setenv("MEMORYSCOPE_HOME", str(tmp_path / "home"))
+    with MemoryScope(embedder=local_embedder) as memory:
+        memory.record("anna", [("user", "hello")])
+    assert (Path(tmp_path) / "home" / "memory.db").exists()
