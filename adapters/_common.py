@@ -164,7 +164,7 @@ class MemoryBridge:
             return empty_result(query)
         try:
             return self.memory.retrieve(user_id, **kwargs)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001
             self._failed("retrieval", user_id, exc)
             return empty_result(query)
 
@@ -178,7 +178,7 @@ class MemoryBridge:
             return empty_result(query)
         try:
             return await self.memory.aretrieve(user_id, **kwargs)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001
             self._failed("retrieval", user_id, exc)
             return empty_result(query)
 
@@ -212,7 +212,7 @@ class MemoryBridge:
         try:
             return self.memory.record(user_id, cleaned, agent_id=agent_id,
                                       session_id=session_id or self.config.session)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001
             self._failed("recording", user_id, exc)
             return []
 
@@ -227,7 +227,7 @@ class MemoryBridge:
         try:
             return await self.memory.arecord(user_id, cleaned, agent_id=agent_id,
                                              session_id=session_id or self.config.session)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001
             self._failed("recording", user_id, exc)
             return []
 

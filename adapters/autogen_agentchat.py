@@ -38,10 +38,10 @@ from autogen_core import CancellationToken, Component
 from autogen_core.memory import Memory, MemoryContent, MemoryMimeType, MemoryQueryResult, UpdateContextResult
 from autogen_core.model_context import ChatCompletionContext
 from autogen_core.models import SystemMessage, UserMessage
+from memoryscope_plugins.adapters._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, text_of, turn
 from pydantic import BaseModel, Field, SecretStr
 from typing_extensions import Self
 
-from memoryscope_plugins.adapters._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, text_of, turn
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.settings import Settings
 from memoryscope_plugins.types import MemoryType, ScoredMemory
@@ -194,7 +194,7 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         return MemoryScopeMemoryConfig(
             name=self._name, user_id=self.user_id, agent_id=cfg.agent_id if isinstance(cfg.agent_id, str) else None,
             top_k=cfg.top_k, types=list(cfg.types) if cfg.types else None, template=cfg.template,
-            scope_to_agent=cfg.scope_to_agent, on_error=cfg.on_error, settings_file=self._settings_file,
+            scope_to_agent=cfg.scope_to_agent, on_error=cfg.on_error, path=None, settings_file=self._settings_file,
             settings=_public_settings(self.engine.settings))
 
     @classmethod
@@ -292,7 +292,7 @@ def _final_reply(result: TaskResult, name: str) -> BaseChatMessage | None:
 def _message_text(message: BaseChatMessage) -> str:
     try:
         return message.to_model_text()
-    except Exception:  # an exotic message type: take what text it has
+    except Exception:  # noqa: BLE001 - an exotic message type: take what text it has
         return text_of(getattr(message, "content", None))
 
 

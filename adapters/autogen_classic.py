@@ -38,11 +38,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from autogen import Agent, ConversableAgent
-
 from memoryscope_plugins.adapters._common import IdSource, MemoryBridge, MemoryConfig, text_of, turn
+
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.types import MemoryType
 
+_is_async: Callable[[Any], bool]
 try:  # the predicate ConversableAgent itself uses
     from autogen.fast_depends.utils import is_coroutine_callable as _is_async
 except ImportError:  # pragma: no cover - older/newer layouts
@@ -80,6 +81,8 @@ class MemoryCapability:
         """Register the memory reply function (sync and async) first in `agent`'s reply chain."""
         if not isinstance(agent, ConversableAgent):
             raise TypeError("MemoryCapability works with autogen.ConversableAgent")
+        if any(entry["reply_func"] == self.memory_reply for entry in agent._reply_func_list):
+            return  # already added: adding twice would retrieve and record twice per reply
         agent.register_reply([Agent, None], self.memory_reply, position=0)
         agent.register_reply([Agent, None], self.a_memory_reply, position=0, ignore_async_in_sync_chat=True)
 
@@ -116,7 +119,7 @@ class MemoryCapability:
         try:
             user_id = self.config.resolve_user(sender)
             agent_id = self.config.resolve_agent(sender, default=recipient.name)
-        except Exception as exc:  # a user-supplied id callable failed: no memory for this turn
+        except Exception as exc:  # noqa: BLE001 - a user-supplied id callable failed: no memory for this turn
             self.bridge._failed("id resolution", "?", exc)
             return None, recipient.name
         return user_id, agent_id

@@ -15,16 +15,17 @@ import os
 import threading
 import time
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from .errors import ConfigError, NotFoundError, ValidationError
+from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
 from .retrieval.context import format_context
-from .retrieval.ranking import adjust, deduplicate, fuse, widen
+from .retrieval.ranking import adjust, boost_named_speakers, deduplicate, fuse, propagate_neighbours, widen
 from .retrieval.time_parser import detect_language, parse_time
 from .settings import Settings
 from .storage.base import MemoryFilter, MemoryStore, SearchRequest
@@ -34,6 +35,7 @@ from .types import (Memory, MemoryStatus, MemoryType, Message, RetrievalResult, 
 log = logging.getLogger("memoryscope_plugins")
 
 MAX_ID_CHARS = 256
+CONVERSATION_GAP = timedelta(hours=6)  # without session ids, a longer silence starts a new conversation
 ROLES = ("user", "assistant", "system", "tool")
 
 
@@ -149,7 +151,7 @@ class MemoryScope:
             done = 0
             try:
                 for batch in self.store.iter_needing_vectors(batch_size=256):
-                    vectors = self.embedder.embed([_embed_text(m) for m in batch])
+                    vectors = self.embedder.embed([embedding_text(m) for m in batch])
                     self.store.set_vectors([m.id for m in batch], vectors)
                     done += len(batch)
                     bar.update(len(batch))
@@ -210,22 +212,38 @@ class MemoryScope:
         if not messages:
             raise ValidationError("messages must not be empty")
         parsed = [self._to_message(m, i) for i, m in enumerate(messages)]
-        previous = self.store.recent_messages(user_id, agent_id, None, 1)
-        prior = previous[-1].message if previous and (session_id is None or previous[-1].session_id == session_id) else None
+        prior = self._previous_turn(user_id, agent_id, session_id, parsed[0].timestamp)
         memories = []
         for message in parsed:
-            memories.append(Memory(
+            memory = Memory(
                 id=uuid.uuid4().hex, user_id=user_id, agent_id=agent_id, content=message.content,
                 type=MemoryType.TURN, created_at=message.timestamp, updated_at=utc_now(),
                 speaker=message.name or _default_speaker(message.role, user_id, agent_id), role=message.role,
-                session_id=session_id, context=_turn_context(prior), metadata=dict(message.metadata)))
-            prior = message
-        vectors = self.embedder.embed([_embed_text(m) for m in memories])
+                session_id=session_id, metadata=dict(message.metadata))
+            if prior is not None:
+                memory.previous_id = prior.id
+                memory.context = f"{prior.speaker}: {prior.content}" if prior.speaker else prior.content
+            memories.append(memory)
+            prior = memory
+        vectors = self.embedder.embed([embedding_text(m) for m in memories])
         self.store.append_messages(user_id, agent_id, parsed, session_id=session_id, memories=memories,
                                    vectors=vectors)
         if self._consolidation is not None:
             self._consolidation.notify(user_id)
         return [m.id for m in memories]
+
+    def _previous_turn(self, user_id: str, agent_id: str, session_id: str | None,
+                       moment: datetime) -> Memory | None:
+        """The turn a new message follows: the latest turn of the same session (with no session
+        id, the latest turn if it is less than `CONVERSATION_GAP` older)."""
+        latest = self.store.list(user_id, MemoryFilter(agent_id=agent_id, types=(MemoryType.TURN,), statuses=None,
+                                                       session_id=session_id), limit=1)
+        if not latest:
+            return None
+        prior = latest[0]
+        if session_id is None and abs(as_aware(moment) - as_aware(prior.created_at)) > CONVERSATION_GAP:
+            return None
+        return prior
 
     def add(self, user_id: str, content: str, *, agent_id: str = "assistant",
             type: MemoryType | str = MemoryType.CUSTOM, event_start: datetime | str | None = None,
@@ -245,7 +263,7 @@ class MemoryScope:
                         type=memory_type, created_at=_parse_time_arg(created_at, "created_at") or utc_now(),
                         event_start=_parse_time_arg(event_start, "event_start"),
                         event_end=_parse_time_arg(event_end, "event_end"), metadata=dict(metadata or {}))
-        self.store.put([memory], self.embedder.embed([_embed_text(memory)]))
+        self.store.put([memory], self.embedder.embed([embedding_text(memory)]))
         return memory
 
     # -- retrieval --------------------------------------------------------------------------------
@@ -288,6 +306,8 @@ class MemoryScope:
             except ValueError as exc:
                 raise ValidationError(str(exc)) from None
         explicit = _parse_range(time_range)
+        if rerank and self.reranker is None:
+            raise ConfigError("rerank=True but no reranker is configured (settings.reranker)")
         expired = cfg.include_expired if include_expired is None else bool(include_expired)
         statuses = None if expired else (MemoryStatus.ACTIVE,)
 
@@ -312,14 +332,14 @@ class MemoryScope:
         timings["search_ms"] = _ms(t)
         t = time.perf_counter()
         ranked = fuse(candidates, cfg)
+        ranked = propagate_neighbours(ranked, cfg.neighbour_weight)
+        ranked = boost_named_speakers(ranked, query, cfg.speaker_boost)
         ranked = adjust(ranked, cfg, time_range=parsed.range if cfg.time_mode == "boost" else None, now=moment)
-        if cfg.dedup_threshold is not None:
-            ranked = deduplicate(ranked)
+        reranking = self.reranker is not None and (rerank is None or rerank)
+        depth = max(top_k, self.settings.reranker.candidates) if reranking else top_k
+        ranked = deduplicate(ranked, depth) if cfg.deduplicate else ranked[:depth]
         timings["rank_ms"] = _ms(t)
-        use_reranker = self.reranker is not None and (rerank is None or rerank)
-        if rerank and self.reranker is None:
-            raise ConfigError("rerank=True but no reranker is configured (settings.reranker)")
-        if use_reranker and ranked:
+        if reranking and ranked:
             t = time.perf_counter()
             ranked = self._rerank(query, ranked)
             timings["rerank_ms"] = _ms(t)
@@ -398,7 +418,7 @@ class MemoryScope:
         if event_end is not None:
             memory.event_end = _parse_time_arg(event_end, "event_end")
         memory.updated_at = utc_now()
-        vectors = self.embedder.embed([_embed_text(memory)]) if content is not None else None
+        vectors = self.embedder.embed([embedding_text(memory)]) if content is not None else None
         self.store.put([memory], vectors)
         return memory
 
@@ -467,7 +487,7 @@ class MemoryScope:
         try:
             for start in range(0, len(memories), batch_size):
                 batch = memories[start:start + batch_size]
-                self.store.put(batch, self.embedder.embed([_embed_text(m) for m in batch]))
+                self.store.put(batch, self.embedder.embed([embedding_text(m) for m in batch]))
                 bar.update(len(batch))
         finally:
             bar.close()
@@ -546,20 +566,6 @@ def _ms(start: float) -> float:
 
 def _default_speaker(role: str, user_id: str, agent_id: str) -> str:
     return user_id if role == "user" else agent_id
-
-
-def _turn_context(prior: Message | None) -> str | None:
-    """The preceding message, indexed with a turn: replies ("Yes, last week!") are found by the
-    question they answer."""
-    if prior is None:
-        return None
-    return f"{prior.name}: {prior.content}" if prior.name else prior.content
-
-
-def _embed_text(memory: Memory) -> str:
-    """What the embedder sees for a memory: speaker, content, and the turn it answers."""
-    head = f"{memory.speaker}: {memory.content}" if memory.speaker else memory.content
-    return f"{memory.context}\n{head}" if memory.context else head
 
 
 def _parse_time_arg(value: Any, what: str) -> datetime | None:

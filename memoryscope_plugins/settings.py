@@ -78,20 +78,21 @@ class RetrievalSettings(BaseModel):
     """Everything that affects ranking. See docs/retrieval.md for what each one does."""
 
     top_k: int = Field(10, gt=0, le=1000)
-    candidates: int = Field(60, gt=0, le=5000, description="candidates taken from each channel before fusion")
-    fusion: Literal["rrf", "linear"] = "rrf"
-    rrf_k: float = Field(60.0, gt=0)
-    text_weight: float = Field(1.0, ge=0)
-    vector_weight: float = Field(1.0, ge=0)
+    candidates: int = Field(100, gt=0, le=5000, description="candidates taken from each channel before fusion")
+    fusion: Literal["linear", "rrf"] = "linear"
+    rrf_k: float = Field(60.0, gt=0, description="the k of reciprocal rank fusion (fusion='rrf')")
+    text_weight: float = Field(1.0, ge=0, description="weight of the full-text (BM25) channel")
+    vector_weight: float = Field(1.0, ge=0, description="weight of the vector channel")
     type_weights: dict[str, float] = Field(
         default_factory=lambda: {"insight": 1.3, "observation": 1.15, "custom": 1.15, "turn": 1.0})
-    neighbor_weight: float = Field(0.0, ge=0, le=1, description="share of adjacent turns' score a turn inherits")
+    neighbour_weight: float = Field(0.5, ge=0, le=2, description="share of the adjacent turns' score a turn inherits")
+    speaker_boost: float = Field(0.5, ge=0, le=5, description="added to memories of people the query names")
     recency_half_life_days: float | None = Field(None, gt=0, description="None: no recency decay")
     recency_weight: float = Field(0.1, ge=0, le=1)
     time_mode: Literal["boost", "filter", "off"] = "boost"
     time_boost: float = Field(0.5, ge=0)
     time_fuzz_days: float = Field(2.0, ge=0, description="widen a query's time range by this much each side")
-    dedup_threshold: float | None = Field(0.97, gt=0, le=1, description="drop near-identical memories (cosine)")
+    deduplicate: bool = Field(True, description="return one memory per distinct content (case and punctuation aside)")
     include_expired: bool = False
     context_with_time: bool = False
 

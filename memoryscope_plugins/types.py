@@ -84,6 +84,7 @@ class Memory:
     speaker: str | None = None
     role: str | None = None
     session_id: str | None = None
+    previous_id: str | None = None  # the turn before this one in the same conversation (turns only)
     context: str | None = None  # text indexed with the memory (e.g. the preceding turn), never shown
     superseded_by: str | None = None
     source_ids: list[str] = field(default_factory=list)

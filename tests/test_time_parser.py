@@ -246,6 +246,22 @@ EN_CASES: list[Case] = [
     ("this past week", "2026-11-15", "2026-11-23"),
     ("what have I been reading over the past few weeks?", "2026-11-01", "2026-11-23"),
     ("in the past year", "2027-02-28", "2028-03-01", LEAP_DAY),
+    # counted from another expression, edges of months and years
+    ("Melanie ran a charity race the Sunday before 25 May 2023", "2023-05-21", "2023-05-22"),
+    ("the week before 9 June 2023", "2023-05-29", "2023-06-05"),
+    ("two weekends before 17 July 2023", "2023-07-08", "2023-07-10"),
+    ("the day after Christmas 2023", "2023-12-26", "2023-12-27"),
+    ("the Friday after 1 May 2023", "2023-05-05", "2023-05-06"),
+    ("early last year", "2025-01-01", "2025-05-01"),
+    ("at the end of last month", "2026-10-21", "2026-11-01"),
+    ("the beginning of 2020", "2020-01-01", "2020-05-01"),
+    ("in 2019 and 2020", "2019-01-01", "2021-01-01"),
+    ("What did we talk about on Sat?", "2026-11-21", "2026-11-22"),
+    ("last Thurs", "2026-11-19", "2026-11-20"),
+    ("May 8-10, 2023", "2023-05-08", "2023-05-11"),
+    ("June 3 to 5", "2026-06-03", "2026-06-06"),
+    ("the previous month", "2026-10-01", "2026-11-01"),
+    ("the next 2 weeks", "2026-11-22", "2026-12-07"),
     # mixed and several expressions
     ("上周五 I met Anna", "2026-11-13", "2026-11-14"),
     ("what did I do 昨天", "2026-11-21", "2026-11-22"),
@@ -467,6 +483,13 @@ ZH_CASES: list[Case] = [
     ("春节前", None, "2026-02-17"),
     ("国庆后", "2026-10-08", None),
     # several expressions, mixed text
+    ("2023年1月1日到3日", "2023-01-01", "2023-01-04"),
+    ("5月1日至5月5日", "2026-05-01", "2026-05-06"),
+    ("24年12月", "2024-12-01", "2025-01-01"),
+    ("98年12月", "1998-12-01", "1999-01-01"),  # why: two-digit years more than 10 years ahead are 19xx
+    ("我这周一直在加班", "2026-11-16", "2026-11-23"),  # 这周 + 一直, not 这周一
+    ("前些天", "2026-11-15", "2026-11-22"),
+    ("周一下午", "2026-11-16 12:00", "2026-11-16 18:00"),
     ("我2023-05-08去了北京", "2023-05-08", "2023-05-09"),
     ("从5月到7月", "2026-05-01", "2026-08-01"),
     ("last week 我去了哪里", "2026-11-09", "2026-11-16"),
@@ -511,6 +534,14 @@ NO_TIME_TEXTS = [
     "一日三餐要规律",
     "我家在8号楼",
     "when I was young, what did I like?",
+    "the next day I went home",
+    "every Friday I play tennis",
+    "the day I met her",
+    "what did I do in the morning",  # why: a bare part of day is a habit as often as a time
+    "我每个周末都去游泳",
+    "这一天我永远不会忘记",
+    "上午我一般在家",
+    "我们一周一次去健身房",
 ]
 
 ALL_CASES = [("en", case) for case in EN_CASES] + [("zh", case) for case in ZH_CASES]
@@ -624,6 +655,11 @@ def test_does_not_ask_when(text: str) -> None:
         ("上周的会议讲了什么", ("上周",), "会议讲了什么"),
         ("昨天下午，我和小王去了哪里？", ("昨天下午",), "我和小王去了哪里？"),
         ("from May to July I lived in Rome", ("May", "July"), "to I lived in Rome"),
+        ("what did we talk about on Sat?", ("Sat",), "what did we talk about?"),
+        ("我今年30岁", ("今年",), "我30岁"),
+        ("春节期间我回老家了", ("春节",), "我回老家了"),
+        ("我上周一起去吃饭的那家店叫什么", ("上周",), "我一起去吃饭的那家店叫什么"),
+        ("Melanie ran a race the Sunday before 25 May 2023", ("the Sunday before 25 May 2023",), "Melanie ran a race"),
         ("I met Anna yesterday and Bob today", ("yesterday", "today"), "I met Anna and Bob"),
     ],
 )
@@ -700,7 +736,8 @@ def test_aware_now_keeps_its_timezone() -> None:
 def test_aware_utc_now() -> None:
     now = NOW.replace(tzinfo=timezone.utc)
     parsed = parse_time("last week", now)
-    assert parsed.range == TimeRange(datetime(2026, 11, 9, tzinfo=timezone.utc), datetime(2026, 11, 16, tzinfo=timezone.utc))
+    utc = timezone.utc
+    assert parsed.range == TimeRange(datetime(2026, 11, 9, tzinfo=utc), datetime(2026, 11, 16, tzinfo=utc))
 
 
 def test_naive_now_gives_naive_range() -> None:
@@ -782,8 +819,9 @@ def test_mean_parse_time_under_one_millisecond() -> None:
     table, plain = _timing_inputs()
     table_mean, _ = measure(table)
     plain_mean, _ = measure(plain)
+    # the budget is 1 ms per query; measured ~0.1 ms (table) and ~0.05 ms (no time words) on 2 cores
     assert table_mean < 1.0, f"mean {table_mean:.3f} ms over the table"
-    assert plain_mean < 0.2, f"mean {plain_mean:.3f} ms over texts without time words"
+    assert plain_mean < 1.0, f"mean {plain_mean:.3f} ms over texts without time words"
 
 
 if __name__ == "__main__":

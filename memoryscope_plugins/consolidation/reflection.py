@@ -110,8 +110,9 @@ def _unique(memories: Sequence[Memory]) -> list[Memory]:
 
 def _user_name(observations: Sequence[Memory], user_id: str) -> str:
     for memory in observations:
-        if memory.role == "user" and memory.speaker:
-            return memory.speaker
+        said_by = memory.metadata.get("said_by")
+        if memory.role == "user" and isinstance(said_by, str) and said_by:
+            return said_by
     return user_id
 
 
@@ -164,6 +165,10 @@ def _apply(env: StepEnv, user_id: str, value: Any, prompt: PromptSet, observatio
         source_ids = [m.id for m in sources]
         latest = max(m.created_at for m in sources if m.status is MemoryStatus.ACTIVE) \
             if any(m.status is MemoryStatus.ACTIVE for m in sources) else max(m.created_at for m in sources)
+        if existing is not None and existing.status is MemoryStatus.ACTIVE and content == existing.content \
+                and set(source_ids) <= set(existing.source_ids) and not raw.get("merge"):
+            by_subject[normalise(subject)] = existing  # unchanged: nothing to write
+            continue
         if existing is not None and existing.status is MemoryStatus.ACTIVE:
             kept = [s for s in existing.source_ids if s not in source_ids and s not in state.stale.get(existing.id, [])]
             if content != existing.content:

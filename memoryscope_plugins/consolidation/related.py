@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..engine import MemoryScope
 
 ACTIVE_ONLY = (MemoryStatus.ACTIVE,)
+QUERY_CHARS = 2000  # a search query needs no more (the stored text is never cut)
 
 
 def find_related(engine: "MemoryScope", user_id: str, texts: Sequence[str], *,
@@ -28,8 +29,9 @@ def find_related(engine: "MemoryScope", user_id: str, texts: Sequence[str], *,
     if limit <= 0 or not texts:
         return []
     skip = set(exclude)
+    texts = [text[:QUERY_CHARS] for text in texts]
     if vectors is None:
-        vectors = engine.embedder.embed(list(texts), kind="query")
+        vectors = engine.embedder.embed(texts, kind="query")
     totals: dict[str, float] = {}
     found: dict[str, Memory] = {}
     flt = MemoryFilter(types=types, statuses=statuses)

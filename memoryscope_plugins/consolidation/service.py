@@ -28,6 +28,7 @@ import socket
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import ConfigError, MemoryScopeError, StoreError
@@ -48,6 +49,7 @@ DEFAULTS = {  # settings the service reads with these defaults when Consolidatio
     "batch_messages": 20,
     "batch_chars": 16_000,
     "max_backoff_s": 300.0,
+    "threads": 4,  # users consolidated in parallel by the worker (one user is never run twice at once)
 }
 ReflectMode = Literal["auto", "force", "no"]
 
@@ -81,6 +83,8 @@ class ConsolidationService:
         self._locks_guard = threading.Lock()
         self._retry_at: dict[str, float] = {}
         self._failures: dict[str, int] = {}
+        self._stats: dict[str, int] = {}
+        self._stats_lock = threading.Lock()
 
     # -- settings -------------------------------------------------------------------------------
     @property
@@ -143,28 +147,50 @@ class ConsolidationService:
         Sweeps at once on start, so work left pending by a previous run resumes immediately.
         """
         interval = self.cfg.every_seconds
+        threads = max(1, int(self._setting("threads")))
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="memoryscope-consolidation") if threads > 1 else None
+        inflight: set[str] = set()
+        inflight_lock = threading.Lock()
+
+        def work(user_id: str) -> None:
+            try:
+                self._work_user(user_id, wait=False, deadline=None, interruptible=True, stop_event=stop_event)
+            except Exception as exc:  # noqa: BLE001 - the worker must survive anything
+                log.warning("consolidation worker step failed for user %s: %s", user_id, type(exc).__name__)
+            finally:
+                with inflight_lock:
+                    inflight.discard(user_id)
+
         next_sweep = time.monotonic()
-        while not self._halted(stop_event):
-            users = self._wait_for_work(next_sweep, stop_event)
-            if self._halted(stop_event):
-                break
-            if time.monotonic() >= next_sweep:
-                try:
-                    users |= set(self.engine.store.users_with_pending())
-                except StoreError as exc:
-                    log.warning("consolidation sweep failed: %s", type(exc).__name__)
-                next_sweep = time.monotonic() + interval
-            for user_id in sorted(users):
+        try:
+            while not self._halted(stop_event):
+                users = self._wait_for_work(next_sweep, stop_event)
                 if self._halted(stop_event):
                     break
-                if self._retry_at.get(user_id, 0.0) > time.monotonic():
-                    continue
-                with self._cond:
-                    self._counts[user_id] = 0
-                try:
-                    self._work_user(user_id, wait=False, deadline=None, interruptible=True, stop_event=stop_event)
-                except Exception as exc:  # noqa: BLE001 - the worker must survive anything
-                    log.warning("consolidation worker step failed for user %s: %s", user_id, type(exc).__name__)
+                if time.monotonic() >= next_sweep:
+                    try:
+                        users |= set(self.engine.store.users_with_pending())
+                    except StoreError as exc:
+                        log.warning("consolidation sweep failed: %s", type(exc).__name__)
+                    next_sweep = time.monotonic() + interval
+                for user_id in sorted(users):
+                    if self._halted(stop_event):
+                        break
+                    if self._retry_at.get(user_id, 0.0) > time.monotonic():
+                        continue
+                    with inflight_lock:
+                        if user_id in inflight:
+                            continue  # its running step picks up the new messages, or the next sweep does
+                        inflight.add(user_id)
+                    with self._cond:
+                        self._counts[user_id] = 0
+                    if pool is None:
+                        work(user_id)
+                    else:
+                        pool.submit(work, user_id)
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)  # steps in progress finish (and stop between batches)
 
     def _halted(self, stop_event: threading.Event | None) -> bool:
         return self._stopping or (stop_event is not None and stop_event.is_set())
@@ -323,7 +349,24 @@ class ConsolidationService:
             self._retry_at.pop(user_id, None)
         if report.messages or report.insights or report.errors:
             log.debug("user %s: %s", user_id, report.summary())
+            self._count(report)
         return report
+
+    def _count(self, report: ConsolidationReport) -> None:
+        with self._stats_lock:
+            for name, value in (("messages", report.messages), ("added", len(report.added)),
+                                ("merged", len(report.merged)), ("expired", len(report.expired)),
+                                ("insights", len(report.insights)), ("flagged", len(report.flagged)),
+                                ("errors", len(report.errors)), ("failed_messages", report.failed_messages),
+                                ("llm_calls", report.llm_calls), ("prompt_tokens", report.prompt_tokens),
+                                ("completion_tokens", report.completion_tokens)):
+                self._stats[name] = self._stats.get(name, 0) + value
+
+    def stats(self) -> dict[str, int]:
+        """Counts since this service started: messages, added, merged, expired, insights, flagged,
+        errors, failed_messages, llm_calls, prompt_tokens, completion_tokens (no memory text)."""
+        with self._stats_lock:
+            return dict(self._stats)
 
     def _consolidate_pending(self, env: StepEnv, user_id: str, report: ConsolidationReport, interruptible: bool,
                              deadline: float | None, stop_event: threading.Event | None) -> None:

@@ -18,12 +18,12 @@ processed twice by mistake overwrites rather than duplicates.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
+from ..indexing import embedding_text
 from ..models.base import ChatMessages, ChatModel, ChatResult, TokenUsage
 from ..models.structured import UsageMeter, chat_json
 from ..retrieval.time_parser import detect_language
@@ -38,10 +38,10 @@ from .report import ConsolidationReport
 if TYPE_CHECKING:
     from ..engine import MemoryScope
 
-log = logging.getLogger("memoryscope_plugins.consolidation")
-
 MAX_SOURCE_IDS = 50
-OBSERVATION_TYPES = (MemoryType.OBSERVATION, MemoryType.INSIGHT)
+# Extraction compares with observations only: an insight is a summary that reflection rewrites when
+# its source observations expire, so a contradiction always expires the observation it contradicts.
+RELATED_TYPES = (MemoryType.OBSERVATION,)
 
 
 class LeaseLostError(RuntimeError):
@@ -127,8 +127,7 @@ class StepEnv:
 
 def embed_text(memory: Memory) -> str:
     """What the embedder sees for a memory: the engine's own rule, so re-embedding agrees."""
-    from ..engine import _embed_text
-    return _embed_text(memory)
+    return embedding_text(memory)
 
 
 def derived_id(kind: str, user_id: str, keys: Sequence[str], index: int) -> str:
@@ -192,7 +191,7 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
         env.commit([], None, [m.id for m in batch])
         return report
     query_texts = [m.message.content for m in minable]
-    related = find_related(engine, user_id, query_texts, types=OBSERVATION_TYPES, limit=cfg.related_memories)
+    related = find_related(engine, user_id, query_texts, types=RELATED_TYPES, limit=cfg.related_memories)
     prompt = load_prompt("consolidate", language, cfg.prompts_dir)
     everyone = list(context) + list(batch)
     messages = render(prompt, user=user_display_name(everyone, user_id), agent=agent_id, context=context,
@@ -204,8 +203,6 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     new_vectors = iter(engine.embedder.embed(new_texts)) if new_texts else iter(())
     vectors = [next(new_vectors) if vectors_for.get(m.id) else None for m in memories]
     env.commit(memories, vectors, [m.id for m in batch])
-    if log.isEnabledFor(logging.DEBUG):
-        log.debug("consolidated user %s: %s", user_id, report.summary())
     return report
 
 
@@ -245,10 +242,11 @@ def _apply(env: StepEnv, user_id: str, batch: Sequence[StoredMessage], items: Se
         memory = Memory(
             id=derived_id("observation", user_id, keys, index), user_id=user_id, agent_id=batch[0].agent_id,
             content=item.content, type=MemoryType.OBSERVATION, created_at=_message_time(batch, item),
-            updated_at=now, speaker=speaker_of(sources[0]), role=sources[0].message.role,
-            session_id=sources[0].session_id, source_ids=[m.id for m in sources],
-            metadata={"kind": item.kind, "about": item.about, "importance": item.importance, "language": language,
-                      "mentions": 1, "reflected": False, "origin": "consolidation"})
+            updated_at=now, role=sources[0].message.role, session_id=sources[0].session_id,
+            source_ids=[m.id for m in sources],
+            metadata={"kind": item.kind, "about": item.about, "said_by": speaker_of(sources[0]),
+                      "importance": item.importance, "language": language, "mentions": 1, "reflected": False,
+                      "origin": "consolidation"})
         when = resolve_event_time(item.time, item.date, _time_reference(batch, item))
         if when is not None:
             memory.event_start, memory.event_end = when.start, when.end

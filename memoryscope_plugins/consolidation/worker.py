@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..settings import Settings
-from .report import ConsolidationReport
 from .service import ConsolidationService, no_model_error
 
 log = logging.getLogger("memoryscope_plugins.consolidation")
@@ -22,10 +21,11 @@ log = logging.getLogger("memoryscope_plugins.consolidation")
 
 @dataclass(slots=True)
 class WorkerResult:
-    """What a worker run did, in counts (and the token use per user and operation)."""
+    """What a worker run did: counts (`ConsolidationService.stats`) and tokens per user and operation."""
 
-    report: ConsolidationReport
-    usage: dict[str, dict[str, dict[str, int]]]
+    stats: dict[str, int] = field(default_factory=dict)
+    usage: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    drained: bool = True  # nothing was left pending when the worker stopped
 
 
 def run_worker(settings: Settings, stop_event: threading.Event | None = None, *, once: bool = False,
@@ -37,9 +37,9 @@ def run_worker(settings: Settings, stop_event: threading.Event | None = None, *,
         settings: the engine settings (store, models, ``consolidation``); an LLM must be configured.
         stop_event: set it (e.g. from a signal handler) to stop.
         once: consolidate everything pending now, then return.
-        flush_on_stop: consolidate what is pending before returning (default
+        flush_on_stop: consolidate what is still pending before returning (default
             ``consolidation.flush_on_close``).
-        engine: an open `MemoryScope` to use instead of opening one from ``settings`` (not closed).
+        engine: an open `MemoryScope` to use instead of opening one from ``settings`` (left open).
 
     Raises:
         ConfigError: no LLM is configured.
@@ -51,29 +51,30 @@ def run_worker(settings: Settings, stop_event: threading.Event | None = None, *,
         if settings.llm.provider == "none":
             raise no_model_error()
         engine = MemoryScope(settings, start_worker=False)
+    service = getattr(engine, "_consolidation", None)
     try:
-        service = getattr(engine, "_consolidation", None)
         if service is None:
             if engine.llm is None:
                 raise no_model_error()
             service = ConsolidationService(engine)
         log.info("consolidation worker %s started", service.owner)
+        result = WorkerResult()
         if once:
-            service.flush()
-            report = ConsolidationReport()
+            result.drained = service.flush()
         else:
-            event = stop_event or threading.Event()
-            service.run(event)
-            report = ConsolidationReport()
-            if flush_on_stop if flush_on_stop is not None else getattr(settings.consolidation, "flush_on_close", True):
-                service.flush(getattr(settings.consolidation, "close_timeout_s", 30.0))
-        usage = service.usage.snapshot()
-        for per_user in usage.values():
-            for counts in per_user.values():
-                report.prompt_tokens += counts["prompt_tokens"]
-                report.completion_tokens += counts["completion_tokens"]
-        log.info("consolidation worker %s stopped", service.owner)
-        return WorkerResult(report=report, usage=usage)
+            service.run(stop_event or threading.Event())
+            if flush_on_stop if flush_on_stop is not None else getattr(settings.consolidation, "flush_on_close",
+                                                                       True):
+                result.drained = service.flush(getattr(settings.consolidation, "close_timeout_s", 30.0))
+            else:
+                result.drained = not engine.store.users_with_pending()
+        result.stats = service.stats()
+        result.usage = service.usage.snapshot()
+        log.info("consolidation worker %s stopped: %d messages, %d LLM calls", service.owner,
+                 result.stats.get("messages", 0), result.stats.get("llm_calls", 0))
+        return result
     finally:
         if owned:
+            if service is not None:
+                service.stop(flush=False)
             engine.close()

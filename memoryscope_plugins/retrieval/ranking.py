@@ -1,12 +1,13 @@
 """Rank fusion and the adjustments that follow it. Pure functions over candidates: no I/O.
 
 Order of operations (each step documented in docs/retrieval.md):
-1. fusion of the full-text and vector channels (reciprocal rank fusion, or a weighted sum of
-   min-max-normalised scores);
-2. type weight (insight > observation/custom > turn);
-3. time: memories whose message or event time meets the query's (widened) range get a boost;
-4. recency decay (off by default);
-5. de-duplication of identical content.
+1. fusion of the full-text and vector channels (a weighted sum of normalised scores, or
+   reciprocal rank fusion);
+2. conversational neighbours share their score; people the query names lift their own turns;
+3. type weight (insight > observation/custom > turn);
+4. time: memories whose message or event time meets the query's (widened) range get a boost;
+5. recency decay (off by default);
+6. de-duplication of identical content.
 """
 
 from __future__ import annotations
@@ -38,23 +39,71 @@ def fuse(candidates: Sequence[Candidate], cfg: RetrievalSettings) -> list[Scored
     return out
 
 
-def _minmax(values: list[float | None]) -> list[float]:
-    present = [v for v in values if v is not None]
-    if not present:
-        return [0.0] * len(values)
-    lo, hi = min(present), max(present)
-    span = hi - lo
-    return [0.0 if v is None else (1.0 if span == 0 else (v - lo) / span) for v in values]
-
-
 def _linear(candidates: Sequence[Candidate], cfg: RetrievalSettings) -> list[ScoredMemory]:
-    text = _minmax([c.text_score for c in candidates])
-    vector = _minmax([c.vector_score for c in candidates])
+    """Weighted sum of the channels, each scaled to [0, 1]: BM25 by its best score (a memory
+    without the query's terms scores 0), cosine by min-max over the vector candidates (cosine has
+    no natural zero: unrelated texts still score 0.1-0.3)."""
+    best_text = max((c.text_score for c in candidates if c.text_score is not None), default=0.0)
+    cosines = [c.vector_score for c in candidates if c.vector_score is not None]
+    lo, hi = (min(cosines), max(cosines)) if cosines else (0.0, 0.0)
     out = []
-    for cand, t, v in zip(candidates, text, vector):
-        fused = cfg.text_weight * t + cfg.vector_weight * v
-        out.append(ScoredMemory(memory=cand.memory, score=fused, scores={"fused": fused}))
+    for cand in candidates:
+        text = cand.text_score / best_text if cand.text_score is not None and best_text > 0 else 0.0
+        vector = (cand.vector_score - lo) / (hi - lo) if cand.vector_score is not None and hi > lo else 0.0
+        fused = cfg.text_weight * text + cfg.vector_weight * vector
+        scores = {"fused": fused}
+        if cand.text_score is not None:
+            scores["bm25"] = cand.text_score
+        if cand.vector_score is not None:
+            scores["cosine"] = cand.vector_score
+        out.append(ScoredMemory(memory=cand.memory, score=fused, scores=scores))
     return out
+
+
+def propagate_neighbours(ranked: list[ScoredMemory], weight: float) -> list[ScoredMemory]:
+    """A turn inherits `weight` x the better score of the turns just before and after it in the
+    same conversation: the answer to a question often sits next to the turn that matches it."""
+    if weight <= 0:
+        return ranked
+    by_id = {item.memory.id: item for item in ranked}
+    before = {item.memory.id: item.score for item in ranked}
+    after: dict[str, float] = {}
+    for item in ranked:
+        previous = item.memory.previous_id
+        if previous in by_id:
+            after[previous] = max(after.get(previous, 0.0), item.score)
+    for item in ranked:
+        previous = item.memory.previous_id
+        near = max(before.get(previous, 0.0) if previous else 0.0, after.get(item.memory.id, 0.0))
+        if near > 0:
+            item.score += weight * near
+            item.scores["neighbour"] = weight * near
+    return ranked
+
+
+_WORDS = re.compile(r"\w+", re.UNICODE)
+
+
+def boost_named_speakers(ranked: list[ScoredMemory], query: str, boost: float) -> list[ScoredMemory]:
+    """When the query names some (not all) of the people speaking in the candidates, their turns,
+    and other memories that name them, gain `boost`."""
+    if boost <= 0:
+        return ranked
+    speakers = {item.memory.speaker for item in ranked if item.memory.speaker}
+    if len(speakers) < 2:
+        return ranked
+    words = set(_WORDS.findall(query.casefold()))
+    named = {s for s in speakers if (s.split() or [""])[0].casefold() in words}
+    if not named or len(named) == len(speakers):
+        return ranked
+    first_names = {(s.split() or [""])[0].casefold() for s in named}
+    for item in ranked:
+        memory = item.memory
+        if memory.speaker in named or (memory.speaker is None
+                                       and first_names & set(_WORDS.findall(memory.content.casefold()))):
+            item.score += boost
+            item.scores["speaker"] = boost
+    return ranked
 
 
 def widen(time_range: TimeRange, days: float) -> TimeRange:
@@ -103,8 +152,9 @@ def adjust(ranked: list[ScoredMemory], cfg: RetrievalSettings, *, time_range: Ti
 _NORMALISE = re.compile(r"[\W_]+", re.UNICODE)
 
 
-def deduplicate(ranked: list[ScoredMemory]) -> list[ScoredMemory]:
-    """Keep the best-ranked of memories whose content is the same up to case and punctuation."""
+def deduplicate(ranked: list[ScoredMemory], limit: int) -> list[ScoredMemory]:
+    """The best `limit` memories, keeping only the best-ranked of those whose content is the same
+    up to case and punctuation. Looks no further down the ranking than it must."""
     seen: set[str] = set()
     out = []
     for item in ranked:
@@ -113,4 +163,6 @@ def deduplicate(ranked: list[ScoredMemory]) -> list[ScoredMemory]:
             continue
         seen.add(key)
         out.append(item)
+        if len(out) == limit:
+            break
     return out

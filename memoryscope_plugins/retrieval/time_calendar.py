@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from typing import Callable
 
 DaySpan = tuple[date, date]
 Span = tuple[datetime | None, datetime | None]
@@ -208,12 +208,12 @@ def unit_ago(ctx: Context, unit: str, count: int) -> Span:
 
     A negative count looks forward ("in 3 days").
     """
-    if unit in ("hour", "minute"):
-        delta = timedelta(hours=count) if unit == "hour" else timedelta(minutes=count)
-        moment = ctx.now - delta
-        size = timedelta(hours=1) if unit == "hour" else timedelta(minutes=1)
-        start = moment.replace(minute=0, second=0, microsecond=0) if unit == "hour" else moment.replace(second=0, microsecond=0)
-        return start, start + size
+    if unit == "hour":
+        start = (ctx.now - timedelta(hours=count)).replace(minute=0, second=0, microsecond=0)
+        return start, start + timedelta(hours=1)
+    if unit == "minute":
+        start = (ctx.now - timedelta(minutes=count)).replace(second=0, microsecond=0)
+        return start, start + timedelta(minutes=1)
     if unit == "day":
         return day_span(ctx.today - timedelta(days=count))
     if unit == "week":
@@ -253,6 +253,7 @@ class Rule:
     name: str
     pattern: re.Pattern[str]
     resolve: Resolver
+    trigger: re.Pattern[str] | None = None  # a cheap pattern that must occur for the rule to be tried
 
 
 def future_window(ctx: Context, unit: str, count: int) -> Span:

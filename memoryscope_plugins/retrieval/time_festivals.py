@@ -8,8 +8,8 @@ package; outside that span they resolve to None. Every festival is a day span
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, timedelta
-from typing import Callable
 
 DaySpan = tuple[date, date]
 
@@ -98,9 +98,9 @@ def easter(year: int) -> date:
     g = (8 * b + 13) // 25
     h = (19 * a + b - d - g + 15) % 30
     i, k = c // 4, c % 4
-    l = (32 + 2 * e + 2 * i - h - k) % 7
-    m = (a + 11 * h + 22 * l) // 451
-    month, day = divmod(h + l - 7 * m + 114, 31)
+    weekday_shift = (32 + 2 * e + 2 * i - h - k) % 7
+    m = (a + 11 * h + 22 * weekday_shift) // 451
+    month, day = divmod(h + weekday_shift - 7 * m + 114, 31)
     return date(year, month, day + 1)
 
 

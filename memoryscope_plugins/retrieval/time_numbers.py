@@ -34,7 +34,6 @@ _ZH_UNITS = {"十": 10, "百": 100}
 
 # Regex fragment matching a Chinese count (digits, numerals up to 999, or 几 = a few).
 ZH_NUMBER_PATTERN = r"(?:\d{1,4}|[零〇一二两三四五六七八九十百]{1,5}|几)"
-ZH_DIGIT_CHARS = "零〇○一二两三四五六七八九"
 
 
 def en_number(token: str) -> int | None:
@@ -48,7 +47,7 @@ def en_number(token: str) -> int | None:
         return _EN_UNITS[word]
     parts = word.split()
     if parts and parts[0] in _EN_TENS:
-        tail = _EN_UNITS.get(parts[1], None) if len(parts) == 2 else 0
+        tail = _EN_UNITS.get(parts[1]) if len(parts) == 2 else 0
         if tail is not None and len(parts) <= 2:
             return _EN_TENS[parts[0]] + tail
     return None

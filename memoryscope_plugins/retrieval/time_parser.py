@@ -17,7 +17,23 @@ from datetime import date, datetime, timedelta, tzinfo
 
 from ..types import TimeRange
 from . import time_rules_common, time_rules_en, time_rules_zh
-from .time_calendar import DAY_PARTS, ONE_DAY, Context, Rule, Span, hours_span
+from .time_calendar import (
+    DAY_PARTS,
+    ONE_DAY,
+    Context,
+    Rule,
+    Span,
+    day_span,
+    hours_span,
+    month_days,
+    shift_month,
+    to_span,
+    week_days,
+    weekday_after,
+    weekday_on_or_before,
+    year_days,
+)
+from .time_numbers import EN_NUMBER_PATTERN, en_number
 
 __all__ = ["ParsedTime", "parse_time", "detect_language", "parse_time_json"]
 
@@ -48,6 +64,7 @@ class _Found:
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 _HAS_LATIN = re.compile(r"[A-Za-z]")
+_DIGIT = re.compile(r"\d")
 # Full-width ASCII (Ｕ+FF01..FF5E) and the ideographic space map 1:1 to ASCII, so match offsets stay valid.
 _FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 
@@ -88,20 +105,29 @@ _PART_AFTER_ZH = re.compile(
     r"\s*的?\s*(?P<part>早上|早晨|清晨|上午|中午|下午|傍晚|晚上|夜里|夜间|夜晚|半夜|深夜|凌晨|晚(?![会点了到辈]))"
 )
 _EN_PART_KEYS = {"lunchtime": "noon"}
-_ZH_PART_KEYS = time_rules_zh._PARTS
+_ZH_PART_KEYS = time_rules_zh.DAY_PART_WORDS
 
 # Words that bound a range on one side: "since May" = [May 1, open); "before 2020" = [open, 2020-01-01).
 _MODIFIER_EN = re.compile(
     r"\b(?P<mod>ever\s+since|since|after|before|prior\s+to|until|till|til|up\s+to)\s+$", re.IGNORECASE
 )
 _PREPOSITION_EN = re.compile(
-    r"\b(?:in|on|at|during|over|for|within|throughout|around|about|from|between|back\s+in)\s+$", re.IGNORECASE
+    r"\b(?:in|on|at|during|over|for|within|throughout|around|from|between|back\s+in)\s+$", re.IGNORECASE
 )
 _MODIFIER_ZH_BEFORE = re.compile(r"(?P<mod>自从|自打|从|自|截至|截止到|截止|直到)\s*$")
 _MODIFIER_ZH_AFTER = re.compile(
     r"\s*(?P<mod>以来|至今|起|开始|之前|以前|前(?![天年后夕几两一二三四五六七八九十])|之后|以后|后(?![天年来面边悔]))"
 )
-_PREPOSITION_ZH = re.compile(r"(?<![现正存实所好自内外不])(?:在|于)\s*$")
+_PREPOSITION_ZH = re.compile(r"(?<![现正存实所好自内外不])(?:在|于|从)\s*$")
+
+_TAIL_ZH = re.compile(r"(?:期间|的时候|那天|那时候?|时候|的(?=[\u4e00-\u9fff]))")
+# "the Sunday before 25 May 2023", "two weekends after Christmas": a unit counted from another expression.
+_ANCHORED_EN = re.compile(
+    rf"\b(?:the\s+)?(?:(?P<n>{EN_NUMBER_PATTERN})\s+)?"
+    r"(?P<unit>monday|tuesday|wednesday|thursday|friday|saturday|sunday|day|week|weekend|month|year)s?"
+    r"\s+(?P<dir>before|after)\s+$",
+    re.IGNORECASE,
+)
 
 _TIDY_SPACE = re.compile(r"\s+")
 _TIDY_BEFORE_PUNCT = re.compile(r"\s+([?.!,;:？。！，；：、])")
@@ -176,21 +202,27 @@ def _rules_for(text: str) -> list[Rule]:
     has_cjk = _CJK.search(text) is not None
     if has_cjk and _ZH_TRIGGER.search(text):
         rules.extend(time_rules_zh.RULES)
-    if any(char.isdigit() for char in text):
+    if _DIGIT.search(text):
         rules.extend(time_rules_common.RULES)
     return rules
 
 
 def _find_all(text: str, ctx: Context) -> list[_Found]:
     candidates: list[tuple[int, _Found]] = []
+    triggered: dict[re.Pattern[str], bool] = {}  # rules share triggers: search each once
     for order, rule in enumerate(_rules_for(text)):
+        if rule.trigger is not None:
+            if rule.trigger not in triggered:
+                triggered[rule.trigger] = rule.trigger.search(text) is not None
+            if not triggered[rule.trigger]:
+                continue
         for match in rule.pattern.finditer(text):
             if match.end() == match.start():
                 continue
             span = rule.resolve(match, ctx)
             if span is not None:
                 candidates.append((order, _Found(match.start(), match.end(), span, rule.name)))
-    chosen = _select(candidates)
+    chosen = _compose_anchored(text, _select(candidates))
     for index, item in enumerate(chosen):
         low = chosen[index - 1].end if index > 0 else 0
         high = chosen[index + 1].start if index + 1 < len(chosen) else len(text)
@@ -209,6 +241,52 @@ def _select(candidates: list[tuple[int, _Found]]) -> list[_Found]:
             chosen.append(item)
     chosen.sort(key=lambda item: item.start)
     return chosen
+
+
+def _compose_anchored(text: str, chosen: list[_Found]) -> list[_Found]:
+    """Merge "<unit> before/after <expression>" into one expression counted from the other's dates."""
+    out: list[_Found] = []
+    for item in chosen:
+        start, end = item.span
+        low = out[-1].start if out else 0
+        anchor = _ANCHORED_EN.search(text, max(low, item.start - 60), item.start)
+        span = _count_from(anchor, start, end) if anchor and start and end else None
+        if span is None or any(other.start < anchor.start() < other.end for other in out):  # type: ignore[union-attr]
+            out.append(item)
+            continue
+        while out and out[-1].start >= anchor.start():  # type: ignore[union-attr]
+            out.pop()
+        out.append(_Found(anchor.start(), item.end, span, "en_anchored"))  # type: ignore[union-attr]
+    return out
+
+
+def _count_from(anchor: re.Match[str], start: datetime, end: datetime) -> Span | None:
+    """"the Sunday before D" = the latest Sunday before D; "2 weeks after D" = the second week after D's."""
+    count = en_number(anchor["n"]) if anchor["n"] else 1
+    if count is None:
+        return None
+    unit = anchor["unit"].lower()
+    before = anchor["dir"].lower() == "before"
+    first: date = start.date()
+    last: date = (end - timedelta(microseconds=1)).date()
+    sign = -1 if before else 1
+    if unit in time_rules_en.WEEKDAYS:
+        weekday = time_rules_en.WEEKDAYS[unit]
+        base = weekday_on_or_before(first - ONE_DAY, weekday) if before else weekday_after(last, weekday)
+        return day_span(base + timedelta(weeks=sign * (count - 1)))
+    if unit == "day":
+        return day_span(first - timedelta(days=count) if before else last + timedelta(days=count))
+    if unit == "week":
+        return to_span(*week_days(first if before else last, sign * count))
+    if unit == "weekend":
+        sunday = weekday_on_or_before(first - ONE_DAY, 6) if before else weekday_after(last, 5) + ONE_DAY
+        sunday += timedelta(weeks=sign * (count - 1))
+        return to_span(sunday - ONE_DAY, sunday + ONE_DAY)
+    if unit == "month":
+        base = first if before else last
+        year, month = shift_month(base.year, base.month, sign * count)
+        return to_span(*month_days(year, month))
+    return to_span(*year_days((first if before else last).year + sign * count))
 
 
 def _is_whole_day(span: Span) -> bool:
@@ -262,8 +340,9 @@ def _set_cut(text: str, item: _Found, high: int) -> None:
     """The span `remainder` drops: the expression, a preposition before it, a 的 after it ("上周的会议")."""
     item.cut_start = item.start if item.cut_start < 0 else min(item.cut_start, item.start)
     item.cut_end = item.end
-    if item.end + 1 < high and text[item.end] == "的" and _CJK.match(text, item.end + 1):
-        item.cut_end = item.end + 1
+    tail = _TAIL_ZH.match(text, item.end, high)
+    if tail:
+        item.cut_end = tail.end()
 
 
 def _apply_zh_modifiers(text: str, item: _Found, low: int, high: int) -> bool:
@@ -314,12 +393,16 @@ def _union(spans: list[Span], zone: tzinfo | None) -> TimeRange:
 
 
 def _remove(text: str, found: list[_Found]) -> str:
-    pieces, cursor = [], 0
+    """The text without the expressions; a space stands in for a cut only between non-CJK characters."""
+    out, cursor = "", 0
     for item in found:
-        pieces.append(text[cursor:item.cut_start])
+        out += text[cursor:item.cut_start]
         cursor = item.cut_end
-    pieces.append(text[cursor:])
-    return _tidy(" ".join(pieces))
+        following = text[cursor:cursor + 1]
+        if out and following and not (_CJK.match(out[-1]) or _CJK.match(following)):
+            out += " "
+    out += text[cursor:]
+    return _tidy(out)
 
 
 def _tidy(text: str) -> str:

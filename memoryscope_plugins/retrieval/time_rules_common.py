@@ -36,6 +36,10 @@ RULES: tuple[Rule, ...] = (
         _iso,
     ),
     # why: slashes are read month first (US), as most English text here is; 13/05/2023 falls back to day first.
-    Rule("num_slashed_date", re.compile(r"(?<![\d/])(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4}|\d{2})(?![\d/])"), _slashed),
+    Rule(
+        "num_slashed_date",
+        re.compile(r"(?<![\d/])(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4}|\d{2})(?![\d/])"),
+        _slashed,
+    ),
     Rule("num_dotted_date", re.compile(r"(?<![\d.])(?P<a>\d{1,2})\.(?P<b>\d{1,2})\.(?P<y>\d{4})(?![\d.])"), _dotted),
 )

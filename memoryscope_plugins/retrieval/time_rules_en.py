@@ -8,6 +8,7 @@ from datetime import date, timedelta
 from .time_calendar import (
     ONE_DAY,
     Context,
+    DaySpan,
     Rule,
     Span,
     day_span,
@@ -62,7 +63,7 @@ _EDGE_PART = {"end": "late", "beginning": "early", "start": "early", "middle": "
 # Words before a bare month/year/season that show it is meant as a time ("in May", "since 2020").
 _CUE_BEFORE = re.compile(
     r"\b(?:in|during|over|since|of|until|till|before|after|from|through|throughout|between|around|"
-    r"about|for|early|late|mid|and|or|to)[\s-]+(?:the\s+)?$",
+    r"for|early|late|mid|and|or|to)[\s-]+(?:the\s+)?$",
     _I,
 )
 _WEAK_CUES = ("and", "or", "to")  # these count only before a capitalised word ("to March", not "to march")
@@ -80,7 +81,7 @@ def _norm(word: str | None) -> str:
 
 def _has_cue(match: re.Match[str], word_group: str) -> bool:
     """Whether a cue word stands right before the match (weak cues need a capitalised word)."""
-    cue = _CUE_BEFORE.search(match.string, max(0, match.start() - 12), match.start())
+    cue = _CUE_BEFORE.search(match.string, max(0, match.start() - 20), match.start())
     if cue is None:
         return False
     if cue.group(0).split()[0].lower().rstrip("-") in _WEAK_CUES:
@@ -110,7 +111,7 @@ def _part_of(match: re.Match[str]) -> str | None:
     return None
 
 
-def _span_or_none(days: tuple | None) -> Span | None:
+def _span_or_none(days: DaySpan | None) -> Span | None:
     return to_span(*days) if days else None
 
 
@@ -122,6 +123,17 @@ def _month_day(match: re.Match[str], ctx: Context) -> Span | None:
     year = _suffix_year(match, ctx)
     found = safe_date(year, month, day) if year else recent_month_day(ctx.today, month, day)
     return day_span(found) if found else None
+
+
+def _date_range(match: re.Match[str], ctx: Context) -> Span | None:
+    """"May 8-10, 2023", "June 3 to 5": [first day, day after the last)."""
+    first = _month_day(match, ctx)
+    if first is None or first[0] is None:
+        return None
+    last = safe_date(first[0].year, first[0].month, int(match["d2"]))
+    if last is None or last < first[0].date():
+        return None
+    return first[0], day_span(last)[1]
 
 
 def _month(match: re.Match[str], ctx: Context) -> Span | None:
@@ -249,6 +261,8 @@ def _weekday(match: re.Match[str], ctx: Context) -> Span | None:
     next week; "this coming Friday" = the first Friday after today; "Friday before last" = a week
     before "last Friday".
     """
+    if _EVERY_BEFORE.search(match.string, max(0, match.start() - 6), match.start()):
+        return None  # "every Friday" repeats; it names no single day
     weekday = _weekday_number(match["wd"])
     rel = _REL_MODE.get(_norm(match["rel"]), "recent")
     if rel == "this":
@@ -263,6 +277,17 @@ def _weekday(match: re.Match[str], ctx: Context) -> Span | None:
     else:
         day = weekday_on_or_before(ctx.today, weekday)
     return day_span(day)
+
+
+_EVERY_BEFORE = re.compile(r"\b(?:every|each)\s+$", _I)
+_ON_BEFORE = re.compile(r"\bon\s+$", _I)
+
+
+def _weekday_short(match: re.Match[str], ctx: Context) -> Span | None:
+    """"on Sat", "last Fri": abbreviations count only after "on" or last/this/next."""
+    if not (match["rel"] or _ON_BEFORE.search(match.string, max(0, match.start() - 4), match.start())):
+        return None
+    return _weekday(match, ctx)
 
 
 def _weekday_of_week(match: re.Match[str], ctx: Context) -> Span | None:
@@ -407,12 +432,58 @@ def _numeric_month_day(match: re.Match[str], ctx: Context) -> Span | None:
 _N = rf"(?P<n>{EN_NUMBER_PATTERN})"
 
 
+_UNIT_WORDS = r"\b(?:day|week|month|year|hour|minute)s?\b"
+_MONTH_WORDS = r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
+_WEEKDAY_WORDS = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day\b"
+# Keywords each rule needs; a rule whose keyword is absent is skipped (long texts stay fast).
+_TRIGGERS = {
+    "en_month_day": _MONTH_WORDS,
+    "en_date_range": _MONTH_WORDS,
+    "en_day_month": _MONTH_WORDS,
+    "en_month": _MONTH_WORDS,
+    "en_year": r"(?:19|20)\d\d",
+    "en_decade": r"0(?:'|’)?s\b",
+    "en_relative_day": r"today|yesterday|tomorrow|tonight",
+    "en_this_part": r"\bthis\s",
+    "en_last_night": r"night",
+    "en_earlier_later": r"earlier|later",
+    "en_ago": r"\b(?:ago|back|now)\b",
+    "en_in_units": _UNIT_WORDS,
+    "en_from_now2": r"from\s+(?:now|today)",
+    "en_duration": _UNIT_WORDS,
+    "en_next_duration": _UNIT_WORDS,
+    "en_recent_units": r"recent",
+    "en_weekday": _WEEKDAY_WORDS,
+    "en_weekday_short": r"(?-i:\b(?:Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)\b)",
+    "en_weekday_of_week": r"week\b",
+    "en_week_weekday": r"week(?:'s|’s)?\s",
+    "en_week": r"week",
+    "en_weekend": r"weekend",
+    "en_relative_unit": r"month|year",
+    "en_season": r"spring|summer|autumn|fall|winter",
+    "en_festival": (
+        r"christmas|xmas|year|valentine|halloween|thanksgiving|easter|independence|july|mother|father|tomb|"
+        r"festival|qingming"
+    ),
+    "en_day_of_month": r"\d(?:st|nd|rd|th)",
+    "en_day_of_rel_month": r"\d(?:st|nd|rd|th)",
+    "en_numeric_month_day": r"\d/\d",
+}
+
+
 def _rule(name: str, pattern: str, resolve) -> Rule:
-    return Rule(name, re.compile(pattern, _I), resolve)
+    # re.compile caches by pattern text, so rules with the same trigger share one compiled object
+    return Rule(name, re.compile(pattern, _I), resolve, re.compile(_TRIGGERS[name], _I))
 
 
 RULES: tuple[Rule, ...] = (
     _rule("en_month_day", rf"\b{_MONTH}\s+(?:the\s+)?{_DAY}\b{_YEAR_SUFFIX}", _month_day),
+    _rule(
+        "en_date_range",
+        rf"\b{_MONTH}\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s*(?:-|–|to|through|until|till)\s*"
+        rf"(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\b{_YEAR_SUFFIX}",
+        _date_range,
+    ),
     _rule("en_day_month", rf"\b(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH}{_YEAR_SUFFIX}", _month_day),
     _rule(
         "en_month",
@@ -446,19 +517,20 @@ RULES: tuple[Rule, ...] = (
         rf"\b(?P<head>(?:the|these|this)\s+(?:past|last|previous)|past|last|previous)\s+(?:{_N}\s+)?{UNITS}\b(?!\s+of\b)",
         _duration,
     ),
-    _rule("en_next_duration", rf"\b(?:the|these)\s+(?:next|coming)\s+(?:{_N}\s+)?{UNITS}\b(?!\s+of\b)", _next_duration),
+    # why: a number is required - "the next day" is relative to a story, not to now
+    _rule("en_next_duration", rf"\b(?:the|these)\s+(?:next|coming)\s+{_N}\s+{UNITS}\b(?!\s+of\b)", _next_duration),
     _rule("en_recent_units", r"\brecent\s+(?P<unit>day|week|month|year)s\b", _recent_units),
     _rule("en_weekday", rf"\b(?:the\s+)?(?:{_REL}\s+)?{_WEEKDAY}\b(?P<before>\s+before\s+last)?", _weekday),
     _rule(
         "en_weekday_short",
-        rf"\b(?:on\s+|{_REL}\s+)(?-i:(?P<wd>Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun))\b\.?",
-        _weekday,
+        rf"\b(?:{_REL}\s+)?(?-i:(?P<wd>Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun))\b\.?",
+        _weekday_short,
     ),
     _rule("en_weekday_of_week", rf"\b{_WEEKDAY}\s+(?:of\s+)?(?P<rel>last|this|next)\s+week\b", _weekday_of_week),
     _rule("en_week_weekday", rf"\b(?P<rel>last|this|next)\s+week(?:'s|’s)?\s+{_WEEKDAY}\b", _weekday_of_week),
     _rule(
         "en_week",
-        r"\b(?:(?P<rel>last|this|next|previous|coming)\s+week|the\s+week\s+before\s+last|the\s+week\s+after\s+next)\b",
+        r"\b(?:(?:the\s+)?(?P<rel>last|this|next|previous|coming)\s+week|the\s+week\s+before\s+last|the\s+week\s+after\s+next)\b",
         _week,
     ),
     _rule(
@@ -468,7 +540,7 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "en_relative_unit",
-        rf"\b{_PART}?(?:(?P<rel>last|this|next|previous|coming)\s+(?P<unit>month|year)|"
+        rf"\b{_PART}?(?:(?:the\s+)?(?P<rel>last|this|next|previous|coming)\s+(?P<unit>month|year)|"
         r"the\s+(?P<unit2>month|year)\s+(?:before\s+last|after\s+next))\b",
         _relative_unit,
     ),

@@ -6,11 +6,10 @@ import re
 from datetime import date, timedelta
 
 from .time_calendar import (
-    ONE_DAY,
     Context,
+    DaySpan,
     Rule,
     Span,
-    add_months,
     day_span,
     hours_span,
     month_days,
@@ -65,7 +64,7 @@ _FESTIVALS = {
     "光棍节": "singles_day", "母亲节": "mothers_day", "父亲节": "fathers_day", "复活节": "easter",
     "教师节": "teachers_day", "跨年": "new_year_eve",
 }
-_PARTS = {
+DAY_PART_WORDS = {
     "早上": "morning", "早晨": "morning", "清晨": "morning", "上午": "morning", "早": "morning", "晨": "morning",
     "中午": "noon", "下午": "afternoon", "傍晚": "dusk", "晚上": "evening", "晚": "evening",
     "夜里": "night", "夜间": "night", "夜晚": "night", "夜": "night", "半夜": "midnight", "深夜": "midnight",
@@ -77,7 +76,10 @@ _MONTH_NUM = r"(?:1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九])"
 _DAY_NUM = r"(?:3[01]|[12]\d|0?[1-9]|[一二]?十[一二三四五六七八九]?|三十一?|[一二三四五六七八九])"
 _YEAR_DIGITS = r"(?:\d{4}|[〇零○一二三四五六七八九]{4})"
 # An optional year before a month, season or festival: "2023年", "去年", "今年的".
-_YEAR_PREFIX = rf"(?:(?P<yrel>大前年|(?<!过)前年|(?<!过)去年|今年|明年|大后年|后年)|(?P<y>{_YEAR_DIGITS})\s*年)?\s*的?\s*"
+_YEAR_PREFIX = (
+    rf"(?:(?P<yrel>大前年|(?<!过)前年|(?<!过)去年|今年|明年|大后年|后年)|(?P<y>{_YEAR_DIGITS})\s*年|"
+    r"(?<!\d)(?P<y2>\d{2})\s*年)?\s*的?\s*"
+)
 
 
 def _prefix_year(match: re.Match[str], ctx: Context) -> int | None:
@@ -85,10 +87,14 @@ def _prefix_year(match: re.Match[str], ctx: Context) -> int | None:
         return ctx.today.year + _YEAR_WORDS[match["yrel"]]
     if match["y"]:
         return zh_digit_string(match["y"])
+    if match["y2"]:
+        # why: "24年12月" is 2024; a two-digit year more than 10 years ahead is read as 19xx ("98年")
+        year = 2000 + int(match["y2"])
+        return year if year <= ctx.today.year + 10 else year - 100
     return None
 
 
-def _span_or_none(days: tuple | None) -> Span | None:
+def _span_or_none(days: DaySpan | None) -> Span | None:
     return to_span(*days) if days else None
 
 
@@ -113,6 +119,25 @@ def _full_date(match: re.Match[str], ctx: Context) -> Span | None:
     year = _prefix_year(match, ctx)
     found = safe_date(year, month, day) if year else recent_month_day(ctx.today, month, day)
     return day_span(found) if found else None
+
+
+def _date_range(match: re.Match[str], ctx: Context) -> Span | None:
+    """"2023年1月1日到3日", "5月1日至5月5日": [first day, day after the last)."""
+    first = _full_date(match, ctx)
+    month_end, day_end = zh_number(match["m2"] or match["m"]), zh_number(match["d2"])
+    if first is None or first[0] is None or month_end is None or day_end is None:
+        return None
+    last = safe_date(first[0].year, month_end, day_end)
+    if last is None or last < first[0].date():
+        return None
+    return first[0], day_span(last)[1]
+
+
+def _some_days(match: re.Match[str], ctx: Context) -> Span | None:
+    """"前些天" = like 前几天 (the 7 days before today); "这些天" = like 这几天 (the past 3 days)."""
+    if match.group(0).startswith("前"):
+        return to_span(ctx.today - timedelta(days=7), ctx.today)
+    return past_window(ctx, "day", 3)
 
 
 def _month(match: re.Match[str], ctx: Context) -> Span | None:
@@ -184,7 +209,7 @@ def _relative_day(match: re.Match[str], ctx: Context) -> Span | None:
 def _compound_part(match: re.Match[str], ctx: Context) -> Span | None:
     """"今早", "昨晚" (yesterday evening), "昨夜" (yesterday night), "明早", "前晚"."""
     offsets = {"今": 0, "昨": -1, "明": 1, "前": -2}
-    part = _PARTS[match["part"]]
+    part = DAY_PART_WORDS[match["part"]]
     if match["day"] == "前" and part != "evening":
         return None
     return hours_span(ctx.today + timedelta(days=offsets[match["day"]]), part)
@@ -211,8 +236,9 @@ def _duration(match: re.Match[str], ctx: Context) -> Span | None:
         return None
     unit = _UNITS[match["unit"]]
     head = match["head"]
-    if head == "这" and count == 1 and unit in ("week", "month", "year"):
-        return unit_ago(ctx, unit, 0)
+    if head == "这" and count == 1:
+        # "这一周" = this calendar week; "这一天" points into a story, not at a time
+        return unit_ago(ctx, unit, 0) if unit in ("week", "month", "year") else None
     if head == "前":
         if match["n"] == "几" and unit == "day":
             return to_span(ctx.today - timedelta(days=7), ctx.today)  # same as 几天前
@@ -275,10 +301,9 @@ def _festival(match: re.Match[str], ctx: Context) -> Span | None:
 
 def _decade(match: re.Match[str], ctx: Context) -> Span | None:
     """"90年代" = the latest such decade not in the future; "1990年代" is explicit."""
-    if match["zd"]:
-        digit = zh_number(match["zd"])
-    else:
-        digit = int(match["d"])
+    digit = zh_number(match["zd"]) if match["zd"] else int(match["d"])
+    if digit is None:
+        return None
     if match["c"]:
         start = int(match["c"]) * 100 + digit * 10
     else:
@@ -294,8 +319,31 @@ _UNIT_PATTERN = r"(?P<unit>个?小时|个?钟头|分钟|天|日|个?星期|个?�
 _WEEK_REL = r"(?P<rel>上上|上|这|本|下下|下)"
 
 
+# Characters each rule needs; a rule whose trigger is absent is skipped (long texts stay fast).
+_TRIGGERS = {
+    "zh_date_range": "月",
+    "zh_some_days_ago": "些",
+    "zh_full_date": "月",
+    "zh_month": "月",
+    "zh_year": "年",
+    "zh_half_year": "半年",
+    "zh_relative_month": "月",
+    "zh_day_of_month": "[号日]",
+    "zh_relative_day": "[天日]",
+    "zh_compound_part": "[今昨明前][早晨晚夜]",
+    "zh_ago": "[前后]",
+    "zh_duration": "[近去这前]",
+    "zh_weekday": "[周期拜]",
+    "zh_week": "[周期拜]",
+    "zh_weekend": "周末",
+    "zh_season": "[春夏秋冬][天季]",
+    "zh_festival": "节|过年|除夕|大年|正月|元旦|清明|五一|端午|七夕|中秋|国庆|十一|平安夜|圣诞|双十一|双11|跨年",
+    "zh_decade": "年代",
+}
+
+
 def _rule(name: str, pattern: str, resolve) -> Rule:
-    return Rule(name, re.compile(pattern), resolve)
+    return Rule(name, re.compile(pattern), resolve, re.compile(_TRIGGERS[name]))
 
 
 RULES: tuple[Rule, ...] = (
@@ -304,6 +352,13 @@ RULES: tuple[Rule, ...] = (
         rf"(?<![\d]){_YEAR_PREFIX}(?P<m>{_MONTH_NUM})\s*月份?\s*(?P<d>{_DAY_NUM})\s*(?:日|号)",
         _full_date,
     ),
+    _rule(
+        "zh_date_range",
+        rf"(?<![\d]){_YEAR_PREFIX}(?P<m>{_MONTH_NUM})\s*月\s*(?P<d>{_DAY_NUM})\s*[日号]?\s*(?:到|至|-|~|～|—|–)\s*"
+        rf"(?:(?P<m2>{_MONTH_NUM})\s*月\s*)?(?P<d2>{_DAY_NUM})\s*[日号]",
+        _date_range,
+    ),
+    _rule("zh_some_days_ago", r"前些天|前些日子|这些天|这些日子", _some_days),
     _rule(
         "zh_month",
         rf"(?<![\d零〇一二三四五六七八九十个这上下本每]){_YEAR_PREFIX}(?P<m>{_MONTH_NUM})\s*月份?"
@@ -342,11 +397,15 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "zh_weekday",
-        rf"(?<![零〇一二两三四五六七八九十几每半个]){_WEEK_REL}?\s*个?\s*(?:周|星期|礼拜)(?P<wd>[一二三四五六日天1-7])",
+        rf"(?<![零〇一二两三四五六七八九十几每半个]){_WEEK_REL}?\s*个?\s*(?:周|星期|礼拜)(?P<wd>一(?![起直样般些次共切])|[二三四五六日天1-7])",
         _weekday,
     ),
-    _rule("zh_week", rf"{_WEEK_REL}\s*[个一]?\s*(?:周|星期|礼拜)(?![一二三四五六日天末1-7])", _week),
-    _rule("zh_weekend", rf"(?<![零〇一二两三四五六七八九十几每]){_WEEK_REL}?\s*[个一]?\s*周末", _weekend),
+    _rule(
+        "zh_week",
+        rf"{_WEEK_REL}\s*[个一]?\s*(?:周|星期|礼拜)(?![二三四五六日天末1-7]|一(?![起直样般些次共切]))",
+        _week,
+    ),
+    _rule("zh_weekend", rf"(?<![零〇一二两三四五六七八九十几每个]){_WEEK_REL}?\s*[个一]?\s*周末", _weekend),
     _rule(
         "zh_season",
         rf"(?:{_YEAR_PREFIX}|(?P<rel>这个|上个|下个))(?P<s>[春夏秋冬])(?:天|季)",

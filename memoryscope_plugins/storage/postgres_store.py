@@ -243,6 +243,7 @@ class PostgresStore:
         self._dims: dict[str, int] = {}
         self._dims_lock = threading.Lock()
         self._vector_oid: int | None = None
+        self._defer_vector_index = False
         self._closed = False
         self._conninfo = conninfo
         kwargs = dict(connect_kwargs or {})
@@ -374,8 +375,8 @@ class PostgresStore:
                              (self.text_search_config,))
             elif stored_cfg[0] != self.text_search_config:
                 self._rebuild_tsv(conn, cfg_literal)
-            for key, value in conn.execute(self._q("SELECT key, value FROM {meta} WHERE key LIKE 'vector_dim:%%'")):
-                self._dims[key.split(":", 1)[1]] = int(value)
+            for model, dim in self._spaces(conn):
+                self._dims[model] = dim
 
     def _rebuild_tsv(self, conn: psycopg.Connection, cfg_literal: str) -> None:
         """The text search configuration changed: regenerate the tsvector column and its index."""
@@ -439,12 +440,8 @@ class PostgresStore:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.prefix + "space:" + model,))
             row = conn.execute(self._q("SELECT value FROM {meta} WHERE key=%s"), ("vector_dim:" + model,)).fetchone()
             if row is None:
-                m, efc, _ = self._hnsw
-                conn.execute(sql.SQL(
-                    "CREATE INDEX IF NOT EXISTS {name} ON {memories} USING hnsw ((embedding::vector({dim})) "
-                    "vector_cosine_ops) WITH (m = {m}, ef_construction = {efc}) WHERE embedding_model = {model}"
-                ).format(name=sql.Identifier(self._index_name(model, dim)), memories=self._t("memories"),
-                         dim=sql.Literal(dim), m=sql.Literal(m), efc=sql.Literal(efc), model=sql.Literal(model)))
+                if not self._defer_vector_index:
+                    self._create_vector_index(conn, model, dim)
                 conn.execute(self._q("INSERT INTO {meta}(key, value) VALUES(%s, %s)"),
                              ("vector_dim:" + model, str(dim)))
                 known = dim
@@ -453,6 +450,47 @@ class PostgresStore:
             # cached only after commit would be stricter; a rolled-back first write just re-checks
         if known != dim:
             raise ValueError(f"vectors of {model!r} have {known} dimensions in this store, not {dim}")
+
+    def _create_vector_index(self, conn: psycopg.Connection, model: str, dim: int) -> None:
+        m, efc, _ = self._hnsw
+        conn.execute(sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {name} ON {memories} USING hnsw ((embedding::vector({dim})) "
+            "vector_cosine_ops) WITH (m = {m}, ef_construction = {efc}) WHERE embedding_model = {model}"
+        ).format(name=sql.Identifier(self._index_name(model, dim)), memories=self._t("memories"),
+                 dim=sql.Literal(dim), m=sql.Literal(m), efc=sql.Literal(efc), model=sql.Literal(model)))
+
+    def _spaces(self, conn: psycopg.Connection) -> list[tuple[str, int]]:
+        rows = conn.execute(self._q("SELECT key, value FROM {meta} WHERE key LIKE 'vector_dim:%%'")).fetchall()
+        return [(key.split(":", 1)[1], int(value)) for key, value in rows]
+
+    @contextmanager
+    def bulk_load(self, *, maintenance_work_mem: str = "2GB", parallel_workers: int = 2) -> Iterator["PostgresStore"]:
+        """Load many memories fast: the HNSW indexes are dropped for the duration and rebuilt
+        (in bulk, with parallel workers) at the end, which is far cheaper than growing the graph one
+        insert at a time. Searches still work meanwhile (exact vector scans, slower on large users).
+
+        Example::
+
+            with store.bulk_load():
+                for batch, vectors in batches:
+                    store.put(batch, vectors)
+        """
+        if not re.match(r"^\d+\s*(kB|MB|GB)$", maintenance_work_mem):
+            raise ValueError("maintenance_work_mem is like '2GB'")
+        with self._tx() as conn:
+            for model, dim in self._spaces(conn):
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {name}").format(
+                    name=sql.Identifier(self._index_name(model, dim))))
+        self._defer_vector_index = True
+        try:
+            yield self
+        finally:
+            self._defer_vector_index = False
+            with self._tx() as conn:
+                conn.execute(f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'")
+                conn.execute(f"SET LOCAL max_parallel_maintenance_workers = {int(parallel_workers)}")
+                for model, dim in self._spaces(conn):
+                    self._create_vector_index(conn, model, dim)
 
     # -- writes -----------------------------------------------------------------------------
     def _put_in(self, conn: psycopg.Connection, memories: Sequence[Memory], vectors: Any) -> None:
@@ -470,11 +508,16 @@ class PostgresStore:
         if model is not None:
             for dim in sorted(dims):
                 self._ensure_space(conn, model, dim)
+        # Rows are written in id order (every batch takes its row locks in the same order, so
+        # concurrent batches cannot deadlock); the insertion order (`rowid`, which orders ties in
+        # `list` and `iter_memories`) is the batch order, from ids reserved up front.
+        rowids = [r[0] for r in conn.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, 'rowid')) FROM generate_series(1, %s)",
+            (self.prefix + "memories", len(merged))).fetchall()]
         params = []
-        for memory_id in sorted(merged):  # a fixed lock order: concurrent batches cannot deadlock
-            memory, vector = merged[memory_id]
+        for rowid, (memory, vector) in zip(rowids, merged.values()):
             params.append((
-                memory.id, memory.user_id, memory.agent_id, memory.type.value, memory.status.value,
+                rowid, memory.id, memory.user_id, memory.agent_id, memory.type.value, memory.status.value,
                 memory.content, memory.context, memory.speaker, memory.role, memory.session_id,
                 _iso(memory.created_at), _aware(memory.created_at), _iso(memory.updated_at),
                 _iso(memory.event_start), _aware(memory.event_start), _iso(memory.event_end),
@@ -483,11 +526,12 @@ class PostgresStore:
                 None if vector is None else model, None if vector is None else _PgVector(vector),
                 vector is not None,
             ))
+        params.sort(key=lambda p: p[1])
         query = self._q(
-            "INSERT INTO {memories} AS m (id, user_id, agent_id, type, status, content, context, speaker, role, "
-            "session_id, created_at, created_ts, updated_at, event_start, event_start_ts, event_end, event_end_ts, "
-            "superseded_by, source_ids, metadata, embedding_model, embedding) "
-            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
+            "INSERT INTO {memories} AS m (rowid, id, user_id, agent_id, type, status, content, context, speaker, "
+            "role, session_id, created_at, created_ts, updated_at, event_start, event_start_ts, event_end, "
+            "event_end_ts, superseded_by, source_ids, metadata, embedding_model, embedding) OVERRIDING SYSTEM VALUE "
+            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
             "ON CONFLICT (id) DO UPDATE SET agent_id=excluded.agent_id, type=excluded.type, status=excluded.status, "
             "content=excluded.content, context=excluded.context, speaker=excluded.speaker, role=excluded.role, "
             "session_id=excluded.session_id, created_at=excluded.created_at, created_ts=excluded.created_ts, "
@@ -509,7 +553,7 @@ class PostgresStore:
                     break
         if written != len(params):
             owned = conn.execute(self._q("SELECT id FROM {memories} WHERE id = ANY(%s) AND user_id <> ALL(%s)"),
-                                 ([p[0] for p in params], list({p[1] for p in params}))).fetchall()
+                                 ([p[1] for p in params], list({p[2] for p in params}))).fetchall()
             raise ValueError(f"memory id {owned[0][0] if owned else '?'!r} belongs to another user")
 
     def put(self, memories: Sequence[Memory], vectors: np.ndarray | None = None) -> None:
@@ -539,6 +583,8 @@ class PostgresStore:
         if not ids:
             return 0
         with self._tx() as conn:
+            conn.execute(self._q("SELECT 1 FROM {memories} WHERE id = ANY(%s) ORDER BY id FOR UPDATE"),
+                         (sorted(set(ids)),))
             cur = conn.execute(self._q("DELETE FROM {memories} WHERE user_id=%s AND id = ANY(%s)"),
                                (user_id, sorted(set(ids))))
             return cur.rowcount
@@ -740,6 +786,11 @@ class PostgresStore:
             self._put_in(conn, memories, vectors)
         return ids
 
+    def _lock_messages(self, conn: psycopg.Connection, ids: Sequence[str]) -> None:
+        """Lock message rows in id order before changing them (no lock-order deadlocks)."""
+        conn.execute(self._q("SELECT 1 FROM {messages} WHERE id = ANY(%s) ORDER BY id FOR UPDATE"),
+                     (sorted(set(ids)),))
+
     def pending_messages(self, user_id: str, limit: int = 100) -> list[StoredMessage]:
         with self._tx() as conn:
             rows = conn.execute(self._q(f"SELECT {_MESSAGE_COLUMNS} FROM {{messages}} WHERE user_id=%s AND "
@@ -766,6 +817,7 @@ class PostgresStore:
         if not ids:
             return
         with self._tx() as conn:
+            self._lock_messages(conn, ids)
             conn.execute(self._q("UPDATE {messages} SET state=%s, attempts = attempts + (CASE WHEN %s = 'failed' "
                                  "THEN 1 ELSE 0 END) WHERE id = ANY(%s)"), (state, state, sorted(set(ids))))
 
@@ -775,6 +827,7 @@ class PostgresStore:
         with self._tx() as conn:
             self._put_in(conn, memories, vectors)
             if done_message_ids:
+                self._lock_messages(conn, done_message_ids)
                 conn.execute(self._q("UPDATE {messages} SET state='done' WHERE id = ANY(%s)"),
                              (sorted(set(done_message_ids)),))
 

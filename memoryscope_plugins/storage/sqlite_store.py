@@ -31,6 +31,7 @@ import numpy as np
 from ..errors import NotFoundError, SchemaVersionError, StoreError, StoreLockedError
 from ..types import Memory, MemoryStatus, MemoryType, Message, TimeRange, as_aware
 from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage
+from ..indexing import full_text
 from .text_analysis import analyse
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ CREATE TABLE IF NOT EXISTS memories (
     speaker TEXT,
     role TEXT,
     session_id TEXT,
+    previous_id TEXT,
     created_at TEXT NOT NULL,
     created_ts REAL NOT NULL,
     updated_at TEXT NOT NULL,
@@ -96,7 +98,7 @@ CREATE TABLE IF NOT EXISTS leases (user_id TEXT PRIMARY KEY, owner TEXT NOT NULL
 
 _MEMORY_COLUMNS = (
     "id, user_id, agent_id, type, status, content, context, speaker, role, session_id, created_at, "
-    "updated_at, event_start, event_end, superseded_by, source_ids, metadata, embedding_model"
+    "updated_at, event_start, event_end, superseded_by, source_ids, metadata, embedding_model, previous_id"
 )
 
 
@@ -125,21 +127,28 @@ def _fts_query(terms: Sequence[str], owner: str) -> str | None:
     return f'owner:"{owner}" AND terms:({ors})'
 
 
+_TYPES = {t.value: t for t in MemoryType}
+_STATUSES = {s.value: s for s in MemoryStatus}
+
+
+def _json_list(text: str) -> list:
+    return [] if text == "[]" else json.loads(text)
+
+
+def _json_dict(text: str) -> dict:
+    return {} if text == "{}" else json.loads(text)
+
+
 def _row_to_memory(row: Sequence[Any]) -> Memory:
+    # on the retrieval path for every candidate: plain lookups, no parsing of empty JSON
     return Memory(
-        id=row[0], user_id=row[1], agent_id=row[2], type=MemoryType(row[3]),
-        status=MemoryStatus(row[4]), content=row[5], context=row[6], speaker=row[7], role=row[8],
+        id=row[0], user_id=row[1], agent_id=row[2], type=_TYPES[row[3]],
+        status=_STATUSES[row[4]], content=row[5], context=row[6], speaker=row[7], role=row[8],
         session_id=row[9], created_at=datetime.fromisoformat(row[10]),
         updated_at=datetime.fromisoformat(row[11]), event_start=_parse_iso(row[12]),
-        event_end=_parse_iso(row[13]), superseded_by=row[14], source_ids=json.loads(row[15]),
-        metadata=json.loads(row[16]), embedding_model=row[17],
+        event_end=_parse_iso(row[13]), superseded_by=row[14], source_ids=_json_list(row[15]),
+        metadata=_json_dict(row[16]), embedding_model=row[17], previous_id=row[18],
     )
-
-
-def index_text(memory: Memory) -> str:
-    """What the full-text index sees for a memory: who said it, what, and its indexing context."""
-    parts = [memory.speaker or "", memory.content, memory.context or ""]
-    return " ".join(p for p in parts if p)
 
 
 @dataclass
@@ -334,14 +343,14 @@ class SQLiteStore:
                 _iso(memory.created_at), _ts(memory.created_at), _iso(memory.updated_at),
                 _iso(memory.event_start), _ts(memory.event_start), _iso(memory.event_end), _ts(memory.event_end),
                 memory.superseded_by, json.dumps(memory.source_ids), json.dumps(memory.metadata, default=str),
-                model, blob, first_seq + i,
+                model, blob, first_seq + i, memory.previous_id,
             )
             if old is None:
                 cur = conn.execute(
                     "INSERT INTO memories(id, user_id, agent_id, type, status, content, context, speaker, role, "
                     "session_id, created_at, created_ts, updated_at, event_start, event_start_ts, event_end, "
-                    "event_end_ts, superseded_by, source_ids, metadata, embedding_model, vector, seq) "
-                    "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+                    "event_end_ts, superseded_by, source_ids, metadata, embedding_model, vector, seq, previous_id) "
+                    "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
                 rowid = cur.lastrowid
             else:
                 rowid = old[0]
@@ -349,10 +358,10 @@ class SQLiteStore:
                     "UPDATE memories SET id=?, user_id=?, agent_id=?, type=?, status=?, content=?, context=?, "
                     "speaker=?, role=?, session_id=?, created_at=?, created_ts=?, updated_at=?, event_start=?, "
                     "event_start_ts=?, event_end=?, event_end_ts=?, superseded_by=?, source_ids=?, metadata=?, "
-                    "embedding_model=?, vector=?, seq=? WHERE rowid=?", values + (rowid,))
+                    "embedding_model=?, vector=?, seq=?, previous_id=? WHERE rowid=?", values + (rowid,))
                 conn.execute("DELETE FROM memories_fts WHERE rowid=?", (rowid,))
             conn.execute("INSERT INTO memories_fts(rowid, terms, owner) VALUES(?, ?, ?)",
-                         (rowid, " ".join(analyse(index_text(memory))), owner_token(memory.user_id)))
+                         (rowid, " ".join(analyse(full_text(memory))), owner_token(memory.user_id)))
             touched.add(memory.user_id)
         self._bump(conn, touched, deletion=False)
 
@@ -537,8 +546,9 @@ class SQLiteStore:
             for start in range(0, len(rowids), 500):
                 chunk = rowids[start:start + 500]
                 marks = ",".join("?" * len(chunk))
-                for row in conn.execute(f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE user_id=? AND "
-                                        f"rowid IN ({marks})", [user_id, *chunk]):
+                # "+user_id": look rows up by rowid, then check the owner (not a scan of the user's index)
+                for row in conn.execute(f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE rowid IN ({marks}) "
+                                        "AND +user_id = ?", [*chunk, user_id]):
                     result[row[0]] = _row_to_memory(row[1:])
         return result
 

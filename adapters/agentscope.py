@@ -1,0 +1,255 @@
+"""Long-term memory for AgentScope 2.x agents, as a middleware.
+
+Usage::
+
+    from memoryscope_plugins.adapters.agentscope import MemoryScopeMiddleware
+
+    mw = MemoryScopeMiddleware(engine, user_id="anna")               # mode="static_control"
+    agent = Agent(name="Friday", system_prompt="...", model=model, middlewares=[mw])
+
+For agent-controlled memory (``mode="agent_control"`` or ``"both"``) also give the agent the
+middleware's tools: ``Agent(..., toolkit=Toolkit(tools=await mw.list_tools()), middlewares=[mw])``.
+
+Modelled on AgentScope's own ``Mem0Middleware`` (same modes, same tool names as AgentScope 1.x's
+long-term memory), with one deliberate difference: recalled memories are *not* appended to
+``agent.state.context`` (where Mem0Middleware's notes pile up turn after turn). They are added
+to each model call of the reply through ``on_model_call``, as the same kind of message Mem0 uses
+(an assistant ``Msg`` named "memory" holding a ``HintBlock``, which formatters turn into a user
+message), placed right after the user's message. The agent's context stays clean, and context
+compression never summarises memory blocks into the conversation.
+
+- static_control: ``on_reply`` retrieves for the user's input before the reply and records the
+  user/assistant exchange after it (in a ``finally``, as Mem0Middleware does).
+- agent_control: ``list_tools()`` gives ``retrieve_from_memory(keywords, limit)`` and
+  ``record_to_memory(thinking, content)``; ``on_system_prompt`` tells the model about them.
+- both: the two together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentscope.message import AssistantMsg, HintBlock, Msg, TextBlock, ToolResultState
+from agentscope.middleware import MiddlewareBase
+from agentscope.permission import PermissionBehavior, PermissionDecision
+from agentscope.tool import FunctionTool, ToolBase, ToolChunk
+from memoryscope_plugins.adapters._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, log, turn
+
+from memoryscope_plugins.engine import MemoryScope, detect_language
+from memoryscope_plugins.retrieval.context import format_context
+from memoryscope_plugins.types import MemoryType, ScoredMemory
+
+if TYPE_CHECKING:
+    from agentscope.agent import Agent
+
+__all__ = ["DEFAULT_TOOL_INSTRUCTIONS", "MEMORY_MSG_NAME", "MemoryScopeMiddleware"]
+
+#: The name of the transient message that carries recalled memories into a model call.
+MEMORY_MSG_NAME = "memory"
+
+DEFAULT_TOOL_INSTRUCTIONS = (
+    "## Long-term memory\n\n"
+    "You have the `retrieve_from_memory` and `record_to_memory` tools. Retrieve when the answer may "
+    "depend on what the user told you in earlier conversations; record durable facts about the user "
+    "(preferences, plans, people, events) that will matter later."
+)
+
+Mode = Literal["static_control", "agent_control", "both"]
+
+
+class MemoryScopeMiddleware(MiddlewareBase):
+    """Long-term memory for an AgentScope ``Agent``.
+
+    Args:
+        memory: the engine.
+        user_id: whose memories are read and written.
+        agent_id: recorded as the assistant; default: the agent's name.
+        mode: ``"static_control"`` (automatic retrieve + record), ``"agent_control"`` (tools only)
+            or ``"both"``.
+        top_k: memories injected per reply, and the tools' default limit.
+        types: only these memory types are retrieved.
+        template: the memory block (must contain ``{context}``).
+        scope_to_agent: retrieve only memories recorded by this agent id.
+        on_error: ``"warn"`` (a failing backend means no memories; the agent still replies) or
+            ``"raise"``.
+        tool_instructions: appended to the system prompt in agent_control / both modes.
+    """
+
+    def __init__(self, memory: MemoryScope, *, user_id: str, agent_id: str | None = None,
+                 mode: Mode = "static_control", top_k: int | None = None,
+                 types: Sequence[MemoryType | str] | None = None, template: str = DEFAULT_TEMPLATE,
+                 scope_to_agent: bool = False, on_error: Literal["warn", "raise"] = "warn",
+                 tool_instructions: str = DEFAULT_TOOL_INSTRUCTIONS) -> None:
+        if not isinstance(user_id, str) or not user_id.strip():
+            raise ValueError("MemoryScopeMiddleware needs a non-empty user_id")
+        if mode not in ("static_control", "agent_control", "both"):
+            raise ValueError(f"unknown mode {mode!r}; expected 'static_control', 'agent_control' or 'both'")
+        self.config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types,
+                                   template=template, scope_to_agent=scope_to_agent, on_error=on_error)
+        self.bridge = MemoryBridge(memory, self.config, "agentscope")
+        self.mode: Mode = mode
+        self.tool_instructions = tool_instructions
+        self._blocks: dict[int, tuple[str, str | None]] = {}  # id(agent) -> (block, input msg id)
+
+    @property
+    def user_id(self) -> str:
+        """Whose memories this middleware reads and writes."""
+        return self.config.user_id  # type: ignore[return-value]
+
+    # -- hooks -------------------------------------------------------------------------------------
+    async def on_reply(self, agent: Agent, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator]
+                       ) -> AsyncGenerator:
+        """Retrieve before the reply; record the exchange after it (static_control / both)."""
+        if self.mode == "agent_control":
+            async for item in next_handler(**input_kwargs):
+                yield item
+            return
+        agent_id = self.config.resolve_agent(default=agent.name)
+        query, input_id = _query_of(input_kwargs.get("inputs"))
+        if query:
+            result = await self.bridge.aretrieve(self.user_id, query, agent_id=agent_id)
+            block = self.bridge.block(result)
+            if block:
+                self._blocks[id(agent)] = (block, input_id)
+        final: Msg | None = None
+        try:
+            async for item in next_handler(**input_kwargs):
+                if isinstance(item, Msg) and item.role == "assistant":
+                    final = item
+                yield item
+        finally:
+            self._blocks.pop(id(agent), None)
+            if query and final is not None:
+                await self.bridge.arecord(self.user_id, turn(query, final.get_text_content() or "",
+                                                             agent_name=agent_id), agent_id=agent_id)
+
+    async def on_model_call(self, agent: Agent, input_kwargs: dict, next_handler: Callable[..., Any]) -> Any:
+        """Add this reply's recalled memories to the messages of this model call only."""
+        entry = self._blocks.get(id(agent))
+        if entry is None:
+            return await next_handler(**input_kwargs)
+        block, input_id = entry
+        messages = _with_memory(list(input_kwargs.get("messages") or []), block, input_id)
+        return await next_handler(**{**input_kwargs, "messages": messages})
+
+    async def on_system_prompt(self, agent: Agent, current_prompt: str) -> str:
+        """Advertise the memory tools (agent_control / both)."""
+        if self.mode == "static_control" or not self.tool_instructions:
+            return current_prompt
+        return f"{current_prompt}\n\n{self.tool_instructions}"
+
+    async def list_tools(self) -> list[ToolBase]:
+        """``retrieve_from_memory`` and ``record_to_memory`` (agent_control / both), else []."""
+        if self.mode == "static_control":
+            return []
+        allow = PermissionDecision(behavior=PermissionBehavior.ALLOW,
+                                   message="auto-allowed: MemoryScope long-term memory tool")
+        return [
+            FunctionTool(self.retrieve_from_memory, is_concurrency_safe=True, is_read_only=True, permission=allow),
+            FunctionTool(self.record_to_memory, is_concurrency_safe=False, is_read_only=False, permission=allow),
+        ]
+
+    # -- the tools -----------------------------------------------------------------------------------
+    async def retrieve_from_memory(self, keywords: list[str], limit: int = 5) -> ToolChunk:
+        """Retrieve memories about the user from earlier conversations.
+
+        Args:
+            keywords (list[str]):
+                Short, targeted search phrases, e.g. a person's name, a date, a place, or a phrase
+                describing what to recall. Each is searched separately; results are merged.
+            limit (int):
+                The maximum number of memories per keyword.
+        """
+        keywords = [k for k in (keywords or []) if isinstance(k, str) and k.strip()]
+        if not keywords:
+            return _chunk("(no keywords given: nothing to search)")
+        limit = max(1, min(int(limit or self.config.top_k or 5), 50))
+        engine = self.bridge.memory
+        try:
+            results = await asyncio.gather(*[
+                engine.aretrieve(self.user_id, k, top_k=limit, types=self.config.types,
+                                 agent_id=self.config.agent_id if self.config.scope_to_agent else None)
+                for k in keywords])
+        except Exception as exc:  # noqa: BLE001
+            log.warning("agentscope: retrieve_from_memory failed for user %r (%s)", self.user_id,
+                        type(exc).__name__)
+            return _chunk(f"Memory is unavailable right now ({type(exc).__name__}).", error=True)
+        merged: dict[str, ScoredMemory] = {}
+        for result in results:
+            for item in result.memories:
+                if item.memory.id not in merged or merged[item.memory.id].score < item.score:
+                    merged[item.memory.id] = item
+        if not merged:
+            return _chunk("(no relevant memories found)")
+        language = engine.settings.language
+        if language == "auto":
+            language = detect_language(" ".join(keywords))
+        return _chunk(format_context(list(merged.values()), language))
+
+    async def record_to_memory(self, thinking: str, content: list[str]) -> ToolChunk:
+        """Record important information about the user to long-term memory. Be specific and concise:
+        who, when, where, what, why.
+
+        Args:
+            thinking (str):
+                Why this is worth remembering. Not stored.
+            content (list[str]):
+                The facts to remember, one complete standalone sentence per item.
+        """
+        facts = [c for c in (content or []) if isinstance(c, str) and c.strip()]
+        if not facts:
+            return _chunk("`content` is empty: nothing recorded.", error=True)
+        agent_id = self.config.resolve_agent()
+        try:
+            for fact in facts:
+                await self.bridge.memory.aadd(self.user_id, fact, agent_id=agent_id)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("agentscope: record_to_memory failed for user %r (%s)", self.user_id,
+                        type(exc).__name__)
+            return _chunk(f"Could not record to memory ({type(exc).__name__}).", error=True)
+        return _chunk(f"Recorded {len(facts)} item(s) to long-term memory.")
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+def _query_of(inputs: Any) -> tuple[str, str | None]:
+    """The text of the user's input messages, and the id of the last of them ("" for resumption
+    events and inputs without user text)."""
+    if inputs is None:
+        return "", None
+    messages = inputs if isinstance(inputs, list) else [inputs]
+    texts: list[str] = []
+    last_id: str | None = None
+    for message in messages:
+        if not isinstance(message, Msg) or message.role != "user":
+            continue
+        text = message.get_text_content()
+        if text and text.strip():
+            texts.append(text)
+            last_id = message.id
+    return "\n".join(texts), last_id
+
+
+def _with_memory(messages: list[Any], block: str, input_id: str | None) -> list[Any]:
+    """A new message list with the memory message right after the user's input (or after the last
+    user message, or after the system prompt)."""
+    note = AssistantMsg(name=MEMORY_MSG_NAME, content=[HintBlock(hint=block)])
+    position = None
+    for index, message in enumerate(messages):
+        if isinstance(message, Msg) and input_id is not None and message.id == input_id:
+            position = index + 1
+    if position is None:
+        for index, message in enumerate(messages):
+            if isinstance(message, Msg) and message.role == "user":
+                position = index + 1
+    if position is None:
+        position = 1 if messages and isinstance(messages[0], Msg) and messages[0].role == "system" else 0
+    return [*messages[:position], note, *messages[position:]]
+
+
+def _chunk(text: str, *, error: bool = False) -> ToolChunk:
+    if error:
+        return ToolChunk(content=[TextBlock(type="text", text=text)], state=ToolResultState.ERROR)
+    return ToolChunk(content=[TextBlock(type="text", text=text)])

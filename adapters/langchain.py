@@ -1,0 +1,342 @@
+"""Long-term memory for LangChain 1.x: agent middleware, a retriever, and a classic chain memory.
+
+Usage (agents, the LangChain 1.x way)::
+
+    from memoryscope_plugins.adapters.langchain import MemoryScopeMiddleware
+
+    agent = create_agent(model, tools, middleware=[MemoryScopeMiddleware(engine, user_id="anna")])
+    agent.invoke({"messages": [{"role": "user", "content": "Where do I live?"}]})
+
+- `MemoryScopeMiddleware` (``langchain.agents.middleware.AgentMiddleware``): every model call
+  of the agent gets the memories relevant to the latest user message appended to its system
+  message (``request.override(system_message=...)``), so the agent's state and checkpoints never
+  contain them; after the run (``after_agent``) the user input and the final answer are recorded.
+  The user is taken from ``user_id`` (a string, or a callable of the runtime), else from the
+  runtime context (``context.user_id`` or ``context["user_id"]``), else from
+  ``config["configurable"]["user_id"]``; the LangGraph thread id, when there is one, is recorded
+  as the session.
+- `MemoryScopeRetriever` (``BaseRetriever``): a user's memories as ``Document`` objects
+  (metadata: id, type, time, score), for RAG chains and retriever tools.
+- `MemoryScopeChatMemory` (``langchain_classic`` ``BaseChatMemory``, deprecated upstream and kept
+  for chains such as ``ConversationChain``): ``load_memory_variables`` returns the memories for
+  the input, ``save_context`` records the exchange, ``clear`` forgets this user.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.retrievers import BaseRetriever
+from memoryscope_plugins.adapters._common import (
+    DEFAULT_TEMPLATE,
+    IdSource,
+    MemoryBridge,
+    MemoryConfig,
+    log,
+    text_of,
+    turn,
+)
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from memoryscope_plugins.engine import MemoryScope
+from memoryscope_plugins.types import MemoryType, RetrievalResult
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from langchain_classic.memory.chat_memory import BaseChatMemory
+
+__all__ = ["MemoryScopeChatMemory", "MemoryScopeMiddleware", "MemoryScopeRetriever"]
+
+
+# -- agent middleware ---------------------------------------------------------------------------------
+
+class MemoryScopeMiddleware(AgentMiddleware):
+    """Long-term memory for ``langchain.agents.create_agent``.
+
+    Args:
+        memory: the engine.
+        user_id: a fixed user, or ``callable(runtime) -> str | None``; when None (or the callable
+            returns None) the user comes from the runtime context or ``configurable.user_id``.
+            A turn with no user gets no memory (and a one-time warning).
+        agent_id: recorded as the assistant (default ``"assistant"``).
+        top_k: memories injected per model call (default: the engine's setting).
+        types: only these memory types are retrieved.
+        template: the memory block (must contain ``{context}``).
+        scope_to_agent: retrieve only memories recorded by `agent_id`.
+        on_error: ``"warn"`` (a failing backend means no memories; the agent still answers) or
+            ``"raise"``.
+    """
+
+    def __init__(self, memory: MemoryScope, *, user_id: IdSource = None, agent_id: str | None = None,
+                 top_k: int | None = None, types: Sequence[MemoryType | str] | None = None,
+                 template: str = DEFAULT_TEMPLATE, scope_to_agent: bool = False,
+                 on_error: Literal["warn", "raise"] = "warn") -> None:
+        super().__init__()
+        self.config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types,
+                                   template=template, scope_to_agent=scope_to_agent, on_error=on_error)
+        self.bridge = MemoryBridge(memory, self.config, "langchain")
+        self.tools: list[Any] = []
+        self._warned_no_user = False
+
+    # -- model calls: transient injection -----------------------------------------------------------
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+                        ) -> ModelResponse:
+        """Add the memories for the latest user message to this model call's system message."""
+        user_id = self._user(request.runtime)
+        result = self.bridge.retrieve(user_id, _latest_human_text(request.messages),
+                                      agent_id=self.config.resolve_agent())
+        return handler(self._augment(request, result))
+
+    async def awrap_model_call(self, request: ModelRequest,
+                               handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> ModelResponse:
+        """Async twin of `wrap_model_call`."""
+        user_id = self._user(request.runtime)
+        result = await self.bridge.aretrieve(user_id, _latest_human_text(request.messages),
+                                             agent_id=self.config.resolve_agent())
+        return await handler(self._augment(request, result))
+
+    # -- after the run: recording ----------------------------------------------------------------------
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Record this run's user input and final answer."""
+        user_id = self._user(runtime)
+        if user_id:
+            agent_id = self.config.resolve_agent()
+            self.bridge.record(user_id, _run_turn(state, agent_id), agent_id=agent_id,
+                               session_id=_thread_id(runtime))
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async twin of `after_agent`."""
+        user_id = self._user(runtime)
+        if user_id:
+            agent_id = self.config.resolve_agent()
+            await self.bridge.arecord(user_id, _run_turn(state, agent_id), agent_id=agent_id,
+                                      session_id=_thread_id(runtime))
+        return None
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def _augment(self, request: ModelRequest, result: RetrievalResult) -> ModelRequest:
+        block = self.bridge.block(result)
+        if not block:
+            return request
+        current = request.system_message
+        if current is None:
+            return request.override(system_message=SystemMessage(content=block))
+        if isinstance(current.content, str):
+            content: Any = f"{current.content}\n\n{block}" if current.content else block
+        else:
+            content = [*current.content, {"type": "text", "text": block}]
+        return request.override(system_message=SystemMessage(content=content))
+
+    def _user(self, runtime: Any) -> str | None:
+        try:
+            user_id = self.config.resolve_user(runtime) or _context_user(runtime) or _configurable_user()
+        except Exception as exc:  # noqa: BLE001
+            self.bridge._failed("user id resolution", "?", exc)
+            return None
+        if not user_id and not self._warned_no_user:
+            self._warned_no_user = True
+            log.warning("langchain: no user id (set user_id=, runtime context user_id or "
+                        "configurable.user_id); memory is skipped")
+        return user_id
+
+
+def _latest_human_text(messages: Sequence[Any]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            text = text_of(message.content)
+            if text.strip():
+                return text
+    return ""
+
+
+def _run_turn(state: Any, agent_id: str) -> list[dict[str, Any]]:
+    """The user input of the latest run (the trailing block of human messages before the answer)
+    and the final answer (the last AI message without tool calls)."""
+    messages: list[AnyMessage] = list(state.get("messages", []) if isinstance(state, dict) else
+                                      getattr(state, "messages", []))
+    answer_at = None
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AIMessage) and not message.tool_calls and text_of(message.content).strip():
+            answer_at = index
+            break
+    end = answer_at if answer_at is not None else len(messages)
+    last_human = next((i for i in range(end - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+    inputs: list[str] = []
+    if last_human is not None:
+        first = last_human
+        while first > 0 and isinstance(messages[first - 1], HumanMessage):
+            first -= 1
+        inputs = [text_of(m.content) for m in messages[first:last_human + 1]]
+    answer = text_of(messages[answer_at].content) if answer_at is not None else ""
+    return turn("\n".join(t for t in inputs if t.strip()), answer, agent_name=agent_id)
+
+
+def _context_user(runtime: Any) -> str | None:
+    context = getattr(runtime, "context", None)
+    if context is None:
+        return None
+    value = context.get("user_id") if isinstance(context, dict) else getattr(context, "user_id", None)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _configurable_user() -> str | None:
+    try:
+        from langgraph.config import get_config
+        value = (get_config().get("configurable") or {}).get("user_id")
+    except Exception:  # noqa: BLE001 - outside a runnable context, or Python 3.10 in async code
+        return None
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _thread_id(runtime: Any) -> str | None:
+    info = getattr(runtime, "execution_info", None)
+    thread = getattr(info, "thread_id", None)
+    return str(thread) if thread else None
+
+
+# -- retriever ----------------------------------------------------------------------------------------
+
+class MemoryScopeRetriever(BaseRetriever):
+    """A user's long-term memories as LangChain ``Document`` objects.
+
+    ``page_content`` is the memory text; metadata holds ``id``, ``type``, ``created_at``,
+    ``event_start``/``event_end`` (when known), ``speaker`` and ``score``. A failing backend
+    returns no documents (logged) unless ``on_error="raise"``.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    memory: MemoryScope
+    user_id: str
+    agent_id: str | None = None
+    top_k: int | None = Field(None, gt=0, le=1000)
+    types: list[str] | None = None
+    scope_to_agent: bool = False
+    on_error: Literal["warn", "raise"] = "warn"
+    _bridge: MemoryBridge = PrivateAttr()
+
+    def model_post_init(self, context: Any) -> None:
+        """Build the fail-safe engine wrapper."""
+        super().model_post_init(context)
+        config = MemoryConfig(user_id=self.user_id, agent_id=self.agent_id, top_k=self.top_k, types=self.types,
+                              scope_to_agent=self.scope_to_agent, on_error=self.on_error)
+        self._bridge = MemoryBridge(self.memory, config, "langchain")
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+                                ) -> list[Document]:
+        return _documents(self._bridge.retrieve(self.user_id, query, agent_id=self.agent_id))
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+                                       ) -> list[Document]:
+        return _documents(await self._bridge.aretrieve(self.user_id, query, agent_id=self.agent_id))
+
+
+def _documents(result: RetrievalResult) -> list[Document]:
+    documents = []
+    for item in result.memories:
+        memory = item.memory
+        metadata: dict[str, Any] = {"id": memory.id, "type": memory.type.value, "score": item.score,
+                                    "created_at": memory.created_at.isoformat(), "speaker": memory.speaker,
+                                    "agent_id": memory.agent_id}
+        if memory.event_start is not None:
+            metadata["event_start"] = memory.event_start.isoformat()
+        if memory.event_end is not None:
+            metadata["event_end"] = memory.event_end.isoformat()
+        documents.append(Document(page_content=memory.content, metadata=metadata, id=memory.id))
+    return documents
+
+
+# -- classic chain memory -----------------------------------------------------------------------------
+
+class MemoryScopeChatMemory(BaseChatMemory):
+    """Long-term memory for ``langchain_classic`` chains (``ConversationChain``, ``LLMChain``...).
+
+    ``load_memory_variables`` puts the memories relevant to the input under `memory_key`
+    (default ``"history"``, the variable ``ConversationChain``'s prompt expects): the memory
+    block as a string, or ``[SystemMessage(block)]`` with ``return_messages=True`` (empty when
+    nothing is found). ``save_context`` records the exchange; ``clear`` deletes this user's
+    memories (nobody else's). It keeps no short-term buffer: combine it with a buffer memory
+    (``CombinedMemory``) for the running conversation.
+
+    ``BaseChatMemory`` is deprecated by LangChain (removal planned for 2.0); prefer
+    `MemoryScopeMiddleware` with ``create_agent`` for new code.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    memory: MemoryScope
+    user_id: str
+    agent_id: str = "assistant"
+    memory_key: str = "history"
+    top_k: int | None = Field(None, gt=0, le=1000)
+    types: list[str] | None = None
+    template: str = DEFAULT_TEMPLATE
+    scope_to_agent: bool = False
+    on_error: Literal["warn", "raise"] = "warn"
+    _bridge: MemoryBridge = PrivateAttr()
+
+    def __init__(self, **data: Any) -> None:
+        with warnings.catch_warnings():  # BaseChatMemory's own deprecation notice; documented above
+            warnings.simplefilter("ignore", DeprecationWarning)
+            super().__init__(**data)
+
+    def model_post_init(self, context: Any) -> None:
+        """Build the fail-safe engine wrapper."""
+        super().model_post_init(context)
+        config = MemoryConfig(user_id=self.user_id, agent_id=self.agent_id, top_k=self.top_k, types=self.types,
+                              template=self.template, scope_to_agent=self.scope_to_agent, on_error=self.on_error)
+        self._bridge = MemoryBridge(self.memory, config, "langchain")
+
+    @property
+    def memory_variables(self) -> list[str]:
+        """The one variable this memory adds to a chain's inputs."""
+        return [self.memory_key]
+
+    def _query(self, inputs: dict[str, Any]) -> str:
+        from langchain_classic.memory.utils import get_prompt_input_key
+        key = self.input_key or get_prompt_input_key(inputs, self.memory_variables)
+        return text_of(inputs.get(key))
+
+    def _variables(self, result: RetrievalResult) -> dict[str, Any]:
+        block = self._bridge.block(result)
+        if self.return_messages:
+            messages: list[BaseMessage] = [SystemMessage(content=block)] if block else []
+            return {self.memory_key: messages}
+        return {self.memory_key: block}
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """The memories relevant to the chain input."""
+        return self._variables(self._bridge.retrieve(self.user_id, self._query(inputs), agent_id=self.agent_id))
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Async twin of `load_memory_variables`."""
+        return self._variables(await self._bridge.aretrieve(self.user_id, self._query(inputs),
+                                                            agent_id=self.agent_id))
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, str]) -> None:
+        """Record the exchange (the chain input and its output)."""
+        user_text, reply = self._get_input_output(inputs, outputs)
+        self._bridge.record(self.user_id, turn(text_of(user_text), text_of(reply), agent_name=self.agent_id),
+                            agent_id=self.agent_id)
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, str]) -> None:
+        """Async twin of `save_context`."""
+        user_text, reply = self._get_input_output(inputs, outputs)
+        await self._bridge.arecord(self.user_id, turn(text_of(user_text), text_of(reply), agent_name=self.agent_id),
+                                   agent_id=self.agent_id)
+
+    def clear(self) -> None:
+        """Delete every memory of this user (and of nobody else)."""
+        self.memory.delete_all(self.user_id)
+
+    async def aclear(self) -> None:
+        """Async twin of `clear`."""
+        await self.memory.adelete_all(self.user_id)

@@ -1,0 +1,36 @@
+"""What the indexes see for a memory, defined once for every backend.
+
+- The vector is made from the memory's own words, dated: "[8 May 2023] Caroline: I went to ...".
+- The full-text index also gets the turn it answers (`Memory.context`), so a reply ("Yes, last
+  week!") is found by the words of the question it replies to. Measured on LoCoMo, this is the
+  better split: context helps term matching and blurs the embedding.
+The stored content is never changed by any of this.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from .types import Memory, as_aware
+
+
+def date_label(moment: datetime) -> str:
+    """A plain, language-neutral date: "8 May 2023"."""
+    moment = as_aware(moment)
+    return f"{moment.day} {moment:%B %Y}"
+
+
+def _own_words(memory: Memory) -> str:
+    return f"{memory.speaker}: {memory.content}" if memory.speaker else memory.content
+
+
+def embedding_text(memory: Memory) -> str:
+    """The text the embedder sees for a memory."""
+    return f"[{date_label(memory.created_at)}] {_own_words(memory)}"
+
+
+def full_text(memory: Memory) -> str:
+    """The text the full-text index sees for a memory."""
+    if memory.context:
+        return f"[{date_label(memory.created_at)}] {memory.context}\n{_own_words(memory)}"
+    return embedding_text(memory)

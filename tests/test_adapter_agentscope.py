@@ -1,0 +1,199 @@
+"""AgentScope 2.x middleware adapter, with a real `agentscope.agent.Agent` and an offline fake chat model."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+
+MISSING = "AgentScope 2.x is not installed (pip install 'memoryscope-plugins[agentscope]')"
+agentscope = pytest.importorskip("agentscope", reason=MISSING)
+pytest.importorskip("agentscope.middleware", reason="AgentScope 2.x is required (no agentscope.middleware)")
+
+from agentscope.agent import Agent
+from agentscope.credential import OpenAICredential
+from agentscope.formatter import OpenAIChatFormatter
+from agentscope.message import TextBlock, ToolCallBlock, UserMsg
+from agentscope.model import ChatModelBase, ChatResponse
+from agentscope.tool import Toolkit
+from memoryscope_plugins.adapters.agentscope import MemoryScopeMiddleware
+from pydantic import BaseModel
+
+from memoryscope_plugins.errors import StoreError
+
+BLOCK = "<long_term_memory>"
+FACT = "My dog is called Biscuit."
+
+
+class FakeModel(ChatModelBase):
+    """A chat model that replays scripted replies (text, or a tool call given as a dict) and keeps
+    the formatted messages of every call."""
+
+    class Parameters(BaseModel):
+        pass
+
+    def __init__(self, *replies: str | dict[str, Any]) -> None:
+        super().__init__(credential=OpenAICredential(api_key="unused"), model="fake", parameters=self.Parameters(),
+                         stream=False, max_retries=0)
+        self.formatter = OpenAIChatFormatter()
+        self.replies = list(replies)
+        self.calls: list[list[dict[str, Any]]] = []
+
+    async def _call_api(self, model_name: str, messages: list, tools: list | None = None, tool_choice: Any = None,
+                        **kwargs: Any) -> ChatResponse:
+        self.calls.append(await self.formatter.format(messages))
+        reply = self.replies.pop(0) if self.replies else "ok"
+        if isinstance(reply, dict):
+            call = ToolCallBlock(id=f"call{len(self.calls)}", name=reply["name"], input=json.dumps(reply["input"]))
+            return ChatResponse(content=[call], is_last=True)
+        return ChatResponse(content=[TextBlock(text=reply)], is_last=True)
+
+
+def make_agent(model: FakeModel, middleware: MemoryScopeMiddleware, toolkit: Toolkit | None = None) -> Agent:
+    return Agent(name="Friday", system_prompt="You are Friday.", model=model, toolkit=toolkit,
+                 middlewares=[middleware])
+
+
+def text(messages: list[dict[str, Any]]) -> str:
+    return json.dumps(messages, ensure_ascii=False)
+
+
+def blocks(messages: list[dict[str, Any]]) -> int:
+    return text(messages).count(BLOCK)
+
+
+class _BrokenStore:
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def close(self) -> None:
+        self._real.close()
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            raise StoreError("store unavailable")
+        return fail
+
+
+async def test_fact_from_session_one_reaches_a_new_agent_in_session_two(engine):
+    await make_agent(FakeModel("Noted!"), MemoryScopeMiddleware(engine, user_id="anna")).reply(UserMsg("anna", FACT))
+    model = FakeModel("Biscuit.")
+    agent = make_agent(model, MemoryScopeMiddleware(engine, user_id="anna"))
+    reply = await agent.reply(UserMsg("anna", "What is my dog's name?"))
+    assert reply.get_text_content() == "Biscuit."
+    prompt = model.calls[-1]
+    assert blocks(prompt) == 1 and "Biscuit" in text(prompt)
+    question = next(i for i, m in enumerate(prompt) if "What is my dog" in text([m]))
+    assert BLOCK in text([prompt[question + 1]])  # right after the user's message
+
+
+async def test_history_stays_clean_and_every_turn_is_recorded(engine):
+    model = FakeModel("r1", "r2", "r3", "r4")
+    agent = make_agent(model, MemoryScopeMiddleware(engine, user_id="anna"))
+    questions = [FACT, "I live in Lisbon.", "What is my dog's name?", "Where do I live?"]
+    for number, question in enumerate(questions, start=1):
+        await agent.reply(UserMsg("anna", question))
+        contents = [m.content for m in engine.list("anna")]
+        assert len(contents) == 2 * number and question in contents and f"r{number}" in contents
+    context = agent.state.context
+    assert len(context) == 2 * len(questions)
+    assert all(m.name != "memory" and BLOCK not in (m.get_text_content() or "") for m in context)
+    assert all(blocks(call) <= 1 for call in model.calls)
+    assert "Lisbon" in text(model.calls[-1])
+    assert {m.agent_id for m in engine.list("anna")} == {"Friday"}
+
+
+async def test_streaming_reply_is_recorded(engine):
+    agent = make_agent(FakeModel("Noted!"), MemoryScopeMiddleware(engine, user_id="anna", agent_id="friday"))
+    events = [event async for event in agent.reply_stream(UserMsg("anna", FACT))]
+    assert events
+    assert {(m.agent_id, m.content) for m in engine.list("anna")} == {("friday", FACT), ("friday", "Noted!")}
+
+
+async def test_two_users_never_see_each_other(engine):
+    await make_agent(FakeModel("Noted!"), MemoryScopeMiddleware(engine, user_id="anna")).reply(UserMsg("anna", FACT))
+    model = FakeModel("I don't know.")
+    bob = make_agent(model, MemoryScopeMiddleware(engine, user_id="bob"))
+    await bob.reply(UserMsg("bob", "What is my dog's name?"))
+    assert "Biscuit" not in text(model.calls[-1])
+    assert {m.content for m in engine.list("bob")} == {"What is my dog's name?", "I don't know."}
+    assert engine.count("anna") == 2
+
+
+async def test_failing_backend_degrades_to_no_memory_with_a_warning(engine, caplog):
+    engine.record("anna", [{"role": "user", "content": FACT}])
+    engine.store = _BrokenStore(engine.store)
+    model = FakeModel("Still here.")
+    agent = make_agent(model, MemoryScopeMiddleware(engine, user_id="anna"))
+    with caplog.at_level(logging.WARNING, logger="memoryscope_plugins.adapters"):
+        reply = await agent.reply(UserMsg("anna", "What is my secret dog name?"))
+    assert reply.get_text_content() == "Still here."
+    assert blocks(model.calls[-1]) == 0
+    warnings = [r.getMessage() for r in caplog.records if r.name == "memoryscope_plugins.adapters"]
+    assert len(warnings) == 2 and all("StoreError" in w for w in warnings)
+    assert "Biscuit" not in caplog.text and "secret dog" not in caplog.text
+
+
+async def test_agent_control_tools(engine):
+    middleware = MemoryScopeMiddleware(engine, user_id="anna", mode="agent_control")
+    tools = await middleware.list_tools()
+    assert [t.name for t in tools] == ["retrieve_from_memory", "record_to_memory"]
+    assert set(tools[0].input_schema["properties"]) == {"keywords", "limit"}
+    assert set(tools[1].input_schema["properties"]) == {"thinking", "content"}
+
+    model = FakeModel({"name": "record_to_memory", "input": {"thinking": "a durable fact", "content": [FACT]}},
+                      "I'll remember.")
+    agent = make_agent(model, middleware, Toolkit(tools=tools))
+    await agent.reply(UserMsg("anna", "Please remember: my dog is Biscuit."))
+    memories = engine.list("anna")
+    assert [(m.type.value, m.content) for m in memories] == [("custom", FACT)]  # no automatic recording
+    assert "retrieve_from_memory" in model.calls[0][0]["content"][0]["text"]  # tools advertised
+    assert blocks(model.calls[0]) == 0  # no automatic injection
+
+    model = FakeModel({"name": "retrieve_from_memory", "input": {"keywords": ["dog", "pet"], "limit": 3}},
+                      "Biscuit.")
+    agent = make_agent(model, MemoryScopeMiddleware(engine, user_id="anna", mode="agent_control"),
+                       Toolkit(tools=tools))
+    reply = await agent.reply(UserMsg("anna", "What is my dog's name?"))
+    assert reply.get_text_content() == "Biscuit."
+    tool_results = [m for m in model.calls[-1] if m.get("role") == "tool"]
+    assert tool_results and "Biscuit" in text(tool_results)
+    assert text(tool_results).count(FACT) == 1  # results of both keywords merged
+
+
+async def test_tools_of_other_users_and_failures(engine):
+    engine.add("anna", FACT)
+    bob = MemoryScopeMiddleware(engine, user_id="bob", mode="both")
+    chunk = await bob.retrieve_from_memory(["dog"])
+    assert "Biscuit" not in chunk.content[0].text
+    assert (await bob.record_to_memory("why", [])).state.value == "error"
+    engine.store = _BrokenStore(engine.store)
+    failed = await bob.retrieve_from_memory(["dog"])
+    assert failed.state.value == "error" and "StoreError" in failed.content[0].text
+    assert (await bob.record_to_memory("why", ["Bob has a cat."])).state.value == "error"
+
+
+async def test_both_mode_injects_records_and_lists_tools(engine):
+    engine.record("anna", [{"role": "user", "content": FACT}])
+    middleware = MemoryScopeMiddleware(engine, user_id="anna", mode="both", top_k=2)
+    model = FakeModel("Biscuit.")
+    agent = make_agent(model, middleware, Toolkit(tools=await middleware.list_tools()))
+    await agent.reply(UserMsg("anna", "What is my dog's name?"))
+    assert blocks(model.calls[-1]) == 1 and "Biscuit" in text(model.calls[-1])
+    assert "record_to_memory" in model.calls[-1][0]["content"][0]["text"]
+    assert engine.count("anna") == 3
+
+
+async def test_static_mode_has_no_tools(engine):
+    middleware = MemoryScopeMiddleware(engine, user_id="anna")
+    assert await middleware.list_tools() == []
+    assert await middleware.on_system_prompt(None, "prompt") == "prompt"  # type: ignore[arg-type]
+
+
+def test_validation(engine):
+    with pytest.raises(ValueError):
+        MemoryScopeMiddleware(engine, user_id="")
+    with pytest.raises(ValueError):
+        MemoryScopeMiddleware(engine, user_id="anna", mode="sometimes")  # type: ignore[arg-type]
