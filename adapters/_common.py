@@ -165,7 +165,7 @@ class MemoryBridge:
         try:
             return self.memory.retrieve(user_id, **kwargs)
         except Exception as exc:  # noqa: BLE001
-            self._failed("retrieval", user_id, exc)
+            self.report_failure("retrieval", user_id, exc)
             return empty_result(query)
 
     async def aretrieve(self, user_id: str | None, query: str | None, *, agent_id: str | None = None,
@@ -179,7 +179,7 @@ class MemoryBridge:
         try:
             return await self.memory.aretrieve(user_id, **kwargs)
         except Exception as exc:  # noqa: BLE001
-            self._failed("retrieval", user_id, exc)
+            self.report_failure("retrieval", user_id, exc)
             return empty_result(query)
 
     def block(self, result: RetrievalResult) -> str:
@@ -213,7 +213,7 @@ class MemoryBridge:
             return self.memory.record(user_id, cleaned, agent_id=agent_id,
                                       session_id=session_id or self.config.session)
         except Exception as exc:  # noqa: BLE001
-            self._failed("recording", user_id, exc)
+            self.report_failure("recording", user_id, exc)
             return []
 
     async def arecord(self, user_id: str | None, messages: Iterable[Mapping[str, Any]], *, agent_id: str,
@@ -228,10 +228,11 @@ class MemoryBridge:
             return await self.memory.arecord(user_id, cleaned, agent_id=agent_id,
                                              session_id=session_id or self.config.session)
         except Exception as exc:  # noqa: BLE001
-            self._failed("recording", user_id, exc)
+            self.report_failure("recording", user_id, exc)
             return []
 
-    def _failed(self, what: str, user_id: str, exc: Exception) -> None:
+    def report_failure(self, what: str, user_id: str, exc: Exception) -> None:
+        """Log a memory failure (exception type only) or re-raise it with ``on_error="raise"``."""
         if self.config.on_error == "raise":
             raise exc
         log.warning("%s: memory %s failed for user %r (%s); the agent continues without it",
@@ -272,4 +273,5 @@ def turn(user_text: str | None, reply_text: str | None, *, user_name: str | None
     return messages
 
 
-__all__ = ["DEFAULT_TEMPLATE", "MemoryBridge", "MemoryConfig", "empty_result", "log", "text_of", "turn"]
+__all__ = ["DEFAULT_TEMPLATE", "IdSource", "MemoryBridge", "MemoryConfig", "OnError", "empty_result", "log",
+           "text_of", "turn"]

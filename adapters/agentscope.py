@@ -165,7 +165,10 @@ class MemoryScopeMiddleware(MiddlewareBase):
         keywords = [k for k in (keywords or []) if isinstance(k, str) and k.strip()]
         if not keywords:
             return _chunk("(no keywords given: nothing to search)")
-        limit = max(1, min(int(limit or self.config.top_k or 5), 50))
+        try:
+            limit = max(1, min(int(limit), 50))
+        except (TypeError, ValueError):  # the model sent something odd: use the default
+            limit = self.config.top_k or 5
         engine = self.bridge.memory
         try:
             results = await asyncio.gather(*[

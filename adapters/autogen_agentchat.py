@@ -98,6 +98,8 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
             raise ValueError("user_id must be a non-empty string")
         if scope_to_agent and not agent_id:
             raise ValueError("scope_to_agent=True needs an agent_id")
+        if memory is not None and (path or settings_file or settings):
+            raise ValueError("give either an engine, or path / settings_file / settings to build one, not both")
         self._owns_engine = memory is None
         if memory is None:
             base = Settings.load(settings_file, **(settings or {})) if (settings_file or settings) else None
@@ -133,15 +135,26 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
     async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
         """Inject memories relevant to the latest user message as one SystemMessage.
 
-        Any memory block left from an earlier turn is removed first, so the context holds at
-        most one. Never raises with ``on_error="warn"``.
+        The block goes to the head of the context, right after the agent's own system message:
+        model clients that accept a single system message (``multiple_system_messages`` unset,
+        the default for models AutoGen does not know) merge consecutive system messages but
+        refuse one in the middle of the conversation. A windowed context that would hide the
+        head (``BufferedChatCompletionContext``) gets the block at the end instead. Any block
+        left from an earlier turn is removed first, so the context holds at most one. Never
+        raises with ``on_error="warn"``.
         """
         await self.remove_blocks(model_context)
         query = _latest_user_text(await model_context.get_messages())
         result = await self._bridge.aretrieve(self.user_id, query, agent_id=self.agent_id)
         block = self._bridge.block(result)
         if block:
-            await model_context.add_message(SystemMessage(content=block))
+            state = dict(await model_context.save_state())
+            state["messages"] = [SystemMessage(content=block).model_dump(), *state.get("messages", [])]
+            await model_context.load_state(state)
+            visible = await model_context.get_messages()
+            if not any(_is_system(m) and self._config.is_block(_field(m, "content")) for m in visible):
+                await self.remove_blocks(model_context)
+                await model_context.add_message(SystemMessage(content=block))
         return UpdateContextResult(memories=MemoryQueryResult(results=[_content(m) for m in result.memories]))
 
     async def query(self, query: str | MemoryContent, cancellation_token: CancellationToken | None = None,

@@ -120,7 +120,7 @@ class MemoryCapability:
             user_id = self.config.resolve_user(sender)
             agent_id = self.config.resolve_agent(sender, default=recipient.name)
         except Exception as exc:  # noqa: BLE001 - a user-supplied id callable failed: no memory for this turn
-            self.bridge._failed("id resolution", "?", exc)
+            self.bridge.report_failure("id resolution", "?", exc)
             return None, recipient.name
         return user_id, agent_id
 

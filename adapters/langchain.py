@@ -138,7 +138,7 @@ class MemoryScopeMiddleware(AgentMiddleware):
         try:
             user_id = self.config.resolve_user(runtime) or _context_user(runtime) or _configurable_user()
         except Exception as exc:  # noqa: BLE001
-            self.bridge._failed("user id resolution", "?", exc)
+            self.bridge.report_failure("user id resolution", "?", exc)
             return None
         if not user_id and not self._warned_no_user:
             self._warned_no_user = True

@@ -73,8 +73,10 @@ def make_model(offline: bool) -> tuple[ChatModelBase, str]:
         from agentscope.credential import DashScopeCredential
         from agentscope.model import DashScopeChatModel
         name = os.environ.get("DASHSCOPE_MODEL", "qwen-plus")
-        return DashScopeChatModel(credential=DashScopeCredential(api_key=os.environ["DASHSCOPE_API_KEY"]),
-                                  model=name, stream=False), name
+        credential = DashScopeCredential(api_key=os.environ["DASHSCOPE_API_KEY"])
+        if os.environ.get("DASHSCOPE_BASE_URL"):
+            credential.base_url = os.environ["DASHSCOPE_BASE_URL"]
+        return DashScopeChatModel(credential=credential, model=name, stream=False), name
     if not offline and os.environ.get("OPENAI_API_KEY"):
         from agentscope.credential import OpenAICredential
         from agentscope.model import OpenAIChatModel

@@ -21,7 +21,7 @@ from typing import IO, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import ConfigError, NotFoundError, ValidationError
+from .errors import ConfigError, ModelError, NotFoundError, ValidationError
 from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
 from .retrieval.context import format_context
@@ -101,7 +101,12 @@ class MemoryScope:
         self.store.embedding_model = self.embedder.name
         self._closed = False
         self._reembed_lock = threading.Lock()
-        self.reembed_if_needed()
+        self._vectors_missing = False
+        try:
+            self.reembed_if_needed()
+        except ModelError as exc:  # keep serving: full text works, vectors follow when the model is back
+            log.warning("could not embed stored memories on start (%s)", type(exc).__name__)
+            self._vectors_missing = True
         self._consolidation = None
         if self.llm is not None and settings.consolidation.enabled:
             self._consolidation = self._build_consolidation(start_worker)
@@ -158,6 +163,25 @@ class MemoryScope:
             finally:
                 bar.close()
             return done
+
+    def _embed_documents(self, memories: Sequence[Memory]):
+        """Vectors for new or changed memories; None when the embedder fails. The memories are then
+        stored without vectors (found by full text) and embedded later, so a failing embedding
+        service never loses a memory."""
+        try:
+            return self.embedder.embed([embedding_text(m) for m in memories])
+        except ModelError as exc:
+            log.warning("embedding failed (%s); storing %d memories without vectors until the model is back",
+                        type(exc).__name__, len(memories))
+            self._vectors_missing = True
+            return None
+
+    def _catch_up_vectors(self) -> None:
+        try:
+            self.reembed_if_needed(progress=False)
+            self._vectors_missing = False
+        except ModelError:
+            pass
 
     # -- validation -----------------------------------------------------------------------------
     def _check_text(self, value: Any, what: str) -> str:
@@ -225,9 +249,11 @@ class MemoryScope:
                 memory.context = f"{prior.speaker}: {prior.content}" if prior.speaker else prior.content
             memories.append(memory)
             prior = memory
-        vectors = self.embedder.embed([embedding_text(m) for m in memories])
+        vectors = self._embed_documents(memories)
         self.store.append_messages(user_id, agent_id, parsed, session_id=session_id, memories=memories,
                                    vectors=vectors)
+        if vectors is not None and self._vectors_missing:
+            self._catch_up_vectors()
         if self._consolidation is not None:
             self._consolidation.notify(user_id)
         return [m.id for m in memories]
@@ -263,7 +289,7 @@ class MemoryScope:
                         type=memory_type, created_at=_parse_time_arg(created_at, "created_at") or utc_now(),
                         event_start=_parse_time_arg(event_start, "event_start"),
                         event_end=_parse_time_arg(event_end, "event_end"), metadata=dict(metadata or {}))
-        self.store.put([memory], self.embedder.embed([embedding_text(memory)]))
+        self.store.put([memory], self._embed_documents([memory]))
         return memory
 
     # -- retrieval --------------------------------------------------------------------------------
@@ -323,7 +349,11 @@ class MemoryScope:
         flt = MemoryFilter(agent_id=agent_id, types=type_filter, statuses=statuses, time_range=store_range)
 
         t = time.perf_counter()
-        vector = self.embedder.embed([query], kind="query")[0]
+        try:
+            vector = self.embedder.embed([query], kind="query")[0]
+        except ModelError as exc:  # degrade to full text rather than fail the agent's turn
+            log.warning("query embedding failed (%s); retrieving by full text only", type(exc).__name__)
+            vector = None
         timings["embed_ms"] = _ms(t)
         t = time.perf_counter()
         text = parsed.remainder if parsed.range is not None and parsed.remainder.strip() else query
@@ -418,7 +448,12 @@ class MemoryScope:
         if event_end is not None:
             memory.event_end = _parse_time_arg(event_end, "event_end")
         memory.updated_at = utc_now()
-        vectors = self.embedder.embed([embedding_text(memory)]) if content is not None else None
+        if content is not None:
+            vectors = self._embed_documents([memory])
+            if vectors is None:  # keep the text change; the stale vector must not stay
+                vectors = [np.zeros(0, dtype=np.float32)]
+        else:
+            vectors = None
         self.store.put([memory], vectors)
         return memory
 
@@ -487,7 +522,7 @@ class MemoryScope:
         try:
             for start in range(0, len(memories), batch_size):
                 batch = memories[start:start + batch_size]
-                self.store.put(batch, self.embedder.embed([embedding_text(m) for m in batch]))
+                self.store.put(batch, self._embed_documents(batch))
                 bar.update(len(batch))
         finally:
             bar.close()

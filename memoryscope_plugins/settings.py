@@ -90,8 +90,8 @@ class RetrievalSettings(BaseModel):
     recency_half_life_days: float | None = Field(None, gt=0, description="None: no recency decay")
     recency_weight: float = Field(0.1, ge=0, le=1)
     time_mode: Literal["boost", "filter", "off"] = "boost"
-    time_boost: float = Field(0.5, ge=0)
-    time_fuzz_days: float = Field(2.0, ge=0, description="widen a query's time range by this much each side")
+    time_boost: float = Field(1.0, ge=0, description="score x (1 + time_boost) for memories in the query's time range")
+    time_fuzz_days: float = Field(1.0, ge=0, description="the range's fuzzy margin each side (half the boost)")
     deduplicate: bool = Field(True, description="return one memory per distinct content (case and punctuation aside)")
     include_expired: bool = False
     context_with_time: bool = False

@@ -168,6 +168,10 @@ async def test_tools_of_other_users_and_failures(engine):
     bob = MemoryScopeMiddleware(engine, user_id="bob", mode="both")
     chunk = await bob.retrieve_from_memory(["dog"])
     assert "Biscuit" not in chunk.content[0].text
+    anna = MemoryScopeMiddleware(engine, user_id="anna", mode="agent_control")
+    odd_limit: Any = "many"  # a model may send anything
+    assert "Biscuit" in (await anna.retrieve_from_memory(["dog"], limit=odd_limit)).content[0].text
+    assert "no keywords" in (await anna.retrieve_from_memory([])).content[0].text
     assert (await bob.record_to_memory("why", [])).state.value == "error"
     engine.store = _BrokenStore(engine.store)
     failed = await bob.retrieve_from_memory(["dog"])

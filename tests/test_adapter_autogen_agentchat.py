@@ -18,6 +18,7 @@ from autogen_agentchat.messages import TextMessage
 from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core import CancellationToken
 from autogen_core.memory import Memory, MemoryContent, MemoryMimeType
+from autogen_core.model_context import BufferedChatCompletionContext
 from autogen_core.models import SystemMessage
 from autogen_ext.models.replay import ReplayChatCompletionClient
 from memoryscope_plugins.adapters.autogen_agentchat import (
@@ -72,6 +73,7 @@ async def test_fact_from_session_one_reaches_a_new_agent_in_session_two(engine):
     assert result.messages[-1].content == "Biscuit."
     prompt = last_prompt(second_client)
     assert blocks(prompt) == 1 and "Biscuit" in text(prompt)
+    assert isinstance(prompt[0], SystemMessage) and blocks(prompt[1:2]) == 1  # next to the agent's system message
     assert any(type(m).__name__ == "MemoryQueryEvent" for m in result.messages)
 
 
@@ -99,6 +101,41 @@ async def test_bare_assistant_agent_never_piles_up_memory_blocks(engine):
         await agent.run(task=question)
         assert blocks(await agent.model_context.get_messages()) <= 1
     assert all(blocks(call["messages"]) == 1 for call in model_client.create_calls)
+
+
+async def test_windowed_context_still_shows_the_block(engine):
+    engine.record("anna", [{"role": "user", "content": FACT}])
+    model_client = client("a", "b", "c", "d")
+    agent = AssistantAgent("assistant", model_client=model_client, model_context=BufferedChatCompletionContext(2),
+                           memory=[MemoryScopeMemory(engine, user_id="anna")])
+    for question in ("dog?", "dog name?", "my dog?", "the dog?"):
+        await run_with_memory(agent, question)
+    assert all(blocks(call["messages"]) == 1 for call in model_client.create_calls)
+    assert blocks(await agent.model_context.get_messages()) == 0
+
+
+async def test_real_openai_client_for_a_model_with_one_system_message(engine):
+    """AutoGen's OpenAI client refuses non-consecutive system messages for models it does not know
+    (``multiple_system_messages`` unset); the block sits next to the agent's system message, so
+    the client merges them. Real SDK, local fake server."""
+    openai_client = pytest.importorskip("autogen_ext.models.openai", reason="autogen-ext[openai] is not installed")
+    from fakes.fake_model_server import OPENAI_CHAT, FakeModelServer
+
+    engine.record("anna", [{"role": "user", "content": FACT}])
+    info = {"vision": False, "function_calling": True, "json_output": True, "family": "unknown",
+            "structured_output": False}
+    with FakeModelServer(chat_text="Biscuit.") as server:
+        model_client = openai_client.OpenAIChatCompletionClient(model="qwen-like", api_key="sk-test",
+                                                                base_url=server.url + "/v1", model_info=info)
+        agent = AssistantAgent("assistant", model_client=model_client,
+                               memory=[MemoryScopeMemory(engine, user_id="anna")])
+        await run_with_memory(agent, "hello")
+        result = await run_with_memory(agent, "What is my dog's name?")
+        await model_client.close()
+        sent = server.requests_to(OPENAI_CHAT)[-1].json["messages"]
+    assert result.messages[-1].content == "Biscuit."
+    assert [m["role"] for m in sent].count("system") == 1 and sent[0]["role"] == "system"
+    assert "Biscuit" in sent[0]["content"] and BLOCK in sent[0]["content"]
 
 
 async def test_memory_assistant_agent_records_through_on_messages(engine):
@@ -229,3 +266,5 @@ def test_config_validation(engine):
         MemoryScopeMemory(engine, user_id="")
     with pytest.raises(ValueError):
         MemoryScopeMemory(engine, user_id="anna", scope_to_agent=True)
+    with pytest.raises(ValueError):
+        MemoryScopeMemory(engine, user_id="anna", path="elsewhere.db")

@@ -57,9 +57,10 @@ _WRITER = textwrap.dedent("""
     import sys
     from memoryscope_plugins import MemoryScope
     memory = MemoryScope(path=sys.argv[1])
-    print("ready", flush=True)
     i = 0
     while True:
+        if i == 1:
+            print("ready", flush=True)  # at least one whole write is in
         memory.record("anna", [("user", f"message number {i} " + "padding " * 50),
                                ("assistant", f"reply number {i}")])
         i += 1

@@ -242,4 +242,5 @@ def _commit_marks(env: StepEnv, observations: Sequence[Memory], changed: Sequenc
     texts = [embed_text(m) for m in memories if m.id in need]
     fresh = iter(env.engine.embedder.embed(texts)) if texts else iter(())
     vectors = [next(fresh) if m.id in need else None for m in memories]
-    env.commit(memories, vectors, [])
+    existing = [m.id for m in memories if m.id not in need or m.metadata.get("revision", 1) > 1]
+    env.commit(memories[0].user_id, memories, vectors, [], anchors=[m.id for m in observations][:50] or existing)

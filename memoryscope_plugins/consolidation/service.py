@@ -36,7 +36,7 @@ from ..models.structured import UsageMeter
 from ..storage.base import StoredMessage
 from .reflection import load_state, reflect_user
 from .report import ConsolidationReport
-from .steps import LeaseLostError, StepEnv, consolidate_batch, select_batch
+from .steps import GoneError, LeaseLostError, StepEnv, consolidate_batch, select_batch
 
 if TYPE_CHECKING:
     from ..engine import MemoryScope
@@ -386,6 +386,9 @@ class ConsolidationService:
                 report.errors.append("the user's lease was taken over by another worker")
                 log.warning("consolidation of user %s stopped: lease taken over", user_id)
                 return
+            except GoneError:
+                log.info("consolidation of user %s dropped: its messages were deleted meanwhile", user_id)
+                return
             except StoreError as exc:
                 report.errors.append(f"store error: {type(exc).__name__}")
                 log.warning("consolidation of user %s stopped by a store error: %s", user_id, type(exc).__name__)
@@ -423,6 +426,9 @@ class ConsolidationService:
             result = reflect_user(env, user_id, force=force, state=state)
         except LeaseLostError:
             report.errors.append("the user's lease was taken over by another worker")
+            return
+        except GoneError:
+            log.info("reflection for user %s dropped: its observations were deleted meanwhile", user_id)
             return
         except Exception as exc:  # noqa: BLE001 - observations stay unreflected; retried later
             kind = type(exc).__name__

@@ -48,6 +48,10 @@ class LeaseLostError(RuntimeError):
     """Another worker took over this user's lease; the step must not commit."""
 
 
+class GoneError(RuntimeError):
+    """What the step read was deleted while it ran (e.g. `delete_all`); its result is dropped."""
+
+
 class CountingModel:
     """A `ChatModel` wrapper that counts calls and tokens (one per step, so counts are per step)."""
 
@@ -117,12 +121,20 @@ class StepEnv:
             self.meter.add(user_id, operation, counting.usage)
         return value
 
-    def commit(self, memories: Sequence[Memory], vectors: Sequence[Any] | None, done_ids: Sequence[str]) -> None:
-        """Renew the lease, then write everything in one transaction."""
+    def commit(self, user_id: str, memories: Sequence[Memory], vectors: Sequence[Any] | None,
+               done_ids: Sequence[str], *, anchors: Sequence[str] = ()) -> None:
+        """Renew the lease, check that what the step read still exists (the user may have been
+        deleted meanwhile: nothing must come back), then write everything in one transaction."""
         if not self.check_lease():
             raise LeaseLostError("the user's lease was taken over; not committing")
-        self.engine.store.commit_consolidation(list(memories), list(vectors) if vectors is not None else None,
-                                               list(done_ids))
+        store = self.engine.store
+        if done_ids:
+            pending = {m.id for m in store.pending_messages(user_id, limit=max(200, 2 * len(done_ids)))}
+            if not set(done_ids) <= pending:
+                raise GoneError("the messages of this step are no longer pending (deleted?); not committing")
+        if anchors and len(store.get(user_id, list(anchors))) < len(set(anchors)):
+            raise GoneError("memories this step rests on were deleted; not committing")
+        store.commit_consolidation(list(memories), list(vectors) if vectors is not None else None, list(done_ids))
 
 
 def embed_text(memory: Memory) -> str:
@@ -188,7 +200,7 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     language = env.language(texts)
     minable = [m for m in batch if m.message.role in ("user", "assistant")]
     if not minable:  # system / tool messages only: nothing to extract
-        env.commit([], None, [m.id for m in batch])
+        env.commit(user_id, [], None, [m.id for m in batch])
         return report
     query_texts = [m.message.content for m in minable]
     related = find_related(engine, user_id, query_texts, types=RELATED_TYPES, limit=cfg.related_memories)
@@ -202,7 +214,8 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     new_texts = [embed_text(m) for m in memories if vectors_for.get(m.id)]
     new_vectors = iter(engine.embedder.embed(new_texts)) if new_texts else iter(())
     vectors = [next(new_vectors) if vectors_for.get(m.id) else None for m in memories]
-    env.commit(memories, vectors, [m.id for m in batch])
+    env.commit(user_id, memories, vectors, [m.id for m in batch],
+               anchors=[m.id for m in memories if m.id not in vectors_for])
     return report
 
 

@@ -130,15 +130,20 @@ def _aware(moment: datetime | None) -> datetime | None:
 def adjust(ranked: list[ScoredMemory], cfg: RetrievalSettings, *, time_range: TimeRange | None,
            now: datetime) -> list[ScoredMemory]:
     """Apply type weights, the time boost and recency, in place; returns the list sorted."""
-    fuzzy = widen(time_range, cfg.time_fuzz_days) if time_range is not None else None
+    boosting = time_range is not None and cfg.time_mode == "boost" and cfg.time_boost > 0
+    fuzzy = widen(time_range, cfg.time_fuzz_days) if boosting else None
     now = as_aware(now)
     for item in ranked:
         memory = item.memory
         factor = cfg.type_weights.get(memory.type.value, 1.0)
-        if fuzzy is not None and cfg.time_mode == "boost" and meets(
-                memory.event_start, memory.event_end, memory.created_at, fuzzy):
-            factor *= 1.0 + cfg.time_boost
-            item.scores["time_match"] = 1.0
+        if boosting and fuzzy is not None:
+            # the full boost inside the range, half of it in the fuzzy margin around it
+            if meets(memory.event_start, memory.event_end, memory.created_at, time_range):
+                factor *= 1.0 + cfg.time_boost
+                item.scores["time_match"] = 1.0
+            elif meets(memory.event_start, memory.event_end, memory.created_at, fuzzy):
+                factor *= 1.0 + cfg.time_boost / 2
+                item.scores["time_match"] = 0.5
         if cfg.recency_half_life_days:
             age_days = max(0.0, (now - as_aware(memory.created_at)).total_seconds() / 86400.0)
             decay = math.pow(0.5, age_days / cfg.recency_half_life_days)

@@ -82,7 +82,10 @@ class MemoryStore(Protocol):
 
     # -- records ------------------------------------------------------------------------------
     def put(self, memories: Sequence[Memory], vectors: np.ndarray | None = None) -> None:
-        """Insert or replace records (and their vectors, aligned by row) atomically: all or none."""
+        """Insert or replace records (and their vectors, aligned by row) atomically: all or none.
+
+        A None vector row keeps an existing memory's stored vector; an empty row (size 0) clears it,
+        so the memory counts as needing a vector until it is re-embedded."""
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]: ...
     def delete(self, user_id: str, ids: Sequence[str]) -> int: ...
     def delete_user(self, user_id: str) -> int: ...

@@ -328,13 +328,17 @@ class SQLiteStore:
         for i, memory in enumerate(memories):
             blob = None
             model = None
+            clear_vector = False
             if vectors is not None and vectors[i] is not None:
-                blob = np.asarray(vectors[i], dtype=np.float16).tobytes()
-                model = self.embedding_model
+                if np.size(vectors[i]) == 0:  # an empty row clears a stale vector (re-embedded later)
+                    clear_vector = True
+                else:
+                    blob = np.asarray(vectors[i], dtype=np.float16).tobytes()
+                    model = self.embedding_model
             old = conn.execute("SELECT rowid, user_id FROM memories WHERE id=?", (memory.id,)).fetchone()
             if old is not None and old[1] != memory.user_id:
                 raise ValueError(f"memory id {memory.id!r} belongs to another user")
-            if old is not None and blob is None:  # keep the stored vector when only fields change
+            if old is not None and blob is None and not clear_vector:  # only fields change: keep the vector
                 kept = conn.execute("SELECT vector, embedding_model FROM memories WHERE rowid=?", (old[0],)).fetchone()
                 blob, model = kept
             values = (

@@ -1,0 +1,36 @@
+"""Switching provider is configuration only: settings build the right clients."""
+
+from __future__ import annotations
+
+from fakes.fake_model_server import FakeModelServer
+
+from memoryscope_plugins import MemoryScope, Settings
+from memoryscope_plugins.models.factory import build_embedder, build_llm, build_reranker
+
+
+def test_defaults_are_local_and_offline():
+    settings = Settings()
+    assert build_embedder(settings.embedder).name.startswith("local:")
+    assert build_llm(settings.llm) is None
+    assert build_reranker(settings.reranker) is None
+
+
+def test_remote_embedder_from_settings_alone(tmp_path, monkeypatch):
+    with FakeModelServer(embedding_dim=16) as server:
+        monkeypatch.setenv("MEMORYSCOPE_EMBEDDER__PROVIDER", "openai")
+        monkeypatch.setenv("MEMORYSCOPE_EMBEDDER__MODEL", "text-embedding-3-small")
+        monkeypatch.setenv("MEMORYSCOPE_EMBEDDER__BASE_URL", server.url + "/v1")
+        monkeypatch.setenv("MEMORYSCOPE_EMBEDDER__API_KEY", "sk-from-env")
+        monkeypatch.setenv("MEMORYSCOPE_LLM__PROVIDER", "openai")
+        monkeypatch.setenv("MEMORYSCOPE_LLM__MODEL", "qwen-plus")
+        monkeypatch.setenv("MEMORYSCOPE_LLM__BASE_URL", server.url + "/v1")
+        monkeypatch.setenv("MEMORYSCOPE_CONSOLIDATION__ENABLED", "false")
+        settings = Settings()
+        assert "sk-from-env" not in repr(settings) and "sk-from-env" not in str(settings.redacted())
+        with MemoryScope(settings, path=tmp_path / "m.db") as memory:
+            assert memory.embedder.name.startswith("openai:text-embedding-3-small")
+            assert memory.llm is not None
+            memory.record("anna", [("user", "remote embeddings work")])
+            assert memory.retrieve("anna", "remote embeddings").memories
+            auth = server.requests_to("/v1/embeddings")[0].headers.get("Authorization")
+            assert auth == "Bearer sk-from-env"
