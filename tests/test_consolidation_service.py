@@ -514,3 +514,29 @@ def test_worker_command_without_a_model_says_so(tmp_path, capsys):
     args = parser.parse_args(["--store", str(tmp_path / "m.db"), "worker", "--once"])
     assert args.func(args) == 2
     assert "needs a model" in capsys.readouterr().err
+
+
+def test_delete_all_during_a_step_brings_nothing_back(tmp_path, server, brain, local_embedder):
+    engine = make_engine(tmp_path, server, local_embedder)
+    entered, release = threading.Event(), threading.Event()
+    normal = brain.extract
+
+    def slow(prompt):
+        entered.set()
+        release.wait(10)
+        return normal(prompt)
+    brain.extract = slow
+    try:
+        engine.record("anna", [user_msg("I'm vegetarian.", at(1))])
+        result: dict = {}
+        step = threading.Thread(target=lambda: result.update(r=engine.consolidate("anna")))
+        step.start()
+        assert entered.wait(10)
+        assert engine.delete_all("anna") == 1
+        release.set()
+        step.join(10)
+        assert result["r"].added == ["Anna is vegetarian."]  # computed, but dropped at commit
+        assert engine.list("anna") == [] and engine.store.users_with_pending() == []
+    finally:
+        release.set()
+        engine.close()

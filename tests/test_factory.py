@@ -18,7 +18,7 @@ def test_defaults_are_local_and_offline():
 def test_remote_embedder_from_settings_alone(tmp_path, monkeypatch):
     with FakeModelServer(embedding_dim=16) as server:
         monkeypatch.setenv("MEMORYSCOPE_EMBEDDER__PROVIDER", "openai")
-        monkeypatch.setenv("MEMORYSCOPE_EMBEDDER__MODEL", "text-embedding-3-small")
+        monkeypatch.setenv("MEMORYSCOPE_EMBEDDER__MODEL", "bge-m3")
         monkeypatch.setenv("MEMORYSCOPE_EMBEDDER__BASE_URL", server.url + "/v1")
         monkeypatch.setenv("MEMORYSCOPE_EMBEDDER__API_KEY", "sk-from-env")
         monkeypatch.setenv("MEMORYSCOPE_LLM__PROVIDER", "openai")
@@ -28,9 +28,10 @@ def test_remote_embedder_from_settings_alone(tmp_path, monkeypatch):
         settings = Settings()
         assert "sk-from-env" not in repr(settings) and "sk-from-env" not in str(settings.redacted())
         with MemoryScope(settings, path=tmp_path / "m.db") as memory:
-            assert memory.embedder.name.startswith("openai:text-embedding-3-small")
+            assert memory.embedder.name.startswith("openai:bge-m3")
             assert memory.llm is not None
             memory.record("anna", [("user", "remote embeddings work")])
+            assert memory.store.count_needing_vectors() == 0
             assert memory.retrieve("anna", "remote embeddings").memories
-            auth = server.requests_to("/v1/embeddings")[0].headers.get("Authorization")
-            assert auth == "Bearer sk-from-env"
+            headers = {k.lower(): v for k, v in server.requests_to("/v1/embeddings")[0].headers.items()}
+            assert headers["authorization"] == "Bearer sk-from-env"

@@ -149,6 +149,7 @@ def _apply(env: StepEnv, user_id: str, value: Any, prompt: PromptSet, observatio
     by_subject = {normalise(str(m.metadata.get("subject"))): m for m in state.insights if m.metadata.get("subject")}
     changed: dict[str, Memory] = {}
     new_vectors: set[str] = set()
+    created: set[str] = set()
     for index, raw in enumerate(items):
         if not isinstance(raw, dict):
             continue
@@ -187,6 +188,7 @@ def _apply(env: StepEnv, user_id: str, value: Any, prompt: PromptSet, observatio
                              created_at=latest, updated_at=now, source_ids=source_ids,
                              metadata={"subject": subject, "value": text, "revision": 1, "origin": "reflection"})
             new_vectors.add(insight.id)
+            created.add(insight.id)
         changed[insight.id] = insight
         by_subject[normalise(subject)] = insight
         for other in _labels(raw.get("merge"), "I", insights):
@@ -212,6 +214,7 @@ def _apply(env: StepEnv, user_id: str, value: Any, prompt: PromptSet, observatio
         current.metadata = {**current.metadata, "checked_expired": sorted(checked)}
         changed[current.id] = current
     env.notes["reflect_vectors"] = new_vectors
+    env.notes["reflect_created"] = created
     return list(changed.values())
 
 
@@ -242,5 +245,5 @@ def _commit_marks(env: StepEnv, observations: Sequence[Memory], changed: Sequenc
     texts = [embed_text(m) for m in memories if m.id in need]
     fresh = iter(env.engine.embedder.embed(texts)) if texts else iter(())
     vectors = [next(fresh) if m.id in need else None for m in memories]
-    existing = [m.id for m in memories if m.id not in need or m.metadata.get("revision", 1) > 1]
-    env.commit(memories[0].user_id, memories, vectors, [], anchors=[m.id for m in observations][:50] or existing)
+    created = env.notes.pop("reflect_created", set())
+    env.commit(memories[0].user_id, memories, vectors, [], anchors=[m.id for m in memories if m.id not in created])
