@@ -188,9 +188,13 @@ def open_store(args: argparse.Namespace) -> Iterator[tuple[Any, dict[str, Any]]]
                           "max_wal_size": "8GB", "checkpoint_timeout": "15min", "effective_cache_size": "16GB"}))
             dsn = server.create_database("scale")
             info["server"] = "embedded PostgreSQL 18 + pgvector 0.8 (fsync on)"
-        store = PostgresStore(dsn, embedding_model=EMBEDDER_NAME, table_prefix="scale_",
-                              pool_max_size=max(4, args.writers + 2))
+        import uuid
+
         import psycopg
+        prefix = f"scale_{uuid.uuid4().hex[:6]}_"  # fresh tables; dropped at the end unless --keep
+        store = PostgresStore(dsn, embedding_model=EMBEDDER_NAME, table_prefix=prefix,
+                              pool_max_size=max(4, args.writers + 2))
+        info["prefix"] = prefix
 
         def size() -> int:
             with psycopg.connect(dsn) as conn:
@@ -200,12 +204,16 @@ def open_store(args: argparse.Namespace) -> Iterator[tuple[Any, dict[str, Any]]]
 
         def analyze() -> None:
             with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute("VACUUM ANALYZE scale_memories")
+                conn.execute(f"VACUUM ANALYZE {prefix}memories")
         info["analyze"] = analyze
         try:
             yield store, info
         finally:
             store.close()
+            if not args.keep:
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    for table in ("memories", "messages", "leases", "meta"):
+                        conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -221,6 +229,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                               f"{platform.python_implementation()} {platform.python_version()}"}
     with open_store(args) as (store, info):
         report["server"] = info.get("server")
+        report["pg_prefix"] = info.get("prefix")
         # -- ingest ------------------------------------------------------------------------------
         lock = threading.Lock()
         generator = _batches(corpus, args.memories, args.users, args.batch, args.seed + 1)
@@ -331,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="ingest inside PostgresStore.bulk_load() (HNSW built once at the end, included in the time)")
     parser.add_argument("--pg-maintenance-mem", default="4GB", help="maintenance_work_mem for the bulk HNSW build")
     parser.add_argument("--dir", help="folder for the SQLite file / embedded PostgreSQL data")
-    parser.add_argument("--keep", action="store_true", help="keep the SQLite file")
+    parser.add_argument("--keep", action="store_true", help="keep the SQLite file / the PostgreSQL tables")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", help="write the report here")
     args = parser.parse_args(argv)

@@ -17,7 +17,7 @@ import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO, Any, Iterable, Mapping, Sequence
+from typing import IO, Any, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -108,6 +108,7 @@ class MemoryScope:
             log.warning("could not embed stored memories on start (%s)", type(exc).__name__)
             self._vectors_missing = True
         self._consolidation = None
+        self._worker_task: asyncio.Task | None = None
         if self.llm is not None and settings.consolidation.enabled:
             self._consolidation = self._build_consolidation(start_worker)
 
@@ -255,7 +256,7 @@ class MemoryScope:
         if vectors is not None and self._vectors_missing:
             self._catch_up_vectors()
         if self._consolidation is not None:
-            self._consolidation.notify(user_id)
+            self._consolidation.notify(user_id, len(parsed))
         return [m.id for m in memories]
 
     def _previous_turn(self, user_id: str, agent_id: str, session_id: str | None,
@@ -550,10 +551,75 @@ class MemoryScope:
             return ConsolidationReport.no_llm()
         return self._consolidation.reflect(user_id)
 
-    def flush(self, timeout: float | None = None) -> None:
-        """Wait until every pending message has been consolidated (no-op without an LLM)."""
-        if self._consolidation is not None:
-            self._consolidation.flush(timeout)
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every pending message has been consolidated; True when nothing is left pending
+        (always True without an LLM, which has nothing to consolidate)."""
+        if self._consolidation is None:
+            return True
+        return self._consolidation.flush(timeout)
+
+    def usage(self, user_id: str | None = None, operation: str | None = None):
+        """LLM tokens spent by consolidation and reflection, per user and/or operation
+        (a `TokenUsage`; zero without an LLM)."""
+        from .models.base import TokenUsage
+        if self._consolidation is None:
+            return TokenUsage()
+        return self._consolidation.usage.get(user_id=user_id, operation=operation)
+
+    async def astart_worker(self) -> None:
+        """Start background consolidation as an asyncio task on the running loop
+        (``consolidation.worker = "asyncio"``); `aclose` stops it."""
+        if self._consolidation is None:
+            return
+        if self._worker_task is None or self._worker_task.done():
+            self._worker_task = self._consolidation.start_async()
+
+    # -- chat with memory ---------------------------------------------------------------------------
+    def chat_with_memory(self, user_id: str, message: str, *, agent_id: str = "assistant",
+                         session_id: str | None = None, system_prompt: str | None = None, top_k: int | None = None,
+                         now: datetime | str | None = None, show_consolidation: bool = False,
+                         history: Sequence[Mapping[str, Any]] | None = None, user_name: str | None = None):
+        """Retrieve -> system prompt with the memories -> LLM -> record the turn. Returns a `ChatTurn`
+        (the answer, the memories used and, when asked, what consolidation did). Needs an LLM."""
+        from . import chat
+        return chat.chat_with_memory(self, user_id, message, agent_id=agent_id, session_id=session_id,
+                                     system_prompt=system_prompt, top_k=top_k, now=now,
+                                     show_consolidation=show_consolidation, history=history, user_name=user_name)
+
+    async def achat_with_memory(self, user_id: str, message: str, *, agent_id: str = "assistant",
+                                session_id: str | None = None, system_prompt: str | None = None,
+                                top_k: int | None = None, now: datetime | str | None = None,
+                                show_consolidation: bool = False, history: Sequence[Mapping[str, Any]] | None = None,
+                                user_name: str | None = None):
+        """Async twin of :meth:`chat_with_memory` (the model is called with its native async client)."""
+        from . import chat
+        return await chat.achat_with_memory(self, user_id, message, agent_id=agent_id, session_id=session_id,
+                                            system_prompt=system_prompt, top_k=top_k, now=now,
+                                            show_consolidation=show_consolidation, history=history,
+                                            user_name=user_name)
+
+    def stream_chat_with_memory(self, user_id: str, message: str, *, agent_id: str = "assistant",
+                                session_id: str | None = None, system_prompt: str | None = None,
+                                top_k: int | None = None, now: datetime | str | None = None,
+                                history: Sequence[Mapping[str, Any]] | None = None, turn=None,
+                                user_name: str | None = None) -> Iterator[str]:
+        """Like :meth:`chat_with_memory`, yielding the answer as it is generated; the turn is recorded
+        when the stream ends. Pass a `ChatTurn` as `turn` to receive the memories used."""
+        from . import chat
+        return chat.stream_chat_with_memory(self, user_id, message, agent_id=agent_id, session_id=session_id,
+                                            system_prompt=system_prompt, top_k=top_k, now=now, history=history,
+                                            turn=turn, user_name=user_name)
+
+    def astream_chat_with_memory(self, user_id: str, message: str, *, agent_id: str = "assistant",
+                                 session_id: str | None = None, system_prompt: str | None = None,
+                                 top_k: int | None = None, now: datetime | str | None = None,
+                                 history: Sequence[Mapping[str, Any]] | None = None, turn=None,
+                                 user_name: str | None = None) -> AsyncIterator[str]:
+        """Async twin of :meth:`stream_chat_with_memory` (an async iterator of text chunks)."""
+        from . import chat
+        return chat.astream_chat_with_memory(self, user_id, message, agent_id=agent_id, session_id=session_id,
+                                             system_prompt=system_prompt, top_k=top_k, now=now, history=history,
+                                             turn=turn, user_name=user_name)
 
     def close(self) -> None:
         """Stop the background worker (finishing its current step) and close the store."""
@@ -574,6 +640,14 @@ class MemoryScope:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`: stops an asyncio worker task, then closes."""
+        if self._consolidation is not None and self._worker_task is not None:
+            await self._consolidation.astop()
+            await self._worker_task
+            self._worker_task = None
         await asyncio.to_thread(self.close)
 
     arecord = _async_twin(record)
@@ -590,7 +664,6 @@ class MemoryScope:
     aconsolidate = _async_twin(consolidate)
     areflect = _async_twin(reflect)
     aflush = _async_twin(flush)
-    aclose = _async_twin(close)
 
 
 # -- helpers ----------------------------------------------------------------------------------------

@@ -100,8 +100,8 @@ class RetrievalSettings(BaseModel):
 class ConsolidationSettings(BaseModel):
     enabled: bool = True
     worker: Literal["thread", "asyncio", "none"] = "thread"
-    every_messages: int = Field(2, ge=1)
-    every_seconds: float = Field(5.0, gt=0)
+    every_messages: int = Field(6, ge=1, description="consolidate a user once this many messages are pending")
+    every_seconds: float = Field(30.0, gt=0, description="...or once the oldest pending message is this old")
     reflect_every_observations: int = Field(6, ge=1)
     context_messages: int = Field(6, ge=0)
     related_memories: int = Field(8, ge=0)
@@ -109,6 +109,12 @@ class ConsolidationSettings(BaseModel):
     lease_ttl_s: float = Field(300.0, gt=0)
     language: Literal["auto", "en", "zh"] = "auto"
     prompts_dir: Path | None = None
+    flush_on_close: bool = True
+    close_timeout_s: float = Field(30.0, gt=0)
+    batch_messages: int = Field(20, ge=1, description="messages consolidated per LLM call at most")
+    batch_chars: int = Field(16000, ge=100, description="characters consolidated per LLM call at most")
+    threads: int = Field(4, ge=1, description="users consolidated in parallel by the thread worker")
+    max_backoff_s: float = Field(300.0, gt=0, description="longest wait before retrying a failed user")
 
 
 class Settings(BaseSettings):

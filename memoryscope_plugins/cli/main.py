@@ -202,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.set_defaults(func=cmd_import)
 
+    from .worker import add_parser as add_worker_parser
+    add_worker_parser(sub)
+
     sub.add_parser("users", help="list users").set_defaults(func=cmd_users)
     sub.add_parser("reembed", help="re-embed memories made by another embedding model").set_defaults(func=cmd_reembed)
     return parser
