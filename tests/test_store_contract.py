@@ -122,10 +122,6 @@ def store(store_factory):
 def test_a_reembedded_row_leaves_the_old_models_vector_search(store, store_factory, request):
     """A store that already searched (and, for SQLite, cached the user's vectors) must stop
     returning a memory once another process re-embedded it with another model."""
-    if store_factory.backend == "sqlite":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "SQLiteStore bug: _refresh only reloads rows whose embedding_model is the store's, so a row "
-            "moved to another model by set_vectors stays in the cached matrix with its old vector")))
     store.put([mem("r1", content="one"), mem("r2", content="two")], np.stack([unit(1), unit(2)]))
     assert sorted(ids(vector_search(store, "alice", unit(1)))) == ["r1", "r2"]
     other = store_factory("model-b")

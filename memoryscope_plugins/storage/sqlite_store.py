@@ -670,15 +670,23 @@ class SQLiteStore:
     def _refresh(self, cached: _UserVectors, user_id: str, rev: int) -> _UserVectors:
         """Apply the rows changed since the cache was built (no deletions happened in between)."""
         with self._read() as conn:
-            changed = conn.execute(self._VECTOR_ROW + "AND seq > ? AND vector IS NOT NULL",
-                                   (user_id, self.embedding_model or "", cached.max_seq)).fetchall()
+            # every changed row, whatever its model: a cached row re-embedded by another model
+            # (or cleared) must leave the matrix
+            changed = conn.execute(
+                "SELECT rowid, vector, type, status, created_ts, event_start_ts, event_end_ts, agent_id, "
+                "session_id, seq, embedding_model FROM memories WHERE user_id=? AND seq > ?",
+                (user_id, cached.max_seq)).fetchall()
         if not changed:
             cached.rev = rev
             return cached
-        updated = [r for r in changed if r[0] in cached.position]
-        added = [r for r in changed if r[0] not in cached.position]
-        if updated:  # status/type/time changes in place; rare, so a full rebuild is simplest
+        if any(r[0] in cached.position for r in changed):
+            # status/type/time/vector changes in place; rare, so a full rebuild is simplest
             return self._load_full(user_id, rev, cached.epoch)
+        added = [r[:10] for r in changed if r[1] is not None and r[10] == (self.embedding_model or "")]
+        if not added:
+            cached.rev = rev
+            cached.max_seq = max(cached.max_seq, max(r[9] for r in changed))
+            return cached
         extra = self._build(added, rev, cached.epoch)
         if cached.matrix.shape[0] and extra.matrix.shape[1] != cached.matrix.shape[1]:
             return self._load_full(user_id, rev, cached.epoch)
