@@ -251,8 +251,9 @@ class MemoryScope:
             memories.append(memory)
             prior = memory
         vectors = self._embed_documents(memories)
+        # a message and its turn memory share one id, so sources (message ids) open with get()
         self.store.append_messages(user_id, agent_id, parsed, session_id=session_id, memories=memories,
-                                   vectors=vectors)
+                                   vectors=vectors, message_ids=[m.id for m in memories])
         if vectors is not None and self._vectors_missing:
             self._catch_up_vectors()
         if self._consolidation is not None:

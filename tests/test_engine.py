@@ -283,3 +283,11 @@ def test_expired_status_value(engine):
     memory = engine.add("anna", "old fact")
     engine.update("anna", memory.id, status=MemoryStatus.EXPIRED)
     assert engine.get("anna", memory.id).status is MemoryStatus.EXPIRED
+
+
+def test_a_message_and_its_turn_memory_share_an_id(engine):
+    ids = engine.record("anna", [("user", "first"), ("assistant", "second")])
+    logged = engine.store.pending_messages("anna")
+    assert [m.id for m in logged] == ids
+    assert engine.get("anna", logged[0].id).content == "first"
+    assert engine.get("anna", ids[1]).previous_id == ids[0]

@@ -105,8 +105,10 @@ class MemoryStore(Protocol):
     # -- the durable message log ----------------------------------------------------------------
     def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
                         session_id: str | None = None,
-                        memories: Sequence[Memory] = (), vectors: np.ndarray | None = None) -> list[str]:
-        """Log messages (and, in the same transaction, the memories made from them)."""
+                        memories: Sequence[Memory] = (), vectors: np.ndarray | None = None, *,
+                        message_ids: Sequence[str] | None = None) -> list[str]:
+        """Log messages (and, in the same transaction, the memories made from them); returns their
+        ids (`message_ids` when given: the engine gives each message its turn memory's id)."""
     def pending_messages(self, user_id: str, limit: int = 100) -> list[StoredMessage]: ...
     def mark_messages(self, ids: Sequence[str], state: str) -> None: ...
     def commit_consolidation(self, memories: Sequence[Memory], vectors: np.ndarray | None,

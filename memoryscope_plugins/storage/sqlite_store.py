@@ -709,8 +709,11 @@ class SQLiteStore:
     # -- the durable message log ------------------------------------------------------------------
     def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
                         session_id: str | None = None, memories: Sequence[Memory] = (),
-                        vectors: np.ndarray | None = None, *, state: str = "pending") -> list[str]:
-        ids = [uuid.uuid4().hex for _ in messages]
+                        vectors: np.ndarray | None = None, *, state: str = "pending",
+                        message_ids: Sequence[str] | None = None) -> list[str]:
+        ids = list(message_ids) if message_ids is not None else [uuid.uuid4().hex for _ in messages]
+        if len(ids) != len(messages):
+            raise ValueError("message_ids must align with messages")
         with self._write() as conn:
             for message_id, message in zip(ids, messages):
                 conn.execute(
