@@ -2,8 +2,9 @@
 
 `chat_json` asks with ``json_mode=True``, parses the answer tolerantly (code fences, prose around
 the JSON, ``<think>`` blocks, trailing commas, single-quoted strings, Python literals), checks
-required keys, and re-asks up to ``max_repairs`` times with the error appended. If the optional
-`json_repair` package is installed it is tried as a last resort before re-asking.
+required keys, and re-asks up to ``max_repairs`` times with the error appended. Truncated or
+otherwise broken JSON is never "repaired" by guessing (a cut-off answer would become a cut-off
+memory): it is asked for again.
 """
 
 from __future__ import annotations
@@ -50,9 +51,6 @@ def parse_json_loose(text: str) -> JsonValue:
                 return _loads_lenient(span)
             except ValueError as exc:
                 first_error = first_error or str(exc)
-    repaired = _json_repair(cleaned)
-    if repaired is not None:
-        return repaired
     raise JsonParseError(first_error or "no JSON object or array found in the answer")
 
 
@@ -169,19 +167,6 @@ def _unescape_single(body: str) -> str:
         return json.loads('"' + body.replace('"', '\\"').replace("\\'", "'") + '"')
     except json.JSONDecodeError:
         return body.replace("\\'", "'")
-
-
-def _json_repair(text: str) -> JsonValue | None:
-    """Last resort through the optional `json_repair` package (None if absent or useless)."""
-    try:
-        import json_repair
-    except ImportError:
-        return None
-    try:
-        value = json_repair.loads(text)
-    except Exception:  # noqa: BLE001 - a third-party parser; any failure means "no"
-        return None
-    return value if isinstance(value, (dict, list)) and value else None
 
 
 def missing_keys(value: JsonValue, required_keys: Sequence[str]) -> list[str]:

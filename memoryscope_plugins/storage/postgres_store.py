@@ -16,7 +16,7 @@ Layout (every table name starts with the configured prefix, default ``memoryscop
   when the row is free, expired or already ours (the database clock decides expiry), so one
   user's consolidation runs in one process at a time across processes and hosts.
 
-Search runs both channels in one SQL statement (CTEs): full text ranked by ``ts_rank_cd`` and
+Search runs both channels in one SQL statement (CTEs): full text ranked by ``ts_rank`` (normalised by document length) and
 vectors by cosine distance, each with the same filters and its own top-N, returned with per-channel
 ranks and scores (the engine fuses them). The vector channel is exact when the filtered set is small
 (at most ``exact_vector_rows``; decided inside the same statement) and otherwise uses the HNSW index
@@ -224,7 +224,7 @@ class PostgresStore:
 
     def __init__(self, conninfo: str, *, embedding_model: str | None = None, table_prefix: str = "memoryscope_",
                  text_search_config: str = "english", pool_min_size: int = 1, pool_max_size: int = 8,
-                 lock_timeout_s: float = 10.0, connect_timeout_s: float = 10.0, exact_vector_rows: int = 20_000,
+                 lock_timeout_s: float = 10.0, connect_timeout_s: float = 10.0, exact_vector_rows: int = 5_000,
                  hnsw_m: int = 16, hnsw_ef_construction: int = 64, hnsw_ef_search: int = 100,
                  connect_kwargs: dict[str, Any] | None = None) -> None:
         prefix = table_prefix.lower()
@@ -306,6 +306,9 @@ class PostgresStore:
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
         conn.execute(f"SET hnsw.ef_search = {self._hnsw[2]}")
         conn.execute("SET hnsw.max_scan_tuples = 50000")
+        # searches are short and many: no parallel workers (their start-up alone costs more than
+        # a per-user scan, and the plan's unused branch would start them too)
+        conn.execute("SET max_parallel_workers_per_gather = 0")
         conn.commit()
 
     def _translate(self, exc: BaseException) -> StoreError:
@@ -722,7 +725,7 @@ class PostgresStore:
             params["cfg"] = self.text_search_config
             ctes.append(
                 "tq AS (SELECT replace(plainto_tsquery(%(cfg)s::regconfig, %(text)s)::text, ' & ', ' | ')::tsquery AS q), "
-                "t0 AS (SELECT m.rowid, ts_rank_cd(m.tsv, tq.q) AS score FROM {memories} m, tq "
+                "t0 AS (SELECT m.rowid, ts_rank(m.tsv, tq.q, 1) AS score FROM {memories} m, tq "
                 f"WHERE m.tsv @@ tq.q AND {where} ORDER BY score DESC, m.rowid LIMIT %(limit)s), "
                 "t AS (SELECT rowid, score, row_number() OVER (ORDER BY score DESC, rowid) AS rank FROM t0)")
         else:
