@@ -77,7 +77,7 @@ def test_round_trip_every_field_exactly(store):
         updated_at=datetime(2023, 5, 9, 1, 2, 3, 999999, tzinfo=PST),
         event_start=datetime(2023, 5, 1, tzinfo=timezone.utc), event_end=datetime(2023, 5, 2, 6, 30, tzinfo=IST),
         speaker="Zoë", role="user", session_id="session 7", context="the turn before: «hi»",
-        superseded_by=None, source_ids=["msg-1", "msg-2"],
+        superseded_by=None, source_ids=["msg-1", "msg-2"], previous_id="m-ü-0",
         metadata={"dia_id": "D1:3", "nested": {"list": [1, 2.5, "x", None, True]}, "emoji": "😀", "n": 10 ** 15},
     )
     store.put([memory], np.stack([unit(1)]))
@@ -516,3 +516,21 @@ def test_meta_get_and_set(store, store_factory):
     store.set_meta("contract.key", "two ✓")
     assert store.get_meta("contract.key") == "two ✓"
     assert store_factory("model-a").get_meta("contract.key") == "two ✓"
+
+
+def test_an_empty_vector_row_clears_the_stored_vector(store):
+    store.put([mem("c1", content="cleared later")], np.stack([unit(1)]))
+    assert store.count_needing_vectors() == 0
+    store.put([mem("c1", content="changed text")], [np.zeros(0, dtype=np.float32)])
+    assert store.count_needing_vectors() == 1
+    assert ids(vector_search(store, "alice", unit(1))) == []
+    assert ids(text_search(store, "alice", "changed")) == ["c1"]
+
+
+def test_messages_can_take_the_ids_they_are_given(store):
+    logged = store.append_messages("alice", "agent", [Message(role="user", content="one", timestamp=T0)],
+                                   memories=[mem("given-1", content="one")], vectors=np.stack([unit(1)]),
+                                   message_ids=["given-1"])
+    assert logged == ["given-1"]
+    assert [m.id for m in store.pending_messages("alice")] == ["given-1"]
+    assert ids(store.get("alice", ["given-1"])) == ["given-1"]

@@ -180,3 +180,42 @@ def test_postgres_hnsw_path_finds_k_filtered_rows(pg_store_factory):
         assert len(found) == 20
         assert all(c.memory.user_id == user for c in found)
         assert len(exact & set(ids(found))) >= 18
+
+
+@pytest.mark.parametrize("backend", ["postgres", ES_ID])
+def test_server_store_from_settings(backend, request):
+    """The engine builds server stores with `from_settings(StoreSettings, embedding_model=...)`."""
+    from memoryscope_plugins.settings import StoreSettings
+    if backend == "postgres":
+        server = request.getfixturevalue("pg_server")
+        from memoryscope_plugins.storage.postgres_store import PostgresStore
+        cfg = StoreSettings(backend="postgres", url=server.contract_dsn, index_prefix=f"FromSettings-{next(_counter)}")
+        store = PostgresStore.from_settings(cfg, embedding_model="model-a")
+        assert store.prefix.startswith("fromsettings_")
+    else:
+        server = request.getfixturevalue("es_server")
+        from memoryscope_plugins.storage.elasticsearch_store import ElasticsearchStore
+        cfg = StoreSettings(backend="elasticsearch", url=server.url, index_prefix=f"msp-fs-{os.getpid()}-{next(_counter)}",
+                            username="elastic", password="changeme", verify_certs=False)
+        store = ElasticsearchStore.from_settings(cfg, embedding_model="model-a")
+    try:
+        store.put([mem("fs1", content="from settings")], np.stack([unit(1)]))
+        assert ids(store.get("alice", ["fs1"])) == ["fs1"]
+        assert ids(vector_search(store, "alice", unit(1))) == ["fs1"]
+    finally:
+        if backend != "postgres":
+            store.drop_indices()
+        store.close()
+
+
+def test_server_store_unreachable_raises_store_error():
+    from memoryscope_plugins.errors import StoreError
+    port = servers.free_port()
+    pytest.importorskip("psycopg")
+    from memoryscope_plugins.storage.postgres_store import PostgresStore
+    with pytest.raises(StoreError):
+        PostgresStore(f"postgresql://nobody@127.0.0.1:{port}/none", connect_timeout_s=2)
+    pytest.importorskip("elasticsearch")
+    from memoryscope_plugins.storage.elasticsearch_store import ElasticsearchStore
+    with pytest.raises(StoreError):
+        ElasticsearchStore(f"http://127.0.0.1:{port}", request_timeout_s=2)

@@ -3,7 +3,7 @@
 Indices (the prefix is configurable, default ``memoryscope``):
 
 - ``<prefix>-memories``: one document per memory (``_id`` = the memory id). Full text goes to a
-  ``search_text`` field (speaker + content + context) analysed with the ``english`` analyzer, with a
+  ``search_text`` field (`indexing.full_text`: date, the turn answered, speaker, content) analysed with the ``english`` analyzer, with a
   ``search_text.cjk`` subfield analysed by the ``cjk`` analyzer (bigrams), so Chinese, Japanese and
   Korean queries match without a segmenter. Filters use keyword fields (user, agent, type, status,
   session, embedding model) and integer microsecond times (message time, event start, event end),
@@ -50,6 +50,7 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
 
 from ..errors import NotFoundError, SchemaVersionError, StoreError
 from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
+from ..indexing import full_text
 from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ _MEMORY_PROPERTIES: dict[str, Any] = {
     "session_id": {"type": "keyword"},
     "speaker": {"type": "keyword"},
     "role": {"type": "keyword"},
+    "previous_id": _STORED,
     "content": {"type": "text", "index": False},
     "context": {"type": "text", "index": False},
     "search_text": {"type": "text", "analyzer": "english",
@@ -119,17 +121,13 @@ def _doc_id(memory_id: str) -> str:
     return "h:" + hashlib.sha256(memory_id.encode("utf-8")).hexdigest()
 
 
-def _index_text(memory: Memory) -> str:
-    return " ".join(p for p in (memory.speaker or "", memory.content, memory.context or "") if p)
-
-
 def _memory_source(memory: Memory, seq: int) -> dict[str, Any]:
     event_last = memory.event_end if memory.event_end is not None else memory.event_start
     return {
         "id": memory.id, "user_id": memory.user_id, "agent_id": memory.agent_id, "type": memory.type.value,
         "status": memory.status.value, "session_id": memory.session_id, "speaker": memory.speaker,
         "role": memory.role, "content": memory.content, "context": memory.context,
-        "search_text": _index_text(memory),
+        "search_text": full_text(memory), "previous_id": memory.previous_id,
         "created_at": _iso(memory.created_at), "updated_at": _iso(memory.updated_at),
         "event_start": _iso(memory.event_start), "event_end": _iso(memory.event_end),
         "created_us": _us(memory.created_at), "event_start_us": _us(memory.event_start),
@@ -148,6 +146,7 @@ def _source_to_memory(src: dict[str, Any]) -> Memory:
         event_start=_parse_iso(src.get("event_start")), event_end=_parse_iso(src.get("event_end")),
         superseded_by=src.get("superseded_by"), source_ids=list(src.get("source_ids") or []),
         metadata=json.loads(src.get("metadata_json") or "{}"), embedding_model=src.get("embedding_model"),
+        previous_id=src.get("previous_id"),
     )
 
 
@@ -412,8 +411,12 @@ class ElasticsearchStore:
             return [], []
         rows = _as_rows(vectors, len(memories))
         merged: dict[str, tuple[Memory, np.ndarray | None]] = {}
+        cleared: set[str] = set()
         for memory, vector in zip(memories, rows):
-            if memory.id in merged and vector is None:
+            if vector is not None and vector.size == 0:  # an empty row clears a stale vector
+                cleared.add(memory.id)
+                vector = None
+            elif memory.id in merged and vector is None:
                 vector = merged[memory.id][1]
             merged[memory.id] = (memory, vector)
         model = self.embedding_model
@@ -446,7 +449,7 @@ class ElasticsearchStore:
                 source["embedding_model"] = model
                 if field is not None:
                     source[field] = vector.tolist()
-            elif old is not None:  # keep the stored vector (and its model)
+            elif old is not None and memory.id not in cleared:  # keep the stored vector (and its model)
                 source["embedding_model"] = old["_source"].get("embedding_model")
                 source.update({k: v for k, v in old["_source"].items() if k.startswith(_VEC)})
             if old is None:
@@ -696,9 +699,12 @@ class ElasticsearchStore:
     # -- the durable message log ------------------------------------------------------------------
     def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
                         session_id: str | None = None, memories: Sequence[Memory] = (),
-                        vectors: np.ndarray | None = None, *, state: str = "pending") -> list[str]:
+                        vectors: np.ndarray | None = None, *, state: str = "pending",
+                        message_ids: Sequence[str] | None = None) -> list[str]:
+        ids = list(message_ids) if message_ids is not None else [uuid.uuid4().hex for _ in messages]
+        if len(ids) != len(messages):
+            raise ValueError("message_ids must align with messages")
         mem_ops, mem_undo = self._memory_ops(memories, vectors)
-        ids = [uuid.uuid4().hex for _ in messages]
         first = self._reserve("message_seq", len(messages))
         ops: list[dict[str, Any]] = []
         undo: list[dict[str, Any] | None] = []

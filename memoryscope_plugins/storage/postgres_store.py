@@ -53,6 +53,7 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
 
 from ..errors import NotFoundError, SchemaVersionError, StoreError, StoreLockedError
 from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
+from ..indexing import full_text
 from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,8 @@ _MIGRATIONS: list[tuple[int, list[str]]] = [
             speaker text,
             role text,
             session_id text,
+            previous_id text,
+            search_text text NOT NULL DEFAULT '',
             created_at text NOT NULL,
             created_ts timestamptz NOT NULL,
             updated_at text NOT NULL,
@@ -87,8 +90,7 @@ _MIGRATIONS: list[tuple[int, list[str]]] = [
             metadata text NOT NULL DEFAULT '{{}}',
             embedding_model text,
             embedding vector,
-            tsv tsvector GENERATED ALWAYS AS (to_tsvector({cfg}::regconfig,
-                coalesce(speaker, '') || ' ' || content || ' ' || coalesce(context, ''))) STORED
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector({cfg}::regconfig, search_text)) STORED
         )""",
         "CREATE INDEX IF NOT EXISTS {p}mem_user_time ON {p}memories (user_id, created_ts, rowid)",
         "CREATE INDEX IF NOT EXISTS {p}mem_user_event ON {p}memories (user_id, event_start_ts, event_end_ts) "
@@ -125,7 +127,7 @@ _MIGRATIONS: list[tuple[int, list[str]]] = [
 
 _MEMORY_COLUMNS = ("id, user_id, agent_id, type, status, content, context, speaker, role, session_id, "
                    "created_at, updated_at, event_start, event_end, superseded_by, source_ids, metadata, "
-                   "embedding_model")
+                   "embedding_model, previous_id")
 _M_COLUMNS = ", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))
 _MESSAGE_COLUMNS = "id, user_id, agent_id, session_id, role, name, content, timestamp, metadata, seq, state, attempts"
 
@@ -151,7 +153,7 @@ def _row_to_memory(row: Sequence[Any]) -> Memory:
         session_id=row[9], created_at=datetime.fromisoformat(row[10]),
         updated_at=datetime.fromisoformat(row[11]), event_start=_parse_iso(row[12]),
         event_end=_parse_iso(row[13]), superseded_by=row[14], source_ids=json.loads(row[15]),
-        metadata=json.loads(row[16]), embedding_model=row[17],
+        metadata=json.loads(row[16]), embedding_model=row[17], previous_id=row[18],
     )
 
 
@@ -390,8 +392,7 @@ class PostgresStore:
         p = self.prefix
         conn.execute(f"ALTER TABLE {p}memories DROP COLUMN tsv")
         conn.execute(f"ALTER TABLE {p}memories ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector("
-                     f"{cfg_literal}::regconfig, coalesce(speaker, '') || ' ' || content || ' ' || "
-                     f"coalesce(context, ''))) STORED")
+                     f"{cfg_literal}::regconfig, search_text)) STORED")
         conn.execute(f"CREATE INDEX IF NOT EXISTS {p}mem_tsv ON {p}memories USING gin (tsv)")
         conn.execute(self._q("UPDATE {meta} SET value=%s WHERE key='text_search_config'"), (self.text_search_config,))
 
@@ -502,8 +503,12 @@ class PostgresStore:
         rows = _as_rows(vectors, len(memories))
         # a batch naming one id twice: later entries win, a None vector keeps the earlier one
         merged: dict[str, tuple[Memory, np.ndarray | None]] = {}
+        cleared: set[str] = set()
         for memory, vector in zip(memories, rows):
-            if memory.id in merged and vector is None:
+            if vector is not None and vector.size == 0:  # an empty row clears a stale vector
+                cleared.add(memory.id)
+                vector = None
+            elif memory.id in merged and vector is None:
                 vector = merged[memory.id][1]
             merged[memory.id] = (memory, vector)
         model = self.embedding_model
@@ -527,21 +532,24 @@ class PostgresStore:
                 _aware(memory.event_end), memory.superseded_by, json.dumps(memory.source_ids),
                 json.dumps(memory.metadata, default=str),
                 None if vector is None else model, None if vector is None else _PgVector(vector),
-                vector is not None,
+                memory.previous_id, full_text(memory),
+                vector is not None or memory.id in cleared,
             ))
         params.sort(key=lambda p: p[1])
         query = self._q(
             "INSERT INTO {memories} AS m (rowid, id, user_id, agent_id, type, status, content, context, speaker, "
             "role, session_id, created_at, created_ts, updated_at, event_start, event_start_ts, event_end, "
-            "event_end_ts, superseded_by, source_ids, metadata, embedding_model, embedding) OVERRIDING SYSTEM VALUE "
-            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
+            "event_end_ts, superseded_by, source_ids, metadata, embedding_model, embedding, previous_id, "
+            "search_text) OVERRIDING SYSTEM VALUE "
+            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
             "ON CONFLICT (id) DO UPDATE SET agent_id=excluded.agent_id, type=excluded.type, status=excluded.status, "
             "content=excluded.content, context=excluded.context, speaker=excluded.speaker, role=excluded.role, "
             "session_id=excluded.session_id, created_at=excluded.created_at, created_ts=excluded.created_ts, "
             "updated_at=excluded.updated_at, event_start=excluded.event_start, "
             "event_start_ts=excluded.event_start_ts, event_end=excluded.event_end, "
             "event_end_ts=excluded.event_end_ts, superseded_by=excluded.superseded_by, "
-            "source_ids=excluded.source_ids, metadata=excluded.metadata, "
+            "source_ids=excluded.source_ids, metadata=excluded.metadata, previous_id=excluded.previous_id, "
+            "search_text=excluded.search_text, "
             "embedding_model=CASE WHEN %s THEN excluded.embedding_model ELSE m.embedding_model END, "
             "embedding=CASE WHEN %s THEN excluded.embedding ELSE m.embedding END "
             "WHERE m.user_id = excluded.user_id RETURNING m.id")
@@ -774,8 +782,11 @@ class PostgresStore:
     # -- the durable message log ------------------------------------------------------------------
     def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
                         session_id: str | None = None, memories: Sequence[Memory] = (),
-                        vectors: np.ndarray | None = None, *, state: str = "pending") -> list[str]:
-        ids = [uuid.uuid4().hex for _ in messages]
+                        vectors: np.ndarray | None = None, *, state: str = "pending",
+                        message_ids: Sequence[str] | None = None) -> list[str]:
+        ids = list(message_ids) if message_ids is not None else [uuid.uuid4().hex for _ in messages]
+        if len(ids) != len(messages):
+            raise ValueError("message_ids must align with messages")
         with self._tx() as conn:
             if messages:
                 with conn.cursor() as cur:
