@@ -191,7 +191,8 @@ def open_store(args: argparse.Namespace) -> Iterator[tuple[Any, dict[str, Any]]]
         import uuid
 
         import psycopg
-        prefix = f"scale_{uuid.uuid4().hex[:6]}_"  # fresh tables; dropped at the end unless --keep
+        # fresh tables, dropped at the end unless --keep; or the tables of an earlier --keep run
+        prefix = args.existing_prefix or f"scale_{uuid.uuid4().hex[:6]}_"
         store = PostgresStore(dsn, embedding_model=EMBEDDER_NAME, table_prefix=prefix,
                               pool_max_size=max(4, args.writers + 2))
         info["prefix"] = prefix
@@ -210,7 +211,7 @@ def open_store(args: argparse.Namespace) -> Iterator[tuple[Any, dict[str, Any]]]
             yield store, info
         finally:
             store.close()
-            if not args.keep:
+            if not args.keep and not args.existing_prefix:
                 with psycopg.connect(dsn, autocommit=True) as conn:
                     for table in ("memories", "messages", "leases", "meta"):
                         conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
@@ -230,50 +231,55 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with open_store(args) as (store, info):
         report["server"] = info.get("server")
         report["pg_prefix"] = info.get("prefix")
-        # -- ingest ------------------------------------------------------------------------------
-        lock = threading.Lock()
-        generator = _batches(corpus, args.memories, args.users, args.batch, args.seed + 1)
-        done = [0]
-        start = time.perf_counter()
-        last_print = [start]
+        if args.existing_prefix:  # measure retrieval on tables loaded before
+            report["ingest_per_s"] = None
+            report["size_bytes"] = info["size_fn"]()
+            report["size_mb"] = round(report["size_bytes"] / 2 ** 20, 1)
+        else:
+            # -- ingest ------------------------------------------------------------------------------
+            lock = threading.Lock()
+            generator = _batches(corpus, args.memories, args.users, args.batch, args.seed + 1)
+            done = [0]
+            start = time.perf_counter()
+            last_print = [start]
 
-        def writer() -> None:
-            while True:
-                with lock:
-                    try:
-                        memories, vectors = next(generator)
-                    except StopIteration:
-                        return
-                store.put(memories, vectors)
-                with lock:
-                    done[0] += len(memories)
-                    now = time.perf_counter()
-                    if now - last_print[0] > 30:
-                        last_print[0] = now
-                        print(f"  ingested {done[0]:,} ({done[0] / (now - start):,.0f}/s)", flush=True)
+            def writer() -> None:
+                while True:
+                    with lock:
+                        try:
+                            memories, vectors = next(generator)
+                        except StopIteration:
+                            return
+                    store.put(memories, vectors)
+                    with lock:
+                        done[0] += len(memories)
+                        now = time.perf_counter()
+                        if now - last_print[0] > 30:
+                            last_print[0] = now
+                            print(f"  ingested {done[0]:,} ({done[0] / (now - start):,.0f}/s)", flush=True)
 
-        bulk = store.bulk_load(maintenance_work_mem=args.pg_maintenance_mem) if args.pg_bulk else contextlib.nullcontext()
-        with bulk:
-            threads = [threading.Thread(target=writer) for _ in range(args.writers)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            loaded = time.perf_counter()
-        elapsed = time.perf_counter() - start
-        if args.pg_bulk:
-            report["load_s"] = round(loaded - start, 1)
-            report["hnsw_build_s"] = round(elapsed - (loaded - start), 1)
-        report["ingest_s"] = round(elapsed, 1)
-        report["ingest_per_s"] = round(args.memories / elapsed, 1)
-        if "analyze" in info:
-            t = time.perf_counter()
-            info["analyze"]()
-            report["vacuum_analyze_s"] = round(time.perf_counter() - t, 1)
-        report["size_bytes"] = info["size_fn"]()
-        report["size_mb"] = round(report["size_bytes"] / 2 ** 20, 1)
-        print(f"ingest: {args.memories:,} memories in {elapsed:,.1f} s = {report['ingest_per_s']:,.0f}/s; "
-              f"size {report['size_mb']:,.1f} MiB", flush=True)
+            bulk = store.bulk_load(maintenance_work_mem=args.pg_maintenance_mem) if args.pg_bulk else contextlib.nullcontext()
+            with bulk:
+                threads = [threading.Thread(target=writer) for _ in range(args.writers)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                loaded = time.perf_counter()
+            elapsed = time.perf_counter() - start
+            if args.pg_bulk:
+                report["load_s"] = round(loaded - start, 1)
+                report["hnsw_build_s"] = round(elapsed - (loaded - start), 1)
+            report["ingest_s"] = round(elapsed, 1)
+            report["ingest_per_s"] = round(args.memories / elapsed, 1)
+            if "analyze" in info:
+                t = time.perf_counter()
+                info["analyze"]()
+                report["vacuum_analyze_s"] = round(time.perf_counter() - t, 1)
+            report["size_bytes"] = info["size_fn"]()
+            report["size_mb"] = round(report["size_bytes"] / 2 ** 20, 1)
+            print(f"ingest: {args.memories:,} memories in {elapsed:,.1f} s = {report['ingest_per_s']:,.0f}/s; "
+                  f"size {report['size_mb']:,.1f} MiB", flush=True)
 
         # -- store.search ---------------------------------------------------------------------------
         rng = np.random.default_rng(args.seed + 2)
@@ -340,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="ingest inside PostgresStore.bulk_load() (HNSW built once at the end, included in the time)")
     parser.add_argument("--pg-maintenance-mem", default="4GB", help="maintenance_work_mem for the bulk HNSW build")
     parser.add_argument("--dir", help="folder for the SQLite file / embedded PostgreSQL data")
+    parser.add_argument("--existing-prefix", help="with --dsn: skip ingest, measure retrieval on these tables "
+                        "(kept by an earlier --keep run, or loaded otherwise)")
     parser.add_argument("--keep", action="store_true", help="keep the SQLite file / the PostgreSQL tables")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", help="write the report here")

@@ -376,6 +376,8 @@ class MemoryScope:
             ranked = self._rerank(query, ranked)
             timings["rerank_ms"] = _ms(t)
         chosen = ranked[:top_k]
+        for item in chosen:  # stores may share records between calls: the caller gets its own
+            item.memory = item.memory.copy()
         context = format_context(chosen, lang, with_time=cfg.context_with_time)
         timings["total_ms"] = _ms(start)
         return RetrievalResult(query=query, memories=chosen, context=context, time_range=parsed.range,

@@ -91,6 +91,13 @@ class Memory:
     metadata: dict[str, Any] = field(default_factory=dict)
     embedding_model: str | None = None
 
+    def copy(self) -> "Memory":
+        """An independent copy (its metadata and source list are copied too)."""
+        values = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        values["metadata"] = dict(self.metadata)
+        values["source_ids"] = list(self.source_ids)
+        return Memory(**values)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (times as ISO 8601), the shape used by export and import."""
         out: dict[str, Any] = {}

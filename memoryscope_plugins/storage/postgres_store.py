@@ -311,6 +311,9 @@ class PostgresStore:
         # searches are short and many: no parallel workers (their start-up alone costs more than
         # a per-user scan, and the plan's unused branch would start them too)
         conn.execute("SET max_parallel_workers_per_gather = 0")
+        # plan every search with its actual values (user, query terms): a generic plan cannot
+        # tell a one-user scan from a scan of a term's whole posting list
+        conn.execute("SET plan_cache_mode = force_custom_plan")
         conn.commit()
 
     def _translate(self, exc: BaseException) -> StoreError:
@@ -730,11 +733,12 @@ class PostgresStore:
         ctes: list[str] = []
         if want_text:
             params["text"] = request.text
-            params["cfg"] = self.text_search_config
+            # the query's terms OR-ed (as the embedded store does); written inline with the
+            # configuration as a literal so the planner folds it to a constant and estimates it
+            tsq = "replace(plainto_tsquery({cfg_lit}::regconfig, %(text)s)::text, ' & ', ' | ')::tsquery"
             ctes.append(
-                "tq AS (SELECT replace(plainto_tsquery(%(cfg)s::regconfig, %(text)s)::text, ' & ', ' | ')::tsquery AS q), "
-                "t0 AS (SELECT m.rowid, ts_rank(m.tsv, tq.q, 1) AS score FROM {memories} m, tq "
-                f"WHERE m.tsv @@ tq.q AND {where} ORDER BY score DESC, m.rowid LIMIT %(limit)s), "
+                f"t0 AS (SELECT m.rowid, ts_rank(m.tsv, {tsq}, 1) AS score FROM {{memories}} m "
+                f"WHERE m.tsv @@ {tsq} AND {where} ORDER BY score DESC, m.rowid LIMIT %(limit)s), "
                 "t AS (SELECT rowid, score, row_number() OVER (ORDER BY score DESC, rowid) AS rank FROM t0)")
         else:
             ctes.append("t AS (SELECT NULL::bigint AS rowid, NULL::real AS score, NULL::bigint AS rank WHERE FALSE)")
@@ -767,7 +771,7 @@ class PostgresStore:
             "JOIN {memories} m ON m.rowid = h.rowid "
             "ORDER BY h.text_rank NULLS LAST, h.vector_rank NULLS LAST")
         with self._tx() as conn:
-            query = self._q(statement, model_lit=sql.Literal(model))
+            query = self._q(statement, model_lit=sql.Literal(model), cfg_lit=sql.Literal(self.text_search_config))
             rows = conn.execute(query, params).fetchall()
         out = []
         for row in rows:

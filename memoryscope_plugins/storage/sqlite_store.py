@@ -21,7 +21,7 @@ import time
 import uuid
 from collections import OrderedDict
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -168,6 +168,9 @@ class _UserVectors:
     agent_ids: list[str]
     session_ids: list[str | None]
     position: dict[int, int]
+    # records already read, by rowid: valid while the user's rows are unchanged (an update or a
+    # deletion rebuilds this object; new rows only add to it)
+    records: dict[int, Memory] = field(default_factory=dict)
 
 
 _TYPE_CODE = {t.value: i for i, t in enumerate(MemoryType)}
@@ -523,11 +526,12 @@ class SQLiteStore:
     # -- search -----------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> list[Candidate]:
         found: dict[int, Candidate] = {}
+        cache = self._user_vectors(request.user_id)
         if request.text:
             for rank, (rowid, score) in enumerate(self._text_search(request), start=1):
                 found[rowid] = Candidate(memory=None, text_rank=rank, text_score=score)  # type: ignore[arg-type]
         if request.vector is not None:
-            for rank, (rowid, score) in enumerate(self._vector_search(request), start=1):
+            for rank, (rowid, score) in enumerate(self._vector_search(request, cache), start=1):
                 cand = found.get(rowid)
                 if cand is None:
                     found[rowid] = Candidate(memory=None, vector_rank=rank, vector_score=score)  # type: ignore[arg-type]
@@ -535,7 +539,7 @@ class SQLiteStore:
                     cand.vector_rank, cand.vector_score = rank, score
         if not found:
             return []
-        rows = self._rows_by_rowid(request.user_id, list(found))
+        rows = self._rows_by_rowid(request.user_id, list(found), cache)
         out = []
         for rowid, cand in found.items():
             row = rows.get(rowid)
@@ -544,8 +548,17 @@ class SQLiteStore:
                 out.append(cand)
         return out
 
-    def _rows_by_rowid(self, user_id: str, rowids: list[int]) -> dict[int, Memory]:
+    def _rows_by_rowid(self, user_id: str, rowids: list[int],
+                       cache: _UserVectors | None = None) -> dict[int, Memory]:
+        """Records by rowid, from the user's cache where they were read before (callers must not
+        mutate them: the engine copies what it returns)."""
         result: dict[int, Memory] = {}
+        if cache is not None:
+            known = cache.records
+            result = {r: known[r] for r in rowids if r in known}
+            rowids = [r for r in rowids if r not in known]
+            if not rowids:
+                return result
         with self._read() as conn:
             for start in range(0, len(rowids), 500):
                 chunk = rowids[start:start + 500]
@@ -554,6 +567,8 @@ class SQLiteStore:
                 for row in conn.execute(f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE rowid IN ({marks}) "
                                         "AND +user_id = ?", [*chunk, user_id]):
                     result[row[0]] = _row_to_memory(row[1:])
+        if cache is not None:
+            cache.records.update((r, result[r]) for r in rowids if r in result)
         return result
 
     def _text_search(self, request: SearchRequest) -> list[tuple[int, float]]:
@@ -568,8 +583,7 @@ class SQLiteStore:
             rows = conn.execute(sql, [query, *params, request.limit]).fetchall()
         return [(r[0], -float(r[1])) for r in rows]
 
-    def _vector_search(self, request: SearchRequest) -> list[tuple[int, float]]:
-        vectors = self._user_vectors(request.user_id)
+    def _vector_search(self, request: SearchRequest, vectors: _UserVectors | None) -> list[tuple[int, float]]:
         if vectors is None or len(vectors.rowids) == 0:
             return []
         mask = self._vector_mask(vectors, request.filter)
@@ -679,6 +693,8 @@ class SQLiteStore:
         if not changed:
             cached.rev = rev
             return cached
+        for r in changed:  # rows without vectors may sit in the record cache too
+            cached.records.pop(r[0], None)
         if any(r[0] in cached.position for r in changed):
             # status/type/time/vector changes in place; rare, so a full rebuild is simplest
             return self._load_full(user_id, rev, cached.epoch)
@@ -703,7 +719,7 @@ class SQLiteStore:
             event_start_ts=np.concatenate([cached.event_start_ts, extra.event_start_ts]),
             event_end_ts=np.concatenate([cached.event_end_ts, extra.event_end_ts]),
             agent_ids=cached.agent_ids + extra.agent_ids, session_ids=cached.session_ids + extra.session_ids,
-            position=position,
+            position=position, records=cached.records,
         )
 
     # -- the durable message log ------------------------------------------------------------------
