@@ -58,7 +58,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
         return run_chat(memory, user_id=args.user, agent_id=args.agent)
 
 
-def _print_memory(memory, out=sys.stdout) -> None:
+def _print_memory(memory, out=None) -> None:
+    out = out or sys.stdout
     when = (memory.event_start or memory.created_at).strftime("%Y-%m-%d %a")
     status = "" if memory.status.value == "active" else f" ({memory.status.value})"
     out.write(f"{memory.id}  [{when}] {memory.type.value}{status}: {memory.content}\n")
