@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterator, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -124,3 +124,22 @@ class MemoryStore(Protocol):
     def release_lease(self, user_id: str, owner: str) -> None: ...
 
     def close(self) -> None: ...
+
+
+def vector_rows(vectors: Any, n: int) -> list[np.ndarray | None]:
+    """Vectors aligned with n records, as float32 rows: a 2-D array, or a sequence whose rows may
+    be None (keep the stored vector) or empty (clear it). Shared by the server stores."""
+    if vectors is None:
+        return [None] * n
+    if len(vectors) != n:
+        raise ValueError("vectors must align with memories")
+    out: list[np.ndarray | None] = []
+    for row in vectors:
+        if row is None:
+            out.append(None)
+        else:
+            arr = np.asarray(row, dtype=np.float32).reshape(-1)
+            if not np.all(np.isfinite(arr)):
+                raise ValueError("vectors must be finite")
+            out.append(arr)
+    return out

@@ -51,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
 from ..errors import NotFoundError, SchemaVersionError, StoreError
 from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
 from ..indexing import full_text
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, vector_rows as _as_rows
 
 log = logging.getLogger(__name__)
 
@@ -157,23 +157,6 @@ def _source_to_message(src: dict[str, Any]) -> StoredMessage:
                         timestamp=datetime.fromisoformat(src["timestamp"]),
                         metadata=json.loads(src.get("metadata_json") or "{}")),
         seq=int(src["seq"]), state=src["state"], attempts=int(src.get("attempts") or 0))
-
-
-def _as_rows(vectors: Any, n: int) -> list[np.ndarray | None]:
-    if vectors is None:
-        return [None] * n
-    if len(vectors) != n:
-        raise ValueError("vectors must align with memories")
-    out: list[np.ndarray | None] = []
-    for row in vectors:
-        if row is None:
-            out.append(None)
-        else:
-            arr = np.asarray(row, dtype=np.float32).reshape(-1)
-            if not np.all(np.isfinite(arr)):
-                raise ValueError("vectors must be finite")
-            out.append(arr)
-    return out
 
 
 class ElasticsearchStore:
