@@ -175,6 +175,8 @@ def open_store(args: argparse.Namespace) -> Iterator[tuple[Any, dict[str, Any]]]
             if not args.keep:
                 for suffix in ("", "-wal", "-shm"):
                     Path(str(path) + suffix).unlink(missing_ok=True)
+                if not args.dir:
+                    folder.rmdir()
         return
 
     from memoryscope_plugins.storage.postgres_store import PostgresStore
@@ -338,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", type=int, default=1, help="concurrent writer threads")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=30)
-    parser.add_argument("--limit", type=int, default=60, help="candidates per channel (the engine's default)")
+    from memoryscope_plugins.settings import RetrievalSettings
+    parser.add_argument("--limit", type=int, default=RetrievalSettings().candidates,
+                        help="candidates per channel (default: the engine's retrieval.candidates)")
     parser.add_argument("--engine", action="store_true", help="also time MemoryScope.retrieve")
     parser.add_argument("--dsn", help="PostgreSQL DSN (default: start an embedded server)")
     parser.add_argument("--pg-shared-buffers", default="4GB")
