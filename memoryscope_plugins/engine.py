@@ -58,6 +58,8 @@ def _check_id(value: Any, what: str) -> str:
         raise ValidationError(f"{what} must not be empty")
     if len(value) > MAX_ID_CHARS:
         raise ValidationError(f"{what} is longer than {MAX_ID_CHARS} characters")
+    if "\x00" in value:
+        raise ValidationError(f"{what} contains a NUL character")
     return value
 
 
@@ -190,6 +192,8 @@ class MemoryScope:
             raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
         if not value.strip():
             raise ValidationError(f"{what} must not be empty")
+        if "\x00" in value:  # no store keeps NUL characters (PostgreSQL refuses them)
+            raise ValidationError(f"{what} contains a NUL character")
         if len(value) > self.settings.max_content_chars:
             raise ValidationError(f"{what} has {len(value)} characters; the limit is "
                                   f"{self.settings.max_content_chars} (settings.max_content_chars)")

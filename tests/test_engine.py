@@ -62,7 +62,7 @@ def test_unknown_user_gets_nothing_not_an_error(engine):
     assert engine.delete_all("nobody") == 0
 
 
-@pytest.mark.parametrize("bad_user", ["", "   ", None, 42, "u" * 300])
+@pytest.mark.parametrize("bad_user", ["", "   ", None, 42, "u" * 300, "nul\x00user"])
 def test_bad_user_ids_are_refused(engine, bad_user):
     with pytest.raises(ValidationError):
         engine.record(bad_user, [("user", "hello")])
@@ -73,7 +73,7 @@ def test_bad_user_ids_are_refused(engine, bad_user):
 @pytest.mark.parametrize("messages", [
     [], "just a string", [("user", "")], [("user", "   ")], [("robot", "hi")], [{"role": "user"}],
     [{"role": "user", "content": 5}], [{"role": "user", "content": "x", "colour": "red"}], [42],
-    [{"role": "user", "content": "x", "timestamp": "not a time"}],
+    [{"role": "user", "content": "x", "timestamp": "not a time"}], [("user", "nul \x00 inside")],
 ])
 def test_bad_messages_are_refused_and_nothing_is_written(engine, messages):
     with pytest.raises(ValidationError):

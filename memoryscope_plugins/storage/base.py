@@ -85,7 +85,8 @@ class MemoryStore(Protocol):
         """Insert or replace records (and their vectors, aligned by row) atomically: all or none.
 
         A None vector row keeps an existing memory's stored vector; an empty row (size 0) clears it,
-        so the memory counts as needing a vector until it is re-embedded."""
+        so the memory counts as needing a vector until it is re-embedded. Ids are unique across
+        the store: a put of an id that belongs to another user raises `ValueError`."""
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]: ...
     def delete(self, user_id: str, ids: Sequence[str]) -> int: ...
     def delete_user(self, user_id: str) -> int: ...
