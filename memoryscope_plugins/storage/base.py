@@ -144,3 +144,19 @@ def vector_rows(vectors: Any, n: int) -> list[np.ndarray | None]:
                 raise ValueError("vectors must be finite")
             out.append(arr)
     return out
+
+
+def merge_batch(memories: Sequence[Memory], vectors: Any
+                ) -> tuple[dict[str, tuple[Memory, np.ndarray | None]], set[str]]:
+    """A put batch by id, for the server stores: later entries win, a None vector keeps an earlier
+    one of the same batch, an empty vector row marks the id as clearing its stored vector."""
+    merged: dict[str, tuple[Memory, np.ndarray | None]] = {}
+    cleared: set[str] = set()
+    for memory, vector in zip(memories, vector_rows(vectors, len(memories))):
+        if vector is not None and vector.size == 0:
+            cleared.add(memory.id)
+            vector = None
+        elif memory.id in merged and vector is None:
+            vector = merged[memory.id][1]
+        merged[memory.id] = (memory, vector)
+    return merged, cleared

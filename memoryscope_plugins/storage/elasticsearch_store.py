@@ -51,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
 from ..errors import NotFoundError, SchemaVersionError, StoreError
 from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
 from ..indexing import full_text
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, vector_rows as _as_rows
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, merge_batch, vector_rows as _as_rows
 
 log = logging.getLogger(__name__)
 
@@ -392,16 +392,7 @@ class ElasticsearchStore:
         """Bulk operations (and their undo) that put `memories`; checks ownership first."""
         if not memories:
             return [], []
-        rows = _as_rows(vectors, len(memories))
-        merged: dict[str, tuple[Memory, np.ndarray | None]] = {}
-        cleared: set[str] = set()
-        for memory, vector in zip(memories, rows):
-            if vector is not None and vector.size == 0:  # an empty row clears a stale vector
-                cleared.add(memory.id)
-                vector = None
-            elif memory.id in merged and vector is None:
-                vector = merged[memory.id][1]
-            merged[memory.id] = (memory, vector)
+        merged, cleared = merge_batch(memories, vectors)
         model = self.embedding_model
         field = None
         dims = {v.shape[0] for _, v in merged.values() if v is not None}

@@ -54,7 +54,7 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
 from ..errors import NotFoundError, SchemaVersionError, StoreError, StoreLockedError
 from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
 from ..indexing import full_text
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, vector_rows as _as_rows
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, merge_batch, vector_rows as _as_rows
 
 log = logging.getLogger(__name__)
 
@@ -485,17 +485,7 @@ class PostgresStore:
     def _put_in(self, conn: psycopg.Connection, memories: Sequence[Memory], vectors: Any) -> None:
         if not memories:
             return
-        rows = _as_rows(vectors, len(memories))
-        # a batch naming one id twice: later entries win, a None vector keeps the earlier one
-        merged: dict[str, tuple[Memory, np.ndarray | None]] = {}
-        cleared: set[str] = set()
-        for memory, vector in zip(memories, rows):
-            if vector is not None and vector.size == 0:  # an empty row clears a stale vector
-                cleared.add(memory.id)
-                vector = None
-            elif memory.id in merged and vector is None:
-                vector = merged[memory.id][1]
-            merged[memory.id] = (memory, vector)
+        merged, cleared = merge_batch(memories, vectors)
         model = self.embedding_model
         dims = {v.shape[0] for _, v in merged.values() if v is not None}
         if model is not None:

@@ -74,6 +74,7 @@ CREATE TABLE IF NOT EXISTS memories (
 );
 CREATE INDEX IF NOT EXISTS memories_user_time ON memories(user_id, created_ts);
 CREATE INDEX IF NOT EXISTS memories_user_seq ON memories(user_id, seq);
+CREATE INDEX IF NOT EXISTS memories_model ON memories(embedding_model);
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
     terms, owner, tokenize = "unicode61 remove_diacritics 0", detail = "full"
 );
@@ -511,8 +512,8 @@ class SQLiteStore:
             with self._read() as conn:
                 rows = conn.execute(
                     f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE rowid > ? AND "
-                    "(embedding_model IS NULL OR embedding_model != ?) ORDER BY rowid LIMIT ?",
-                    (last, self.embedding_model or "", batch_size)).fetchall()
+                    "(embedding_model IS NULL OR embedding_model < ? OR embedding_model > ?) ORDER BY rowid LIMIT ?",
+                    (last, self.embedding_model or "", self.embedding_model or "", batch_size)).fetchall()
             if not rows:
                 return
             last = rows[-1][0]
@@ -520,8 +521,10 @@ class SQLiteStore:
 
     def count_needing_vectors(self) -> int:
         with self._read() as conn:
+            # ranges, not "!=", so the model index answers it without reading the whole table
+            model = self.embedding_model or ""
             return int(conn.execute("SELECT COUNT(*) FROM memories WHERE embedding_model IS NULL OR "
-                                    "embedding_model != ?", (self.embedding_model or "",)).fetchone()[0])
+                                    "embedding_model < ? OR embedding_model > ?", (model, model)).fetchone()[0])
 
     # -- search -----------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> list[Candidate]:
