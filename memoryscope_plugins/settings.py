@@ -34,7 +34,8 @@ class StoreSettings(BaseModel):
     ca_certs: str | None = None
     text_search_config: str = Field("english", description="PostgreSQL text search configuration")
     busy_timeout_s: float = Field(10.0, gt=0)
-    vector_cache_rows: int = Field(250_000, ge=0)
+    vector_cache_rows: int = Field(250_000, ge=0, description="sqlite: memories kept in the in-memory search "
+                                   "index (vectors + BM25), least recently used users dropped first")
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
 
     def sqlite_path(self) -> Path:
@@ -51,6 +52,8 @@ class EmbedderSettings(BaseModel):
     timeout_s: float = Field(30.0, gt=0)
     max_retries: int = Field(4, ge=0)
     threads: int = Field(1, ge=1, description="ONNX Runtime threads for the local model")
+    int8_compute: bool = Field(True, description="local model: multiply in int8 (about 2x faster queries; "
+                               "cosine ~0.995 to float; switching re-embeds the store)")
 
 
 class RerankerSettings(BaseModel):

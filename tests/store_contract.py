@@ -534,3 +534,31 @@ def test_messages_can_take_the_ids_they_are_given(store):
     assert logged == ["given-1"]
     assert [m.id for m in store.pending_messages("alice")] == ["given-1"]
     assert ids(store.get("alice", ["given-1"])) == ["given-1"]
+
+
+def test_text_ranking_weighs_a_rare_term_above_a_common_one(store):
+    store.put([mem(f"c{i}", content=f"coffee with friend number {i}") for i in range(12)]
+              + [mem("v", content="violin with friend number 99")])
+    found = sorted(text_search(store, "alice", "coffee violin"), key=lambda c: c.text_rank)
+    assert found[0].memory.id == "v"
+    assert len(found) == 13
+
+
+def test_text_statistics_are_the_users_own(store):
+    """Another user's memories never change which of alice's memories match; on the stores that
+    rank with per-user statistics (SQLite, PostgreSQL) they change neither order nor scores.
+    Elasticsearch ranks with index-wide statistics (docs/storage.md)."""
+    store.put([mem(f"c{i}", content=f"coffee with friend number {i}") for i in range(3)]
+              + [mem("v", content="violin with friend number 99")])
+
+    def ranked() -> list[tuple[str, float]]:
+        found = sorted(text_search(store, "alice", "coffee violin"), key=lambda c: c.text_rank)
+        return [(c.memory.id, c.text_score) for c in found]
+
+    alone = ranked()
+    store.put([mem(f"b{i}", user="bob", content=f"violin lesson {i}") for i in range(30)])
+    shared = ranked()
+    assert {i for i, _ in shared} == {i for i, _ in alone} == {"c0", "c1", "c2", "v"}
+    if type(store).__name__ != "ElasticsearchStore":
+        assert [i for i, _ in shared] == [i for i, _ in alone]
+        assert [s for _, s in shared] == pytest.approx([s for _, s in alone], rel=1e-4)

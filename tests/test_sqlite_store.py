@@ -10,13 +10,17 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memoryscope_plugins import MemoryScope, Settings
 from memoryscope_plugins.errors import SchemaVersionError, StoreError, StoreLockedError
+from memoryscope_plugins.storage.base import SearchRequest
 from memoryscope_plugins.storage.sqlite_store import SQLiteStore
+from memoryscope_plugins.types import Memory
 
 
 def test_corrupted_file_gives_a_clear_error(tmp_path, local_embedder):
@@ -145,3 +149,50 @@ def test_default_location_is_memoryscope_home(tmp_path, local_embedder, monkeypa
     with MemoryScope(embedder=local_embedder) as memory:
         memory.record("anna", [("user", "hello")])
     assert (Path(tmp_path) / "home" / "memory.db").exists()
+
+
+def test_memories_without_vectors_are_found_by_full_text(tmp_path):
+    store = SQLiteStore(tmp_path / "m.db", embedding_model="model-a")
+    when = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    store.put([Memory(id="a", user_id="u", agent_id="x", content="sailing on the lake", created_at=when,
+                      updated_at=when)])
+    found = store.search(SearchRequest(user_id="u", text="lake sailing", vector=np.ones(4, dtype=np.float32) / 2))
+    assert [c.memory.id for c in found] == ["a"] and found[0].vector_rank is None
+    # the user's first vector arrives after the cache was built: it widens, nothing is lost
+    store.put([Memory(id="b", user_id="u", agent_id="x", content="baking bread", created_at=when,
+                      updated_at=when)], np.ones((1, 4), dtype=np.float32) / 2)
+    found = {c.memory.id: c for c in store.search(
+        SearchRequest(user_id="u", text="lake", vector=np.ones(4, dtype=np.float32) / 2))}
+    assert found["a"].text_rank == 1 and found["a"].vector_rank is None
+    assert found["b"].vector_rank == 1 and found["b"].text_rank is None
+    store.close()
+
+
+def test_incremental_cache_ranks_as_a_fresh_load(tmp_path):
+    """Rows added after a user's index was cached rank exactly as a cold load of the file does."""
+    when = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    rng = np.random.default_rng(3)
+    words = ["garden", "violin", "coffee", "trip", "paris", "dog", "cake", "exam"]
+
+    def batch(start: int, n: int) -> tuple[list[Memory], np.ndarray]:
+        rows = [Memory(id=f"m{i}", user_id="u", agent_id="x", created_at=when, updated_at=when,
+                       content=" ".join(rng.choice(words, size=4))) for i in range(start, start + n)]
+        vectors = rng.standard_normal((n, 8)).astype(np.float32)
+        return rows, vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    warm = SQLiteStore(tmp_path / "m.db", embedding_model="model-a")
+    warm.put(*batch(0, 40))
+    query = SearchRequest(user_id="u", text="violin trip paris", vector=batch(900, 1)[1][0], limit=15)
+    warm.search(query)  # caches the user
+    for start in (40, 45, 60):
+        warm.put(*batch(start, 5))
+        warm.search(query)
+    cold = SQLiteStore(tmp_path / "m.db", embedding_model="model-a")
+
+    def ranks(store):
+        return [(c.memory.id, c.text_rank, c.vector_rank, round(c.text_score or 0, 5))
+                for c in sorted(store.search(query), key=lambda c: c.memory.id)]
+
+    assert ranks(warm) == ranks(cold)
+    warm.close()
+    cold.close()

@@ -175,6 +175,7 @@ def run_locomo(data: str | Path, *, mode: str = "turns", settings: Settings | No
     ingest_ms = 0.0
     n_memories = 0
     search_ms: list[float] = []
+    steps_ms: dict[str, list[float]] = {}
     try:
         with MemoryScope(settings) as memory:
             memory.retrieve("warm-up", "warm up the query path")  # loads the model once
@@ -187,6 +188,8 @@ def run_locomo(data: str | Path, *, mode: str = "turns", settings: Settings | No
                     start = time.perf_counter()
                     result = memory.retrieve(conv.id, question.text, top_k=max(KS), now=now)
                     search_ms.append((time.perf_counter() - start) * 1000.0)
+                    for step, spent in result.timings_ms.items():
+                        steps_ms.setdefault(step, []).append(spent)
                     ranked = [_covered(item.memory.metadata) for item in result.memories]
                     gold = set(question.gold)
                     recall, hit = {}, {}
@@ -220,6 +223,8 @@ def run_locomo(data: str | Path, *, mode: str = "turns", settings: Settings | No
         "hit": {name: mean_of("hit", cats) for name, cats in groups.items()},
         "search_ms": {"p50": _percentile(search_ms, 50), "p95": _percentile(search_ms, 95),
                       "mean": statistics.fmean(search_ms) if search_ms else float("nan")},
+        "search_steps_ms": {step: {"p50": _percentile(v, 50), "p95": _percentile(v, 95)}
+                            for step, v in steps_ms.items() if step != "total_ms"},
         "ingest_ms_per_memory": ingest_ms / max(n_memories, 1),
     }
 
@@ -240,4 +245,8 @@ def format_table(report: dict[str, Any]) -> str:
         lines.append("")
     lines.append(f"search p50 {report['search_ms']['p50']:.2f} ms, p95 {report['search_ms']['p95']:.2f} ms; "
                  f"ingest {report['ingest_ms_per_memory']:.2f} ms per memory")
+    steps = report.get("search_steps_ms") or {}
+    if steps:
+        lines.append("search steps p50: " + ", ".join(
+            f"{step.removesuffix('_ms')} {v['p50']:.2f} ms" for step, v in steps.items()))
     return "\n".join(lines)

@@ -14,7 +14,7 @@ def _secret(value) -> str | None:
 def build_embedder(cfg: EmbedderSettings) -> Embedder:
     if cfg.provider == "local":
         from .local_onnx import LocalOnnxEmbedder
-        return LocalOnnxEmbedder(threads=cfg.threads, batch_size=cfg.batch_size)
+        return LocalOnnxEmbedder(threads=cfg.threads, batch_size=cfg.batch_size, int8_compute=cfg.int8_compute)
     if not cfg.model:
         raise ConfigError(f"embedder.model is required for provider {cfg.provider!r}")
     if cfg.provider == "openai":

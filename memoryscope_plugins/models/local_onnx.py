@@ -18,6 +18,8 @@ from ..errors import ConfigError, ModelError
 from .base import EmbedKind, ThreadedAsyncMixin, l2_normalise
 
 MODEL_NAME = "local:all-MiniLM-L6-v2-int8:384"
+# the same weights with int8 activations: vectors differ slightly, so they are a different space
+MODEL_NAME_INT8 = "local:all-MiniLM-L6-v2-int8-dq:384"
 
 
 class LocalOnnxEmbedder(ThreadedAsyncMixin):
@@ -28,13 +30,16 @@ class LocalOnnxEmbedder(ThreadedAsyncMixin):
         batch_size: texts per inference call when embedding documents.
         max_tokens: longer texts are truncated for embedding only (the stored text never is).
         model_path: an alternative .onnx file of the same model (for machines without the package).
+        int8_compute: multiply in int8 too, not only store weights in int8 (about twice as fast
+            for a query; cosine about 0.995 to the float result). See `onnx_int8`.
     """
 
     dim = 384
 
     def __init__(self, *, threads: int = 1, batch_size: int = 32, max_tokens: int = 256,
-                 model_path: str | None = None) -> None:
-        self.name = MODEL_NAME
+                 model_path: str | None = None, int8_compute: bool = True) -> None:
+        self.name = MODEL_NAME_INT8 if int8_compute else MODEL_NAME
+        self._int8_compute = int8_compute
         self._threads = threads
         self._batch_size = batch_size
         self._max_tokens = max_tokens
@@ -69,7 +74,15 @@ class LocalOnnxEmbedder(ThreadedAsyncMixin):
             options.intra_op_num_threads = self._threads
             options.inter_op_num_threads = 1
             options.log_severity_level = 3
-            session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+            source: str | bytes = path
+            if self._int8_compute:
+                try:
+                    from .onnx_int8 import int8_matmul_model
+                    source, _ = int8_matmul_model(path)
+                except ImportError as exc:
+                    raise ConfigError("int8 compute needs the onnx package (pip install onnx), or set "
+                                      "embedder.int8_compute to false") from exc
+            session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
             self._input_names = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
             self._session = session

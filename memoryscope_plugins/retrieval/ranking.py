@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from datetime import datetime, timedelta
 from typing import Sequence
 
 from ..settings import RetrievalSettings
 from ..storage.base import Candidate
-from ..types import ScoredMemory, TimeRange, as_aware
+from ..types import MemoryType, ScoredMemory, TimeRange, as_aware
 
 
 def fuse(candidates: Sequence[Candidate], cfg: RetrievalSettings) -> list[ScoredMemory]:
@@ -46,16 +47,20 @@ def _linear(candidates: Sequence[Candidate], cfg: RetrievalSettings) -> list[Sco
     best_text = max((c.text_score for c in candidates if c.text_score is not None), default=0.0)
     cosines = [c.vector_score for c in candidates if c.vector_score is not None]
     lo, hi = (min(cosines), max(cosines)) if cosines else (0.0, 0.0)
+    # per-channel multipliers computed once: this loop runs for every candidate of every query
+    text_scale = cfg.text_weight / best_text if best_text > 0 else 0.0
+    vector_scale = cfg.vector_weight / (hi - lo) if hi > lo else 0.0
     out = []
     for cand in candidates:
-        text = cand.text_score / best_text if cand.text_score is not None and best_text > 0 else 0.0
-        vector = (cand.vector_score - lo) / (hi - lo) if cand.vector_score is not None and hi > lo else 0.0
-        fused = cfg.text_weight * text + cfg.vector_weight * vector
-        scores = {"fused": fused}
+        scores = {}
+        fused = 0.0
         if cand.text_score is not None:
             scores["bm25"] = cand.text_score
+            fused += cand.text_score * text_scale
         if cand.vector_score is not None:
             scores["cosine"] = cand.vector_score
+            fused += (cand.vector_score - lo) * vector_scale
+        scores["fused"] = fused
         out.append(ScoredMemory(memory=cand.memory, score=fused, scores=scores))
     return out
 
@@ -65,16 +70,19 @@ def propagate_neighbours(ranked: list[ScoredMemory], weight: float) -> list[Scor
     same conversation: the answer to a question often sits next to the turn that matches it."""
     if weight <= 0:
         return ranked
-    by_id = {item.memory.id: item for item in ranked}
     before = {item.memory.id: item.score for item in ranked}
     after: dict[str, float] = {}
     for item in ranked:
         previous = item.memory.previous_id
-        if previous in by_id:
-            after[previous] = max(after.get(previous, 0.0), item.score)
+        if previous is not None and previous in before:
+            score = item.score
+            if score > after.get(previous, 0.0):
+                after[previous] = score
     for item in ranked:
         previous = item.memory.previous_id
-        near = max(before.get(previous, 0.0) if previous else 0.0, after.get(item.memory.id, 0.0))
+        near = after.get(item.memory.id, 0.0)
+        if previous is not None:
+            near = max(near, before.get(previous, 0.0))
         if near > 0:
             item.score += weight * near
             item.scores["neighbour"] = weight * near
@@ -133,9 +141,10 @@ def adjust(ranked: list[ScoredMemory], cfg: RetrievalSettings, *, time_range: Ti
     boosting = time_range is not None and cfg.time_mode == "boost" and cfg.time_boost > 0
     fuzzy = widen(time_range, cfg.time_fuzz_days) if boosting else None
     now = as_aware(now)
+    type_weight = {kind: cfg.type_weights.get(kind.value, 1.0) for kind in MemoryType}
     for item in ranked:
         memory = item.memory
-        factor = cfg.type_weights.get(memory.type.value, 1.0)
+        factor = type_weight[memory.type]
         if boosting and fuzzy is not None:
             # the full boost inside the range, half of it in the fuzzy margin around it
             if meets(memory.event_start, memory.event_end, memory.created_at, time_range):
@@ -157,13 +166,18 @@ def adjust(ranked: list[ScoredMemory], cfg: RetrievalSettings, *, time_range: Ti
 _NORMALISE = re.compile(r"[\W_]+", re.UNICODE)
 
 
+@lru_cache(maxsize=65536)
+def _same_content_key(content: str) -> str:
+    return _NORMALISE.sub(" ", content).strip().casefold()
+
+
 def deduplicate(ranked: list[ScoredMemory], limit: int) -> list[ScoredMemory]:
     """The best `limit` memories, keeping only the best-ranked of those whose content is the same
     up to case and punctuation. Looks no further down the ranking than it must."""
     seen: set[str] = set()
     out = []
     for item in ranked:
-        key = _NORMALISE.sub(" ", item.memory.content).strip().casefold()
+        key = _same_content_key(item.memory.content)
         if key in seen:
             continue
         seen.add(key)

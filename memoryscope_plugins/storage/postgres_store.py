@@ -16,7 +16,8 @@ Layout (every table name starts with the configured prefix, default ``memoryscop
   when the row is free, expired or already ours (the database clock decides expiry), so one
   user's consolidation runs in one process at a time across processes and hosts.
 
-Search runs both channels in one SQL statement (CTEs): full text ranked by ``ts_rank`` (normalised by document length) and
+Search runs both channels in one SQL statement (CTEs): full text ranked by BM25 with the user's own
+statistics (document frequencies from the GIN index, computed in the statement; as the embedded store ranks) and
 vectors by cosine distance, each with the same filters and its own top-N, returned with per-channel
 ranks and scores (the engine fuses them). The vector channel is exact when the filtered set is small
 (at most ``exact_vector_rows``; decided inside the same statement) and otherwise uses the HNSW index
@@ -705,12 +706,26 @@ class PostgresStore:
         ctes: list[str] = []
         if want_text:
             params["text"] = request.text
-            # the query's terms OR-ed (as the embedded store does); written inline with the
-            # configuration as a literal so the planner folds it to a constant and estimates it
-            tsq = "replace(plainto_tsquery({cfg_lit}::regconfig, %(text)s)::text, ' & ', ' | ')::tsquery"
+            # BM25 as the embedded store computes it (term_index.py): the user's own statistics,
+            # Lucene's idf, k1 = 1.2, b = 0.75, a memory's length = its number of distinct lexemes.
+            # One pass over the user's rows gives N, the average length and each term's document
+            # frequency. A term's frequency in a row comes from ts_rank of that term alone with unit
+            # weights: PostgreSQL returns H(tf) / H(inf) there (H: the sum of 1/k^2 up to tf), and
+            # 1 / (1.6449 - 1.6449 * rank) - 0.5 recovers tf within 0.05 for every tf.
             ctes.append(
-                f"t0 AS (SELECT m.rowid, ts_rank(m.tsv, {tsq}, 1) AS score FROM {{memories}} m "
-                f"WHERE m.tsv @@ {tsq} AND {where} ORDER BY score DESC, m.rowid LIMIT %(limit)s), "
+                "q AS (SELECT DISTINCT lexeme AS lex, quote_literal(lexeme)::tsquery AS tq "
+                "FROM unnest(to_tsvector({cfg_lit}::regconfig, %(text)s))), "
+                f"own AS MATERIALIZED (SELECT m.rowid, m.tsv, ({where}) AS visible FROM {{memories}} m "
+                "WHERE m.user_id = %(user_id)s), "
+                "stats AS (SELECT count(*)::float8 AS n, GREATEST(avg(length(tsv)), 1)::float8 AS avgdl FROM own), "
+                "pairs AS MATERIALIZED (SELECT o.rowid, o.visible, length(o.tsv)::float8 AS dl, q.lex, "
+                "1.0 / (1.6449340668 - 1.6449340668 * ts_rank('{{1,1,1,1}}', o.tsv, q.tq, 0)) - 0.5 AS tf "
+                f"FROM own o JOIN q ON o.tsv @@ q.tq), "
+                "idf AS (SELECT p.lex, ln(1 + (s.n - count(*) + 0.5) / (count(*) + 0.5)) AS w "
+                "FROM pairs p CROSS JOIN stats s GROUP BY p.lex, s.n), "
+                "t0 AS (SELECT p.rowid, sum(i.w * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / s.avgdl))) AS score "
+                "FROM pairs p JOIN idf i ON i.lex = p.lex CROSS JOIN stats s WHERE p.visible "
+                "GROUP BY p.rowid ORDER BY score DESC, p.rowid LIMIT %(limit)s), "
                 "t AS (SELECT rowid, score, row_number() OVER (ORDER BY score DESC, rowid) AS rank FROM t0)")
         else:
             ctes.append("t AS (SELECT NULL::bigint AS rowid, NULL::real AS score, NULL::bigint AS rank WHERE FALSE)")

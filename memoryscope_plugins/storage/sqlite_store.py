@@ -2,11 +2,13 @@
 
 - Crash safety: every write is one transaction in WAL mode, so a killed process leaves either the
   whole write or none of it; readers never block the writer and see committed data only.
-- Full text: an FTS5 table over terms produced by `text_analysis.analyse`, ranked by FTS5's BM25.
-  Each row also carries a per-user token so a query touches only that user's postings.
-- Vectors: float16 blobs in the memory row; search loads a user's vectors into a float32 matrix
-  kept in a bounded in-process cache, refreshed incrementally from a per-user revision counter, so
-  other processes' writes are seen and a retrieval costs one matrix-vector product.
+- Search: a user's memories are loaded once into a bounded in-process cache (`_UserIndex`): a
+  float32 matrix of their vectors, an in-memory BM25 index of their analysed terms
+  (`term_index`), and the columns filters need. The cache refreshes incrementally from a per-user
+  revision counter, so other processes' writes are seen, and a query costs one matrix-vector
+  product and a pass over the postings of its terms, whatever the size of the file.
+- On disk, vectors are float16 blobs in the memory row, and the analysed terms sit in an FTS5
+  table keyed by the memory's rowid (with a per-user owner token).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..errors import NotFoundError, SchemaVersionError, StoreError, StoreLockedE
 from ..types import Memory, MemoryStatus, MemoryType, Message, TimeRange, as_aware
 from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage
 from ..indexing import full_text
+from .term_index import TermIndex
 from .text_analysis import analyse
 
 log = logging.getLogger(__name__)
@@ -120,14 +123,6 @@ def _parse_iso(text: str | None) -> datetime | None:
     return None if text is None else datetime.fromisoformat(text)
 
 
-def _fts_query(terms: Sequence[str], owner: str) -> str | None:
-    unique = list(dict.fromkeys(terms))
-    if not unique:
-        return None
-    ors = " OR ".join('"' + t.replace('"', '""') + '"' for t in unique)
-    return f'owner:"{owner}" AND terms:({ors})'
-
-
 _TYPES = {t.value: t for t in MemoryType}
 _STATUSES = {s.value: s for s in MemoryStatus}
 
@@ -153,14 +148,18 @@ def _row_to_memory(row: Sequence[Any]) -> Memory:
 
 
 @dataclass
-class _UserVectors:
-    """One user's vectors and the columns filters need, as arrays aligned by row."""
+class _UserIndex:
+    """One user's memories as arrays aligned by row: vectors, full-text postings and the columns
+    filters need. Every row of the user is here; `has_vector` marks rows with a vector of the
+    store's model (the others are zero rows, searchable by full text until re-embedded)."""
 
     rev: int
     epoch: int
     max_seq: int
     rowids: np.ndarray
-    matrix: np.ndarray  # float32 (n, dim)
+    matrix: np.ndarray  # float32 (n, dim); dim 0 while the user has no vector
+    has_vector: np.ndarray
+    terms: TermIndex
     type_codes: np.ndarray
     status_codes: np.ndarray
     created_ts: np.ndarray
@@ -187,8 +186,9 @@ class SQLiteStore:
             other model are never compared with it.
         busy_timeout_s: how long a writer waits for another process's write before
             `StoreLockedError`.
-        vector_cache_rows: at most this many vectors are kept in memory (least recently used
-            users are dropped first).
+        vector_cache_rows: at most this many memories are kept in the in-memory search index
+            (vectors and BM25 postings; least recently used users are dropped first, the user
+            being searched is always kept).
         synchronous: SQLite's durability level; "NORMAL" survives a killed process, "FULL" also
             a power cut.
     """
@@ -204,7 +204,7 @@ class SQLiteStore:
         self._connections: list[sqlite3.Connection] = []
         self._conn_lock = threading.Lock()
         self._write_lock = threading.RLock()
-        self._cache: OrderedDict[str, _UserVectors] = OrderedDict()
+        self._cache: OrderedDict[str, _UserIndex] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._cache_rows_max = max(0, vector_cache_rows)
         self._closed = False
@@ -529,12 +529,15 @@ class SQLiteStore:
     # -- search -----------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> list[Candidate]:
         found: dict[int, Candidate] = {}
-        cache = self._user_vectors(request.user_id)
+        index = self._user_index(request.user_id)
+        if index is None or len(index.rowids) == 0:
+            return []
+        mask = self._mask(index, request.filter)
         if request.text:
-            for rank, (rowid, score) in enumerate(self._text_search(request), start=1):
+            for rank, (rowid, score) in enumerate(self._text_search(request, index, mask), start=1):
                 found[rowid] = Candidate(memory=None, text_rank=rank, text_score=score)  # type: ignore[arg-type]
         if request.vector is not None:
-            for rank, (rowid, score) in enumerate(self._vector_search(request, cache), start=1):
+            for rank, (rowid, score) in enumerate(self._vector_search(request, index, mask), start=1):
                 cand = found.get(rowid)
                 if cand is None:
                     found[rowid] = Candidate(memory=None, vector_rank=rank, vector_score=score)  # type: ignore[arg-type]
@@ -542,7 +545,7 @@ class SQLiteStore:
                     cand.vector_rank, cand.vector_score = rank, score
         if not found:
             return []
-        rows = self._rows_by_rowid(request.user_id, list(found), cache)
+        rows = self._rows_by_rowid(request.user_id, list(found), index)
         out = []
         for rowid, cand in found.items():
             row = rows.get(rowid)
@@ -552,12 +555,12 @@ class SQLiteStore:
         return out
 
     def _rows_by_rowid(self, user_id: str, rowids: list[int],
-                       cache: _UserVectors | None = None) -> dict[int, Memory]:
+                       index: _UserIndex | None = None) -> dict[int, Memory]:
         """Records by rowid, from the user's cache where they were read before (callers must not
         mutate them: the engine copies what it returns)."""
         result: dict[int, Memory] = {}
-        if cache is not None:
-            known = cache.records
+        if index is not None:
+            known = index.records
             result = {r: known[r] for r in rowids if r in known}
             rowids = [r for r in rowids if r not in known]
             if not rowids:
@@ -570,65 +573,70 @@ class SQLiteStore:
                 for row in conn.execute(f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE rowid IN ({marks}) "
                                         "AND +user_id = ?", [*chunk, user_id]):
                     result[row[0]] = _row_to_memory(row[1:])
-        if cache is not None:
-            cache.records.update((r, result[r]) for r in rowids if r in result)
+        if index is not None:
+            index.records.update((r, result[r]) for r in rowids if r in result)
         return result
 
-    def _text_search(self, request: SearchRequest) -> list[tuple[int, float]]:
-        query = _fts_query(analyse(request.text or ""), owner_token(request.user_id))
-        if query is None:
-            return []
-        where, params = self._where(request.user_id, request.filter)
-        sql = (f"SELECT f.rowid, bm25(memories_fts, 1.0, 0.0) AS s FROM memories_fts f "
-               f"JOIN memories m ON m.rowid = f.rowid WHERE memories_fts MATCH ? AND {where} "
-               f"ORDER BY s LIMIT ?")
-        with self._read() as conn:
-            rows = conn.execute(sql, [query, *params, request.limit]).fetchall()
-        return [(r[0], -float(r[1])) for r in rows]
-
-    def _vector_search(self, request: SearchRequest, vectors: _UserVectors | None) -> list[tuple[int, float]]:
-        if vectors is None or len(vectors.rowids) == 0:
-            return []
-        mask = self._vector_mask(vectors, request.filter)
-        query = np.asarray(request.vector, dtype=np.float32).reshape(-1)
-        if query.shape[0] != vectors.matrix.shape[1]:
-            raise ValueError(f"query vector has {query.shape[0]} dimensions; the store's vectors have "
-                             f"{vectors.matrix.shape[1]}")
-        scores = vectors.matrix @ query
-        if mask is not None:
-            scores = np.where(mask, scores, -np.inf)
-        k = min(request.limit, int(np.isfinite(scores).sum()))
+    @staticmethod
+    def _top(scores: np.ndarray, limit: int) -> np.ndarray:
+        """Positions of the `limit` best finite scores, best first (ties keep row order)."""
+        k = min(limit, int(np.isfinite(scores).sum()))
         if k <= 0:
-            return []
+            return np.zeros(0, dtype=np.int64)
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(vectors.rowids[i]), float(scores[i])) for i in top]
+        return top[np.argsort(-scores[top], kind="stable")]
+
+    def _text_search(self, request: SearchRequest, index: _UserIndex,
+                     mask: np.ndarray | None) -> list[tuple[int, float]]:
+        terms = analyse(request.text or "")
+        if not terms:
+            return []
+        scores = index.terms.scores(terms)
+        keep = scores > 0
+        if mask is not None:
+            keep &= mask
+        top = self._top(np.where(keep, scores, -np.inf), request.limit)
+        return [(int(index.rowids[i]), float(scores[i])) for i in top]
+
+    def _vector_search(self, request: SearchRequest, index: _UserIndex,
+                       mask: np.ndarray | None) -> list[tuple[int, float]]:
+        if not index.has_vector.any():
+            return []
+        query = np.asarray(request.vector, dtype=np.float32).reshape(-1)
+        if query.shape[0] != index.matrix.shape[1]:
+            raise ValueError(f"query vector has {query.shape[0]} dimensions; the store's vectors have "
+                             f"{index.matrix.shape[1]}")
+        scores = index.matrix @ query
+        keep = index.has_vector if mask is None else index.has_vector & mask
+        top = self._top(np.where(keep, scores, -np.inf), request.limit)
+        return [(int(index.rowids[i]), float(scores[i])) for i in top]
 
     @staticmethod
-    def _vector_mask(vectors: _UserVectors, flt: MemoryFilter) -> np.ndarray | None:
-        mask = np.ones(len(vectors.rowids), dtype=bool)
+    def _mask(index: _UserIndex, flt: MemoryFilter) -> np.ndarray | None:
+        """Which rows the filter lets through (None: all of them)."""
+        mask = np.ones(len(index.rowids), dtype=bool)
         if flt.types:
-            mask &= np.isin(vectors.type_codes, [_TYPE_CODE[t.value] for t in flt.types])
+            mask &= np.isin(index.type_codes, [_TYPE_CODE[t.value] for t in flt.types])
         if flt.statuses:
-            mask &= np.isin(vectors.status_codes, [_STATUS_CODE[s.value] for s in flt.statuses])
+            mask &= np.isin(index.status_codes, [_STATUS_CODE[s.value] for s in flt.statuses])
         if flt.agent_id is not None:
-            mask &= np.fromiter((a == flt.agent_id for a in vectors.agent_ids), dtype=bool, count=len(mask))
+            mask &= np.fromiter((a == flt.agent_id for a in index.agent_ids), dtype=bool, count=len(mask))
         if flt.session_id is not None:
-            mask &= np.fromiter((s == flt.session_id for s in vectors.session_ids), dtype=bool, count=len(mask))
+            mask &= np.fromiter((s == flt.session_id for s in index.session_ids), dtype=bool, count=len(mask))
         if flt.time_range is not None:
             lo = _ts(flt.time_range.start)
             hi = _ts(flt.time_range.end)
             lo = -np.inf if lo is None else lo
             hi = np.inf if hi is None else hi
-            by_message = (vectors.created_ts >= lo) & (vectors.created_ts < hi)
-            ev_start = vectors.event_start_ts
-            ev_end = np.where(np.isnan(vectors.event_end_ts), ev_start, vectors.event_end_ts)
+            by_message = (index.created_ts >= lo) & (index.created_ts < hi)
+            ev_start = index.event_start_ts
+            ev_end = np.where(np.isnan(index.event_end_ts), ev_start, index.event_end_ts)
             with np.errstate(invalid="ignore"):
                 by_event = ~np.isnan(ev_start) & (ev_start < hi) & (ev_end >= lo)
             mask &= by_message | by_event
         return None if mask.all() else mask
 
-    def _user_vectors(self, user_id: str) -> _UserVectors | None:
+    def _user_index(self, user_id: str) -> _UserIndex | None:
         with self._read() as conn:
             head = conn.execute("SELECT rev, epoch FROM users WHERE user_id=?", (user_id,)).fetchone()
         if head is None:
@@ -656,25 +664,36 @@ class SQLiteStore:
             _, dropped = self._cache.popitem(last=False)
             total -= len(dropped.rowids)
 
-    _VECTOR_ROW = ("SELECT rowid, vector, type, status, created_ts, event_start_ts, event_end_ts, agent_id, "
-                   "session_id, seq FROM memories WHERE user_id=? AND embedding_model=? ")
+    # the FTS row holds the analysed terms, so the index is built without re-analysing text
+    _INDEX_ROW = ("SELECT m.rowid, m.vector, m.type, m.status, m.created_ts, m.event_start_ts, m.event_end_ts, "
+                  "m.agent_id, m.session_id, m.seq, m.embedding_model, f.terms FROM memories m "
+                  "JOIN memories_fts f ON f.rowid = m.rowid ")
 
-    def _load_full(self, user_id: str, rev: int, epoch: int) -> _UserVectors:
+    def _load_full(self, user_id: str, rev: int, epoch: int) -> _UserIndex:
         with self._read() as conn:
-            rows = conn.execute(self._VECTOR_ROW + "AND vector IS NOT NULL", (user_id, self.embedding_model or "")).fetchall()
+            rows = conn.execute(self._INDEX_ROW + "WHERE m.user_id=? ORDER BY m.rowid", (user_id,)).fetchall()
         return self._build(rows, rev, epoch)
 
-    def _build(self, rows: list[tuple], rev: int, epoch: int) -> _UserVectors:
+    def _build(self, rows: list[tuple], rev: int, epoch: int, dim: int | None = None) -> _UserIndex:
         n = len(rows)
-        dim = len(rows[0][1]) // 2 if rows else 0
-        matrix = np.empty((n, dim), dtype=np.float32)
-        for i, row in enumerate(rows):
-            matrix[i] = np.frombuffer(row[1], dtype=np.float16)
+        model = self.embedding_model or ""
+        has_vector = np.fromiter((r[1] is not None and r[10] == model for r in rows), dtype=bool, count=n)
+        if dim is None:
+            first = next((i for i in range(n) if has_vector[i]), None)
+            dim = 0 if first is None else len(rows[first][1]) // 2
+        matrix = np.zeros((n, dim), dtype=np.float32)
+        for i in np.flatnonzero(has_vector):
+            blob = rows[i][1]
+            if len(blob) != dim * 2:  # a vector of another width under the same model name: unusable
+                has_vector[i] = False
+                continue
+            matrix[i] = np.frombuffer(blob, dtype=np.float16)
         nan = float("nan")
-        return _UserVectors(
+        return _UserIndex(
             rev=rev, epoch=epoch, max_seq=max((r[9] for r in rows), default=0),
             rowids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
-            matrix=matrix,
+            matrix=matrix, has_vector=has_vector,
+            terms=TermIndex.build(r[11].split() for r in rows),
             type_codes=np.fromiter((_TYPE_CODE[r[2]] for r in rows), dtype=np.int8, count=n),
             status_codes=np.fromiter((_STATUS_CODE[r[3]] for r in rows), dtype=np.int8, count=n),
             created_ts=np.fromiter((r[4] for r in rows), dtype=np.float64, count=n),
@@ -684,38 +703,35 @@ class SQLiteStore:
             position={int(r[0]): i for i, r in enumerate(rows)},
         )
 
-    def _refresh(self, cached: _UserVectors, user_id: str, rev: int) -> _UserVectors:
+    def _refresh(self, cached: _UserIndex, user_id: str, rev: int) -> _UserIndex:
         """Apply the rows changed since the cache was built (no deletions happened in between)."""
         with self._read() as conn:
-            # every changed row, whatever its model: a cached row re-embedded by another model
-            # (or cleared) must leave the matrix
-            changed = conn.execute(
-                "SELECT rowid, vector, type, status, created_ts, event_start_ts, event_end_ts, agent_id, "
-                "session_id, seq, embedding_model FROM memories WHERE user_id=? AND seq > ?",
-                (user_id, cached.max_seq)).fetchall()
+            changed = conn.execute(self._INDEX_ROW + "WHERE m.user_id=? AND m.seq > ? ORDER BY m.rowid",
+                                   (user_id, cached.max_seq)).fetchall()
         if not changed:
             cached.rev = rev
             return cached
-        for r in changed:  # rows without vectors may sit in the record cache too
+        for r in changed:
             cached.records.pop(r[0], None)
         if any(r[0] in cached.position for r in changed):
-            # status/type/time/vector changes in place; rare, so a full rebuild is simplest
+            # status/type/time/vector/text changes in place; rare, so a full rebuild is simplest
             return self._load_full(user_id, rev, cached.epoch)
-        added = [r[:10] for r in changed if r[1] is not None and r[10] == (self.embedding_model or "")]
-        if not added:
-            cached.rev = rev
-            cached.max_seq = max(cached.max_seq, max(r[9] for r in changed))
-            return cached
-        extra = self._build(added, rev, cached.epoch)
-        if cached.matrix.shape[0] and extra.matrix.shape[1] != cached.matrix.shape[1]:
+        dim = cached.matrix.shape[1] if cached.has_vector.any() else None
+        extra = self._build(changed, rev, cached.epoch, dim)
+        if extra.matrix.shape[1] != cached.matrix.shape[1] and cached.has_vector.any():
             return self._load_full(user_id, rev, cached.epoch)
         base = len(cached.rowids)
+        matrix = cached.matrix
+        if extra.matrix.shape[1] != matrix.shape[1]:  # the user's first vectors: widen the zero rows
+            matrix = np.zeros((base, extra.matrix.shape[1]), dtype=np.float32)
         position = dict(cached.position)
         position.update({rid: base + i for rid, i in extra.position.items()})
-        return _UserVectors(
+        return _UserIndex(
             rev=rev, epoch=cached.epoch, max_seq=max(cached.max_seq, extra.max_seq),
             rowids=np.concatenate([cached.rowids, extra.rowids]),
-            matrix=np.concatenate([cached.matrix, extra.matrix]) if base else extra.matrix,
+            matrix=np.concatenate([matrix, extra.matrix]),
+            has_vector=np.concatenate([cached.has_vector, extra.has_vector]),
+            terms=cached.terms.extended(r[11].split() for r in changed),
             type_codes=np.concatenate([cached.type_codes, extra.type_codes]),
             status_codes=np.concatenate([cached.status_codes, extra.status_codes]),
             created_ts=np.concatenate([cached.created_ts, extra.created_ts]),
