@@ -207,6 +207,9 @@ class PostgresStore:
         connect_kwargs: extra keyword arguments for `psycopg.connect` (user, password, sslmode ...).
     """
 
+    # rows of a user over which the average memory length is computed (exact below, estimated above)
+    _AVGDL_SAMPLE = 2000
+
     def __init__(self, conninfo: str, *, embedding_model: str | None = None, table_prefix: str = "memoryscope_",
                  text_search_config: str = "english", pool_min_size: int = 1, pool_max_size: int = 8,
                  lock_timeout_s: float = 10.0, connect_timeout_s: float = 10.0, exact_vector_rows: int = 5_000,
@@ -708,19 +711,25 @@ class PostgresStore:
             params["text"] = request.text
             # BM25 as the embedded store computes it (term_index.py): the user's own statistics,
             # Lucene's idf, k1 = 1.2, b = 0.75, a memory's length = its number of distinct lexemes.
-            # One pass over the user's rows gives N, the average length and each term's document
-            # frequency. A term's frequency in a row comes from ts_rank of that term alone with unit
-            # weights: PostgreSQL returns H(tf) / H(inf) there (H: the sum of 1/k^2 up to tf), and
-            # 1 / (1.6449 - 1.6449 * rank) - 0.5 recovers tf within 0.05 for every tf.
+            # The rows holding each query term come from the GIN index; they give the document
+            # frequencies. The average length is exact up to `_AVGDL_SAMPLE` rows per user and
+            # estimated from that many of the user's rows beyond. A term's frequency in a row comes
+            # from ts_rank of that term alone with unit weights: PostgreSQL returns H(tf) / H(inf)
+            # there (H: the sum of 1/k^2 up to tf), and 1 / (1.6449 (1 - rank)) - 0.5 recovers tf
+            # within 0.05 for every tf.
+            params["avgdl_sample"] = self._AVGDL_SAMPLE
+            # the query's terms OR-ed, written inline with the configuration as a literal so the
+            # planner folds it to a constant and chooses between the user's rows and the GIN index
+            tsq = "replace(plainto_tsquery({cfg_lit}::regconfig, %(text)s)::text, ' & ', ' | ')::tsquery"
             ctes.append(
                 "q AS (SELECT DISTINCT lexeme AS lex, quote_literal(lexeme)::tsquery AS tq "
                 "FROM unnest(to_tsvector({cfg_lit}::regconfig, %(text)s))), "
-                f"own AS MATERIALIZED (SELECT m.rowid, m.tsv, ({where}) AS visible FROM {{memories}} m "
-                "WHERE m.user_id = %(user_id)s), "
-                "stats AS (SELECT count(*)::float8 AS n, GREATEST(avg(length(tsv)), 1)::float8 AS avgdl FROM own), "
-                "pairs AS MATERIALIZED (SELECT o.rowid, o.visible, length(o.tsv)::float8 AS dl, q.lex, "
-                "1.0 / (1.6449340668 - 1.6449340668 * ts_rank('{{1,1,1,1}}', o.tsv, q.tq, 0)) - 0.5 AS tf "
-                f"FROM own o JOIN q ON o.tsv @@ q.tq), "
+                "stats AS MATERIALIZED (SELECT (SELECT count(*) FROM {memories} m WHERE m.user_id = %(user_id)s)"
+                "::float8 AS n, (SELECT GREATEST(avg(length(x.tsv)), 1) FROM (SELECT m.tsv FROM {memories} m "
+                "WHERE m.user_id = %(user_id)s LIMIT %(avgdl_sample)s) x)::float8 AS avgdl), "
+                f"pairs AS MATERIALIZED (SELECT m.rowid, ({where}) AS visible, length(m.tsv)::float8 AS dl, q.lex, "
+                "1.0 / (1.6449340668 - 1.6449340668 * ts_rank('{{1,1,1,1}}', m.tsv, q.tq, 0)) - 0.5 AS tf "
+                f"FROM {{memories}} m JOIN q ON m.tsv @@ q.tq WHERE m.user_id = %(user_id)s AND m.tsv @@ {tsq}), "
                 "idf AS (SELECT p.lex, ln(1 + (s.n - count(*) + 0.5) / (count(*) + 0.5)) AS w "
                 "FROM pairs p CROSS JOIN stats s GROUP BY p.lex, s.n), "
                 "t0 AS (SELECT p.rowid, sum(i.w * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / s.avgdl))) AS score "

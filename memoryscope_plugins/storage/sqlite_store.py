@@ -666,8 +666,8 @@ class SQLiteStore:
 
     # the FTS row holds the analysed terms, so the index is built without re-analysing text
     _INDEX_ROW = ("SELECT m.rowid, m.vector, m.type, m.status, m.created_ts, m.event_start_ts, m.event_end_ts, "
-                  "m.agent_id, m.session_id, m.seq, m.embedding_model, f.terms FROM memories m "
-                  "JOIN memories_fts f ON f.rowid = m.rowid ")
+                  "m.agent_id, m.session_id, m.seq, m.embedding_model, COALESCE(f.terms, '') FROM memories m "
+                  "LEFT JOIN memories_fts f ON f.rowid = m.rowid ")
 
     def _load_full(self, user_id: str, rev: int, epoch: int) -> _UserIndex:
         with self._read() as conn:
