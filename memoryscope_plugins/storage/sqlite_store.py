@@ -674,7 +674,8 @@ class SQLiteStore:
             rows = conn.execute(self._INDEX_ROW + "WHERE m.user_id=? ORDER BY m.rowid", (user_id,)).fetchall()
         return self._build(rows, rev, epoch)
 
-    def _build(self, rows: list[tuple], rev: int, epoch: int, dim: int | None = None) -> _UserIndex:
+    def _build(self, rows: list[tuple], rev: int, epoch: int, dim: int | None = None,
+               with_terms: bool = True) -> _UserIndex:
         n = len(rows)
         model = self.embedding_model or ""
         has_vector = np.fromiter((r[1] is not None and r[10] == model for r in rows), dtype=bool, count=n)
@@ -693,7 +694,7 @@ class SQLiteStore:
             rev=rev, epoch=epoch, max_seq=max((r[9] for r in rows), default=0),
             rowids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
             matrix=matrix, has_vector=has_vector,
-            terms=TermIndex.build(r[11].split() for r in rows),
+            terms=TermIndex.build(r[11].split() for r in rows if with_terms),
             type_codes=np.fromiter((_TYPE_CODE[r[2]] for r in rows), dtype=np.int8, count=n),
             status_codes=np.fromiter((_STATUS_CODE[r[3]] for r in rows), dtype=np.int8, count=n),
             created_ts=np.fromiter((r[4] for r in rows), dtype=np.float64, count=n),
@@ -717,7 +718,7 @@ class SQLiteStore:
             # status/type/time/vector/text changes in place; rare, so a full rebuild is simplest
             return self._load_full(user_id, rev, cached.epoch)
         dim = cached.matrix.shape[1] if cached.has_vector.any() else None
-        extra = self._build(changed, rev, cached.epoch, dim)
+        extra = self._build(changed, rev, cached.epoch, dim, with_terms=False)  # terms: appended below
         if extra.matrix.shape[1] != cached.matrix.shape[1] and cached.has_vector.any():
             return self._load_full(user_id, rev, cached.epoch)
         base = len(cached.rowids)
