@@ -85,7 +85,7 @@ def test_killed_writer_leaves_no_half_written_memory(tmp_path):
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         memories = conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
         messages = conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
-        indexed = conn.execute("SELECT COUNT(*) FROM memories_fts").fetchone()[0]
+        indexed = conn.execute("SELECT COUNT(*) FROM memories WHERE terms != ''").fetchone()[0]
         with_vectors = conn.execute("SELECT COUNT(*) FROM memories WHERE vector IS NOT NULL").fetchone()[0]
     assert memories > 0
     # every record() call is one transaction: messages, memories, index rows and vectors agree,
@@ -196,3 +196,55 @@ def test_incremental_cache_ranks_as_a_fresh_load(tmp_path):
     assert ranks(warm) == ranks(cold)
     warm.close()
     cold.close()
+
+
+# The schema of version 1 (the first release), as such a file holds it.
+_SCHEMA_V1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE users (user_id TEXT PRIMARY KEY, rev INTEGER NOT NULL DEFAULT 0, epoch INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE memories (
+    rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+    type TEXT NOT NULL, status TEXT NOT NULL, content TEXT NOT NULL, context TEXT, speaker TEXT, role TEXT,
+    session_id TEXT, previous_id TEXT, created_at TEXT NOT NULL, created_ts REAL NOT NULL,
+    updated_at TEXT NOT NULL, event_start TEXT, event_start_ts REAL, event_end TEXT, event_end_ts REAL,
+    superseded_by TEXT, source_ids TEXT NOT NULL DEFAULT '[]', metadata TEXT NOT NULL DEFAULT '{}',
+    embedding_model TEXT, vector BLOB, seq INTEGER NOT NULL);
+CREATE INDEX memories_user_time ON memories(user_id, created_ts);
+CREATE INDEX memories_user_seq ON memories(user_id, seq);
+CREATE INDEX memories_model ON memories(embedding_model);
+CREATE VIRTUAL TABLE memories_fts USING fts5(terms, owner, tokenize = "unicode61 remove_diacritics 0", detail = "full");
+CREATE TABLE messages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL, session_id TEXT, role TEXT NOT NULL, name TEXT, content TEXT NOT NULL,
+    timestamp TEXT NOT NULL, metadata TEXT NOT NULL DEFAULT '{}', state TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE leases (user_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_ts REAL NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '1'), ('seq', '2'), ('embedding_model', 'model-a');
+INSERT INTO users VALUES ('u', 2, 0);
+INSERT INTO memories(rowid, id, user_id, agent_id, type, status, content, created_at, created_ts, updated_at, seq)
+VALUES (1, 'a', 'u', 'x', 'turn', 'active', 'We went sailing on the lake', '2024-01-01T00:00:00+00:00', 1704067200,
+        '2024-01-01T00:00:00+00:00', 1),
+       (2, 'b', 'u', 'x', 'turn', 'active', 'Baking bread on Sunday', '2024-01-01T00:00:00+00:00', 1704067200,
+        '2024-01-01T00:00:00+00:00', 2);
+INSERT INTO memories_fts(rowid, terms, owner) VALUES (1, 'went sail lake', 'u1'), (2, 'bake bread sunday', 'u1');
+"""
+
+
+def test_a_version_1_file_is_upgraded_in_place(tmp_path):
+    path = tmp_path / "v1.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(_SCHEMA_V1)
+    store = SQLiteStore(path, embedding_model="model-a")
+    found = store.search(SearchRequest(user_id="u", text="sailing", vector=None))
+    assert [c.memory.id for c in found] == ["a"]
+    assert store.get_meta("schema_version") == "2"
+    store.put([Memory(id="c", user_id="u", agent_id="x", content="sailing again",
+                      created_at=datetime(2024, 2, 1, tzinfo=timezone.utc),
+                      updated_at=datetime(2024, 2, 1, tzinfo=timezone.utc))])
+    assert {c.memory.id for c in store.search(SearchRequest(user_id="u", text="sail", vector=None))} == {"a", "c"}
+    store.close()
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert "memories_fts" not in tables
+        assert conn.execute("SELECT terms FROM memories WHERE id='b'").fetchone()[0] == "bake bread sunday"
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    SQLiteStore(path).close()  # and opens again as version 2

@@ -7,13 +7,12 @@
   (`term_index`), and the columns filters need. The cache refreshes incrementally from a per-user
   revision counter, so other processes' writes are seen, and a query costs one matrix-vector
   product and a pass over the postings of its terms, whatever the size of the file.
-- On disk, vectors are float16 blobs in the memory row, and the analysed terms sit in an FTS5
-  table keyed by the memory's rowid (with a per-user owner token).
+- On disk, each memory row also keeps its vector (float16 blob) and its analysed terms, so a
+  user's index loads with one indexed read and nothing is re-analysed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -39,7 +38,7 @@ from .text_analysis import analyse
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -73,14 +72,12 @@ CREATE TABLE IF NOT EXISTS memories (
     metadata TEXT NOT NULL DEFAULT '{}',
     embedding_model TEXT,
     vector BLOB,
-    seq INTEGER NOT NULL                 -- store-wide change counter, for incremental cache refresh
+    seq INTEGER NOT NULL,                -- store-wide change counter, for incremental cache refresh
+    terms TEXT NOT NULL DEFAULT ''       -- the analysed full-text terms (text_analysis.analyse)
 );
 CREATE INDEX IF NOT EXISTS memories_user_time ON memories(user_id, created_ts);
 CREATE INDEX IF NOT EXISTS memories_user_seq ON memories(user_id, seq);
 CREATE INDEX IF NOT EXISTS memories_model ON memories(embedding_model);
-CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-    terms, owner, tokenize = "unicode61 remove_diacritics 0", detail = "full"
-);
 CREATE TABLE IF NOT EXISTS messages (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT NOT NULL UNIQUE,
@@ -104,11 +101,6 @@ _MEMORY_COLUMNS = (
     "id, user_id, agent_id, type, status, content, context, speaker, role, session_id, created_at, "
     "updated_at, event_start, event_end, superseded_by, source_ids, metadata, embedding_model, previous_id"
 )
-
-
-def owner_token(user_id: str) -> str:
-    """The FTS token that scopes full-text matches to one user (hashed: user ids are free text)."""
-    return "u" + hashlib.blake2b(user_id.encode("utf-8"), digest_size=10).hexdigest()
 
 
 def _ts(moment: datetime | None) -> float | None:
@@ -288,7 +280,22 @@ class SQLiteStore:
                 raise SchemaVersionError(
                     f"{self.path} has schema version {row[0]}; this library knows up to {SCHEMA_VERSION}. "
                     "Upgrade memoryscope-plugins.")
-            # future migrations: `elif int(row[0]) < SCHEMA_VERSION: self._migrate(conn, int(row[0]))`
+            elif int(row[0]) < SCHEMA_VERSION:
+                self._migrate(conn, int(row[0]))
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection, version: int) -> None:
+        """Bring a file written by an older version up to `SCHEMA_VERSION`, inside the caller's
+        write transaction (a crash midway leaves the old version intact)."""
+        if version < 2:
+            # v1 kept the analysed terms in an FTS5 table that search no longer uses: move them
+            # into the memory row and drop the table and its index
+            log.info("upgrading the store schema from version %d to 2", version)
+            conn.execute("ALTER TABLE memories ADD COLUMN terms TEXT NOT NULL DEFAULT ''")
+            conn.execute("UPDATE memories SET terms = COALESCE((SELECT f.terms FROM memories_fts f "
+                         "WHERE f.rowid = memories.rowid), '')")
+            conn.execute("DROP TABLE memories_fts")
+        conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         """Close every connection this store opened (from any thread)."""
@@ -351,25 +358,20 @@ class SQLiteStore:
                 _iso(memory.created_at), _ts(memory.created_at), _iso(memory.updated_at),
                 _iso(memory.event_start), _ts(memory.event_start), _iso(memory.event_end), _ts(memory.event_end),
                 memory.superseded_by, json.dumps(memory.source_ids), json.dumps(memory.metadata, default=str),
-                model, blob, first_seq + i, memory.previous_id,
+                model, blob, first_seq + i, memory.previous_id, " ".join(analyse(full_text(memory))),
             )
             if old is None:
                 cur = conn.execute(
                     "INSERT INTO memories(id, user_id, agent_id, type, status, content, context, speaker, role, "
                     "session_id, created_at, created_ts, updated_at, event_start, event_start_ts, event_end, "
-                    "event_end_ts, superseded_by, source_ids, metadata, embedding_model, vector, seq, previous_id) "
-                    "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
-                rowid = cur.lastrowid
+                    "event_end_ts, superseded_by, source_ids, metadata, embedding_model, vector, seq, previous_id, "
+                    "terms) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
             else:
-                rowid = old[0]
                 conn.execute(
                     "UPDATE memories SET id=?, user_id=?, agent_id=?, type=?, status=?, content=?, context=?, "
                     "speaker=?, role=?, session_id=?, created_at=?, created_ts=?, updated_at=?, event_start=?, "
                     "event_start_ts=?, event_end=?, event_end_ts=?, superseded_by=?, source_ids=?, metadata=?, "
-                    "embedding_model=?, vector=?, seq=?, previous_id=? WHERE rowid=?", values + (rowid,))
-                conn.execute("DELETE FROM memories_fts WHERE rowid=?", (rowid,))
-            conn.execute("INSERT INTO memories_fts(rowid, terms, owner) VALUES(?, ?, ?)",
-                         (rowid, " ".join(analyse(full_text(memory))), owner_token(memory.user_id)))
+                    "embedding_model=?, vector=?, seq=?, previous_id=?, terms=? WHERE rowid=?", values + (old[0],))
             touched.add(memory.user_id)
         self._bump(conn, touched, deletion=False)
 
@@ -409,7 +411,6 @@ class SQLiteStore:
                 row = conn.execute("DELETE FROM memories WHERE id=? AND user_id=? RETURNING rowid",
                                    (memory_id, user_id)).fetchone()
                 if row is not None:
-                    conn.execute("DELETE FROM memories_fts WHERE rowid=?", (row[0],))
                     deleted += 1
             if deleted:
                 self._bump(conn, {user_id}, deletion=True)
@@ -417,15 +418,13 @@ class SQLiteStore:
 
     def delete_user(self, user_id: str) -> int:
         with self._write() as conn:
-            rowids = [r[0] for r in conn.execute("SELECT rowid FROM memories WHERE user_id=?", (user_id,))]
-            conn.executemany("DELETE FROM memories_fts WHERE rowid=?", ((r,) for r in rowids))
-            conn.execute("DELETE FROM memories WHERE user_id=?", (user_id,))
+            removed = conn.execute("DELETE FROM memories WHERE user_id=?", (user_id,)).rowcount
             conn.execute("DELETE FROM messages WHERE user_id=?", (user_id,))
             conn.execute("DELETE FROM leases WHERE user_id=?", (user_id,))
             self._bump(conn, {user_id}, deletion=True)
         with self._cache_lock:
             self._cache.pop(user_id, None)
-        return len(rowids)
+        return removed
 
     # -- reads ------------------------------------------------------------------------------
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
@@ -664,10 +663,9 @@ class SQLiteStore:
             _, dropped = self._cache.popitem(last=False)
             total -= len(dropped.rowids)
 
-    # the FTS row holds the analysed terms, so the index is built without re-analysing text
+    # the row keeps its analysed terms, so the index is built without re-analysing text
     _INDEX_ROW = ("SELECT m.rowid, m.vector, m.type, m.status, m.created_ts, m.event_start_ts, m.event_end_ts, "
-                  "m.agent_id, m.session_id, m.seq, m.embedding_model, COALESCE(f.terms, '') FROM memories m "
-                  "LEFT JOIN memories_fts f ON f.rowid = m.rowid ")
+                  "m.agent_id, m.session_id, m.seq, m.embedding_model, m.terms FROM memories m ")
 
     def _load_full(self, user_id: str, rev: int, epoch: int) -> _UserIndex:
         with self._read() as conn:
