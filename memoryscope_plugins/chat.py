@@ -174,6 +174,13 @@ async def achat_with_memory(engine: "MemoryScope", user_id: str, message: str, *
                     context=prepared.retrieval.context)
 
 
+def _fill_turn(turn: ChatTurn | None, answer: str, prepared: _Prepared) -> None:
+    """Hand a finished stream's answer and the memories it was given to the caller's `ChatTurn`."""
+    if turn is not None:
+        turn.answer, turn.memories, turn.context = answer, list(prepared.retrieval.memories), \
+            prepared.retrieval.context
+
+
 def stream_chat_with_memory(engine: "MemoryScope", user_id: str, message: str, *, agent_id: str = "assistant",
                             session_id: str | None = None, system_prompt: str | None = None,
                             top_k: int | None = None, now: datetime | str | None = None,
@@ -200,9 +207,7 @@ def stream_chat_with_memory(engine: "MemoryScope", user_id: str, message: str, *
         answer = "".join(pieces) if complete else ""
         engine.record(user_id, _turn_messages(prepared, message, answer, user_name), agent_id=agent_id,
                       session_id=session_id)
-        if turn is not None:
-            turn.answer, turn.memories, turn.context = answer, list(prepared.retrieval.memories), \
-                prepared.retrieval.context
+        _fill_turn(turn, answer, prepared)
 
 
 async def astream_chat_with_memory(engine: "MemoryScope", user_id: str, message: str, *,
@@ -229,9 +234,7 @@ async def astream_chat_with_memory(engine: "MemoryScope", user_id: str, message:
         answer = "".join(pieces) if complete else ""
         await asyncio.to_thread(engine.record, user_id, _turn_messages(prepared, message, answer, user_name),
                                 agent_id=agent_id, session_id=session_id)
-        if turn is not None:
-            turn.answer, turn.memories, turn.context = answer, list(prepared.retrieval.memories), \
-                prepared.retrieval.context
+        _fill_turn(turn, answer, prepared)
 
 
 __all__ = ["ChatTurn", "chat_with_memory", "achat_with_memory", "stream_chat_with_memory",

@@ -37,3 +37,21 @@ def engine(tmp_path, local_embedder):
     memory = MemoryScope(path=tmp_path / "memory.db", embedder=local_embedder)
     yield memory
     memory.close()
+
+
+@pytest.fixture
+def server():
+    """A local fake of the remote model APIs (OpenAI-compatible and DashScope), one per test."""
+    from fakes.fake_model_server import FakeModelServer
+    with FakeModelServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def brain(server):
+    """The fake chat model answering `server`'s OpenAI-compatible chat endpoint."""
+    from fakes.fake_model_server import OPENAI_CHAT
+    from test_consolidation_helpers import Brain
+    fake_llm = Brain()
+    server.route(OPENAI_CHAT, fake_llm)
+    return fake_llm

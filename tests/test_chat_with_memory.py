@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from fakes.fake_model_server import DASHSCOPE_GENERATION
-from test_consolidation_helpers import OPENAI_CHAT, Brain, FakeModelServer, Reply, at, fast_policy, make_engine, \
+from test_consolidation_helpers import OPENAI_CHAT, Brain, Reply, at, fast_policy, make_engine, \
     make_settings, user_msg
 
 from memoryscope_plugins import MemoryScope
@@ -16,21 +16,12 @@ NOW = at(20, hour=19)
 
 
 @pytest.fixture
-def server():
-    with FakeModelServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-def brain(server):
-    b = Brain()
-
+def brain(brain):
     def reply(prompt):
         system = prompt.messages[0]["content"]
         return "Skip the peanuts, Anna." if "allergic to peanuts" in system else "Tell me more."
-    b.reply = reply
-    server.route(OPENAI_CHAT, b)
-    return b
+    brain.reply = reply
+    return brain
 
 
 @pytest.fixture

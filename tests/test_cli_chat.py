@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_consolidation_helpers import OPENAI_CHAT, Brain, FakeModelServer, at, make_engine, make_settings, user_msg
+from test_consolidation_helpers import at, make_engine, make_settings, user_msg
 
 from memoryscope_plugins import MemoryScope
 from memoryscope_plugins.cli.chat import run_chat
@@ -23,18 +23,10 @@ def chat(memory, script: str, user: str = "anna") -> str:
 
 
 @pytest.fixture
-def server():
-    with FakeModelServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-def brain(server):
-    b = Brain()
-    b.reply = lambda prompt: ("You are vegetarian, so: lentil soup." if "vegetarian" in prompt.messages[0]["content"]
-                              else "Hello!")
-    server.route(OPENAI_CHAT, b)
-    return b
+def brain(brain):
+    brain.reply = lambda prompt: ("You are vegetarian, so: lentil soup." if "vegetarian" in prompt.messages[0]["content"]
+                                  else "Hello!")
+    return brain
 
 
 @pytest.fixture

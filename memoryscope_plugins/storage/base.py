@@ -8,9 +8,9 @@ weights, time boosts) happens in the engine, so every backend ranks the same way
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterator, Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -72,9 +72,12 @@ class MemoryStore(Protocol):
     except the admin ones that say so (`users`, `iter_memories(None)`).
 
     `embedding_model` is the name of the embedder whose vectors the store compares; the engine
-    sets it before use."""
+    sets it before use. `text_statistics` says whose statistics full-text ranking uses: "user"
+    (each user's own memories: another user's never change your ranking) or "index" (the whole
+    index, as Elasticsearch does)."""
 
     embedding_model: str | None
+    text_statistics: Literal["user", "index"]
 
     # -- store-wide facts --------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None: ...
@@ -160,3 +163,11 @@ def merge_batch(memories: Sequence[Memory], vectors: Any
             vector = merged[memory.id][1]
         merged[memory.id] = (memory, vector)
     return merged, cleared
+
+
+def message_ids_for(messages: Sequence[Message], message_ids: Sequence[str] | None) -> list[str]:
+    """The ids `append_messages` stores: the caller's (one per message) or new random ones."""
+    ids = list(message_ids) if message_ids is not None else [uuid.uuid4().hex for _ in messages]
+    if len(ids) != len(messages):
+        raise ValueError("message_ids must align with messages")
+    return ids

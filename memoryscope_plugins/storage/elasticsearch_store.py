@@ -36,7 +36,6 @@ import json
 import logging
 import re
 import time
-import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Sequence
 
@@ -51,7 +50,7 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
 from ..errors import NotFoundError, SchemaVersionError, StoreError
 from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
 from ..indexing import full_text
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, merge_batch, vector_rows as _as_rows
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, merge_batch, message_ids_for, vector_rows as _as_rows
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +170,8 @@ class ElasticsearchStore:
         vector_index_type: ``hnsw`` (float vectors, exact scores) or ``int8_hnsw`` (4x smaller).
         client: a ready `Elasticsearch` client instead of the arguments above.
     """
+
+    text_statistics = "index"  # see MemoryStore
 
     def __init__(self, hosts: str | list[str] | None = None, *, embedding_model: str | None = None,
                  index_prefix: str = "memoryscope", api_key: str | None = None,
@@ -675,9 +676,7 @@ class ElasticsearchStore:
                         session_id: str | None = None, memories: Sequence[Memory] = (),
                         vectors: np.ndarray | None = None, *, state: str = "pending",
                         message_ids: Sequence[str] | None = None) -> list[str]:
-        ids = list(message_ids) if message_ids is not None else [uuid.uuid4().hex for _ in messages]
-        if len(ids) != len(messages):
-            raise ValueError("message_ids must align with messages")
+        ids = message_ids_for(messages, message_ids)
         mem_ops, mem_undo = self._memory_ops(memories, vectors)
         first = self._reserve("message_seq", len(messages))
         ops: list[dict[str, Any]] = []

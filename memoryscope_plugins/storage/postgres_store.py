@@ -36,7 +36,6 @@ import logging
 import re
 import struct
 import threading
-import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence
@@ -55,7 +54,7 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
 from ..errors import NotFoundError, SchemaVersionError, StoreError, StoreLockedError
 from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
 from ..indexing import full_text
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, merge_batch, vector_rows as _as_rows
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, merge_batch, message_ids_for, vector_rows as _as_rows
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +205,8 @@ class PostgresStore:
         hnsw_m / hnsw_ef_construction / hnsw_ef_search: HNSW index parameters.
         connect_kwargs: extra keyword arguments for `psycopg.connect` (user, password, sslmode ...).
     """
+
+    text_statistics = "user"  # see MemoryStore
 
     # rows of a user over which the average memory length is computed (exact below, estimated above)
     _AVGDL_SAMPLE = 2000
@@ -784,9 +785,7 @@ class PostgresStore:
                         session_id: str | None = None, memories: Sequence[Memory] = (),
                         vectors: np.ndarray | None = None, *, state: str = "pending",
                         message_ids: Sequence[str] | None = None) -> list[str]:
-        ids = list(message_ids) if message_ids is not None else [uuid.uuid4().hex for _ in messages]
-        if len(ids) != len(messages):
-            raise ValueError("message_ids must align with messages")
+        ids = message_ids_for(messages, message_ids)
         with self._tx() as conn:
             if messages:
                 with conn.cursor() as cur:

@@ -19,7 +19,6 @@ import os
 import sqlite3
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,8 +29,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from ..errors import NotFoundError, SchemaVersionError, StoreError, StoreLockedError
-from ..types import Memory, MemoryStatus, MemoryType, Message, TimeRange, as_aware
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage
+from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, message_ids_for
 from ..indexing import full_text
 from .term_index import TermIndex
 from .text_analysis import analyse
@@ -184,6 +183,8 @@ class SQLiteStore:
         synchronous: SQLite's durability level; "NORMAL" survives a killed process, "FULL" also
             a power cut.
     """
+
+    text_statistics = "user"  # see MemoryStore
 
     def __init__(self, path: str | os.PathLike[str], *, embedding_model: str | None = None,
                  busy_timeout_s: float = 10.0, vector_cache_rows: int = 250_000,
@@ -364,7 +365,7 @@ class SQLiteStore:
                 model, blob, first_seq + i, memory.previous_id, " ".join(analyse(full_text(memory))),
             )
             if old is None:
-                cur = conn.execute(
+                conn.execute(
                     "INSERT INTO memories(id, user_id, agent_id, type, status, content, context, speaker, role, "
                     "session_id, created_at, created_ts, updated_at, event_start, event_start_ts, event_end, "
                     "event_end_ts, superseded_by, source_ids, metadata, embedding_model, vector, seq, previous_id, "
@@ -695,7 +696,7 @@ class SQLiteStore:
             rev=rev, epoch=epoch, max_seq=max((r[9] for r in rows), default=0),
             rowids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
             matrix=matrix, has_vector=has_vector,
-            terms=TermIndex.build(r[11].split() for r in rows if with_terms),
+            terms=TermIndex.build(r[11].split() for r in rows) if with_terms else TermIndex.build(()),
             type_codes=np.fromiter((_TYPE_CODE[r[2]] for r in rows), dtype=np.int8, count=n),
             status_codes=np.fromiter((_STATUS_CODE[r[3]] for r in rows), dtype=np.int8, count=n),
             created_ts=np.fromiter((r[4] for r in rows), dtype=np.float64, count=n),
@@ -719,9 +720,8 @@ class SQLiteStore:
             # status/type/time/vector/text changes in place; rare, so a full rebuild is simplest
             return self._load_full(user_id, rev, cached.epoch)
         dim = cached.matrix.shape[1] if cached.has_vector.any() else None
+        # with `dim` given, a vector of another width is left out of the matrix (has_vector False)
         extra = self._build(changed, rev, cached.epoch, dim, with_terms=False)  # terms: appended below
-        if extra.matrix.shape[1] != cached.matrix.shape[1] and cached.has_vector.any():
-            return self._load_full(user_id, rev, cached.epoch)
         base = len(cached.rowids)
         matrix = cached.matrix
         if extra.matrix.shape[1] != matrix.shape[1]:  # the user's first vectors: widen the zero rows
@@ -748,9 +748,7 @@ class SQLiteStore:
                         session_id: str | None = None, memories: Sequence[Memory] = (),
                         vectors: np.ndarray | None = None, *, state: str = "pending",
                         message_ids: Sequence[str] | None = None) -> list[str]:
-        ids = list(message_ids) if message_ids is not None else [uuid.uuid4().hex for _ in messages]
-        if len(ids) != len(messages):
-            raise ValueError("message_ids must align with messages")
+        ids = message_ids_for(messages, message_ids)
         with self._write() as conn:
             for message_id, message in zip(ids, messages):
                 conn.execute(
