@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator, Mapping, Sequenc
 from .consolidation.prompts import load_prompt
 from .consolidation.report import ConsolidationReport
 from .errors import ConfigError, ValidationError
+from .models.base import ChatResult
 from .retrieval.time_format import format_memory_time
 from .retrieval.time_parser import detect_language
 from .types import RetrievalResult, ScoredMemory, as_aware, utc_now
@@ -39,6 +40,7 @@ class ChatTurn:
     memories: list[ScoredMemory] = field(default_factory=list)
     consolidation: ConsolidationReport | None = None
     context: str = ""  # the memory block put into the system prompt
+    truncated: bool = False  # the reply stopped at the token cap (recorded with metadata truncated=True)
 
 
 @dataclass(slots=True)
@@ -108,7 +110,8 @@ def _moment(now: datetime | str | None) -> datetime:
     raise ValidationError("now must be a datetime or an ISO 8601 string")
 
 
-def _turn_messages(prepared: _Prepared, message: str, answer: str, user_name: str | None) -> list[dict[str, Any]]:
+def _turn_messages(prepared: _Prepared, message: str, answer: str, user_name: str | None,
+                   finish_reason: str | None = None) -> list[dict[str, Any]]:
     user_time = prepared.moment
     answer_time = prepared.moment if prepared.explicit_time else utc_now()
     said: dict[str, Any] = {"role": "user", "content": message, "timestamp": user_time}
@@ -116,7 +119,11 @@ def _turn_messages(prepared: _Prepared, message: str, answer: str, user_name: st
         said["name"] = user_name
     turn: list[dict[str, Any]] = [said]
     if answer.strip():
-        turn.append({"role": "assistant", "content": answer, "timestamp": answer_time})
+        reply: dict[str, Any] = {"role": "assistant", "content": answer, "timestamp": answer_time}
+        if finish_reason is not None and ChatResult(text="", finish_reason=finish_reason).truncated:
+            # the reply stopped at the token cap: recorded as it is, marked as incomplete
+            reply["metadata"] = {"truncated": True, "finish_reason": finish_reason}
+        turn.append(reply)
     return turn
 
 
@@ -148,11 +155,13 @@ def chat_with_memory(engine: "MemoryScope", user_id: str, message: str, *, agent
     """
     prepared = _prepare(engine, user_id, message, agent_id, system_prompt, top_k, now, history)
     assert engine.llm is not None
-    answer = engine.llm.chat(prepared.messages).text
-    engine.record(user_id, _turn_messages(prepared, message, answer, user_name), agent_id=agent_id,
-                  session_id=session_id)
+    result = engine.llm.chat(prepared.messages)
+    answer = result.text
+    engine.record(user_id, _turn_messages(prepared, message, answer, user_name, result.finish_reason),
+                  agent_id=agent_id, session_id=session_id)
     return ChatTurn(answer=answer, memories=list(prepared.retrieval.memories),
-                    consolidation=_after(engine, user_id, show_consolidation), context=prepared.retrieval.context)
+                    consolidation=_after(engine, user_id, show_consolidation), context=prepared.retrieval.context,
+                    truncated=result.truncated)
 
 
 async def achat_with_memory(engine: "MemoryScope", user_id: str, message: str, *, agent_id: str = "assistant",
@@ -166,12 +175,14 @@ async def achat_with_memory(engine: "MemoryScope", user_id: str, message: str, *
     prepared = await asyncio.to_thread(_prepare, engine, user_id, message, agent_id, system_prompt, top_k, now,
                                        history)
     assert engine.llm is not None
-    answer = (await engine.llm.achat(prepared.messages)).text
-    await asyncio.to_thread(engine.record, user_id, _turn_messages(prepared, message, answer, user_name),
+    result = await engine.llm.achat(prepared.messages)
+    answer = result.text
+    await asyncio.to_thread(engine.record, user_id,
+                            _turn_messages(prepared, message, answer, user_name, result.finish_reason),
                             agent_id=agent_id, session_id=session_id)
     report = await asyncio.to_thread(_after, engine, user_id, show_consolidation)
     return ChatTurn(answer=answer, memories=list(prepared.retrieval.memories), consolidation=report,
-                    context=prepared.retrieval.context)
+                    context=prepared.retrieval.context, truncated=result.truncated)
 
 
 def _fill_turn(turn: ChatTurn | None, answer: str, prepared: _Prepared) -> None:

@@ -136,7 +136,7 @@ class MemoryScope:
 
     def _build_consolidation(self, start_worker: bool | None):
         from .consolidation.service import ConsolidationService
-        service = ConsolidationService(self)
+        service = ConsolidationService(self)  # takes the store, models and settings, not the engine
         if start_worker is None:
             start_worker = self.settings.consolidation.worker == "thread"
         if start_worker:
@@ -564,6 +564,16 @@ class MemoryScope:
         if self._consolidation is None:
             return True
         return self._consolidation.flush(timeout)
+
+    def add_consolidation_listener(self, callback) -> bool:
+        """Call ``callback(user_id, report)`` after every consolidation or reflection run (in the
+        thread that ran it; the `ConsolidationReport` holds memory text). False without an LLM."""
+        if self._consolidation is None:
+            return False
+        if not callable(callback):
+            raise ValidationError("callback must be callable")
+        self._consolidation.add_listener(callback)
+        return True
 
     def usage(self, user_id: str | None = None, operation: str | None = None):
         """LLM tokens spent by consolidation and reflection, per user and/or operation

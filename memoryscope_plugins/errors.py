@@ -31,7 +31,12 @@ class SchemaVersionError(StoreError):
 
 
 class ModelError(MemoryScopeError):
-    """A model (embedder, reranker, LLM) failed after its retries."""
+    """A model (embedder, reranker, LLM) failed after its retries.
+
+    ``attempts`` is how many requests were sent before giving up (each may have cost tokens).
+    """
+
+    attempts: int = 1
 
 
 class ModelAuthError(ModelError):

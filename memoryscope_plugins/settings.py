@@ -72,9 +72,33 @@ class LLMSettings(BaseModel):
     base_url: str | None = None
     api_key: SecretStr | None = None
     temperature: float = Field(0.0, ge=0, le=2)
-    max_tokens: int | None = Field(None, gt=0)
-    timeout_s: float = Field(60.0, gt=0)
-    max_retries: int = Field(4, ge=0)
+    max_tokens: int | None = Field(None, gt=0, description="cap of chat replies (consolidation sets its own)")
+    timeout_s: float | None = Field(None, gt=0, description="seconds per request; default 60, or 600 for a "
+                                    "local endpoint (a CPU model takes minutes on a long prompt)")
+    max_retries: int | None = Field(None, ge=0, description="retries after the first request; default 4, "
+                                    "or 1 for a local endpoint")
+    retry_timeouts: bool | None = Field(None, description="retry a request that timed out; default yes, but "
+                                        "not for a local endpoint (it keeps working on the request, so a "
+                                        "retry only queues a duplicate job behind it)")
+    structured_output: Literal["auto", "json_schema", "json_object_schema", "json_object", "none"] = Field(
+        "auto", description="how JSON answers are asked for; auto starts with a JSON schema and steps down "
+        "when the endpoint refuses")
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="provider options sent with every "
+                                       "request (repeat_penalty, top_k, enable_thinking, ...)")
+
+    def is_local(self) -> bool:
+        """Whether the endpoint is on this machine or the local network (Ollama, llama.cpp, vLLM)."""
+        from .models.retry import is_local_url
+        return is_local_url(self.base_url)
+
+    def effective_timeout_s(self) -> float:
+        return self.timeout_s if self.timeout_s is not None else (600.0 if self.is_local() else 60.0)
+
+    def effective_max_retries(self) -> int:
+        return self.max_retries if self.max_retries is not None else (1 if self.is_local() else 4)
+
+    def effective_retry_timeouts(self) -> bool:
+        return self.retry_timeouts if self.retry_timeouts is not None else not self.is_local()
 
 
 class RetrievalSettings(BaseModel):
@@ -114,7 +138,15 @@ class ConsolidationSettings(BaseModel):
     prompts_dir: Path | None = None
     flush_on_close: bool = True
     close_timeout_s: float = Field(30.0, gt=0)
-    batch_messages: int = Field(20, ge=1, description="messages consolidated per LLM call at most")
+    batch_messages: int = Field(12, ge=1, description="messages consolidated per LLM call at most")
+    output_tokens_per_message: int = Field(160, ge=16, description="answer budget per message of a batch "
+                                           "(max_tokens of an extraction call = 200 + this x messages)")
+    max_output_tokens: int = Field(4096, ge=64, description="largest max_tokens a consolidation call asks for")
+    judge_candidates: int = Field(3, ge=0, le=10, description="existing observations per new one put to the "
+                                  "model as 'same, outdated or both true?' questions (0: no check)")
+    judge_min_similarity: float = Field(0.45, ge=0, le=1, description="cosine (of the observations' own "
+                                        "words) an existing observation that shares no term with a new one needs to "
+                                        "be put to the model as a possible repeat or contradiction")
     batch_chars: int = Field(16000, ge=100, description="characters consolidated per LLM call at most")
     threads: int = Field(4, ge=1, description="users consolidated in parallel by the thread worker")
     max_backoff_s: float = Field(300.0, gt=0, description="longest wait before retrying a failed user")

@@ -10,11 +10,15 @@ import pytest
 from test_consolidation_helpers import OPENAI_CHAT, Brain, FakeModelServer, at, make_engine, user_msg
 
 from memoryscope_plugins.consolidation.event_time import resolve_event_time
-from memoryscope_plugins.consolidation.extract import KINDS, REALITIES, RELATIONS, parse_extraction
+from memoryscope_plugins.consolidation.extract import KINDS, REALITIES, answer_schema, opening, parse_extraction
+from memoryscope_plugins.consolidation.judge import VERDICTS, parse_verdicts
 from memoryscope_plugins.consolidation.prompts import LANGUAGES, clear_cache, load_prompt
+from memoryscope_plugins.consolidation.wording import is_first_person
 from memoryscope_plugins.errors import ConfigError
+from memoryscope_plugins.storage.base import StoredMessage
+from memoryscope_plugins.types import Message
 
-NEW = re.compile(r"^\[(\d+)\] \[([^\]]+)\] ([^:]+): (.*)$")
+NEW = re.compile(r"^#(\d+) \[([^\]]+)\] ([^:]+): (.*)$")
 EN_STAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2}) \w{3} (\d{2}):(\d{2})")
 ZH_STAMP = re.compile(r"(\d{4})年(\d{1,2})月(\d{1,2})日 周. (\d{2}):(\d{2})")
 
@@ -27,59 +31,87 @@ def stamp_time(text: str) -> datetime:
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
-@pytest.mark.parametrize("name", ["consolidate", "reflect", "chat"])
+@pytest.mark.parametrize("name", ["consolidate", "judge", "reflect", "chat"])
 def test_every_prompt_loads_in_both_languages(name, language):
     prompt = load_prompt(name, language)
     assert prompt.language == language and prompt.system.strip() and prompt.template.strip()
     messages = prompt.messages(user="Anna", agent="assistant", context="", messages="", memories="",
-                               observations="", related="", insights="", today="")
+                               observations="", related="", insights="", today="", pairs="", count="1")
     assert [m["role"] for m in messages] == ["system", "user"]
     if name != "chat":
         assert "json" in messages[0]["content"].lower()  # json mode needs the word
+        # the fixed part names no user: it is the same for every call, so endpoints reuse its cache
+        assert "Anna" not in messages[0]["content"] and "$" not in messages[0]["content"]
+
+
+def _stored(number: int, content: str, stamp: datetime) -> StoredMessage:
+    return StoredMessage(id=f"m{number}", user_id="u", agent_id="assistant", session_id=None,
+                         message=Message(role="user", content=content, timestamp=stamp), seq=number,
+                         state="pending", attempts=0)
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_consolidation_examples_follow_their_own_instructions(language):
     prompt = load_prompt("consolidate", language)
     assert len(prompt.examples) >= 2
-    seen_relations, seen_realities = set(), set()
+    seen_realities, seen_empty = set(), 0
     for example in prompt.examples:
         lines = example["input"].splitlines()
         new = [NEW.match(line) for line in lines if NEW.match(line)]
-        memories = [line.split(" ", 1)[0] for line in lines if re.match(r"^M\d+ ", line)]
+        numbered = [_stored(int(m.group(1)), m.group(4), stamp_time(m.group(2))) for m in new]
         raw = json.loads(example["output"])
-        assert set(raw) == {"observations"}
-        for item in raw["observations"]:
-            # every key of the schema, and only those
-            assert set(item) == {"content", "about", "kind", "messages", "reality", "time", "date", "relation",
-                                 "memory", "importance"}
-            assert item["kind"] in KINDS and item["reality"] in REALITIES and item["relation"] in RELATIONS
-            assert all(1 <= n <= len(new) for n in item["messages"])
-            assert (item["memory"] is None) == (item["relation"] == "new")
-            if item["memory"] is not None:
-                assert item["memory"] in memories
-            assert item["content"] == item["content"].strip() and item["content"][0] != item["content"][0].lower() \
-                or language == "zh"
-            if item["time"] is not None:  # the words are in the message, the date is right
-                sources = [new[n - 1] for n in item["messages"]]
-                said = next(m for m in sources if item["time"] in m.group(4))
-                when = resolve_event_time(item["time"], item["date"], stamp_time(said.group(2)))
-                assert when is not None and when.source == "rule+llm", item
-            else:
-                assert item["date"] is None
-            seen_relations.add(item["relation"])
-            seen_realities.add(item["reality"])
-        parsed = parse_extraction(raw, len(new), len(memories))
-        assert len(parsed) == len(raw["observations"])
-    # the examples show every decision the instructions describe
-    assert seen_relations == set(RELATIONS)
-    assert {"real", "fiction"} <= seen_realities
-    # small talk in the examples is not extracted
+        assert set(raw) == {"messages"}
+        # one entry per numbered message, in order, quoting its opening as the schema fixes it
+        assert [e["n"] for e in raw["messages"]] == list(range(1, len(new) + 1))
+        assert [e["says"] for e in raw["messages"]] == [opening(m.message.content, language) for m in numbered]
+        for entry, message in zip(raw["messages"], new):
+            seen_empty += not entry["observations"]
+            for item in entry["observations"]:
+                assert set(item) == {"content", "about", "kind", "reality", "time", "date", "importance"}
+                assert item["kind"] in KINDS and item["reality"] in REALITIES
+                assert not is_first_person(item["content"], language)
+                if item["time"] is not None:  # the words are in the message, the date is right
+                    assert item["time"] in message.group(4)
+                    when = resolve_event_time(item["time"], item["date"], stamp_time(message.group(2)))
+                    assert when is not None and when.source == "rule+llm", item
+                else:
+                    assert item["date"] is None
+                seen_realities.add(item["reality"])
+        parsed = parse_extraction(raw, numbered, language=language)
+        assert parsed.accounted == set(range(len(new)))
+        assert len(parsed.items) == sum(len(e["observations"]) for e in raw["messages"])
+        # the answer fits the schema the endpoint is given
+        schema = answer_schema(numbered, language)
+        assert len(schema["properties"]["messages"]["prefixItems"]) == len(new)
+    assert {"real", "hypothetical"} <= seen_realities and seen_empty  # small talk gets an empty list
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_judge_examples_show_every_verdict(language):
+    prompt = load_prompt("judge", language)
     for example in prompt.examples:
-        for line in example["input"].splitlines():
-            if any(word in line for word in ("thanks!", "谢谢")):
-                number = int(NEW.match(line).group(1))
-                assert all(number not in item["messages"] for item in json.loads(example["output"])["observations"])
+        questions = re.findall(r"^(\d+)\. ", example["input"], re.MULTILINE)
+        raw = json.loads(example["output"])
+        assert [a["n"] for a in raw["answers"]] == [int(q) for q in questions]
+        assert parse_verdicts(raw, len(questions)) == [a["verdict"] for a in raw["answers"]]
+        assert {a["verdict"] for a in raw["answers"]} == set(VERDICTS)
+
+
+# Words of the shipped benchmark scenarios and of the tests' own cases: the prompts' examples must
+# not rehearse them (a model that copies an example would pass a check it did not earn).
+SCENARIO_WORDS = ("vegetarian", "fish", "novel", "pilot", "Friday", "coffee", "espresso", "green tea", "penicillin",
+                  "chemistry", "driving", "daughter", "Valencia", "castle", "millionaire", "vet", "Galway", "cycl",
+                  "bus", "swim", "knee", "Biscuit", "retriever", "piano", "Tuesday", "Monday", "jazz", "Maria",
+                  "Jonas", "nurse", "shellfish", "lottery", "Easter", "素", "鱼", "咖啡", "成都", "牙", "芒果", "猫",
+                  "苏州", "新加坡", "地铁", "奶茶", "银行", "彩票", "冰岛", "建筑", "广州", "周会", "粤语")
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize("name", ["consolidate", "judge", "reflect"])
+def test_examples_do_not_rehearse_the_scenarios(name, language):
+    prompt = load_prompt(name, language)
+    text = " ".join(f"{e['input']} {e['output']}" for e in prompt.examples) + prompt.instructions
+    assert [word for word in SCENARIO_WORDS if word.lower() in text.lower()] == []
 
 
 @pytest.mark.parametrize("language", LANGUAGES)

@@ -40,8 +40,10 @@ def test_preference_change_over_sessions_expires_the_old_memory(engine, brain):
     assert expired[0].superseded_by == active[0].id
     assert active[0].content == "Anna started eating fish again; Anna is no longer vegetarian."
     assert expired[0].metadata["mentions"] == 2 and len(expired[0].source_ids) == 2
-    # the model saw the old memory as a related one, labelled, in the prompt of the change
-    assert "Anna is vegetarian." in brain.prompts[-1].memories.values()
+    # the engine found the old memory and put the pair to the model as a small question
+    judged = brain.of_kind("judge")[-1]
+    assert ("Anna is vegetarian.", "Anna started eating fish again; Anna is no longer vegetarian.") in \
+        [(old, new) for _, old, new in judged.pairs]
     # retrieval no longer offers the expired one by default, but keeps it for history
     found = engine.retrieve("anna", "Is Anna vegetarian?", types=["observation"]).memories
     assert [m.memory.id for m in found] == [active[0].id]
@@ -79,14 +81,15 @@ def test_fiction_never_becomes_a_fact_about_the_user(engine, brain):
     assert report.flagged == ["In Anna's novel, the narrator is a pilot."]
     assert not any("pilot" in c for c in contents)
     # the instruction is in the prompt actually sent
-    assert "never a fact about the user" in brain.prompts[0].system
+    assert '"reality": "fiction"' in brain.prompts[0].system
 
 
 def test_who_said_what_and_third_people_are_kept(engine, brain):
     def extract(prompt):
-        speakers = {n: s for n, _, s, _ in prompt.new}
-        assert speakers == {1: "assistant", 2: "Anna"}
-        return [obs("Anna's sister Clara lives in Porto.", [2], about="Clara", kind="relation")]
+        # only the user's message is numbered; the assistant's line stands before it as context
+        assert [(n, s) for n, _, s, _ in prompt.new] == [(1, "Anna")]
+        assert [s for _, s, _ in prompt.between] == ["assistant"]
+        return [obs("Anna's sister Clara lives in Porto.", [1], about="Clara", kind="relation")]
     brain.extract = lambda p: []
     engine.record("anna", [user_msg("How are you?", at(3, 9))])  # earlier turn: context only
     engine.consolidate("anna")
@@ -98,7 +101,7 @@ def test_who_said_what_and_third_people_are_kept(engine, brain):
     [memory] = observations(engine)
     assert memory.metadata["about"] == "Clara" and memory.metadata["said_by"] == "Anna"
     # the earlier turn was given as context, not as a new message
-    assert "Anna: How are you?" in brain.prompts[-1].user.split("New messages:")[0]
+    assert "Anna: How are you?" in brain.prompts[-1].user.split("New messages")[0]
 
 
 def test_content_is_kept_exactly_in_the_users_language(tmp_path, server, brain, local_embedder):
@@ -175,9 +178,12 @@ def test_duplicate_insights_are_merged(tmp_path, server, brain, local_embedder):
     try:
         memory.record("anna", [user_msg("I love jazz.", at(1)), user_msg("Miles Davis is my hero.", at(1))])
         memory.consolidate("anna")
+        def label(prompt, word):
+            return next(l for l, t in prompt.observations.items() if word in t)
         brain.reflect = lambda p: [
-            {"subject": "Music of Anna", "value": "Anna loves jazz.", "sources": ["O1"], "update": None},
-            {"subject": "Music preferences of Anna", "value": "Anna admires Miles Davis.", "sources": ["O2"]}]
+            {"subject": "Music of Anna", "value": "Anna loves jazz.", "sources": [label(p, "jazz")], "update": None},
+            {"subject": "Music preferences of Anna", "value": "Anna admires Miles Davis.",
+             "sources": [label(p, "Miles")]}]
         memory.reflect("anna")
         first = {i.metadata["subject"]: i for i in memory.list("anna", types=["insight"])}
         assert set(first) == {"Music of Anna", "Music preferences of Anna"}
@@ -190,8 +196,8 @@ def test_duplicate_insights_are_merged(tmp_path, server, brain, local_embedder):
             return [{"subject": "Music preferences of Anna", "value": "Anna loves jazz and Miles Davis.",
                      "sources": list(prompt.observations), "update": keep, "merge": [other]},
                     # the same subject again in one answer folds into the first
-                    {"subject": "music preferences of anna", "value": "Anna goes to jazz concerts monthly.",
-                     "sources": ["O1"], "update": None}]
+                    {"subject": "music preferences of anna", "value": "Anna goes to a jazz concert every month.",
+                     "sources": [label(prompt, "concert")], "update": None}]
         brain.reflect = merge
         report = memory.reflect("anna")
         active = memory.list("anna", types=["insight"], include_expired=False)
@@ -214,11 +220,14 @@ def test_related_memories_come_from_search_not_a_full_scan(engine, brain):
     for i in range(15):
         engine.record("anna", [user_msg(f"topic{i} detail", at(1))])
         engine.consolidate("anna")
-    engine.record("anna", [user_msg("topic3 detail", at(2))])
+    before = len(brain.of_kind("judge"))
+    engine.record("anna", [user_msg("topic3 detail changed completely now", at(2))])
     engine.consolidate("anna")
-    shown = brain.prompts[-1].memories
-    assert 0 < len(shown) <= engine.settings.consolidation.related_memories
-    assert "Anna fact topic3 detail" in shown.values()
+    judged = brain.of_kind("judge")[before:]
+    asked = [old for prompt in judged for _, old, _ in prompt.pairs]
+    # at most judge_candidates questions for the new observation, the most related first
+    assert 0 < len(asked) <= engine.settings.consolidation.judge_candidates
+    assert asked[0] == "Anna fact topic3 detail"
     assert all(m.type is MemoryType.OBSERVATION for m in observations(engine))
 
 

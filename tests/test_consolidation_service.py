@@ -117,7 +117,7 @@ def test_malformed_json_then_a_good_answer_on_the_re_ask(tmp_path, server, brain
 
 def test_json_of_the_wrong_shape_counts_as_a_failed_attempt(tmp_path, server, brain, local_embedder):
     engine = make_engine(tmp_path, server, local_embedder)
-    brain.extract = lambda p: '{"observations": "none today"}'
+    brain.extract = lambda p: '{"messages": "none today"}'
     try:
         engine.record("anna", [user_msg("I'm vegetarian.", at(1))])
         report = engine.consolidate("anna")
@@ -129,8 +129,8 @@ def test_json_of_the_wrong_shape_counts_as_a_failed_attempt(tmp_path, server, br
 
 def test_json_wrapped_in_prose_and_fences_is_accepted(tmp_path, server, brain, local_embedder):
     engine = make_engine(tmp_path, server, local_embedder)
-    brain.extract = lambda p: ('Here you go:\n```json\n{"observations": [{"content": "Anna is vegetarian.", '
-                               '"messages": [1], "relation": "new",}]}\n```')
+    brain.extract = lambda p: ('Here you go:\n```json\n{"messages": [{"n": 1, "says": "I\'m vegetarian.", '
+                               '"observations": [{"content": "Anna is vegetarian.", "kind": "preference",}]}]}\n```')
     try:
         engine.record("anna", [user_msg("I'm vegetarian.", at(1))])
         report = engine.consolidate("anna")
@@ -334,7 +334,8 @@ def test_every_n_messages_wakes_the_worker(tmp_path, server, brain, local_embedd
         assert brain.prompts == []
         engine.record("anna", [user_msg("three", at(1))])
         assert wait_for(lambda: not engine.store.users_with_pending())
-        assert brain.kinds() == ["consolidate"] and len(brain.prompts[0].new) == 3  # one call for the three
+        # one extraction call for the three
+        assert brain.kinds().count("consolidate") == 1 and len(brain.of_kind("consolidate")[0].new) == 3
     finally:
         engine.close()
 
@@ -416,7 +417,9 @@ def test_dashscope_native_model_consolidates_too(tmp_path, server, local_embedde
         report = engine.consolidate("anna")
         assert report.added == ["Anna is vegetarian."] and report.prompt_tokens > 0
         body = server.requests_to(DASHSCOPE_GENERATION)[0].json
-        assert body["parameters"]["response_format"] == {"type": "json_object"}
+        # structured output the strongest way: the answer's JSON schema
+        assert body["parameters"]["response_format"]["type"] == "json_schema"
+        assert "messages" in body["parameters"]["response_format"]["json_schema"]["schema"]["properties"]
     finally:
         engine.close()
 

@@ -52,6 +52,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_consolidation(args: argparse.Namespace) -> int:
+    from ..bench.consolidation import format_table, run_consolidation_bench
+    settings = _settings(args)
+    report = run_consolidation_bench(args.scenarios, settings, on_progress=lambda line: print(line, file=sys.stderr))
+    print(format_table(report))
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+        print(f"report written to {args.out}", file=sys.stderr)
+    return 0
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
     from .chat import run_chat
     with _engine(args) as memory:
@@ -163,6 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write the JSON report here")
     p.add_argument("--limit", type=int, help="only the first N conversations")
     p.set_defaults(func=cmd_bench)
+    p = bench.add_parser("consolidation", help="consolidation scenarios scored end to end with the configured LLM")
+    p.add_argument("--scenarios", required=True, help="a JSON list of scenarios (format: docs/consolidation.md)")
+    p.add_argument("--out", help="write the JSON report here")
+    p.set_defaults(func=cmd_bench_consolidation)
 
     p = sub.add_parser("list", help="list a user's memories, newest first")
     p.add_argument("user")

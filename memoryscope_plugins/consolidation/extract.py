@@ -1,12 +1,24 @@
-"""The extraction prompt (new messages in context + related memories) and its answer, validated.
+"""The extraction call: new messages (in context) -> observations, one verdict per user message.
 
-One LLM call per batch of messages does the information filter, the observation extraction (with
-the time words and the absolute date) and the comparison with related existing memories. This
-module only renders and parses: it touches neither the store nor the model.
+The user's new messages are numbered; the assistant's stand between them, unnumbered, as context
+(its suggestions are never the user's facts). The model answers with one entry per numbered
+message, in order, ``{"n": 2, "says": "<the message's first words>", "observations": [...]}``,
+with an empty list when a message holds nothing worth keeping. That entry is the model's verdict
+on the message: a message without one is not accounted for and is never marked done.
+
+``says`` anchors each entry to its message: a schema-constrained endpoint is made to write it
+exactly (so the model reads the message again right before writing its observations), and where
+the schema is not enforced, an entry whose ``says`` quotes another numbered message is moved to
+it. The source of each observation is the message its entry belongs to, so who said it comes from
+that message, never from a number the model wrote. Existing memories are not shown here: repeats
+and contradictions are found by the engine and put to the model as small questions (`judge`).
+
+This module only renders and parses: it touches neither the store nor the model.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -18,8 +30,11 @@ from .prompts import PromptSet
 
 KINDS = ("fact", "preference", "plan", "relation", "event")
 REALITIES = ("real", "hypothetical", "fiction")
-RELATIONS = ("new", "same", "replaces")
-_LABEL_RE = re.compile(r"^\s*\[?\s*([A-Za-z])\s*(\d+)\s*\]?\s*$")
+MAX_OBSERVATIONS_PER_MESSAGE = 6
+OPENING_WORDS = 6
+ZH_OPENING_CHARS = 10
+_CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_LABEL_RE = re.compile(r"^\s*\[?\s*([A-Za-z#])\s*(\d+)\s*\]?\s*$")
 _SPACES = re.compile(r"\s+")
 
 
@@ -29,18 +44,26 @@ class ExtractionError(ValueError):
 
 @dataclass(slots=True)
 class Extracted:
-    """One observation proposed by the model, with its references checked."""
+    """One observation proposed by the model for one message of the batch."""
 
     content: str
+    message: int  # 0-based index into the batch: the message whose entry holds it
     about: str | None = None
     kind: str = "fact"
-    messages: list[int] = field(default_factory=list)  # 0-based indexes into the batch
     reality: str = "real"
     time: str | None = None
     date: str | None = None
-    relation: str = "new"
-    memory: str | None = None  # label of a related memory ("M2"), checked to exist
     importance: int = 2
+
+
+@dataclass(slots=True)
+class Extraction:
+    """The usable part of an answer: the messages it gives a verdict on and their observations."""
+
+    accounted: set[int] = field(default_factory=set)  # 0-based batch indexes with a verdict
+    items: list[Extracted] = field(default_factory=list)
+    repeated_items: int = 0  # identical observations dropped (a looping answer)
+    complete: bool = True  # False: salvaged from an answer cut off at the token cap
 
 
 def speaker_of(stored: StoredMessage) -> str:
@@ -73,21 +96,65 @@ def memory_date(memory: Memory, language: str) -> str:
     return format_memory_time(memory.created_at, language)
 
 
+def opening(text: str, language: str) -> str:
+    """The first words of a message, as the model is asked to quote them in ``says``."""
+    flat = _SPACES.sub(" ", text).strip()
+    if language == "zh" or _CJK_RE.search(flat[:12]):
+        return flat[:ZH_OPENING_CHARS]
+    return " ".join(flat.split(" ")[:OPENING_WORDS])
+
+
 def render(prompt: PromptSet, *, user: str, agent: str, context: Sequence[StoredMessage],
-           batch: Sequence[StoredMessage], related: Sequence[Memory]) -> list[dict[str, str]]:
-    """The chat messages of one extraction call. Content is shown in full, never cut."""
+           batch: Sequence[StoredMessage], numbered: Sequence[StoredMessage]) -> list[dict[str, str]]:
+    """The chat messages of one extraction call: ``batch`` in order, the messages of ``numbered``
+    with their number. Content is shown in full, never cut."""
     language = prompt.language
     none = prompt.text("none", "(none)")
     context_text = "\n".join(_message_line(m, language) for m in context) or none
-    batch_text = "\n".join(f"[{i}] {_message_line(m, language)}" for i, m in enumerate(batch, start=1))
-    memories_text = "\n".join(f"M{i} [{memory_date(m, language)}] {m.content}"
-                              for i, m in enumerate(related, start=1)) or none
-    return prompt.messages(user=user, agent=agent, context=context_text, messages=batch_text,
-                           memories=memories_text)
+    numbers = {m.id: i for i, m in enumerate(numbered, start=1)}
+    lines = []
+    for stored in batch:
+        number = numbers.get(stored.id)
+        prefix = f"#{number} " if number is not None else "   "
+        lines.append(prefix + _message_line(stored, language))
+    return prompt.messages(user=user, agent=agent, context=context_text, messages="\n".join(lines),
+                           count=str(len(numbered)))
+
+
+def answer_schema(numbered: Sequence[StoredMessage], language: str) -> dict[str, Any]:
+    """The JSON schema of an extraction answer: exactly one entry per numbered message, in order,
+    each with its number and opening words fixed, and a bounded list of observations (so a
+    schema-constrained endpoint can neither skip a message nor loop past the bound)."""
+    nullable = {"type": ["string", "null"]}
+    observation = {
+        "type": "object",
+        "properties": {
+            "content": {"type": "string"},
+            "about": nullable,
+            "kind": {"type": "string", "enum": list(KINDS)},
+            "reality": {"type": "string", "enum": list(REALITIES)},
+            "time": nullable,
+            "date": nullable,
+            "importance": {"type": "integer", "enum": [1, 2, 3]},
+        },
+        "required": ["content", "about", "kind", "reality", "time", "date", "importance"],
+    }
+    observations = {"type": "array", "items": observation, "maxItems": MAX_OBSERVATIONS_PER_MESSAGE}
+    entries = [{"type": "object",
+                "properties": {"n": {"const": number}, "says": {"const": opening(stored.message.content, language)},
+                               "observations": observations},
+                "required": ["n", "says", "observations"]}
+               for number, stored in enumerate(numbered, start=1)]
+    return {
+        "type": "object",
+        "properties": {"messages": {"type": "array", "prefixItems": entries, "minItems": len(entries),
+                                    "maxItems": len(entries)}},
+        "required": ["messages"],
+    }
 
 
 def label_index(label: Any, prefix: str, count: int) -> int | None:
-    """``"M2"`` (or ``"[M2]"``, ``"m2"``, ``2``) -> 1, when 1 <= 2 <= count; None otherwise."""
+    """``"M2"`` (or ``"[M2]"``, ``"m2"``, ``2``, ``"#2"``) -> 1, when 1 <= 2 <= count; None otherwise."""
     if isinstance(label, bool):
         return None
     if isinstance(label, int):
@@ -100,7 +167,7 @@ def label_index(label: Any, prefix: str, count: int) -> int | None:
                 return None
             number = int(text)
         else:
-            if match.group(1).upper() != prefix.upper():
+            if match.group(1).upper() != prefix.upper() and match.group(1) != "#":
                 return None
             number = int(match.group(2))
     else:
@@ -109,7 +176,7 @@ def label_index(label: Any, prefix: str, count: int) -> int | None:
 
 
 def _text(value: Any) -> str | None:
-    if value is None:
+    if value is None or isinstance(value, bool):
         return None
     if not isinstance(value, (str, int, float)):
         return None
@@ -125,42 +192,102 @@ def _choice(value: Any, allowed: Sequence[str], default: str) -> str:
     return text if text in allowed else default
 
 
-def parse_extraction(value: Any, batch_size: int, related_count: int) -> list[Extracted]:
-    """Validate the model's answer; keep every usable item and drop the malformed ones.
+def parse_extraction(value: Any, numbered: Sequence[StoredMessage], *, complete: bool = True,
+                     language: str = "en") -> Extraction:
+    """Validate the model's answer: which numbered messages it gives a verdict on, and their
+    observations.
+
+    An entry counts as a verdict when its ``observations`` is a list and it names a numbered
+    message: by its ``says`` when that quotes a message's opening, else by its number. A second
+    entry for the same message is ignored. Malformed observations inside a good entry are dropped
+    (the verdict stands).
 
     Raises:
-        ExtractionError: the answer has no ``observations`` list at all.
+        ExtractionError: the answer has no ``messages`` list at all.
     """
-    if not isinstance(value, dict) or not isinstance(value.get("observations"), list):
-        raise ExtractionError("the answer has no 'observations' list")
-    items: list[Extracted] = []
-    for raw in value["observations"]:
-        if not isinstance(raw, dict):
+    if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
+        raise ExtractionError("the answer has no 'messages' list")
+    openings = [_fold(opening(m.message.content, language)) for m in numbered]
+    result = Extraction(complete=complete)
+    for raw in value["messages"]:
+        if not isinstance(raw, dict) or not isinstance(raw.get("observations"), list):
             continue
-        content = _text(raw.get("content"))
-        if content is None:
+        index = _entry_index(raw, openings)
+        if index is None or index in result.accounted:
             continue
-        messages = raw.get("messages")
-        if not isinstance(messages, list):
-            messages = [messages] if messages is not None else []
-        indexes = sorted({i for i in (label_index(m, "#", batch_size) for m in messages) if i is not None})
-        relation = _choice(raw.get("relation"), RELATIONS, "new")
-        memory = None
-        if relation != "new":
-            index = label_index(raw.get("memory"), "M", related_count)
-            if index is None:
-                relation = "new"  # a reference to nothing shown is ignored, not trusted
+        result.accounted.add(index)
+        seen: set[str] = set()
+        for item in raw["observations"]:
+            extracted = _observation(item, index)
+            if extracted is None:
+                continue
+            key = normalise(extracted.content)
+            if key in seen:
+                result.repeated_items += 1
+                continue
+            seen.add(key)
+            if len(seen) <= MAX_OBSERVATIONS_PER_MESSAGE:
+                result.items.append(extracted)
             else:
-                memory = f"M{index + 1}"
+                result.repeated_items += 1
+    return result
+
+
+def _fold(text: str) -> str:
+    return _SPACES.sub(" ", text.casefold()).strip().strip(".,!?;:。，！？")
+
+
+def _entry_index(raw: dict[str, Any], openings: Sequence[str]) -> int | None:
+    """The numbered message an entry is about (0-based), by its quote first, else its number."""
+    says = raw.get("says")
+    if isinstance(says, str) and says.strip():
+        quoted = _fold(says)
+        found = [i for i, text in enumerate(openings) if text and (quoted.startswith(text) or text.startswith(quoted))]
+        if len(found) == 1:
+            return found[0]
+    return label_index(raw.get("n"), "#", len(openings))
+
+
+def _observation(raw: Any, index: int) -> Extracted | None:
+    if not isinstance(raw, dict):
+        return None
+    content = _text(raw.get("content"))
+    if content is None:
+        return None
+    try:
+        importance = min(3, max(1, int(raw.get("importance", 2))))
+    except (TypeError, ValueError):
+        importance = 2
+    return Extracted(content=content, message=index, about=_text(raw.get("about")),
+                     kind=_choice(raw.get("kind"), KINDS, "fact"),
+                     reality=_choice(raw.get("reality"), REALITIES, "real"),
+                     time=_text(raw.get("time")), date=_text(raw.get("date")), importance=importance)
+
+
+def salvage_entries(text: str) -> dict[str, Any] | None:
+    """The complete entries of a ``{"messages": [...]`` answer that was cut off.
+
+    Only whole JSON values are kept (each entry parsed by itself); the entry the cut fell in is
+    dropped, never guessed. None when not even the start of the list is there.
+    """
+    if not isinstance(text, str):
+        return None
+    match = re.search(r'"messages"\s*:\s*\[', text)
+    if match is None:
+        return None
+    decoder = json.JSONDecoder()
+    position, entries = match.end(), []
+    while True:
+        while position < len(text) and text[position] in " \t\r\n,":
+            position += 1
+        if position >= len(text) or text[position] == "]":
+            break
         try:
-            importance = min(3, max(1, int(raw.get("importance", 2))))
-        except (TypeError, ValueError):
-            importance = 2
-        items.append(Extracted(
-            content=content, about=_text(raw.get("about")), kind=_choice(raw.get("kind"), KINDS, "fact"),
-            messages=indexes, reality=_choice(raw.get("reality"), REALITIES, "real"), time=_text(raw.get("time")),
-            date=_text(raw.get("date")), relation=relation, memory=memory, importance=importance))
-    return items
+            entry, position = decoder.raw_decode(text, position)
+        except json.JSONDecodeError:
+            break  # the cut-off entry
+        entries.append(entry)
+    return {"messages": entries}
 
 
 def normalise(text: str) -> str:

@@ -11,16 +11,19 @@ Everything, including the "reflected" mark of the observations, is written in on
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..storage.base import MemoryFilter
 from ..types import Memory, MemoryStatus, MemoryType, utc_now
 from .extract import label_index, memory_date, normalise
+from .grounding import unfounded_insight
 from .prompts import PromptSet, load_prompt
-from .related import find_related
 from .report import ConsolidationReport
 from .steps import StepEnv, derived_id, embed_text
+
+log = logging.getLogger("memoryscope_plugins.consolidation")
 
 SCAN_LIMIT = 500  # newest observations / insights looked at for the "reflected" marks
 MAX_NEW_PER_CALL = 40
@@ -44,7 +47,7 @@ class ReflectionState:
 
 def load_state(env: StepEnv, user_id: str) -> ReflectionState:
     """Read what reflection needs: a bounded list of recent observations and of active insights."""
-    store = env.engine.store
+    store = env.backend.store
     observations = store.list(user_id, MemoryFilter(types=(MemoryType.OBSERVATION,), statuses=None),
                               limit=SCAN_LIMIT)
     unreflected = sorted((m for m in observations if m.metadata.get("reflected") is False),
@@ -79,16 +82,16 @@ def reflect_user(env: StepEnv, user_id: str, *, force: bool = False,
         _commit_marks(env, done_marks, [], state)
         report.skipped_reason = "nothing new to reflect on"
         return report
-    engine, cfg = env.engine, env.cfg
+    backend, cfg = env.backend, env.cfg
     texts = [m.content for m in new] or [m.content for m in stale]
-    insights = _unique(stale + find_related(engine, user_id, texts, types=(MemoryType.INSIGHT,),
-                                            limit=cfg.related_memories))
+    insights = _unique(stale + backend.search.related(user_id, texts, types=(MemoryType.INSIGHT,),
+                                                      limit=cfg.related_memories))
     new_ids = {m.id for m in new}
-    older = find_related(engine, user_id, texts, types=(MemoryType.OBSERVATION,), limit=cfg.related_memories,
-                         exclude=new_ids)
+    older = backend.search.related(user_id, texts, types=(MemoryType.OBSERVATION,), limit=cfg.related_memories,
+                                   exclude=new_ids)
     wanted = [s for m in insights for s in m.source_ids if s not in new_ids]
     known = {m.id for m in older}
-    older += [m for m in engine.store.get(user_id, [s for s in dict.fromkeys(wanted) if s not in known])
+    older += [m for m in backend.store.get(user_id, [s for s in dict.fromkeys(wanted) if s not in known])
               if m.type is MemoryType.OBSERVATION]
     observations = new + older
     language = env.language([m.content for m in observations + insights])
@@ -98,6 +101,10 @@ def reflect_user(env: StepEnv, user_id: str, *, force: bool = False,
     value = env.ask_json(user_id, "reflect", messages, ["insights"], report)
     changed = _apply(env, user_id, value, prompt, observations, insights, state, report)
     _commit_marks(env, done_marks, changed, state)
+    if report.rejected:
+        log.warning(
+            "reflection for user %s refused %d insight(s): prompt text or not founded on their sources",
+            user_id, len(report.rejected))
     return report
 
 
@@ -156,6 +163,10 @@ def _apply(env: StepEnv, user_id: str, value: Any, prompt: PromptSet, observatio
         subject, text = str(raw.get("subject") or "").strip(), str(raw.get("value") or "").strip()
         sources = _labels(raw.get("sources"), "O", observations)
         if not subject or not text or not sources:
+            continue
+        problem = unfounded_insight(subject, text, sources, prompt)
+        if problem is not None:
+            report.rejected.append(f"{subject}{separator}{text} ({problem})")
             continue
         target = _labels([raw.get("update")], "I", insights)
         existing = changed.get(target[0].id, target[0]) if target else None
@@ -243,7 +254,7 @@ def _commit_marks(env: StepEnv, observations: Sequence[Memory], changed: Sequenc
         return
     need = env.notes.pop("reflect_vectors", set())
     texts = [embed_text(m) for m in memories if m.id in need]
-    fresh = iter(env.engine.embedder.embed(texts)) if texts else iter(())
+    fresh = iter(env.backend.embedder.embed(texts)) if texts else iter(())
     vectors = [next(fresh) if m.id in need else None for m in memories]
     created = env.notes.pop("reflect_created", set())
     env.commit(memories[0].user_id, memories, vectors, [], anchors=[m.id for m in memories if m.id not in created])

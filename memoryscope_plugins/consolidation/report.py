@@ -28,6 +28,12 @@ class ConsolidationReport:
     added_ids: list[str] = field(default_factory=list)
     expired_ids: list[str] = field(default_factory=list)
     insight_ids: list[str] = field(default_factory=list)
+    # message id -> what became of it ("kept", "repeat", "nothing worth keeping (model verdict)", ...)
+    outcomes: dict[str, str] = field(default_factory=dict)
+    unaccounted_ids: list[str] = field(default_factory=list)  # no verdict from the model: left pending
+    incomplete: bool = False  # an answer stopped at the token cap
+    unjudged: int = 0  # repeat/contradiction questions without a usable answer (both memories kept)
+    rejected: list[str] = field(default_factory=list)  # model output refused by the checks (not stored)
 
     @classmethod
     def no_llm(cls) -> "ConsolidationReport":
@@ -51,6 +57,11 @@ class ConsolidationReport:
         self.added_ids.extend(other.added_ids)
         self.expired_ids.extend(other.expired_ids)
         self.insight_ids.extend(other.insight_ids)
+        self.outcomes.update(other.outcomes)
+        self.unaccounted_ids.extend(other.unaccounted_ids)
+        self.incomplete = self.incomplete or other.incomplete
+        self.unjudged += other.unjudged
+        self.rejected.extend(other.rejected)
         self.llm_calls += other.llm_calls
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
@@ -65,7 +76,9 @@ class ConsolidationReport:
             return [self.skipped_reason]
         return ([f"new observation: {t}" for t in self.added] + [f"merged: {t}" for t in self.merged]
                 + [f"expired: {t}" for t in self.expired] + [f"insight: {t}" for t in self.insights]
-                + [f"not a fact (hypothetical or fiction): {t}" for t in self.flagged]
+                + [f"not a fact about the user (hypothetical, fiction, or the assistant's words): {t}"
+                   for t in self.flagged]
+                + [f"refused (prompt text or unfounded): {t}" for t in self.rejected]
                 + [f"error: {t}" for t in self.errors])
 
     def summary(self) -> str:
@@ -77,4 +90,8 @@ class ConsolidationReport:
             text += f", {len(self.errors)} errors"
         if self.failed_messages:
             text += f", {self.failed_messages} messages failed"
+        if self.unaccounted_ids:
+            text += f", {len(self.unaccounted_ids)} messages left pending (no verdict)"
+        if self.incomplete:
+            text += ", an answer was cut off at the token cap"
         return text

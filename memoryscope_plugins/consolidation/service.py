@@ -15,8 +15,14 @@ and reflection of a user take the same lease, so they never race.
 Failures: a failed step (the model failed after its retries, or gave unusable JSON) leaves its
 messages pending with their attempt count raised; after ``max_attempts`` they are marked
 'failed' and a warning is logged (ids and counts only). The worker backs off from a failing user.
-A crash leaves the messages pending (each step commits in one transaction) and they are picked
-up again on restart.
+Messages an answer gave no verdict on (it was cut off at the token cap, or skipped them) stay
+pending with their attempt counted and are asked again at once in a smaller batch; a single
+message cut off again is asked with a doubled token budget. A crash leaves the messages pending
+(each step commits in one transaction) and they are picked up again on restart.
+
+Time limits mean what they say: `stop` (and so `MemoryScope.close`) returns within
+``close_timeout_s`` even when a model call is still running; that call's step then never
+commits, and its messages stay pending for the next run.
 """
 
 from __future__ import annotations
@@ -29,24 +35,22 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Callable, Literal
 
 from ..errors import ConfigError, MemoryScopeError, StoreError
 from ..models.structured import UsageMeter
 from ..storage.base import StoredMessage
+from .backend import ConsolidationBackend
 from .reflection import load_state, reflect_user
 from .report import ConsolidationReport
 from .steps import GoneError, LeaseLostError, StepEnv, consolidate_batch, select_batch
-
-if TYPE_CHECKING:
-    from ..engine import MemoryScope
 
 log = logging.getLogger("memoryscope_plugins.consolidation")
 
 DEFAULTS = {  # settings the service reads with these defaults when ConsolidationSettings lacks them
     "flush_on_close": True,
     "close_timeout_s": 30.0,
-    "batch_messages": 20,
+    "batch_messages": 12,
     "batch_chars": 16_000,
     "max_backoff_s": 300.0,
     "threads": 4,  # users consolidated in parallel by the worker (one user is never run twice at once)
@@ -60,17 +64,20 @@ def no_model_error() -> ConfigError:
 
 
 class ConsolidationService:
-    """Background and on-demand consolidation / reflection for one `MemoryScope` (many users).
+    """Background and on-demand consolidation / reflection for one store (many users).
 
     Args:
-        engine: the engine whose store, embedder, LLM and settings are used.
+        backend: the store, embedder, LLM, settings and related-memory search to use (a
+            `ConsolidationBackend`, or anything with ``store``/``embedder``/``llm``/``settings``,
+            such as a `MemoryScope`).
         owner: the lease owner name (default: host, process id and a random suffix).
     """
 
-    def __init__(self, engine: "MemoryScope", *, owner: str | None = None) -> None:
-        if engine.llm is None:
+    def __init__(self, backend: Any, *, owner: str | None = None) -> None:
+        backend = ConsolidationBackend.of(backend)
+        if backend.llm is None:
             raise no_model_error()
-        self.engine = engine
+        self.backend = backend
         self.usage = UsageMeter()
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._cond = threading.Condition()
@@ -85,11 +92,19 @@ class ConsolidationService:
         self._failures: dict[str, int] = {}
         self._stats: dict[str, int] = {}
         self._stats_lock = threading.Lock()
+        self._listeners: list[Callable[[str, ConsolidationReport], None]] = []
+        self._active: set[str] = set()  # users whose step runs now
+        self._abandoned = False  # set at stop when a step outlives the time limit: it must not commit
+
+    def add_listener(self, callback: Callable[[str, ConsolidationReport], None]) -> None:
+        """Call ``callback(user_id, report)`` after every consolidation or reflection run that did
+        something (in the thread that ran it). The report holds memory text: log with care."""
+        self._listeners.append(callback)
 
     # -- settings -------------------------------------------------------------------------------
     @property
     def cfg(self):
-        return self.engine.settings.consolidation
+        return self.backend.settings.consolidation
 
     def _setting(self, name: str):
         return getattr(self.cfg, name, DEFAULTS[name])
@@ -117,13 +132,18 @@ class ConsolidationService:
         with self._cond:
             self._stopping = False
             self._stopped = False
+            self._abandoned = False
         self._thread = threading.Thread(target=self.run, name="memoryscope-consolidation", daemon=True)
         self._thread.start()
 
     def stop(self, *, flush: bool | None = None, timeout: float | None = None) -> None:
-        """Stop the worker: the step in progress finishes, no new one starts. Then, when ``flush``
-        (default ``consolidation.flush_on_close``), consolidate what is still pending, for at most
-        ``timeout`` seconds (default ``consolidation.close_timeout_s``). Idempotent."""
+        """Stop the worker: no new step starts, the step in progress may finish. Then, when
+        ``flush`` (default ``consolidation.flush_on_close``), consolidate what is still pending.
+        Returns within ``timeout`` seconds in all (default ``consolidation.close_timeout_s``),
+        even if a model call is still running: such a step never commits, so its messages stay
+        pending for the next run. Idempotent."""
+        budget = timeout if timeout is not None else self._setting("close_timeout_s")
+        deadline = time.monotonic() + max(0.0, budget)
         with self._cond:
             already = self._stopped
             self._stopping = True
@@ -131,15 +151,44 @@ class ConsolidationService:
             self._cond.notify_all()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join()
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                log.warning("consolidation still running after %.1f s at stop; its messages stay pending", budget)
+                self._abandon_running_steps()
         self._thread = None
         if already:
             return
         if flush if flush is not None else self._setting("flush_on_close"):
+            self._flush_within(deadline)
+
+    def _abandon_running_steps(self) -> None:
+        """Steps still waiting for the model at stop never commit, and their users' leases are
+        given back now, so another process (or the next run) need not wait for them to expire."""
+        self._abandoned = True
+        with self._locks_guard:
+            users = list(self._active)
+        for user_id in users:
             try:
-                self.flush(timeout if timeout is not None else self._setting("close_timeout_s"))
+                self.backend.store.release_lease(user_id, self.owner)
+            except StoreError as exc:
+                log.warning("could not release the lease of user %s: %s", user_id, type(exc).__name__)
+
+    def _flush_within(self, deadline: float) -> None:
+        """`flush` in a helper thread, waited for until ``deadline`` at most."""
+        def run() -> None:
+            try:
+                self.flush(max(0.0, deadline - time.monotonic()))
             except MemoryScopeError as exc:
                 log.warning("flush on close failed: %s", type(exc).__name__)
+            except Exception as exc:  # noqa: BLE001 - the store may be closed under a late step
+                log.debug("flush on close stopped: %s", type(exc).__name__)
+
+        helper = threading.Thread(target=run, name="memoryscope-close-flush", daemon=True)
+        helper.start()
+        helper.join(max(0.0, deadline - time.monotonic()))
+        if helper.is_alive():
+            log.warning("flush on close did not finish in time; what is left stays pending for the next run")
+            self._abandon_running_steps()
 
     def run(self, stop_event: threading.Event | None = None) -> None:
         """The worker loop (what the thread runs); returns after `stop` or when ``stop_event`` is set.
@@ -156,7 +205,10 @@ class ConsolidationService:
             try:
                 self._work_user(user_id, wait=False, deadline=None, interruptible=True, stop_event=stop_event)
             except Exception as exc:  # noqa: BLE001 - the worker must survive anything
-                log.warning("consolidation worker step failed for user %s: %s", user_id, type(exc).__name__)
+                if self._abandoned:
+                    log.debug("an abandoned step of user %s ended: %s", user_id, type(exc).__name__)
+                else:
+                    log.warning("consolidation worker step failed for user %s: %s", user_id, type(exc).__name__)
             finally:
                 with inflight_lock:
                     inflight.discard(user_id)
@@ -169,7 +221,7 @@ class ConsolidationService:
                     break
                 if time.monotonic() >= next_sweep:
                     try:
-                        users |= set(self.engine.store.users_with_pending())
+                        users |= set(self.backend.store.users_with_pending())
                     except StoreError as exc:
                         log.warning("consolidation sweep failed: %s", type(exc).__name__)
                     next_sweep = time.monotonic() + interval
@@ -209,7 +261,7 @@ class ConsolidationService:
     def consolidate(self, user_id: str | None = None) -> ConsolidationReport:
         """Consolidate the pending messages of one user (or of every user) now, waiting for a
         worker that is busy with the same user; reflects too when reflection is due."""
-        users = [user_id] if user_id is not None else self.engine.store.users_with_pending()
+        users = [user_id] if user_id is not None else self.backend.store.users_with_pending()
         report = ConsolidationReport()
         for user in users:
             report.merge(self._work_user(user, wait=True, deadline=None, interruptible=False))
@@ -232,7 +284,7 @@ class ConsolidationService:
         deadline = None if timeout is None else time.monotonic() + timeout
         given_up: set[str] = set()
         while True:
-            users = [u for u in self.engine.store.users_with_pending() if u not in given_up]
+            users = [u for u in self.backend.store.users_with_pending() if u not in given_up]
             if not users:
                 return not given_up
             for user in users:
@@ -242,7 +294,7 @@ class ConsolidationService:
                 if report.errors:
                     given_up.add(user)
             if deadline is not None and time.monotonic() >= deadline:
-                return not self.engine.store.users_with_pending()
+                return not self.backend.store.users_with_pending()
 
     # -- asyncio twins ----------------------------------------------------------------------------
     async def aconsolidate(self, user_id: str | None = None) -> ConsolidationReport:
@@ -296,7 +348,7 @@ class ConsolidationService:
             return lock
 
     def _acquire_lease(self, user_id: str, wait: bool, deadline: float | None) -> bool:
-        store, ttl = self.engine.store, self.cfg.lease_ttl_s
+        store, ttl = self.backend.store, self.cfg.lease_ttl_s
         pause = 0.02
         while True:
             if store.acquire_lease(user_id, self.owner, ttl):
@@ -325,18 +377,23 @@ class ConsolidationService:
             if not self._acquire_lease(user_id, wait, deadline):
                 report.skipped_reason = "another worker holds this user's lease"
                 return report
+            with self._locks_guard:
+                self._active.add(user_id)
             try:
-                env = StepEnv(self.engine, self.usage, check_lease=lambda: self.engine.store.acquire_lease(
-                    user_id, self.owner, self.cfg.lease_ttl_s))
+                env = StepEnv(self.backend, self.usage, check_lease=lambda: not self._abandoned and
+                              self.backend.store.acquire_lease(user_id, self.owner, self.cfg.lease_ttl_s))
                 if consolidate:
                     self._consolidate_pending(env, user_id, report, interruptible, deadline, stop_event)
                 if reflect != "no" and not report.errors and not (interruptible and self._halted(stop_event)):
                     self._reflect(env, user_id, report, force=reflect == "force")
             finally:
-                try:
-                    self.engine.store.release_lease(user_id, self.owner)
-                except StoreError as exc:
-                    log.warning("could not release the lease of user %s: %s", user_id, type(exc).__name__)
+                with self._locks_guard:
+                    self._active.discard(user_id)
+                if not self._abandoned:  # else given back at stop, and the store may be closed now
+                    try:
+                        self.backend.store.release_lease(user_id, self.owner)
+                    except StoreError as exc:
+                        log.warning("could not release the lease of user %s: %s", user_id, type(exc).__name__)
         finally:
             lock.release()
         if report.errors:
@@ -347,9 +404,14 @@ class ConsolidationService:
         else:
             self._failures.pop(user_id, None)
             self._retry_at.pop(user_id, None)
-        if report.messages or report.insights or report.errors:
+        if report.messages or report.insights or report.errors or report.unaccounted_ids or report.llm_calls:
             log.debug("user %s: %s", user_id, report.summary())
             self._count(report)
+            for callback in list(self._listeners):
+                try:
+                    callback(user_id, report)
+                except Exception as exc:  # noqa: BLE001 - a listener never breaks consolidation
+                    log.warning("a consolidation listener failed: %s", type(exc).__name__)
         return report
 
     def _count(self, report: ConsolidationReport) -> None:
@@ -370,8 +432,9 @@ class ConsolidationService:
 
     def _consolidate_pending(self, env: StepEnv, user_id: str, report: ConsolidationReport, interruptible: bool,
                              deadline: float | None, stop_event: threading.Event | None) -> None:
-        store = self.engine.store
+        store = self.backend.store
         size, chars = self._setting("batch_messages"), self._setting("batch_chars")
+        boost = 1
         while True:
             if interruptible and self._halted(stop_event):
                 return
@@ -380,27 +443,63 @@ class ConsolidationService:
             batch = select_batch(store.pending_messages(user_id, limit=size), size, chars)
             if not batch:
                 return
+            step = ConsolidationReport()
             try:
-                report.merge(consolidate_batch(env, user_id, batch))
+                consolidate_batch(env, user_id, batch, report=step, boost=boost)
             except LeaseLostError:
+                report.merge(step)
                 report.errors.append("the user's lease was taken over by another worker")
                 log.warning("consolidation of user %s stopped: lease taken over", user_id)
                 return
             except GoneError:
+                report.merge(step)
                 log.info("consolidation of user %s dropped: its messages were deleted meanwhile", user_id)
                 return
             except StoreError as exc:
+                report.merge(step)
                 report.errors.append(f"store error: {type(exc).__name__}")
+                if self._abandoned:  # the engine closed its store under a step that outlived stop()
+                    log.debug("an abandoned step of user %s ended: %s", user_id, type(exc).__name__)
+                    return
                 log.warning("consolidation of user %s stopped by a store error: %s", user_id, type(exc).__name__)
                 return
             except Exception as exc:  # noqa: BLE001 - model, parsing, or a bug: count the attempt
+                report.merge(step)
                 self._count_failure(user_id, batch, exc, report)
                 return
+            report.merge(step)
+            if step.unaccounted_ids:
+                left = [m for m in batch if m.id in set(step.unaccounted_ids)]
+                self._count_unaccounted(user_id, left, step, report)
+                if step.incomplete and len(batch) == 1:
+                    boost = min(boost * 2, 4)  # one message cut off: give it more room
+                size = max(1, min(size, len(batch)) // 2) if len(batch) > 1 else 1
+            else:
+                boost = 1
+
+    def _count_unaccounted(self, user_id: str, left: list[StoredMessage], step: ConsolidationReport,
+                           report: ConsolidationReport) -> None:
+        """Messages the answer gave no verdict on: an attempt is counted, they stay pending (and
+        are given up, as 'failed', after max_attempts)."""
+        store, limit = self.backend.store, self.cfg.max_attempts
+        store.mark_messages([m.id for m in left], "failed")  # counts one attempt
+        retry = [m.id for m in left if m.attempts + 1 < limit]
+        if retry:
+            store.mark_messages(retry, "pending")
+        exhausted = len(left) - len(retry)
+        report.failed_messages += exhausted
+        why = "was cut off at the token cap" if step.incomplete else "gave no verdict on them"
+        if exhausted:
+            log.warning("consolidation gave up on %d message(s) of user %s after %d attempts: the model's "
+                        "answer %s", exhausted, user_id, limit, why)
+        if retry:
+            log.warning("%d message(s) of user %s stay pending: the model's answer %s; asking again in a "
+                        "smaller batch", len(retry), user_id, why)
 
     def _count_failure(self, user_id: str, batch: list[StoredMessage], exc: Exception,
                        report: ConsolidationReport) -> None:
         """Raise the attempt count of the batch; give up (state 'failed') after max_attempts."""
-        store, limit = self.engine.store, self.cfg.max_attempts
+        store, limit = self.backend.store, self.cfg.max_attempts
         ids = [m.id for m in batch]
         store.mark_messages(ids, "failed")  # counts one attempt
         retry = [m.id for m in batch if m.attempts + 1 < limit]

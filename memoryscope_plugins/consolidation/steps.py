@@ -1,44 +1,59 @@
-"""One consolidation step: a batch of pending messages -> observations, resolved and committed.
+"""One consolidation step: a batch of pending messages -> observations, checked and committed.
 
-The step makes ONE LLM call (filter + extract + compare with related memories) and then:
-
-* drops hypothetical / fictional content (reported as "flagged", never stored as a fact);
-* merges a repeat into the memory it repeats (no new memory; its mention count, last-mentioned
-  time and source links are updated);
-* stores a contradiction or update as a new observation and expires the older memory with
-  ``superseded_by`` set to the new one (nothing is deleted); an insight it contradicts is left
-  for reflection to rewrite;
-* computes absolute event times from the time words and the message timestamp.
-
-Everything it writes, and the "done" mark of the batch's messages, goes into the store in one
-transaction (`commit_consolidation`), so a crash leaves the batch pending and nothing is
-consolidated twice. Observation ids are derived from the batch's message ids, so even a batch
-processed twice by mistake overwrites rather than duplicates.
+1. **Extract** (one LLM call): one verdict per message, with its observations (`extract`). Only
+   the messages the answer gives a verdict on can be marked done; the others stay pending, their
+   attempt counted, and are asked again in a smaller batch. An answer cut off at the token cap is
+   not guessed at: its complete entries are used, the rest is asked again.
+2. **Check what the model wrote** (no LLM): observations come only from the user's messages (the
+   assistant's suggestions are never the user's facts); hypothetical and fictional content is
+   reported, never stored as fact; first-person text is framed as the speaker's words; the
+   speaker is the message's author; an event time comes only from time words the source message
+   really holds (`wording`, `event_time`).
+3. **Repeats and contradictions** (`judge`): the engine finds the related existing observations
+   and the related earlier observations of the same batch; a same-text or nearly identical pair
+   is a repeat without asking, the rest are put to the model as numbered "same / outdated /
+   both" questions (a second, small LLM call, only when there are such pairs).
+4. **Commit**: a repeat adds a mention to the memory it repeats (once per batch); an outdated
+   memory is expired with ``superseded_by`` the new one (nothing is deleted); everything, and the
+   "done" mark of the accounted messages, goes into the store in one transaction. Observation
+   ids derive from their source message, so a message processed twice overwrites, never
+   duplicates.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
+import numpy as np
+
+from ..errors import ModelError
 from ..indexing import embedding_text
 from ..models.base import ChatMessages, ChatModel, ChatResult, TokenUsage
-from ..models.structured import UsageMeter, chat_json
+from ..models.structured import IncompleteAnswerError, UsageMeter, chat_json
+from ..retrieval.time_format import format_memory_time
 from ..retrieval.time_parser import detect_language
 from ..storage.base import StoredMessage
+from ..storage.text_analysis import analyse
 from ..types import Memory, MemoryStatus, MemoryType, as_aware, utc_now
+from . import extract, judge
+from .backend import ConsolidationBackend
 from .event_time import resolve_event_time
-from .extract import Extracted, normalise, parse_extraction, render, speaker_of, user_display_name
+from .extract import Extracted, Extraction, normalise, speaker_of, user_display_name
 from .prompts import load_prompt
-from .related import find_related
 from .report import ConsolidationReport
+from .wording import is_recurring, third_person, time_words_in
 
-if TYPE_CHECKING:
-    from ..engine import MemoryScope
+log = logging.getLogger("memoryscope_plugins.consolidation")
 
 MAX_SOURCE_IDS = 50
+MINED_ROLES = ("user",)  # the assistant's words are context: kept as turns, never mined as the user's facts
+POLICY_OUTCOMES = {"assistant": "the assistant's words (kept as a turn, not mined for the user's facts)"}
+FRAMING_WORDS = "said 说"  # what `wording.third_person` adds
 # Extraction compares with observations only: an insight is a summary that reflection rewrites when
 # its source observations expire, so a contradiction always expires the observation it contradicts.
 RELATED_TYPES = (MemoryType.OBSERVATION,)
@@ -53,7 +68,10 @@ class GoneError(RuntimeError):
 
 
 class CountingModel:
-    """A `ChatModel` wrapper that counts calls and tokens (one per step, so counts are per step)."""
+    """A `ChatModel` wrapper that counts requests and tokens (one per step, so counts are per step).
+
+    A call that failed after retries counts every request it sent (``ModelError.attempts``).
+    """
 
     def __init__(self, model: ChatModel) -> None:
         self._model = model
@@ -61,34 +79,38 @@ class CountingModel:
         self.calls = 0
         self.usage = TokenUsage()
 
-    def chat(self, messages: ChatMessages, *, json_mode: bool = False, temperature: float | None = None,
-             max_tokens: int | None = None) -> ChatResult:
+    def chat(self, messages: ChatMessages, **options: Any) -> ChatResult:
+        try:
+            result = self._model.chat(messages, **options)
+        except ModelError as exc:
+            self.calls += max(1, int(getattr(exc, "attempts", 1) or 1))
+            raise
         self.calls += 1
-        result = self._model.chat(messages, json_mode=json_mode, temperature=temperature, max_tokens=max_tokens)
         self.usage += result.usage
         return result
 
-    async def achat(self, messages: ChatMessages, *, json_mode: bool = False, temperature: float | None = None,
-                    max_tokens: int | None = None) -> ChatResult:
+    async def achat(self, messages: ChatMessages, **options: Any) -> ChatResult:
+        try:
+            result = await self._model.achat(messages, **options)
+        except ModelError as exc:
+            self.calls += max(1, int(getattr(exc, "attempts", 1) or 1))
+            raise
         self.calls += 1
-        result = await self._model.achat(messages, json_mode=json_mode, temperature=temperature,
-                                         max_tokens=max_tokens)
         self.usage += result.usage
         return result
 
-    def stream(self, messages: ChatMessages, *, temperature: float | None = None,
-               max_tokens: int | None = None) -> Iterator[str]:
-        return self._model.stream(messages, temperature=temperature, max_tokens=max_tokens)
+    def stream(self, messages: ChatMessages, **options: Any) -> Iterator[str]:
+        return self._model.stream(messages, **options)
 
-    def astream(self, messages: ChatMessages, *, temperature: float | None = None, max_tokens: int | None = None):
-        return self._model.astream(messages, temperature=temperature, max_tokens=max_tokens)
+    def astream(self, messages: ChatMessages, **options: Any):
+        return self._model.astream(messages, **options)
 
 
 @dataclass(slots=True)
 class StepEnv:
-    """What a step needs from the service: the engine, the meter, and the lease check."""
+    """What a step needs from the service: the backend, the meter, and the lease check."""
 
-    engine: "MemoryScope"
+    backend: ConsolidationBackend
     meter: UsageMeter
     check_lease: Callable[[], bool] = lambda: True
     max_repairs: int = 1
@@ -96,24 +118,30 @@ class StepEnv:
 
     @property
     def cfg(self):
-        return self.engine.settings.consolidation
+        return self.backend.settings.consolidation
 
     def language(self, texts: Sequence[str]) -> str:
         """consolidation.language, else the engine's language, else detected from ``texts``."""
         if self.cfg.language != "auto":
             return self.cfg.language
-        if self.engine.settings.language != "auto":
-            return self.engine.settings.language
+        if self.backend.settings.language != "auto":
+            return self.backend.settings.language
         return detect_language("\n".join(texts))
 
     def ask_json(self, user_id: str, operation: str, messages: list[dict[str, str]], required: Sequence[str],
-                 report: ConsolidationReport) -> Any:
-        """One structured call (plus at most `max_repairs` re-asks), metered per user and operation."""
-        llm = self.engine.llm
-        assert llm is not None, "consolidation needs an LLM"
+                 report: ConsolidationReport, *, schema: dict[str, Any] | None = None,
+                 max_tokens: int | None = None) -> Any:
+        """One structured call (plus at most `max_repairs` re-asks), metered per user and operation,
+        counted in ``report`` whether it succeeds or not."""
+        llm = self.backend.llm
+        if llm is None:
+            raise ModelError("consolidation needs an LLM")
         counting = CountingModel(llm)
         try:
-            value, _ = chat_json(counting, messages, required_keys=required, max_repairs=self.max_repairs)
+            value, _ = chat_json(counting, messages, required_keys=required, max_repairs=self.max_repairs,
+                                 max_tokens=max_tokens, schema=schema)
+            if self.backend.settings.log_content:  # the user asked for memory text in debug logs
+                log.debug("%s answer for user %s: %s", operation, user_id, json.dumps(value, ensure_ascii=False))
         finally:
             report.llm_calls += counting.calls
             report.prompt_tokens += counting.usage.prompt_tokens
@@ -127,7 +155,7 @@ class StepEnv:
         deleted meanwhile: nothing must come back), then write everything in one transaction."""
         if not self.check_lease():
             raise LeaseLostError("the user's lease was taken over; not committing")
-        store = self.engine.store
+        store = self.backend.store
         if done_ids:
             pending = {m.id for m in store.pending_messages(user_id, limit=max(200, 2 * len(done_ids)))}
             if not set(done_ids) <= pending:
@@ -145,23 +173,6 @@ def embed_text(memory: Memory) -> str:
 def derived_id(kind: str, user_id: str, keys: Sequence[str], index: int) -> str:
     """A stable id from the inputs of a step (same inputs, same id: reprocessing overwrites)."""
     return uuid.uuid5(uuid.NAMESPACE_URL, f"memoryscope:{kind}:{user_id}:{'|'.join(keys)}:{index}").hex
-
-
-def _message_time(batch: Sequence[StoredMessage], item: Extracted) -> datetime:
-    """The time of the latest message the observation comes from (or of the batch)."""
-    chosen = [batch[i] for i in item.messages] or list(batch)
-    return max(as_aware(m.message.timestamp or utc_now()) for m in chosen)
-
-
-def _time_reference(batch: Sequence[StoredMessage], item: Extracted) -> datetime:
-    """The timestamp of the message that holds the time words (relative times are relative to it)."""
-    chosen = [batch[i] for i in item.messages] or list(batch)
-    if item.time:
-        needle = item.time.casefold()
-        for stored in chosen:
-            if needle in stored.message.content.casefold():
-                return as_aware(stored.message.timestamp or utc_now())
-    return _message_time(batch, item)
 
 
 def select_batch(pending: Sequence[StoredMessage], max_messages: int, max_chars: int) -> list[StoredMessage]:
@@ -183,118 +194,301 @@ def select_batch(pending: Sequence[StoredMessage], max_messages: int, max_chars:
     return batch
 
 
-def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]) -> ConsolidationReport:
+def output_budget(cfg: Any, messages: int, boost: int = 1) -> int:
+    """max_tokens of an extraction call for ``messages`` messages (``boost`` x after a cut-off)."""
+    return min(cfg.max_output_tokens * boost, (200 + cfg.output_tokens_per_message * messages) * boost)
+
+
+@dataclass(slots=True)
+class _New:
+    """A new observation on its way to the store."""
+
+    item: Extracted
+    source: StoredMessage
+    memory: Memory
+    repeat_of: Memory | None = None  # merged into this memory instead of being stored
+
+
+def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage], *,
+                      report: ConsolidationReport | None = None, boost: int = 1) -> ConsolidationReport:
     """Consolidate one batch of a user's pending messages (see the module docstring).
+
+    ``report`` is filled in place (calls and tokens are counted even when the step raises).
+    Messages the model's answer did not account for are listed in ``report.unaccounted_ids``
+    and left pending.
 
     Raises:
         ModelError: the model failed (after its retries) or gave no usable JSON.
         ExtractionError: the JSON is not in the expected shape.
-        LeaseLostError: another worker took the user over before the commit.
+        LeaseLostError / GoneError: the step must not commit (see their docs).
     """
-    engine, cfg = env.engine, env.cfg
-    report = ConsolidationReport(messages=len(batch))
-    agent_id = batch[0].agent_id
-    context = engine.store.recent_messages(user_id, agent_id, batch[0].seq, cfg.context_messages) \
-        if cfg.context_messages else []
-    texts = [m.message.content for m in batch]
-    language = env.language(texts)
-    minable = [m for m in batch if m.message.role in ("user", "assistant")]
-    if not minable:  # system / tool messages only: nothing to extract
-        env.commit(user_id, [], None, [m.id for m in batch])
+    backend, cfg = env.backend, env.cfg
+    report = report if report is not None else ConsolidationReport()
+    policy_done = [m for m in batch if m.message.role not in MINED_ROLES]  # assistant / system / tool
+    minable = [m for m in batch if m.message.role in MINED_ROLES]
+    if not minable:
+        env.commit(user_id, [], None, [m.id for m in policy_done])
+        report.messages += len(policy_done)
+        _outcomes(report, policy_done, [], [], set())
         return report
-    query_texts = [m.message.content for m in minable]
-    related = find_related(engine, user_id, query_texts, types=RELATED_TYPES, limit=cfg.related_memories)
-    prompt = load_prompt("consolidate", language, cfg.prompts_dir)
-    everyone = list(context) + list(batch)
-    messages = render(prompt, user=user_display_name(everyone, user_id), agent=agent_id, context=context,
-                      batch=batch, related=related)
-    value = env.ask_json(user_id, "consolidate", messages, ["observations"], report)
-    items = parse_extraction(value, len(batch), len(related))
-    memories, vectors_for = _apply(env, user_id, batch, items, related, language, report)
-    new_texts = [embed_text(m) for m in memories if vectors_for.get(m.id)]
-    new_vectors = iter(engine.embedder.embed(new_texts)) if new_texts else iter(())
-    vectors = [next(new_vectors) if vectors_for.get(m.id) else None for m in memories]
-    env.commit(user_id, memories, vectors, [m.id for m in batch],
-               anchors=[m.id for m in memories if m.id not in vectors_for])
+    agent_id = batch[0].agent_id
+    context = backend.store.recent_messages(user_id, agent_id, batch[0].seq, cfg.context_messages) \
+        if cfg.context_messages else []
+    language = env.language([m.message.content for m in minable])
+    user_name = user_display_name(list(context) + list(batch), user_id)
+    extraction = _extract(env, user_id, batch, minable, context, language, user_name, report, boost)
+    accounted = [minable[i] for i in sorted(extraction.accounted)]
+    report.unaccounted_ids.extend(m.id for i, m in enumerate(minable) if i not in extraction.accounted)
+    if not extraction.complete:
+        report.incomplete = True
+    if extraction.repeated_items:
+        log.warning("the model repeated %d observation(s) for user %s (a looping answer); kept each once",
+                    extraction.repeated_items, user_id)
+    done = policy_done + accounted
+    if not done:
+        return report
+    new, flagged = _checked_observations(env, user_id, minable, extraction, language)
+    vectors = backend.embedder.embed([embed_text(n.memory) for n in new]) if new else np.zeros((0, 1))
+    changes = _resolve(env, user_id, new, vectors, language, user_name, report)
+    created = [n for n in new if n.repeat_of is None]
+    memories = [n.memory for n in created] + list(changes.changed.values())
+    memory_vectors = [vectors[i] for i, n in enumerate(new) if n.repeat_of is None] + [None] * len(changes.changed)
+    env.commit(user_id, memories, memory_vectors, [m.id for m in done], anchors=list(changes.changed))
+    report.messages += len(done)
+    for n in created:
+        report.added.append(n.memory.content)
+        report.added_ids.append(n.memory.id)
+    report.flagged.extend(text for _, text in flagged)
+    report.merged.extend(changes.merged)
+    report.expired.extend(changes.expired)
+    report.expired_ids.extend(changes.expired_ids)
+    _outcomes(report, policy_done, accounted, new, {source_id for source_id, _ in flagged})
     return report
 
 
-def _apply(env: StepEnv, user_id: str, batch: Sequence[StoredMessage], items: Sequence[Extracted],
-           related: Sequence[Memory], language: str, report: ConsolidationReport
-           ) -> tuple[list[Memory], dict[str, bool]]:
-    """Turn the model's items into new and changed memories. Returns them and which need a vector."""
+def _extract(env: StepEnv, user_id: str, batch: Sequence[StoredMessage], minable: Sequence[StoredMessage],
+             context: Sequence[StoredMessage], language: str, user_name: str, report: ConsolidationReport,
+             boost: int) -> Extraction:
+    prompt = load_prompt("consolidate", language, env.cfg.prompts_dir)
+    messages = extract.render(prompt, user=user_name, agent=batch[0].agent_id, context=context, batch=batch,
+                              numbered=minable)
+    try:
+        value = env.ask_json(user_id, "consolidate", messages, ["messages"], report,
+                             schema=extract.answer_schema(minable, language),
+                             max_tokens=output_budget(env.cfg, len(minable), boost))
+    except IncompleteAnswerError as exc:
+        salvaged = extract.salvage_entries(exc.text)
+        result = extract.parse_extraction(salvaged, minable, complete=False, language=language) \
+            if salvaged is not None else Extraction(complete=False)
+        log.warning("the model's answer for user %s stopped at the token cap; %d of %d message(s) accounted "
+                    "for, the rest stay pending", user_id, len(result.accounted), len(minable))
+        return result
+    return extract.parse_extraction(value, minable, language=language)
+
+
+def _checked_observations(env: StepEnv, user_id: str, minable: Sequence[StoredMessage], extraction: Extraction,
+                          language: str) -> tuple[list[_New], list[tuple[str, str]]]:
+    """The model's items that may become memories, with speaker, wording and event time checked;
+    and the ``(message id, text)`` of items that are not facts about the user."""
     now = utc_now()
-    keys = [m.id for m in batch]
-    by_norm = {normalise(m.content): m for m in related}
-    changed: dict[str, Memory] = {}  # existing memories touched (merged into or expired)
-    created: list[Memory] = []
-    seen: dict[str, Memory] = {}
-    stale_insights: list[str] = []
-    for index, item in enumerate(items):
-        if item.reality != "real":
-            report.flagged.append(item.content)
+    out: list[_New] = []
+    flagged: list[tuple[str, str]] = []
+    per_message: dict[int, int] = {}
+    for item in extraction.items:
+        source = minable[item.message]
+        if item.reality != "real":  # hypothetical / fiction: never the user's fact
+            flagged.append((source.id, item.content))
             continue
-        key = normalise(item.content)
-        if key in seen:  # the same observation twice in one answer
-            _mention(seen[key], batch, item, now)
-            continue
-        target = related[int(item.memory[1:]) - 1] if item.memory else None
-        if target is None and key in by_norm:  # an exact repeat the model called new
-            target, item.relation = by_norm[key], "same"
-        if item.relation == "same" and target is not None:
-            existing = changed.get(target.id, target)
-            if existing.type is MemoryType.INSIGHT:  # already summed up: no new memory
-                report.merged.append(existing.content)
-                continue
-            if existing.status is MemoryStatus.ACTIVE:
-                _mention(existing, batch, item, now)
-                changed[existing.id] = existing
-                report.merged.append(existing.content)
-                continue
-        sources = [batch[i] for i in item.messages] or list(batch)
+        position = per_message.get(item.message, 0)
+        per_message[item.message] = position + 1
+        speaker = speaker_of(source)
+        when = as_aware(source.message.timestamp or utc_now())
         memory = Memory(
-            id=derived_id("observation", user_id, keys, index), user_id=user_id, agent_id=batch[0].agent_id,
-            content=item.content, type=MemoryType.OBSERVATION, created_at=_message_time(batch, item),
-            updated_at=now, role=sources[0].message.role, session_id=sources[0].session_id,
-            source_ids=[m.id for m in sources],
-            metadata={"kind": item.kind, "about": item.about, "said_by": speaker_of(sources[0]),
-                      "importance": item.importance, "language": language, "mentions": 1, "reflected": False,
-                      "origin": "consolidation"})
-        when = resolve_event_time(item.time, item.date, _time_reference(batch, item))
-        if when is not None:
-            memory.event_start, memory.event_end = when.start, when.end
-            memory.metadata["event_time_source"] = when.source
-            memory.metadata["time_expression"] = item.time
-        if item.relation == "replaces" and target is not None:
-            existing = changed.get(target.id, target)
-            if existing.type is MemoryType.INSIGHT:
-                stale_insights.append(existing.id)  # reflection rewrites it
-                memory.metadata["contradicts"] = existing.id
-            elif existing.status is MemoryStatus.ACTIVE:
-                existing.status = MemoryStatus.EXPIRED
-                existing.superseded_by = memory.id
-                existing.updated_at = now
-                existing.metadata = {**existing.metadata, "expired_at": now.isoformat()}
-                changed[existing.id] = existing
-                memory.metadata["replaces"] = existing.id
-                report.expired.append(existing.content)
-                report.expired_ids.append(existing.id)
-        created.append(memory)
-        seen[key] = memory
-        report.added.append(memory.content)
-        report.added_ids.append(memory.id)
-    if stale_insights:
-        env.notes.setdefault("stale_insights", []).extend(stale_insights)
-    memories = created + list(changed.values())
-    return memories, {m.id: True for m in created}
+            id=derived_id("observation", user_id, [source.id], position), user_id=user_id,
+            agent_id=source.agent_id, content=third_person(item.content, speaker, language),
+            type=MemoryType.OBSERVATION, created_at=when, updated_at=now, role=source.message.role,
+            session_id=source.session_id, source_ids=[source.id],
+            metadata={"kind": item.kind, "about": item.about, "said_by": speaker, "importance": item.importance,
+                      "language": language, "mentions": 1, "reflected": False, "origin": "consolidation"})
+        _set_event_time(memory, item, source.message.content, when)
+        out.append(_New(item=item, source=source, memory=memory))
+    return out, flagged
 
 
-def _mention(memory: Memory, batch: Sequence[StoredMessage], item: Extracted, now: datetime) -> None:
+def _set_event_time(memory: Memory, item: Extracted, message: str, when: datetime) -> None:
+    """Event time only from time words the message holds; a habit ("every Easter") has none."""
+    expression = item.time if time_words_in(item.time, message) else None
+    llm_date = item.date if expression else None
+    if expression is None and item.kind in ("event", "plan"):
+        expression = message  # the model quoted no words the message holds: read the message itself
+    if expression is None or is_recurring(expression):
+        return
+    resolved = resolve_event_time(expression, llm_date, when)
+    if resolved is None:
+        return
+    memory.event_start, memory.event_end = resolved.start, resolved.end
+    memory.metadata["event_time_source"] = resolved.source
+    memory.metadata["time_expression"] = item.time if llm_date else None
+
+
+@dataclass(slots=True)
+class _Changes:
+    """What resolving did to existing memories (applied to the report after the commit)."""
+
+    changed: dict[str, Memory] = field(default_factory=dict)  # existing memories mentioned or expired
+    merged: list[str] = field(default_factory=list)
+    expired: list[str] = field(default_factory=list)
+    expired_ids: list[str] = field(default_factory=list)
+
+
+def _resolve(env: StepEnv, user_id: str, new: list[_New], vectors: np.ndarray, language: str, user_name: str,
+             report: ConsolidationReport) -> _Changes:
+    """Find repeats and contradictions (see the module docstring) and apply them to the new and
+    the existing memories. Similarity here is judged on the observations' own words (content
+    vectors and shared terms), not on the dated text the index embeds."""
+    names = frozenset(analyse(f"{user_name} {FRAMING_WORDS}"))  # shared by all: no sign of a common topic
+    pairs = _find_pairs(env, user_id, new, names)
+    verdicts = _ask_judge(env, user_id, new, pairs, language, user_name, report) if pairs else []
+    result = _Changes()
+    changed = result.changed
+    mentioned: set[str] = set()
+    now = utc_now()
+    decided = list(zip(pairs, verdicts))
+    # repeats first: an observation that repeats a memory is not stored, so what it outdates is
+    # superseded by the memory it repeats
+    for pair, verdict in decided:
+        entry = new[pair.new]
+        if verdict == "same" and entry.repeat_of is None and judge.plausibly_same(pair, entry.memory.content):
+            target = changed.get(pair.old.id, pair.old)
+            if target.status is MemoryStatus.ACTIVE:
+                entry.repeat_of = target
+    for pair, verdict in decided:
+        entry = new[pair.new]
+        if verdict != "outdated" or not judge.same_person(entry.item.about, pair.old.metadata.get("about")):
+            continue
+        old = changed.get(pair.old.id, pair.old)
+        replacement = entry.repeat_of.id if entry.repeat_of is not None else entry.memory.id
+        if old.status is not MemoryStatus.ACTIVE or replacement == old.id:
+            continue
+        if pair.old_is_new and any(n.memory is old and n.repeat_of is not None for n in new):
+            continue  # that observation is itself a repeat: nothing of it is stored
+        old.status = MemoryStatus.EXPIRED
+        old.superseded_by = replacement
+        old.updated_at = now
+        old.metadata = {**old.metadata, "expired_at": now.isoformat()}
+        entry.memory.metadata.setdefault("replaces", old.id)
+        if not pair.old_is_new:
+            changed[old.id] = old
+        result.expired.append(old.content)
+        result.expired_ids.append(old.id)
+    for entry in new:
+        if entry.repeat_of is None:
+            continue
+        target = entry.repeat_of
+        if any(target is n.memory for n in new):  # repeats an observation of this same batch
+            target.source_ids = list(dict.fromkeys(target.source_ids + [entry.source.id]))
+        elif target.id not in mentioned:
+            _mention(target, entry, now)
+            mentioned.add(target.id)
+            changed[target.id] = target
+        result.merged.append(target.content)
+    return result
+
+
+def _find_pairs(env: StepEnv, user_id: str, new: list[_New], names: frozenset[str]) -> list[judge.Pair]:
+    """The questions to ask (and the repeats that need none), for every new observation."""
+    cfg = env.cfg
+    if not new or cfg.judge_candidates <= 0:
+        return []
+    embedder = env.backend.embedder
+    own = embedder.embed([n.memory.content for n in new], kind="query")
+    found: dict[int, list[Memory]] = {}
+    for index, entry in enumerate(new):
+        related = env.backend.search.related_each(user_id, entry.memory.content, own[index], types=RELATED_TYPES,
+                                                  limit=max(cfg.judge_candidates * 3, 10))
+        found[index] = [r.memory for r in related]
+    existing = list({m.id: m for ms in found.values() for m in ms}.values())
+    theirs = dict(zip((m.id for m in existing), embedder.embed([m.content for m in existing], kind="query"))) \
+        if existing else {}
+    pairs: list[judge.Pair] = []
+    for index, entry in enumerate(new):
+        for earlier in range(index):  # a correction later in the same conversation
+            other = new[earlier]
+            if other.repeat_of is not None or other.source.seq == entry.source.seq:
+                continue
+            cosine = float(own[index] @ own[earlier])
+            verdict = judge.compare(entry.memory.content, other.memory.content, cosine, names, cfg)
+            if verdict == "repeat":
+                entry.repeat_of = other.memory
+                break
+            if verdict == "ask":
+                pairs.append(judge.Pair(new=index, old=other.memory, cosine=cosine, old_is_new=True,
+                                        overlap=judge.overlap(entry.memory.content, other.memory.content, names)))
+        if entry.repeat_of is not None:
+            continue
+        asked = 0
+        for memory in found[index]:
+            if memory.id == entry.memory.id:  # this very message was consolidated before
+                entry.repeat_of = memory
+                break
+            cosine = float(own[index] @ theirs[memory.id])
+            verdict = judge.compare(entry.memory.content, memory.content, cosine, names, cfg)
+            if verdict == "repeat":
+                entry.repeat_of = memory
+                break
+            if verdict == "ask" and asked < cfg.judge_candidates:
+                pairs.append(judge.Pair(new=index, old=memory, cosine=cosine,
+                                        overlap=judge.overlap(entry.memory.content, memory.content, names)))
+                asked += 1
+    return [p for p in pairs if new[p.new].repeat_of is None]
+
+
+def _ask_judge(env: StepEnv, user_id: str, new: list[_New], pairs: list[judge.Pair], language: str,
+               user_name: str, report: ConsolidationReport) -> list[str]:
+    """One verdict per pair; "both" for every pair the model gave no usable verdict on."""
+    prompt = load_prompt("judge", language, env.cfg.prompts_dir)
+    texts = [n.memory.content for n in new]
+    dates = [format_memory_time(n.memory.created_at, language) for n in new]
+    verdicts: list[str] = []
+    for start in range(0, len(pairs), judge.MAX_PAIRS_PER_CALL):
+        chunk = pairs[start:start + judge.MAX_PAIRS_PER_CALL]
+        messages = judge.render(prompt, user=user_name, pairs=chunk, new_texts=texts, new_dates=dates)
+        try:
+            value = env.ask_json(user_id, "judge", messages, ["answers"], report,
+                                 schema=judge.answer_schema(len(chunk)), max_tokens=64 + 24 * len(chunk))
+        except ModelError as exc:
+            log.warning("the model gave no usable answer on %d repeat/contradiction question(s) for user %s "
+                        "(%s); both memories are kept", len(chunk), user_id, type(exc).__name__)
+            report.unjudged += len(chunk)
+            verdicts.extend(["both"] * len(chunk))
+            continue
+        verdicts.extend(judge.parse_verdicts(value, len(chunk)))
+    return verdicts
+
+
+def _mention(memory: Memory, entry: _New, now: datetime) -> None:
     """Record a repetition on the memory it repeats: count, last time, source links."""
     metadata = dict(memory.metadata)
     metadata["mentions"] = int(metadata.get("mentions", 1) or 1) + 1
-    metadata["last_mentioned_at"] = _message_time(batch, item).isoformat()
+    metadata["last_mentioned_at"] = entry.memory.created_at.isoformat()
     memory.metadata = metadata
-    sources = [batch[i].id for i in item.messages] or [m.id for m in batch]
-    memory.source_ids = (list(memory.source_ids) + [s for s in sources if s not in memory.source_ids])[-MAX_SOURCE_IDS:]
+    if entry.source.id not in memory.source_ids:
+        memory.source_ids = (list(memory.source_ids) + [entry.source.id])[-MAX_SOURCE_IDS:]
     memory.updated_at = now
+
+
+def _outcomes(report: ConsolidationReport, policy_done: Sequence[StoredMessage], accounted: Sequence[StoredMessage],
+              new: Sequence[_New], flagged: set[str]) -> None:
+    """What became of each message marked done (for the report; never logged)."""
+    for stored in policy_done:
+        report.outcomes[stored.id] = POLICY_OUTCOMES.get(stored.message.role, "not mined (system or tool message)")
+    kept: dict[str, str] = {}
+    for entry in new:
+        kept[entry.source.id] = "kept" if entry.repeat_of is None or kept.get(entry.source.id) == "kept" else "repeat"
+    for stored in accounted:
+        if stored.id in kept:
+            report.outcomes[stored.id] = kept[stored.id]
+        elif stored.id in flagged:
+            report.outcomes[stored.id] = "not a fact about the user (model verdict)"
+        else:
+            report.outcomes[stored.id] = "nothing worth keeping (model verdict)"

@@ -60,9 +60,21 @@ class TokenUsage:
 
 @dataclass(slots=True)
 class ChatResult:
+    """One completion. ``finish_reason`` is the endpoint's ("stop", "length", ...) when it says."""
+
     text: str
     model: str = ""
     usage: TokenUsage = field(default_factory=TokenUsage)
+    finish_reason: str | None = None
+
+    @property
+    def truncated(self) -> bool:
+        """True when the answer stopped at the token cap (its text is incomplete)."""
+        return (self.finish_reason or "").lower() in TRUNCATED_REASONS
+
+
+TRUNCATED_REASONS = frozenset({"length", "max_tokens", "max_output_tokens"})
+JsonSchema = dict  # a JSON schema for structured output
 
 
 ChatMessages = Sequence[dict]  # [{"role": "system"|"user"|"assistant", "content": str}, ...]
@@ -70,7 +82,11 @@ ChatMessages = Sequence[dict]  # [{"role": "system"|"user"|"assistant", "content
 
 @runtime_checkable
 class ChatModel(Protocol):
-    """A chat completion model. `json_mode` asks for a JSON object where the endpoint supports it."""
+    """A chat completion model. `json_mode` asks for a JSON object where the endpoint supports it.
+
+    Our clients also take ``schema=`` (a JSON schema the answer must follow), sent the strongest
+    way the endpoint accepts; a model without that keyword is asked with ``json_mode`` only.
+    """
 
     name: str
 

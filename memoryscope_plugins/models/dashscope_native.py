@@ -23,13 +23,14 @@ from .base import (
     ChatMessages,
     ChatResult,
     EmbedKind,
+    JsonSchema,
     ThreadedAsyncMixin,
     TokenUsage,
     l2_normalise,
 )
 from .http_rerank import aligned_scores
+from .response_format import FormatLadder, StructuredMode, rejects_format
 from .retry import (
-    JSON_MODE_MARKERS,
     CallTarget,
     Failure,
     RemoteFailure,
@@ -238,9 +239,11 @@ class DashScopeChatModel(_DashScopeBase):
 
     Uses ``result_format="message"``; streaming uses ``incremental_output=True``. Async calls use
     ``dashscope.AioGeneration`` when the installed SDK has it, else a worker thread.
-    ``json_mode`` sends ``response_format={"type": "json_object"}`` and, like the OpenAI client,
-    drops it for good if the endpoint rejects it. ``extra_params`` go into every request (e.g.
-    ``{"enable_thinking": False}``).
+    ``json_mode`` sends ``response_format={"type": "json_object"}``; ``schema=`` asks for that JSON
+    schema the strongest way the endpoint accepts. Like the OpenAI client, a rejected format is
+    stepped down for good (`FormatLadder`). ``extra_params`` go into every request (e.g.
+    ``{"enable_thinking": False}``, ``{"repetition_penalty": 1.05}``). The answer's
+    ``finish_reason`` is kept.
     """
 
     _kind = "chat model"
@@ -248,33 +251,38 @@ class DashScopeChatModel(_DashScopeBase):
     def __init__(self, model: str = "qwen-plus", api_key: str | None = None,
                  timeout: float = 60.0, max_retries: int = 4, temperature: float = 0.0,
                  max_tokens: int | None = None, base_url: str | None = None,
-                 extra_params: dict[str, Any] | None = None, *,
+                 extra_params: dict[str, Any] | None = None, *, structured_output: StructuredMode = "auto",
                  retry_policy: RetryPolicy | None = None) -> None:
         super().__init__(model, api_key, base_url, timeout, max_retries, retry_policy)
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.extra_params = dict(extra_params or {})
-        self.json_mode_supported = True
+        self.formats = FormatLadder(structured_output)
+
+    @property
+    def json_mode_supported(self) -> bool:
+        """False once the endpoint rejected plain JSON mode."""
+        return self.formats.mode in ("json_schema", "json_object_schema", "json_object")
 
     @property
     def name(self) -> str:
         return f"dashscope:{self.model}"
 
-    def chat(self, messages: ChatMessages, *, json_mode: bool = False,
-             temperature: float | None = None, max_tokens: int | None = None) -> ChatResult:
-        """One completion; returns the text, the model and the token usage."""
-        request = self._request(messages, json_mode, temperature, max_tokens, stream=False)
-        return self._parse(self._call(lambda: self._generate(request)))
+    def chat(self, messages: ChatMessages, *, json_mode: bool = False, temperature: float | None = None,
+             max_tokens: int | None = None, schema: JsonSchema | None = None) -> ChatResult:
+        """One completion; returns the text, the model, the token usage and the finish reason."""
+        request = self._request(messages, json_mode, temperature, max_tokens, stream=False, schema=schema)
+        return self._parse(self._call(lambda: self._generate(request, json_mode, schema)))
 
-    async def achat(self, messages: ChatMessages, *, json_mode: bool = False,
-                    temperature: float | None = None, max_tokens: int | None = None) -> ChatResult:
+    async def achat(self, messages: ChatMessages, *, json_mode: bool = False, temperature: float | None = None,
+                    max_tokens: int | None = None, schema: JsonSchema | None = None) -> ChatResult:
         """Async twin of `chat` (``AioGeneration`` when available)."""
         aio = getattr(self._dashscope, "AioGeneration", None)
         if aio is None:
             return await asyncio.to_thread(self.chat, messages, json_mode=json_mode,
-                                           temperature=temperature, max_tokens=max_tokens)
-        request = self._request(messages, json_mode, temperature, max_tokens, stream=False)
-        return self._parse(await self._acall(lambda: self._agenerate(aio, request)))
+                                           temperature=temperature, max_tokens=max_tokens, schema=schema)
+        request = self._request(messages, json_mode, temperature, max_tokens, stream=False, schema=schema)
+        return self._parse(await self._acall(lambda: self._agenerate(aio, request, json_mode, schema)))
 
     def stream(self, messages: ChatMessages, *, temperature: float | None = None,
                max_tokens: int | None = None) -> Iterator[str]:
@@ -335,7 +343,7 @@ class DashScopeChatModel(_DashScopeBase):
     # -- shared request building / parsing ----------------------------------------------------
 
     def _request(self, messages: ChatMessages, json_mode: bool, temperature: float | None,
-                 max_tokens: int | None, *, stream: bool) -> dict[str, Any]:
+                 max_tokens: int | None, *, stream: bool, schema: JsonSchema | None = None) -> dict[str, Any]:
         if not messages:
             raise ValidationError("chat() needs at least one message")
         request: dict[str, Any] = {
@@ -349,8 +357,9 @@ class DashScopeChatModel(_DashScopeBase):
         limit = self.max_tokens if max_tokens is None else max_tokens
         if limit is not None:
             request["max_tokens"] = limit
-        if json_mode and self.json_mode_supported:
-            request["response_format"] = {"type": "json_object"}
+        response_format = self.formats.response_format(json_mode, schema)
+        if response_format is not None:
+            request["response_format"] = response_format
         if stream:
             request["stream"] = True
             request["incremental_output"] = True
@@ -361,30 +370,38 @@ class DashScopeChatModel(_DashScopeBase):
             raise ModelError(f"{self._target.describe()}: the stream ended before any output")
         return response
 
-    def _drop_json_mode(self, request: dict[str, Any], response: Any) -> bool:
-        """If a 400 is about ``response_format``, remove it (now and for later calls)."""
+    def _refused_format(self, request: dict[str, Any], response: Any, json_mode: bool,
+                        schema: JsonSchema | None) -> bool:
+        """If a 400 is about ``response_format``, step down the ladder and rewrite the request
+        (now and for later calls)."""
+        sent = request.get("response_format")
         failure = response_failure(response)
-        if failure is None or failure.status != 400 or "response_format" not in request:
+        if failure is None or sent is None:
             return False
-        text = f"{failure.code or ''} {failure.detail}".lower()
-        if not any(m in text for m in JSON_MODE_MARKERS):
+        if not rejects_format(failure.status, f"{failure.code or ''} {failure.detail}"):
             return False
-        logger.debug("%s rejected response_format; continuing without json mode",
-                     self._target.describe())
-        self.json_mode_supported = False
-        del request["response_format"]
+        if not self.formats.step_down(sent):
+            return False
+        logger.debug("%s rejected response_format %s; now using %s", self._target.describe(),
+                     sent.get("type"), self.formats.mode)
+        replacement = self.formats.response_format(json_mode, schema)
+        if replacement is None:
+            del request["response_format"]
+        else:
+            request["response_format"] = replacement
         return True
 
-    def _generate(self, request: dict[str, Any]) -> Any:
+    def _generate(self, request: dict[str, Any], json_mode: bool = False, schema: JsonSchema | None = None) -> Any:
         call = self._dashscope.Generation.call
         response = call(**request)
-        if self._drop_json_mode(request, response):
+        while self._refused_format(request, response, json_mode, schema):
             response = call(**request)
         return _checked(response)
 
-    async def _agenerate(self, aio: Any, request: dict[str, Any]) -> Any:
+    async def _agenerate(self, aio: Any, request: dict[str, Any], json_mode: bool = False,
+                         schema: JsonSchema | None = None) -> Any:
         response = await aio.call(**request)
-        if self._drop_json_mode(request, response):
+        while self._refused_format(request, response, json_mode, schema):
             response = await aio.call(**request)
         return _checked(response)
 
@@ -393,7 +410,15 @@ class DashScopeChatModel(_DashScopeBase):
         return ChatResult(
             text=_message_text(response), model=self.model,
             usage=TokenUsage(prompt_tokens=int(usage.get("input_tokens", 0) or 0),
-                             completion_tokens=int(usage.get("output_tokens", 0) or 0)))
+                             completion_tokens=int(usage.get("output_tokens", 0) or 0)),
+            finish_reason=_finish_reason(response))
+
+
+def _finish_reason(response: Any) -> str | None:
+    output = _output(response)
+    choices = output.get("choices") or []
+    reason = choices[0].get("finish_reason") if choices else output.get("finish_reason")
+    return None if reason in (None, "null", "") else str(reason)
 
 
 def _message_text(response: Any) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..errors import ConfigError
 from ..settings import EmbedderSettings, LLMSettings, RerankerSettings
 from .base import ChatModel, Embedder, Reranker
+from .retry import RetryPolicy
 
 
 def _secret(value) -> str | None:
@@ -42,16 +43,22 @@ def build_reranker(cfg: RerankerSettings) -> Reranker | None:
 
 
 def build_llm(cfg: LLMSettings) -> ChatModel | None:
+    """The chat model the settings name; local endpoints get timeouts and retries fit for a slow,
+    one-request-at-a-time server unless the settings say otherwise."""
     if cfg.provider == "none":
         return None
     if not cfg.model:
         raise ConfigError(f"llm.model is required for provider {cfg.provider!r}")
+    retries = cfg.effective_max_retries()
+    policy = RetryPolicy.from_max_retries(retries, retry_timeouts=cfg.effective_retry_timeouts())
     if cfg.provider == "openai":
         from .openai_compat import OpenAIChatModel
         return OpenAIChatModel(cfg.model, base_url=cfg.base_url, api_key=_secret(cfg.api_key),
-                               timeout=cfg.timeout_s, max_retries=cfg.max_retries,
-                               temperature=cfg.temperature, max_tokens=cfg.max_tokens)
+                               timeout=cfg.effective_timeout_s(), max_retries=retries,
+                               temperature=cfg.temperature, max_tokens=cfg.max_tokens, extra_body=cfg.extra_body,
+                               structured_output=cfg.structured_output, retry_policy=policy)
     from .dashscope_native import DashScopeChatModel
-    return DashScopeChatModel(cfg.model, api_key=_secret(cfg.api_key), timeout=cfg.timeout_s,
-                              max_retries=cfg.max_retries, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
-                              base_url=cfg.base_url)
+    return DashScopeChatModel(cfg.model, api_key=_secret(cfg.api_key), timeout=cfg.effective_timeout_s(),
+                              max_retries=retries, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
+                              base_url=cfg.base_url, extra_params=cfg.extra_body,
+                              structured_output=cfg.structured_output, retry_policy=policy)

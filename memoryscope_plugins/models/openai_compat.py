@@ -18,9 +18,9 @@ from urllib.parse import urlparse
 import numpy as np
 
 from ..errors import ConfigError, ModelError, ValidationError
-from .base import ChatMessages, ChatResult, EmbedKind, TokenUsage, l2_normalise
+from .base import ChatMessages, ChatResult, EmbedKind, JsonSchema, TokenUsage, l2_normalise
+from .response_format import FormatLadder, StructuredMode, rejects_format
 from .retry import (
-    JSON_MODE_MARKERS,
     CallTarget,
     Failure,
     LoopLocal,
@@ -274,10 +274,13 @@ def _batches(items: list[str], size: int) -> list[list[str]]:
 class OpenAIChatModel(_OpenAIClientBase):
     """Chat completions from an OpenAI-compatible ``/chat/completions`` endpoint.
 
-    ``json_mode=True`` sends ``response_format={"type": "json_object"}``; if the endpoint rejects
-    that with a 400 mentioning it, the model remembers and asks without it from then on.
-    ``extra_body`` is merged into every request (e.g. ``{"enable_thinking": False}`` for Qwen3
-    on DashScope, ``{"top_k": 20}`` for vLLM).
+    ``schema=`` (with or without ``json_mode``) asks for structured output the strongest way the
+    endpoint accepts (`FormatLadder`: a JSON schema, llama.cpp's schema grammar, plain JSON mode,
+    or none), stepping down for good when the endpoint rejects one; ``json_mode=True`` alone
+    sends ``{"type": "json_object"}``. ``extra_body`` is merged into every request (provider
+    sampling options: ``{"enable_thinking": False}`` for Qwen3 on DashScope, ``{"top_k": 20}``
+    for vLLM, ``{"repeat_penalty": 1.1}`` for llama.cpp). The answer's ``finish_reason`` is
+    kept, so a reply cut off at ``max_tokens`` is known as such.
     """
 
     _kind = "chat model"
@@ -285,29 +288,36 @@ class OpenAIChatModel(_OpenAIClientBase):
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
                  timeout: float = 60.0, max_retries: int = 4, temperature: float = 0.0,
                  max_tokens: int | None = None, extra_body: dict[str, Any] | None = None, *,
+                 structured_output: StructuredMode = "auto",
                  retry_policy: RetryPolicy | None = None) -> None:
         super().__init__(model, base_url, api_key, timeout, max_retries, retry_policy)
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})
-        self.json_mode_supported = True
+        self.formats = FormatLadder(structured_output)
+
+    @property
+    def json_mode_supported(self) -> bool:
+        """False once the endpoint rejected plain JSON mode."""
+        return self.formats.mode in ("json_schema", "json_object_schema", "json_object")
 
     @property
     def name(self) -> str:
         return f"openai:{self.model}"
 
-    def chat(self, messages: ChatMessages, *, json_mode: bool = False,
-             temperature: float | None = None, max_tokens: int | None = None) -> ChatResult:
-        """One completion; returns the text, the model that answered and the token usage."""
-        request = self._request(messages, json_mode, temperature, max_tokens, stream=False)
-        return self._parse(self._call(lambda: self._create(self._client, request)))
+    def chat(self, messages: ChatMessages, *, json_mode: bool = False, temperature: float | None = None,
+             max_tokens: int | None = None, schema: JsonSchema | None = None) -> ChatResult:
+        """One completion; returns the text, the model that answered, the token usage and the
+        finish reason."""
+        request = self._request(messages, json_mode, temperature, max_tokens, stream=False, schema=schema)
+        return self._parse(self._call(lambda: self._create(self._client, request, json_mode, schema)))
 
-    async def achat(self, messages: ChatMessages, *, json_mode: bool = False,
-                    temperature: float | None = None, max_tokens: int | None = None) -> ChatResult:
+    async def achat(self, messages: ChatMessages, *, json_mode: bool = False, temperature: float | None = None,
+                    max_tokens: int | None = None, schema: JsonSchema | None = None) -> ChatResult:
         """Async twin of `chat`, on the SDK's async client."""
-        request = self._request(messages, json_mode, temperature, max_tokens, stream=False)
+        request = self._request(messages, json_mode, temperature, max_tokens, stream=False, schema=schema)
         client = self._aclients.get()
-        return self._parse(await self._acall(lambda: self._acreate(client, request)))
+        return self._parse(await self._acall(lambda: self._acreate(client, request, json_mode, schema)))
 
     def stream(self, messages: ChatMessages, *, temperature: float | None = None,
                max_tokens: int | None = None) -> Iterator[str]:
@@ -344,7 +354,7 @@ class OpenAIChatModel(_OpenAIClientBase):
     # -- shared request building / parsing ----------------------------------------------------
 
     def _request(self, messages: ChatMessages, json_mode: bool, temperature: float | None,
-                 max_tokens: int | None, *, stream: bool) -> dict[str, Any]:
+                 max_tokens: int | None, *, stream: bool, schema: JsonSchema | None = None) -> dict[str, Any]:
         if not messages:
             raise ValidationError("chat() needs at least one message")
         request: dict[str, Any] = {
@@ -355,42 +365,54 @@ class OpenAIChatModel(_OpenAIClientBase):
         limit = self.max_tokens if max_tokens is None else max_tokens
         if limit is not None:
             request["max_tokens"] = limit
-        if json_mode and self.json_mode_supported:
-            request["response_format"] = {"type": "json_object"}
+        response_format = self.formats.response_format(json_mode, schema)
+        if response_format is not None:
+            request["response_format"] = response_format
         if stream:
             request["stream"] = True
         if self.extra_body:
             request["extra_body"] = dict(self.extra_body)
         return request
 
-    def _create(self, client: Any, request: dict[str, Any]) -> Any:
-        try:
-            return client.chat.completions.create(**request)
-        except self._openai.BadRequestError as exc:
-            if not self._drop_json_mode(request, exc):
-                raise
-            return client.chat.completions.create(**request)
+    def _create(self, client: Any, request: dict[str, Any], json_mode: bool = False,
+                schema: JsonSchema | None = None) -> Any:
+        while True:
+            try:
+                return client.chat.completions.create(**request)
+            except self._openai.APIStatusError as exc:
+                if not self._refused_format(request, exc, json_mode, schema):
+                    raise
 
-    async def _acreate(self, client: Any, request: dict[str, Any]) -> Any:
-        try:
-            return await client.chat.completions.create(**request)
-        except self._openai.BadRequestError as exc:
-            if not self._drop_json_mode(request, exc):
-                raise
-            return await client.chat.completions.create(**request)
+    async def _acreate(self, client: Any, request: dict[str, Any], json_mode: bool = False,
+                       schema: JsonSchema | None = None) -> Any:
+        while True:
+            try:
+                return await client.chat.completions.create(**request)
+            except self._openai.APIStatusError as exc:
+                if not self._refused_format(request, exc, json_mode, schema):
+                    raise
 
-    def _drop_json_mode(self, request: dict[str, Any], exc: Exception) -> bool:
-        """If the 400 is about ``response_format``, remove it (now and for later calls)."""
-        if "response_format" not in request:
+    def _refused_format(self, request: dict[str, Any], exc: Exception, json_mode: bool,
+                        schema: JsonSchema | None) -> bool:
+        """If the 400/422 is about ``response_format``, step down the ladder and rewrite the
+        request (now and for later calls). False: the error is about something else."""
+        sent = request.get("response_format")
+        if sent is None:
             return False
-        _code, message = error_text(getattr(exc, "body", None))
-        text = f"{message} {getattr(exc, 'message', '')} {getattr(exc, 'param', '')}".lower()
-        if not any(marker in text for marker in JSON_MODE_MARKERS):
+        code, message = error_text(getattr(exc, "body", None))
+        text = f"{code or ''} {message} {getattr(exc, 'message', '')} {getattr(exc, 'param', '')} " \
+               f"{getattr(exc, 'body', '')}"
+        if not rejects_format(getattr(exc, "status_code", None), text):
             return False
-        logger.debug("%s rejected response_format; continuing without json mode",
-                     self._target.describe())
-        self.json_mode_supported = False
-        del request["response_format"]
+        if not self.formats.step_down(sent):
+            return False
+        logger.debug("%s rejected response_format %s; now using %s", self._target.describe(),
+                     sent.get("type"), self.formats.mode)
+        replacement = self.formats.response_format(json_mode, schema)
+        if replacement is None:
+            del request["response_format"]
+        else:
+            request["response_format"] = replacement
         return True
 
     def _parse(self, completion: Any) -> ChatResult:
@@ -400,7 +422,8 @@ class OpenAIChatModel(_OpenAIClientBase):
         message = choices[0].message
         text = (getattr(message, "content", None) or "") if message is not None else ""
         return ChatResult(text=text, model=getattr(completion, "model", None) or self.model,
-                          usage=_usage(getattr(completion, "usage", None)))
+                          usage=_usage(getattr(completion, "usage", None)),
+                          finish_reason=getattr(choices[0], "finish_reason", None))
 
 
 def _usage(usage: Any) -> TokenUsage:

@@ -116,6 +116,9 @@ class RetryPolicy:
     async_sleep: Callable[[float], Awaitable[None]] = field(
         default=asyncio.sleep, repr=False, compare=False)
     rng: random.Random = field(default_factory=random.Random, repr=False, compare=False)
+    # A server that handles one request at a time (llama.cpp, Ollama on a laptop) keeps working on
+    # a request the client gave up on: retrying a timeout there queues a duplicate job behind it.
+    retry_timeouts: bool = True
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -129,7 +132,9 @@ class RetryPolicy:
         return cls(max_attempts=max(0, int(max_retries)) + 1, **overrides)  # type: ignore[arg-type]
 
     def is_retryable(self, failure: Failure) -> bool:
-        if failure.kind in ("timeout", "connection"):
+        if failure.kind == "timeout":
+            return self.retry_timeouts
+        if failure.kind == "connection":
             return True
         status = failure.status or 0
         return status in RETRYABLE_STATUSES or 500 <= status <= 599
@@ -172,15 +177,21 @@ class RetryPolicy:
             raise exc
         if not self.is_retryable(failure):
             logger.debug("%s failed with %s; not retrying", target.describe(), failure.label())
-            raise to_model_error(failure, target) from _cause(exc)
+            raise _counted(to_model_error(failure, target), attempt) from _cause(exc)
         if attempt >= self.max_attempts:
             logger.debug("%s failed with %s; giving up after %d attempts",
                          target.describe(), failure.label(), attempt)
-            raise exhausted_error(failure, target, attempt) from _cause(exc)
+            raise _counted(exhausted_error(failure, target, attempt), attempt) from _cause(exc)
         wait = self.delay(attempt, failure.retry_after)
         logger.debug("%s failed with %s; retry %d/%d in %.3fs", target.describe(),
                      failure.label(), attempt, self.max_attempts - 1, wait)
         return wait
+
+
+def _counted(error: ModelError, attempts: int) -> ModelError:
+    """Note on the final error how many requests were really sent (their cost is real)."""
+    error.attempts = attempts
+    return error
 
 
 def _cause(exc: Exception) -> Exception | None:

@@ -1,21 +1,24 @@
 """Robust structured (JSON) output from any `ChatModel`, and a per-user token meter.
 
-`chat_json` asks with ``json_mode=True``, parses the answer tolerantly (code fences, prose around
+`chat_json` asks with ``json_mode=True`` (and a JSON schema, sent the strongest way the endpoint
+accepts, when the model takes ``schema=``), parses the answer tolerantly (code fences, prose around
 the JSON, ``<think>`` blocks, trailing commas, single-quoted strings, Python literals), checks
-required keys, and re-asks up to ``max_repairs`` times with the error appended. Truncated or
-otherwise broken JSON is never "repaired" by guessing (a cut-off answer would become a cut-off
-memory): it is asked for again.
+required keys, and re-asks up to ``max_repairs`` times with the error appended. Broken JSON is
+never "repaired" by guessing (a cut-off answer would become a cut-off memory). An answer that
+stopped at the token cap raises `IncompleteAnswerError` at once, with its text: asking again with
+the same cap would only cut it off again, so the caller decides (a smaller request, a higher cap).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import threading
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..errors import ModelError
-from .base import ChatMessages, ChatModel, TokenUsage
+from .base import ChatMessages, ChatModel, ChatResult, JsonSchema, TokenUsage
 
 JsonValue = dict | list
 
@@ -27,6 +30,17 @@ _JSON_HINT = ("Respond with a single JSON object only, no prose and no code fenc
 
 class JsonParseError(ValueError):
     """The text holds no JSON value this module can recover."""
+
+
+class IncompleteAnswerError(ModelError):
+    """The model stopped at the token cap (``finish_reason`` "length"): its text is incomplete.
+
+    ``text`` is what it wrote, for a caller that can use the complete part of it.
+    """
+
+    def __init__(self, message: str, text: str) -> None:
+        super().__init__(message)
+        self.text = text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,21 +198,22 @@ def missing_keys(value: JsonValue, required_keys: Sequence[str]) -> list[str]:
 
 def chat_json(model: ChatModel, messages: ChatMessages, *, required_keys: Sequence[str] = (),
               max_repairs: int = 1, temperature: float | None = None,
-              max_tokens: int | None = None) -> tuple[JsonValue, TokenUsage]:
+              max_tokens: int | None = None, schema: JsonSchema | None = None) -> tuple[JsonValue, TokenUsage]:
     """Ask ``model`` for JSON and return ``(value, usage summed over all attempts)``.
 
     Raises:
+        IncompleteAnswerError: the answer stopped at the token cap.
         ModelError: the answer is still not valid JSON (or lacks ``required_keys``) after
             ``max_repairs`` re-asks, or the model call itself failed.
     """
     conversation = _with_json_hint(messages)
+    options = _options(model, temperature, max_tokens, schema)
     usage = TokenUsage()
     problem: str | None = None
     for _ in range(max(0, max_repairs) + 1):
-        result = model.chat(conversation, json_mode=True, temperature=temperature,
-                            max_tokens=max_tokens)
+        result = model.chat(conversation, json_mode=True, **options)
         usage += result.usage
-        value, problem = _evaluate(result.text, required_keys)
+        value, problem = _evaluate(_complete(model, result), required_keys)
         if problem is None:
             return value, usage  # type: ignore[return-value]
         conversation = _repair_request(conversation, result.text, problem)
@@ -208,20 +223,47 @@ def chat_json(model: ChatModel, messages: ChatMessages, *, required_keys: Sequen
 async def achat_json(model: ChatModel, messages: ChatMessages, *,
                      required_keys: Sequence[str] = (), max_repairs: int = 1,
                      temperature: float | None = None,
-                     max_tokens: int | None = None) -> tuple[JsonValue, TokenUsage]:
+                     max_tokens: int | None = None, schema: JsonSchema | None = None) -> tuple[JsonValue, TokenUsage]:
     """Async twin of `chat_json`."""
     conversation = _with_json_hint(messages)
+    options = _options(model, temperature, max_tokens, schema)
     usage = TokenUsage()
     problem: str | None = None
     for _ in range(max(0, max_repairs) + 1):
-        result = await model.achat(conversation, json_mode=True, temperature=temperature,
-                                   max_tokens=max_tokens)
+        result = await model.achat(conversation, json_mode=True, **options)
         usage += result.usage
-        value, problem = _evaluate(result.text, required_keys)
+        value, problem = _evaluate(_complete(model, result), required_keys)
         if problem is None:
             return value, usage  # type: ignore[return-value]
         conversation = _repair_request(conversation, result.text, problem)
     raise _give_up(model, problem, max_repairs)
+
+
+def takes_schema(model: ChatModel) -> bool:
+    """Whether ``model.chat`` accepts ``schema=`` (our clients do; a user's own model may not)."""
+    try:
+        parameters = inspect.signature(model.chat).parameters
+    except (TypeError, ValueError):
+        return False
+    return "schema" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+
+
+def _options(model: ChatModel, temperature: float | None, max_tokens: int | None,
+             schema: JsonSchema | None) -> dict[str, Any]:
+    options: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
+    if schema is not None and takes_schema(model):
+        options["schema"] = schema
+    return options
+
+
+def _complete(model: ChatModel, result: ChatResult) -> str:
+    """The answer's text, or `IncompleteAnswerError` when it stopped at the token cap."""
+    if getattr(result, "truncated", False):
+        name = getattr(model, "name", type(model).__name__)
+        raise IncompleteAnswerError(f"chat model '{name}' stopped at the token cap "
+                                    f"({result.usage.completion_tokens} tokens): the answer is incomplete",
+                                    result.text)
+    return result.text
 
 
 def _with_json_hint(messages: ChatMessages) -> list[dict]:

@@ -1,0 +1,56 @@
+"""Checks on what the model wrote, against what the message really says.
+
+A small model copies the user's sentence verbatim ("I'm allergic to shellfish") and invents or
+translates time words the message does not hold. These checks make the stored observation honest
+without another model call:
+
+* `third_person`: first-person text is framed as the speaker's words (``Maria said: "I'm ..."``),
+  so a memory never reads as the assistant's own first person;
+* `time_words_in`: the time words the model quotes count only when the source message holds them;
+* `is_recurring`: "every Easter", "on Tuesdays", "每周一" name a habit, not one event date.
+"""
+
+from __future__ import annotations
+
+import re
+
+_FIRST_PERSON_EN = re.compile(r"(?:^|[^\w'])(?:I|I'm|I've|I'd|I'll|my|My|me|mine|myself)(?=$|[^\w'])")
+_FIRST_PERSON_ZH = re.compile(r"我(?!们)")
+_RECURRING = re.compile(
+    r"\b(every|each|always|usually|weekly|daily|monthly|yearly|annually)\b|"
+    r"\bon\s+(mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|weekends)\b|"
+    r"每|逢|常常|经常|总是",
+    re.IGNORECASE,
+)
+_FOLD = re.compile(r"[\s\W_]+", re.UNICODE)
+
+
+def is_first_person(text: str, language: str) -> bool:
+    """Whether the observation speaks as the user ("I", "my"; "我") instead of about them."""
+    if language == "zh":
+        return bool(_FIRST_PERSON_ZH.search(text))
+    return bool(_FIRST_PERSON_EN.search(text))
+
+
+def third_person(content: str, speaker: str, language: str) -> str:
+    """``content`` if it already speaks about people (or names the speaker, as reported speech
+    does); else framed as what ``speaker`` said."""
+    if not is_first_person(content, language) or (speaker and speaker.casefold() in content.casefold()):
+        return content
+    quoted = content.strip().strip('"“”')
+    return f"{speaker}说：“{quoted}”" if language == "zh" else f'{speaker} said: "{quoted}"'
+
+
+def time_words_in(expression: str | None, message: str) -> bool:
+    """Whether the time words the model quoted appear in the message (case, spacing and
+    punctuation aside)."""
+    if not expression:
+        return False
+    needle = _FOLD.sub(" ", expression.casefold()).strip()
+    haystack = _FOLD.sub(" ", message.casefold())
+    return bool(needle) and needle in haystack
+
+
+def is_recurring(text: str | None) -> bool:
+    """Whether time words name a repeating time ("every Easter", "on Tuesdays", "每周一")."""
+    return bool(text) and bool(_RECURRING.search(text or ""))

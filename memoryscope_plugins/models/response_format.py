@@ -1,0 +1,87 @@
+"""Structured output the strongest way an endpoint accepts, stepping down when it refuses.
+
+The ladder, strongest first:
+
+* ``json_schema``: OpenAI's ``{"type": "json_schema", "json_schema": {...}}`` (OpenAI, vLLM,
+  the llama.cpp server, Ollama, SGLang): the endpoint constrains decoding to the schema;
+* ``json_object_schema``: ``{"type": "json_object", "schema": {...}}`` (llama-cpp-python's
+  server turns the schema into a grammar);
+* ``json_object``: plain JSON mode;
+* ``none``: no ``response_format`` at all (the prompt still asks for JSON and the answer is parsed
+  tolerantly).
+
+A client starts at the configured rung (``llm.structured_output``; ``auto`` is the top) and, when
+the endpoint rejects a request because of its ``response_format`` (HTTP 400 or 422 naming it; a
+500 naming it, as llama-cpp-python's server answers),
+steps down one rung for good and asks again at once. A rejection costs one quick request, once
+per client.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Literal
+
+StructuredMode = Literal["auto", "json_schema", "json_object_schema", "json_object", "none"]
+LADDER: tuple[str, ...] = ("json_schema", "json_object_schema", "json_object", "none")
+REJECTION_MARKERS: tuple[str, ...] = ("response_format", "response format", "json_schema", "json_object",
+                                      "json mode", "schema", "guided")
+
+
+def rejects_format(status: int | None, text: str) -> bool:
+    """Whether an error answer says the endpoint does not accept the ``response_format`` sent.
+
+    llama-cpp-python's server answers a request it cannot validate with HTTP 500 (naming
+    ``response_format`` in the body), so a 500 counts when it names that field.
+    """
+    lowered = text.lower()
+    if status == 500:
+        return "response_format" in lowered
+    if status not in (400, 422):
+        return False
+    return any(marker in lowered for marker in REJECTION_MARKERS)
+
+
+class FormatLadder:
+    """Where a client stands on the ladder (shared by its sync and async calls)."""
+
+    def __init__(self, start: StructuredMode = "auto") -> None:
+        if start not in ("auto",) + LADDER:
+            raise ValueError(f"unknown structured output mode {start!r}")
+        self._level = 0 if start == "auto" else LADDER.index(start)
+        self._lock = threading.Lock()
+
+    @property
+    def mode(self) -> str:
+        """The rung in use now."""
+        return LADDER[self._level]
+
+    def response_format(self, json_mode: bool, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The ``response_format`` to send for this call (None: send none)."""
+        if not json_mode and schema is None:
+            return None
+        level = self._level
+        if schema is None:  # JSON without a schema: the best rung that needs none
+            level = max(level, LADDER.index("json_object"))
+        mode = LADDER[level]
+        if mode == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": False}}
+        if mode == "json_object_schema":
+            return {"type": "json_object", "schema": schema}
+        if mode == "json_object":
+            return {"type": "json_object"}
+        return None
+
+    def step_down(self, sent: dict[str, Any] | None) -> bool:
+        """The endpoint refused ``sent``: go one rung below it. False when there is nowhere to go."""
+        if sent is None:
+            return False
+        if sent.get("type") == "json_schema":
+            refused = LADDER.index("json_schema")
+        elif "schema" in sent:
+            refused = LADDER.index("json_object_schema")
+        else:
+            refused = LADDER.index("json_object")
+        with self._lock:
+            self._level = max(self._level, refused + 1)
+        return True
