@@ -37,8 +37,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from memoryscope_plugins import MemoryScope, Settings  # noqa: E402
+from memoryscope_plugins.consolidation.extract import opening  # noqa: E402
 
-NEW_LINE = re.compile(r"^\[(\d+)\] \[[^\]]*\] ([^:]+): (.*)$")
+NEW_LINE = re.compile(r"^#(\d+) \[[^\]]*\] ([^:]+): (.*)$")
 OBS_LINE = re.compile(r"^(O\d+) \[[^\]]*\] (.*)$")
 
 
@@ -104,20 +105,23 @@ class ScriptedModel:
     def answer(self, messages: list[dict]) -> str:
         system = messages[0]["content"]
         user = next(m["content"] for m in messages if m["role"] == "user")
-        if '"observations"' in system:
-            out = []
+        if '"says"' in system:  # extraction: one entry per numbered (user) message
+            entries = []
             for line in user.splitlines():
                 match = NEW_LINE.match(line)
                 if not match:
                     continue
                 number, speaker, text = int(match.group(1)), match.group(2), match.group(3)
                 texts = self.observations.get(text)
-                if texts is None:  # no reference data: one observation per user message
-                    texts = [] if speaker == "assistant" or len(text) < 25 else [f"{speaker} said that {text}"]
-                out += [{"content": t, "about": speaker, "kind": "fact", "messages": [number], "reality": "real",
-                         "time": None, "date": None, "relation": "new", "memory": None, "importance": 2}
-                        for t in texts]
-            return json.dumps({"observations": out}, ensure_ascii=False)
+                if texts is None:  # no reference data: one observation per longer message
+                    texts = [] if len(text) < 25 else [f"{speaker} said that {text}"]
+                entries.append({"n": number, "says": opening(text, "en"), "observations": [
+                    {"content": t, "about": speaker, "kind": "fact", "reality": "real", "time": None, "date": None,
+                     "importance": 2} for t in texts]})
+            return json.dumps({"messages": entries}, ensure_ascii=False)
+        if '"answers"' in system:  # repeat / contradiction questions: keep both
+            count = len(re.findall(r"^\d+\. ", user, re.MULTILINE))
+            return json.dumps({"answers": [{"n": n, "verdict": "both"} for n in range(1, count + 1)]})
         if '"insights"' in system:
             section = user.split("Related older observations:")[0]
             labels = [m.group(1) for m in map(OBS_LINE.match, section.splitlines()) if m]

@@ -144,9 +144,10 @@ class ConsolidationSettings(BaseModel):
     max_output_tokens: int = Field(4096, ge=64, description="largest max_tokens a consolidation call asks for")
     judge_candidates: int = Field(3, ge=0, le=10, description="existing observations per new one put to the "
                                   "model as 'same, outdated or both true?' questions (0: no check)")
-    judge_min_similarity: float = Field(0.45, ge=0, le=1, description="cosine (of the observations' own "
-                                        "words) an existing observation that shares no term with a new one needs to "
-                                        "be put to the model as a possible repeat or contradiction")
+    judge_min_similarity: float = Field(0.5, ge=0, le=1, description="similarity (cosine of the observations' "
+                                        "own words, rescaled by the embedder's noise floor in that language) an "
+                                        "existing observation that shares no term with a new one needs to be put to "
+                                        "the model as a possible repeat or contradiction")
     batch_chars: int = Field(16000, ge=100, description="characters consolidated per LLM call at most")
     threads: int = Field(4, ge=1, description="users consolidated in parallel by the thread worker")
     max_backoff_s: float = Field(300.0, gt=0, description="longest wait before retrying a failed user")

@@ -25,8 +25,8 @@ from memoryscope_plugins.models.retry import RetryPolicy
 
 NEW_LINE = re.compile(r"^#(\d+) \[([^\]]*)\] ([^:]+): (.*)$")  # a numbered (user) message of the batch
 BETWEEN_LINE = re.compile(r"^   \[([^\]]*)\] ([^:]+): (.*)$")  # an unnumbered (assistant) line of the batch
-PAIR_OLD = re.compile(r"^(\d+)\. (?:OLD|旧) \[[^\]]*\] (.*)$")
-PAIR_NEW = re.compile(r"^\s+(?:NEW|新) \[[^\]]*\] (.*)$")
+PAIR_OLD = re.compile(r"^(?:OLD|旧) \[[^\]]*\][:：] ?(.*)$")
+PAIR_NEW = re.compile(r"^(?:NEW|新) \[[^\]]*\][:：] ?(.*)$")
 OBS_LINE = re.compile(r"^(O\d+) \[[^\]]*\] (.*?)( \(no longer true\)|（已不再成立）)?$")
 INS_LINE = re.compile(r"^(I\d+) (.*?)(?: \((?:rests on|依据) ([^)]*)\)|（依据 ([^）]*)）)?$")
 
@@ -40,7 +40,7 @@ class Prompt:
     user: str
     new: list[tuple[int, str, str, str]] = field(default_factory=list)  # (n, stamp, speaker, content)
     between: list[tuple[str, str, str]] = field(default_factory=list)  # unnumbered lines: (stamp, speaker, content)
-    pairs: list[tuple[int, str, str]] = field(default_factory=list)  # (n, old, new) of a judge prompt
+    pairs: list[tuple[int, str, str]] = field(default_factory=list)  # (1, old, new) of a judge question
     observations: dict[str, str] = field(default_factory=dict)  # O-label -> content
     expired: set[str] = field(default_factory=set)  # O-labels marked no longer true
     insights: dict[str, str] = field(default_factory=dict)  # I-label -> content
@@ -57,7 +57,7 @@ def parse_prompt(messages: list[dict]) -> Prompt:
     user = messages[-1]["content"] if messages else ""
     if '"says"' in system:
         kind = "consolidate"
-    elif '"answers"' in system:
+    elif '"still_true"' in system:
         kind = "judge"
     elif '"insights"' in system:
         kind = "reflect"
@@ -78,7 +78,7 @@ def parse_prompt(messages: list[dict]) -> Prompt:
                 prompt.between.append((match.group(1), match.group(2), match.group(3)))
         elif kind == "judge":
             if (match := PAIR_OLD.match(line)):
-                prompt.pairs.append((int(match.group(1)), match.group(2), ""))
+                prompt.pairs.append((1, match.group(1), ""))
             elif (match := PAIR_NEW.match(line)) and prompt.pairs:
                 n, old, _ = prompt.pairs[-1]
                 prompt.pairs[-1] = (n, old, match.group(1))
@@ -172,7 +172,8 @@ class Brain:
 
     `extract` returns observations with the numbers of the messages they come from (`obs`), or a
     raw answer string; the Brain groups them into one entry per numbered message, as the prompt
-    asks. `judge` returns one verdict per question, or a raw string.
+    asks. `judge` gets one question (``prompt.pairs == [(1, old, new)]``) and returns
+    ``["outdated"]`` (answered ``{"still_true": false}``), any other verdict (true), or a raw string.
     """
 
     def __init__(self) -> None:
@@ -199,7 +200,7 @@ class Brain:
             value = self.judge(prompt)
             if isinstance(value, str):
                 return value
-            return json.dumps({"answers": [{"n": n, "verdict": v} for (n, _, _), v in zip(prompt.pairs, value)]})
+            return json.dumps({"still_true": value[0] != "outdated"})
         if prompt.kind == "reflect":
             value = self.reflect(prompt)
             return value if isinstance(value, str) else json.dumps({"insights": value}, ensure_ascii=False)

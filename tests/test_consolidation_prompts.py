@@ -11,7 +11,7 @@ from test_consolidation_helpers import OPENAI_CHAT, Brain, FakeModelServer, at, 
 
 from memoryscope_plugins.consolidation.event_time import resolve_event_time
 from memoryscope_plugins.consolidation.extract import KINDS, REALITIES, answer_schema, opening, parse_extraction
-from memoryscope_plugins.consolidation.judge import VERDICTS, parse_verdicts
+from memoryscope_plugins.consolidation.judge import ANSWER_SCHEMA, parse_still_true
 from memoryscope_plugins.consolidation.prompts import LANGUAGES, clear_cache, load_prompt
 from memoryscope_plugins.consolidation.wording import is_first_person
 from memoryscope_plugins.errors import ConfigError
@@ -87,14 +87,16 @@ def test_consolidation_examples_follow_their_own_instructions(language):
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
-def test_judge_examples_show_every_verdict(language):
+def test_the_contradiction_question_has_no_example_to_copy(language):
+    # a small model copies a worked example's answer instead of judging: the question has none
     prompt = load_prompt("judge", language)
-    for example in prompt.examples:
-        questions = re.findall(r"^(\d+)\. ", example["input"], re.MULTILINE)
-        raw = json.loads(example["output"])
-        assert [a["n"] for a in raw["answers"]] == [int(q) for q in questions]
-        assert parse_verdicts(raw, len(questions)) == [a["verdict"] for a in raw["answers"]]
-        assert {a["verdict"] for a in raw["answers"]} == set(VERDICTS)
+    assert prompt.examples == ()
+    text = prompt.user_message(user="Anna", old="Anna is vegetarian.", old_date="2026-03-02",
+                               new="Anna eats fish again.", new_date="2026-05-13")
+    assert "Anna is vegetarian." in text and "Anna eats fish again." in text
+    assert set(ANSWER_SCHEMA["properties"]) == {"still_true"}
+    assert parse_still_true({"still_true": False}) is False and parse_still_true({"still_true": "yes"}) is True
+    assert parse_still_true({"verdict": "outdated"}) is None and parse_still_true([]) is None
 
 
 # Words of the shipped benchmark scenarios and of the tests' own cases: the prompts' examples must

@@ -238,17 +238,24 @@ def test_event_dates_come_only_from_time_words_the_message_holds(tmp_path, serve
 # -- repeats and contradictions ----------------------------------------------------------------------
 
 
-def test_a_vague_same_verdict_never_merges_two_different_facts(tmp_path, server, brain, local_embedder):
+def test_a_model_that_calls_everything_outdated_expires_only_what_the_engine_suspects(tmp_path, server, brain,
+                                                                                    local_embedder):
     brain.extract = lambda p: [obs(f"Anna said: {c}", [n]) for n, _, _, c in p.new]
-    brain.judge = lambda p: ["same"] * len(p.pairs)  # a model that calls everything a repeat
+    brain.judge = lambda p: ["outdated"]  # a weak model: "no longer true" to every question
     engine = make_engine(tmp_path, server, local_embedder)
     try:
         engine.record("anna", [user_msg("My brother Jonas lives in Hamburg.", at(1))])
         engine.consolidate("anna")
         engine.record("anna", [user_msg("My brother works as a night nurse.", at(2))])
         report = engine.consolidate("anna")
-        assert brain.of_kind("judge")  # the pair was asked
-        assert report.merged == [] and len(engine.list("anna", types=["observation"])) == 2
+        # related (a shared term) but no change, no opposite, no other value: nothing to ask
+        assert brain.of_kind("judge") == [] and report.expired == []
+        assert len(engine.list("anna", types=["observation"], include_expired=False)) == 2
+        engine.record("anna", [user_msg("My brother Jonas moved away from Hamburg.", at(3))])
+        engine.consolidate("anna")
+        # a change, and related: that pair alone is asked
+        asked = [q.pairs[0][1] for q in brain.of_kind("judge")]
+        assert asked == ["Anna said: My brother Jonas lives in Hamburg."]
     finally:
         engine.close()
 
@@ -260,8 +267,7 @@ def test_judge_answers_with_wrong_numbers_or_no_json_keep_both_memories(tmp_path
     try:
         engine.record("anna", [user_msg("I live in Lisbon.", at(1))])
         engine.consolidate("anna")
-        brain.judge = lambda p: json.dumps({"answers": [{"n": 9, "verdict": "outdated"},
-                                                        {"n": "x", "verdict": "same"}]})
+        brain.judge = lambda p: json.dumps({"verdict": "outdated", "n": 9})  # not the shape asked for
         engine.record("anna", [user_msg("I live in Lisbon near the river now.", at(2))])
         engine.consolidate("anna")
         assert all(m.status is MemoryStatus.ACTIVE for m in engine.list("anna", types=["observation"]))

@@ -46,7 +46,7 @@ from .event_time import resolve_event_time
 from .extract import Extracted, Extraction, normalise, speaker_of, user_display_name
 from .prompts import load_prompt
 from .report import ConsolidationReport
-from .wording import is_recurring, third_person, time_words_in
+from .wording import grounded, is_recurring, third_person, time_words_in
 
 log = logging.getLogger("memoryscope_plugins.consolidation")
 
@@ -247,7 +247,8 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     done = policy_done + accounted
     if not done:
         return report
-    new, flagged = _checked_observations(env, user_id, minable, extraction, language)
+    new, flagged, refused = _checked_observations(env, user_id, batch, context, minable, extraction, language,
+                                                  user_name)
     vectors = backend.embedder.embed([embed_text(n.memory) for n in new]) if new else np.zeros((0, 1))
     changes = _resolve(env, user_id, new, vectors, language, user_name, report)
     created = [n for n in new if n.repeat_of is None]
@@ -259,6 +260,10 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
         report.added.append(n.memory.content)
         report.added_ids.append(n.memory.id)
     report.flagged.extend(text for _, text in flagged)
+    report.rejected.extend(refused)
+    if refused:
+        log.info("%d observation(s) for user %s were refused: not founded on their own message", len(refused),
+                 user_id)
     report.merged.extend(changes.merged)
     report.expired.extend(changes.expired)
     report.expired_ids.extend(changes.expired_ids)
@@ -286,18 +291,27 @@ def _extract(env: StepEnv, user_id: str, batch: Sequence[StoredMessage], minable
     return extract.parse_extraction(value, minable, language=language)
 
 
-def _checked_observations(env: StepEnv, user_id: str, minable: Sequence[StoredMessage], extraction: Extraction,
-                          language: str) -> tuple[list[_New], list[tuple[str, str]]]:
+def _checked_observations(env: StepEnv, user_id: str, batch: Sequence[StoredMessage],
+                          context: Sequence[StoredMessage], minable: Sequence[StoredMessage], extraction: Extraction,
+                          language: str, user_name: str
+                          ) -> tuple[list[_New], list[tuple[str, str]], list[str]]:
     """The model's items that may become memories, with speaker, wording and event time checked;
-    and the ``(message id, text)`` of items that are not facts about the user."""
+    the ``(message id, text)`` of items that are not facts about the user; and the texts refused
+    as not founded on their message."""
     now = utc_now()
     out: list[_New] = []
     flagged: list[tuple[str, str]] = []
+    refused: list[str] = []
     per_message: dict[int, int] = {}
+    names = frozenset(analyse(f"{user_name} {FRAMING_WORDS}"))
+    before = _previous_lines(list(context) + list(batch))
     for item in extraction.items:
         source = minable[item.message]
         if item.reality != "real":  # hypothetical / fiction: never the user's fact
             flagged.append((source.id, item.content))
+            continue
+        if not grounded(item.content, source.message.content, before.get(source.id), names):
+            refused.append(item.content)  # the words of another message, or the assistant's opinion
             continue
         position = per_message.get(item.message, 0)
         per_message[item.message] = position + 1
@@ -312,16 +326,21 @@ def _checked_observations(env: StepEnv, user_id: str, minable: Sequence[StoredMe
                       "language": language, "mentions": 1, "reflected": False, "origin": "consolidation"})
         _set_event_time(memory, item, source.message.content, when)
         out.append(_New(item=item, source=source, memory=memory))
-    return out, flagged
+    return out, flagged, refused
+
+
+def _previous_lines(messages: Sequence[StoredMessage]) -> dict[str, str]:
+    """For each message, the text of the one before it (what a short reply answers)."""
+    return {later.id: earlier.message.content for earlier, later in zip(messages, messages[1:])}
 
 
 def _set_event_time(memory: Memory, item: Extracted, message: str, when: datetime) -> None:
     """Event time only from time words the message holds; a habit ("every Easter") has none."""
     expression = item.time if time_words_in(item.time, message) else None
     llm_date = item.date if expression else None
-    if expression is None and item.kind in ("event", "plan"):
+    if expression is None:
         expression = message  # the model quoted no words the message holds: read the message itself
-    if expression is None or is_recurring(expression):
+    if is_recurring(expression) or is_recurring(memory.content):
         return
     resolved = resolve_event_time(expression, llm_date, when)
     if resolved is None:
@@ -343,29 +362,19 @@ class _Changes:
 
 def _resolve(env: StepEnv, user_id: str, new: list[_New], vectors: np.ndarray, language: str, user_name: str,
              report: ConsolidationReport) -> _Changes:
-    """Find repeats and contradictions (see the module docstring) and apply them to the new and
-    the existing memories. Similarity here is judged on the observations' own words (content
-    vectors and shared terms), not on the dated text the index embeds."""
+    """Find repeats and contradictions (see `judge`) and apply them to the new and the existing
+    memories."""
     names = frozenset(analyse(f"{user_name} {FRAMING_WORDS}"))  # shared by all: no sign of a common topic
-    pairs = _find_pairs(env, user_id, new, names)
-    verdicts = _ask_judge(env, user_id, new, pairs, language, user_name, report) if pairs else []
+    pairs = _find_pairs(env, user_id, new, names, language)
+    answers = _ask_judge(env, user_id, new, pairs, language, user_name, report) if pairs else []
     result = _Changes()
     changed = result.changed
     mentioned: set[str] = set()
     now = utc_now()
-    decided = list(zip(pairs, verdicts))
-    # repeats first: an observation that repeats a memory is not stored, so what it outdates is
-    # superseded by the memory it repeats
-    for pair, verdict in decided:
+    for pair, still_true in zip(pairs, answers):
         entry = new[pair.new]
-        if verdict == "same" and entry.repeat_of is None and judge.plausibly_same(pair, entry.memory.content):
-            target = changed.get(pair.old.id, pair.old)
-            if target.status is MemoryStatus.ACTIVE:
-                entry.repeat_of = target
-    for pair, verdict in decided:
-        entry = new[pair.new]
-        if verdict != "outdated" or not judge.same_person(entry.item.about, pair.old.metadata.get("about")):
-            continue
+        if still_true is not False or not judge.same_person(entry.item.about, pair.old.metadata.get("about")):
+            continue  # kept: the model did not say it is no longer true, or it is about someone else
         old = changed.get(pair.old.id, pair.old)
         replacement = entry.repeat_of.id if entry.repeat_of is not None else entry.memory.id
         if old.status is not MemoryStatus.ACTIVE or replacement == old.id:
@@ -395,12 +404,14 @@ def _resolve(env: StepEnv, user_id: str, new: list[_New], vectors: np.ndarray, l
     return result
 
 
-def _find_pairs(env: StepEnv, user_id: str, new: list[_New], names: frozenset[str]) -> list[judge.Pair]:
-    """The questions to ask (and the repeats that need none), for every new observation."""
+def _find_pairs(env: StepEnv, user_id: str, new: list[_New], names: frozenset[str],
+                language: str) -> list[judge.Pair]:
+    """The suspected contradictions to ask about (and the repeats, which need no question)."""
     cfg = env.cfg
     if not new or cfg.judge_candidates <= 0:
         return []
     embedder = env.backend.embedder
+    floor = judge.noise_floor(embedder, language)
     own = embedder.embed([n.memory.content for n in new], kind="query")
     found: dict[int, list[Memory]] = {}
     for index, entry in enumerate(new):
@@ -412,18 +423,19 @@ def _find_pairs(env: StepEnv, user_id: str, new: list[_New], names: frozenset[st
         if existing else {}
     pairs: list[judge.Pair] = []
     for index, entry in enumerate(new):
+        said = entry.source.message.content
         for earlier in range(index):  # a correction later in the same conversation
             other = new[earlier]
-            if other.repeat_of is not None or other.source.seq == entry.source.seq:
+            if other.repeat_of is not None:
                 continue
-            cosine = float(own[index] @ own[earlier])
-            verdict = judge.compare(entry.memory.content, other.memory.content, cosine, names, cfg)
+            similarity = judge.calibrated(float(own[index] @ own[earlier]), floor)
+            verdict = judge.compare(entry.memory.content, other.memory.content, similarity, names, cfg, said)
             if verdict == "repeat":
                 entry.repeat_of = other.memory
                 break
-            if verdict == "ask":
-                pairs.append(judge.Pair(new=index, old=other.memory, cosine=cosine, old_is_new=True,
-                                        overlap=judge.overlap(entry.memory.content, other.memory.content, names)))
+            if verdict == "ask" and (other.source.seq != entry.source.seq or judge.conflicting_values(
+                    entry.memory.content, other.memory.content, names)):  # "Wednesday, no, Thursday"
+                pairs.append(judge.Pair(new=index, old=other.memory, similarity=similarity, old_is_new=True))
         if entry.repeat_of is not None:
             continue
         asked = 0
@@ -431,39 +443,44 @@ def _find_pairs(env: StepEnv, user_id: str, new: list[_New], names: frozenset[st
             if memory.id == entry.memory.id:  # this very message was consolidated before
                 entry.repeat_of = memory
                 break
-            cosine = float(own[index] @ theirs[memory.id])
-            verdict = judge.compare(entry.memory.content, memory.content, cosine, names, cfg)
+            similarity = judge.calibrated(float(own[index] @ theirs[memory.id]), floor)
+            verdict = judge.compare(entry.memory.content, memory.content, similarity, names, cfg, said)
             if verdict == "repeat":
                 entry.repeat_of = memory
                 break
             if verdict == "ask" and asked < cfg.judge_candidates:
-                pairs.append(judge.Pair(new=index, old=memory, cosine=cosine,
-                                        overlap=judge.overlap(entry.memory.content, memory.content, names)))
+                pairs.append(judge.Pair(new=index, old=memory, similarity=similarity))
                 asked += 1
     return [p for p in pairs if new[p.new].repeat_of is None]
 
 
 def _ask_judge(env: StepEnv, user_id: str, new: list[_New], pairs: list[judge.Pair], language: str,
-               user_name: str, report: ConsolidationReport) -> list[str]:
-    """One verdict per pair; "both" for every pair the model gave no usable verdict on."""
+               user_name: str, report: ConsolidationReport) -> list[bool | None]:
+    """The model's answer per question (None: no usable answer, so both memories are kept)."""
     prompt = load_prompt("judge", language, env.cfg.prompts_dir)
-    texts = [n.memory.content for n in new]
-    dates = [format_memory_time(n.memory.created_at, language) for n in new]
-    verdicts: list[str] = []
-    for start in range(0, len(pairs), judge.MAX_PAIRS_PER_CALL):
-        chunk = pairs[start:start + judge.MAX_PAIRS_PER_CALL]
-        messages = judge.render(prompt, user=user_name, pairs=chunk, new_texts=texts, new_dates=dates)
-        try:
-            value = env.ask_json(user_id, "judge", messages, ["answers"], report,
-                                 schema=judge.answer_schema(len(chunk)), max_tokens=64 + 24 * len(chunk))
-        except ModelError as exc:
-            log.warning("the model gave no usable answer on %d repeat/contradiction question(s) for user %s "
-                        "(%s); both memories are kept", len(chunk), user_id, type(exc).__name__)
-            report.unjudged += len(chunk)
-            verdicts.extend(["both"] * len(chunk))
+    answers: list[bool | None] = []
+    for number, pair in enumerate(pairs):
+        if number >= judge.MAX_QUESTIONS_PER_STEP:
+            answers.append(None)
+            report.unjudged += 1
             continue
-        verdicts.extend(judge.parse_verdicts(value, len(chunk)))
-    return verdicts
+        entry = new[pair.new]
+        messages = judge.render(prompt, user=user_name, pair=pair, new_text=entry.memory.content,
+                                new_date=format_memory_time(entry.memory.created_at, language))
+        try:
+            value = env.ask_json(user_id, "judge", messages, ["still_true"], report, schema=judge.ANSWER_SCHEMA,
+                                 max_tokens=24)
+        except ModelError as exc:
+            log.warning("the model gave no usable answer on a possible contradiction for user %s (%s); both "
+                        "memories are kept", user_id, type(exc).__name__)
+            answers.append(None)
+            report.unjudged += 1
+            continue
+        answer = judge.parse_still_true(value)
+        if answer is None:
+            report.unjudged += 1
+        answers.append(answer)
+    return answers
 
 
 def _mention(memory: Memory, entry: _New, now: datetime) -> None:

@@ -4,6 +4,9 @@ A small model copies the user's sentence verbatim ("I'm allergic to shellfish") 
 translates time words the message does not hold. These checks make the stored observation honest
 without another model call:
 
+* `grounded`: most of an observation's words must be in its own message (or, for a short reply,
+  the line it answers): a small model puts a later message's content, or the assistant's
+  opinion, under the wrong message;
 * `third_person`: first-person text is framed as the speaker's words (``Maria said: "I'm ..."``),
   so a memory never reads as the assistant's own first person;
 * `time_words_in`: the time words the model quotes count only when the source message holds them;
@@ -13,6 +16,12 @@ without another model call:
 from __future__ import annotations
 
 import re
+
+from ..storage.text_analysis import analyse
+
+SHORT_REPLY_WORDS = 8  # a reply this short is read with the line it answers ("Yes, last week!")
+SHORT_REPLY_CJK_CHARS = 12
+MIN_GROUNDED_SHARE = 1 / 3  # paraphrases reword; a wrong message shares next to nothing
 
 _FIRST_PERSON_EN = re.compile(r"(?:^|[^\w'])(?:I|I'm|I've|I'd|I'll|my|My|me|mine|myself)(?=$|[^\w'])")
 _FIRST_PERSON_ZH = re.compile(r"我(?!们)")
@@ -54,3 +63,18 @@ def time_words_in(expression: str | None, message: str) -> bool:
 def is_recurring(text: str | None) -> bool:
     """Whether time words name a repeating time ("every Easter", "on Tuesdays", "每周一")."""
     return bool(text) and bool(_RECURRING.search(text or ""))
+
+
+def grounded(content: str, message: str, answered: str | None, names: frozenset[str]) -> bool:
+    """Whether a third or more of the observation's words (names aside) are in its message, or, for
+    a short reply, in the message and the line it answers."""
+    terms = [t for t in analyse(content) if t not in names]
+    if not terms:
+        return True
+    source = message
+    cjk = bool(re.search(r"[\u3400-\u9fff]", message))
+    short = len(message.strip()) <= SHORT_REPLY_CJK_CHARS if cjk else len(message.split()) <= SHORT_REPLY_WORDS
+    if answered and short:
+        source = f"{answered}\n{message}"
+    available = set(analyse(source))
+    return sum(term in available for term in terms) / len(terms) >= MIN_GROUNDED_SHARE
