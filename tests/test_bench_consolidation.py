@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes.fake_model_server import OPENAI_CHAT, Reply, openai_completion
+from fakes.fake_model_server import OPENAI_CHAT, Reply
 from test_consolidation_helpers import Brain, Prompt, obs
 
 from memoryscope_plugins.bench.consolidation import evaluate, load_scenarios, matches

@@ -29,7 +29,6 @@ although no memory (of any status) rests on it and the model never gave a verdic
 from __future__ import annotations
 
 import json
-import statistics
 import tempfile
 import threading
 import time

@@ -43,7 +43,7 @@ from ..types import Memory, MemoryStatus, MemoryType, as_aware, utc_now
 from . import extract, judge
 from .backend import ConsolidationBackend
 from .event_time import resolve_event_time
-from .extract import Extracted, Extraction, normalise, speaker_of, user_display_name
+from .extract import Extracted, Extraction, speaker_of, user_display_name
 from .prompts import load_prompt
 from .report import ConsolidationReport
 from .wording import grounded, is_recurring, third_person, time_words_in

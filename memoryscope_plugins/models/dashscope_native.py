@@ -29,7 +29,7 @@ from .base import (
     l2_normalise,
 )
 from .http_rerank import aligned_scores
-from .response_format import FormatLadder, StructuredMode, rejects_format
+from .response_format import FormatLadder, StructuredMode
 from .retry import (
     CallTarget,
     Failure,
@@ -374,22 +374,11 @@ class DashScopeChatModel(_DashScopeBase):
                         schema: JsonSchema | None) -> bool:
         """If a 400 is about ``response_format``, step down the ladder and rewrite the request
         (now and for later calls)."""
-        sent = request.get("response_format")
         failure = response_failure(response)
-        if failure is None or sent is None:
+        if failure is None:
             return False
-        if not rejects_format(failure.status, f"{failure.code or ''} {failure.detail}"):
-            return False
-        if not self.formats.step_down(sent):
-            return False
-        logger.debug("%s rejected response_format %s; now using %s", self._target.describe(),
-                     sent.get("type"), self.formats.mode)
-        replacement = self.formats.response_format(json_mode, schema)
-        if replacement is None:
-            del request["response_format"]
-        else:
-            request["response_format"] = replacement
-        return True
+        return self.formats.refused(request, failure.status, f"{failure.code or ''} {failure.detail}", json_mode,
+                                    schema, self._target.describe())
 
     def _generate(self, request: dict[str, Any], json_mode: bool = False, schema: JsonSchema | None = None) -> Any:
         call = self._dashscope.Generation.call

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import ConfigError, ModelError, ValidationError
 from .base import ChatMessages, ChatResult, EmbedKind, JsonSchema, TokenUsage, l2_normalise
-from .response_format import FormatLadder, StructuredMode, rejects_format
+from .response_format import FormatLadder, StructuredMode
 from .retry import (
     CallTarget,
     Failure,
@@ -396,24 +396,11 @@ class OpenAIChatModel(_OpenAIClientBase):
                         schema: JsonSchema | None) -> bool:
         """If the 400/422 is about ``response_format``, step down the ladder and rewrite the
         request (now and for later calls). False: the error is about something else."""
-        sent = request.get("response_format")
-        if sent is None:
-            return False
         code, message = error_text(getattr(exc, "body", None))
         text = f"{code or ''} {message} {getattr(exc, 'message', '')} {getattr(exc, 'param', '')} " \
                f"{getattr(exc, 'body', '')}"
-        if not rejects_format(getattr(exc, "status_code", None), text):
-            return False
-        if not self.formats.step_down(sent):
-            return False
-        logger.debug("%s rejected response_format %s; now using %s", self._target.describe(),
-                     sent.get("type"), self.formats.mode)
-        replacement = self.formats.response_format(json_mode, schema)
-        if replacement is None:
-            del request["response_format"]
-        else:
-            request["response_format"] = replacement
-        return True
+        return self.formats.refused(request, getattr(exc, "status_code", None), text, json_mode, schema,
+                                    self._target.describe())
 
     def _parse(self, completion: Any) -> ChatResult:
         choices = getattr(completion, "choices", None) or []

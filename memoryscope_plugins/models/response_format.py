@@ -19,8 +19,11 @@ per client.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, Literal
+
+log = logging.getLogger(__name__)
 
 StructuredMode = Literal["auto", "json_schema", "json_object_schema", "json_object", "none"]
 LADDER: tuple[str, ...] = ("json_schema", "json_object_schema", "json_object", "none")
@@ -84,4 +87,20 @@ class FormatLadder:
             refused = LADDER.index("json_object")
         with self._lock:
             self._level = max(self._level, refused + 1)
+        return True
+
+    def refused(self, request: dict[str, Any], status: int | None, error: str, json_mode: bool,
+                schema: dict[str, Any] | None, who: str = "the endpoint") -> bool:
+        """Handle an error answer to ``request``: when it refuses the ``response_format`` sent,
+        step down and rewrite the request for the next rung (True: send it again). False: the
+        error is about something else, or there is no rung left."""
+        sent = request.get("response_format")
+        if sent is None or not rejects_format(status, error) or not self.step_down(sent):
+            return False
+        log.debug("%s rejected response_format %s; now using %s", who, sent.get("type"), self.mode)
+        replacement = self.response_format(json_mode, schema)
+        if replacement is None:
+            del request["response_format"]
+        else:
+            request["response_format"] = replacement
         return True
