@@ -92,6 +92,7 @@ class MemoryScopeMiddleware(MiddlewareBase):
         self.mode: Mode = mode
         self.tool_instructions = tool_instructions
         self._blocks: dict[int, tuple[str, str | None]] = {}  # id(agent) -> (block, input msg id)
+        self._parked: dict[int, str] = {}  # id(agent) -> the user text of a reply waiting to be resumed
 
     @property
     def user_id(self) -> str:
@@ -109,10 +110,13 @@ class MemoryScopeMiddleware(MiddlewareBase):
         agent_id = self.config.resolve_agent(default=agent.name)
         query, input_id = _query_of(input_kwargs.get("inputs"))
         if query:
+            self._parked.pop(id(agent), None)  # a new request: an earlier parked one was abandoned
             result = await self.bridge.aretrieve(self.user_id, query, agent_id=agent_id)
             block = self.bridge.block(result)
             if block:
                 self._blocks[id(agent)] = (block, input_id)
+        else:  # resuming a reply that waited for a confirmation or an external execution
+            query = self._parked.pop(id(agent), "")
         final: Msg | None = None
         try:
             async for item in next_handler(**input_kwargs):
@@ -122,8 +126,15 @@ class MemoryScopeMiddleware(MiddlewareBase):
         finally:
             self._blocks.pop(id(agent), None)
             if query and final is not None:
-                await self.bridge.arecord(self.user_id, turn(query, final.get_text_content() or "",
-                                                             agent_name=agent_id), agent_id=agent_id)
+                reason = _finished(final)
+                if reason is None:
+                    # parked: the message is a placeholder ("I'm waiting for your permission..."),
+                    # not the reply; the real one comes from the call that resumes it
+                    self._parked[id(agent)] = query
+                else:
+                    answer = final.get_text_content() or "" if reason == "completed" else ""
+                    await self.bridge.arecord(self.user_id, turn(query, answer, agent_name=agent_id),
+                                              agent_id=agent_id)
 
     async def on_model_call(self, agent: Agent, input_kwargs: dict, next_handler: Callable[..., Any]) -> Any:
         """Add this reply's recalled memories to the messages of this model call only."""
@@ -216,6 +227,15 @@ class MemoryScopeMiddleware(MiddlewareBase):
 
 
 # -- helpers -----------------------------------------------------------------------------------------
+
+def _finished(message: Msg) -> str | None:
+    """How a final message ended ("completed", "interrupted", ...), or None for the placeholder of
+    a reply that waits for a permission or an external execution."""
+    reason = getattr(message, "finished_reason", None)
+    if reason is None:
+        return None
+    return str(getattr(reason, "value", reason)).lower()
+
 
 def _query_of(inputs: Any) -> tuple[str, str | None]:
     """The text of the user's input messages, and the id of the last of them ("" for resumption

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.retrievers import BaseRetriever
 from memoryscope_plugins.adapters._common import (
     DEFAULT_TEMPLATE,
@@ -157,25 +157,27 @@ def _latest_human_text(messages: Sequence[Any]) -> str:
 
 
 def _run_turn(state: Any, agent_id: str) -> list[dict[str, Any]]:
-    """The user input of the latest run (the trailing block of human messages before the answer)
-    and the final answer (the last AI message without tool calls)."""
+    """The latest run's user input (the trailing block of human messages) and its answer: the
+    last AI message without tool calls after that input, or, when the run ended on a tool result
+    returned directly (``return_direct``), that result. Nothing from an earlier run."""
     messages: list[AnyMessage] = list(state.get("messages", []) if isinstance(state, dict) else
                                       getattr(state, "messages", []))
-    answer_at = None
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
+    last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+    if last_human is None:
+        return []
+    first = last_human
+    while first > 0 and isinstance(messages[first - 1], HumanMessage):
+        first -= 1
+    inputs = [text_of(m.content) for m in messages[first:last_human + 1]]
+    after = messages[last_human + 1:]
+    answer = ""
+    for message in reversed(after):
         if isinstance(message, AIMessage) and not message.tool_calls and text_of(message.content).strip():
-            answer_at = index
+            answer = text_of(message.content)
             break
-    end = answer_at if answer_at is not None else len(messages)
-    last_human = next((i for i in range(end - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
-    inputs: list[str] = []
-    if last_human is not None:
-        first = last_human
-        while first > 0 and isinstance(messages[first - 1], HumanMessage):
-            first -= 1
-        inputs = [text_of(m.content) for m in messages[first:last_human + 1]]
-    answer = text_of(messages[answer_at].content) if answer_at is not None else ""
+    else:
+        if after and isinstance(after[-1], ToolMessage):  # return_direct: the tool's result is the answer
+            answer = text_of(after[-1].content)
     return turn("\n".join(t for t in inputs if t.strip()), answer, agent_name=agent_id)
 
 
@@ -262,9 +264,10 @@ class MemoryScopeChatMemory(BaseChatMemory):
     ``load_memory_variables`` puts the memories relevant to the input under `memory_key`
     (default ``"history"``, the variable ``ConversationChain``'s prompt expects): the memory
     block as a string, or ``[SystemMessage(block)]`` with ``return_messages=True`` (empty when
-    nothing is found). ``save_context`` records the exchange; ``clear`` deletes this user's
-    memories (nobody else's). It keeps no short-term buffer: combine it with a buffer memory
-    (``CombinedMemory``) for the running conversation.
+    nothing is found). ``save_context`` records the exchange. ``clear`` (what chains and
+    ``CombinedMemory`` call for a new conversation) deletes nothing: long-term memory is only
+    deleted by an explicit ``engine.delete_all(user_id)``. It keeps no short-term buffer: combine
+    it with a buffer memory (``CombinedMemory``) for the running conversation.
 
     ``BaseChatMemory`` is deprecated by LangChain (removal planned for 2.0); prefer
     `MemoryScopeMiddleware` with ``create_agent`` for new code.
@@ -334,9 +337,14 @@ class MemoryScopeChatMemory(BaseChatMemory):
                                    agent_id=self.agent_id)
 
     def clear(self) -> None:
-        """Delete every memory of this user (and of nobody else)."""
-        self.memory.delete_all(self.user_id)
+        """Start a new conversation: nothing to clear here, and the user's long-term memory stays.
+
+        Chains and ``CombinedMemory.clear()`` call this to reset a chat buffer; this memory keeps
+        no buffer, and long-term memory is never deleted as a side effect. To delete a user's
+        memories, call ``memory.delete_all(user_id)`` on the engine explicitly.
+        """
+        log.debug("langchain: clear() keeps the long-term memory of user %r (delete_all deletes it)", self.user_id)
 
     async def aclear(self) -> None:
-        """Async twin of `clear`."""
-        await self.memory.adelete_all(self.user_id)
+        """Async twin of `clear` (also keeps the long-term memory)."""
+        self.clear()

@@ -201,3 +201,32 @@ def test_validation(engine):
         MemoryScopeMiddleware(engine, user_id="")
     with pytest.raises(ValueError):
         MemoryScopeMiddleware(engine, user_id="anna", mode="sometimes")  # type: ignore[arg-type]
+
+
+async def test_a_reply_parked_for_permission_records_the_real_reply_not_the_placeholder(engine):
+    from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
+    from agentscope.message import Msg
+    from agentscope.permission import PermissionBehavior, PermissionDecision
+    from agentscope.tool import FunctionTool
+
+    async def book_table(time: str) -> str:
+        """Book a table.
+
+        Args:
+            time (str): when
+        """
+        return f"Table booked for {time}."
+
+    ask_first = PermissionDecision(behavior=PermissionBehavior.ASK, message="book it?")
+    model = FakeModel({"name": "book_table", "input": {"time": "8pm"}}, "Your table is booked for 8pm.")
+    agent = make_agent(model, MemoryScopeMiddleware(engine, user_id="anna"),
+                       Toolkit(tools=[FunctionTool(book_table, permission=ask_first)]))
+    events = [e async for e in agent.reply_stream(UserMsg("anna", "Book a table at 8pm."), yield_final_msg=True)]
+    parked = next(e for e in events if isinstance(e, Msg))
+    assert "waiting for your permission" in parked.get_text_content()  # AgentScope's placeholder
+    assert engine.list("anna") == []  # nothing recorded while the reply waits
+    request = next(e for e in events if isinstance(e, RequireUserConfirmEvent))
+    await agent.reply(UserConfirmResultEvent(reply_id=request.reply_id, confirm_results=[
+        ConfirmResult(confirmed=True, tool_call=call) for call in request.tool_calls]))
+    recorded = [m.content for m in engine.list("anna", newest_first=False)]
+    assert recorded == ["Book a table at 8pm.", "Your table is booked for 8pm."]

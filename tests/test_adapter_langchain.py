@@ -158,6 +158,24 @@ def test_tool_loop_records_input_and_final_answer_once(engine):
     assert recorded == ["I live in Lisbon.", "How is the weather where I live?", "It is sunny in Lisbon."]
 
 
+def test_a_run_ending_on_a_return_direct_tool_records_this_request_and_the_tools_answer(engine):
+    @tool(return_direct=True)
+    def book_table(time: str) -> str:
+        """Book a table."""
+        return f"Table booked for {time}."
+
+    chat_model = ToolCallingModel(messages=iter([
+        AIMessage(content="Noted, you like window seats."),
+        AIMessage(content="", tool_calls=[{"name": "book_table", "args": {"time": "8pm"}, "id": "c1"}]),
+    ]), prompts=[])
+    agent = agent_with(chat_model, MemoryScopeMiddleware(engine, user_id="anna"), tools=[book_table])
+    agent.invoke(ask("I like window seats."), thread("t"))
+    agent.invoke(ask("Book a table at 8pm."), thread("t"))
+    recorded = [m.content for m in engine.list("anna", newest_first=False)]
+    assert recorded == ["I like window seats.", "Noted, you like window seats.", "Book a table at 8pm.",
+                        "Table booked for 8pm."]  # the first turn once, the current request kept
+
+
 @dataclass
 class Context:
     user_id: str
@@ -266,21 +284,27 @@ async def test_chat_memory_async_and_messages(engine):
     assert sync["memories"][0].content == loaded["memories"][0].content
 
 
-def test_chat_memory_clear_forgets_only_this_user(engine):
+def test_chat_memory_clear_never_deletes_long_term_memory(engine):
+    from langchain_classic.memory import CombinedMemory, ConversationBufferMemory
     engine.record("bob", [{"role": "user", "content": "Bob has a cat."}])
-    memory = MemoryScopeChatMemory(memory=engine, user_id="anna")
+    memory = MemoryScopeChatMemory(memory=engine, user_id="anna", memory_key="long_term")
     memory.save_context({"input": FACT}, {"output": "Noted!"})
     bob = MemoryScopeChatMemory(memory=engine, user_id="bob")
     assert "Biscuit" not in bob.load_memory_variables({"input": "dog"})["history"]
-    memory.clear()
-    assert engine.count("anna") == 0 and engine.count("bob") == 1
+    buffer = ConversationBufferMemory(memory_key="history", input_key="input")
+    combined = CombinedMemory(memories=[buffer, memory])
+    combined.save_context({"input": "I live in Lisbon."}, {"output": "Nice!"})
+    combined.clear()  # the usual "new conversation": the buffer empties, long-term memory stays
+    assert buffer.load_memory_variables({})["history"] == ""
+    assert engine.count("anna") == 4 and engine.count("bob") == 1
+    assert "Biscuit" in memory.load_memory_variables({"input": "What is my dog's name?"})["long_term"]
 
 
 async def test_chat_memory_aclear_and_failure(engine, caplog):
     memory = MemoryScopeChatMemory(memory=engine, user_id="anna")
     await memory.asave_context({"input": FACT}, {"output": "Noted!"})
     await memory.aclear()
-    assert engine.count("anna") == 0
+    assert engine.count("anna") == 2  # nothing deleted: deletion is an explicit engine call
     engine.store = _BrokenStore(engine.store)
     with caplog.at_level(logging.WARNING, logger="memoryscope_plugins.adapters"):
         assert memory.load_memory_variables({"input": "dog"}) == {"history": ""}
