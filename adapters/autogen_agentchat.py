@@ -61,6 +61,8 @@ class MemoryScopeMemoryConfig(BaseModel):
     template: str = DEFAULT_TEMPLATE
     scope_to_agent: bool = False
     on_error: Literal["warn", "raise"] = "warn"
+    human_sources: list[str] = Field(default_factory=lambda: ["user"],
+                                     description="message sources that are the human user")
     path: str | None = Field(None, description="the SQLite store file (settings.store.path)")
     settings_file: str | None = Field(None, description="a YAML settings file")
     settings: dict[str, Any] | None = Field(None, description="non-secret settings overrides")
@@ -81,6 +83,10 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         scope_to_agent: retrieve only memories recorded by `agent_id`.
         on_error: ``"warn"`` (a failing backend means no memories, the agent still answers) or
             ``"raise"``.
+        human_sources: the ``source`` of messages that are the human's words (default
+            ``["user"]``, what ``run(task=...)`` uses; add a ``UserProxyAgent``'s name). In a team,
+            a message from any other source is another agent's and is recorded as that agent's,
+            never as the user's.
         name: the component's name.
     """
 
@@ -93,7 +99,7 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
                  template: str = DEFAULT_TEMPLATE, scope_to_agent: bool = False,
                  on_error: Literal["warn", "raise"] = "warn", name: str = "memoryscope",
                  path: str | None = None, settings_file: str | None = None,
-                 settings: dict[str, Any] | None = None) -> None:
+                 settings: dict[str, Any] | None = None, human_sources: Sequence[str] = ("user",)) -> None:
         if not isinstance(user_id, str) or not user_id.strip():
             raise ValueError("user_id must be a non-empty string")
         if scope_to_agent and not agent_id:
@@ -104,6 +110,9 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         if memory is None:
             base = Settings.load(settings_file, **(settings or {})) if (settings_file or settings) else None
             memory = MemoryScope(base, path=path)
+        if isinstance(human_sources, str) or not all(isinstance(h, str) and h for h in human_sources):
+            raise ValueError("human_sources must be a list of message sources")
+        self.human_sources = frozenset(human_sources)
         self._settings_file = settings_file
         self._name = name
         self._config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types,
@@ -191,6 +200,20 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         return await self._bridge.arecord(self.user_id, turn(user_text, reply_text, agent_name=agent),
                                           agent_id=agent)
 
+    async def record_messages(self, messages: Sequence[BaseChatMessage], *, agent_id: str | None = None
+                              ) -> list[str]:
+        """Record chat messages, each as who said it: the human's (a source in `human_sources`)
+        as the user's words, every other agent's under its own name. Failures are logged."""
+        agent = self._config.resolve_agent(default=agent_id)
+        said = []
+        for message in messages:
+            content = _message_text(message)
+            if message.source in self.human_sources:
+                said.append({"role": "user", "content": content})
+            else:
+                said.append({"role": "assistant", "content": content, "name": message.source})
+        return await self._bridge.arecord(self.user_id, said, agent_id=agent)
+
     async def remove_blocks(self, model_context: ChatCompletionContext) -> int:
         """Remove this memory's blocks from a model context; returns how many were removed."""
         state = dict(await model_context.save_state())
@@ -208,13 +231,14 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
             name=self._name, user_id=self.user_id, agent_id=cfg.agent_id if isinstance(cfg.agent_id, str) else None,
             top_k=cfg.top_k, types=list(cfg.types) if cfg.types else None, template=cfg.template,
             scope_to_agent=cfg.scope_to_agent, on_error=cfg.on_error, path=None, settings_file=self._settings_file,
-            settings=_public_settings(self.engine.settings))
+            settings=_public_settings(self.engine.settings), human_sources=sorted(self.human_sources))
 
     @classmethod
     def _from_config(cls, config: MemoryScopeMemoryConfig) -> Self:
         return cls(user_id=config.user_id, agent_id=config.agent_id, top_k=config.top_k, types=config.types,
                    template=config.template, scope_to_agent=config.scope_to_agent, on_error=config.on_error,
-                   name=config.name, path=config.path, settings_file=config.settings_file, settings=config.settings)
+                   name=config.name, path=config.path, settings_file=config.settings_file, settings=config.settings,
+                   human_sources=config.human_sources)
 
 
 class MemoryAssistantAgent(AssistantAgent):
@@ -247,9 +271,7 @@ async def run_with_memory(agent: ChatAgent, task: str | BaseChatMessage | Sequen
     if not memories:
         raise ValueError("no MemoryScopeMemory given and none found in the agent's memory list")
     result = await agent.run(task=task, cancellation_token=cancellation_token)
-    if not isinstance(agent, MemoryAssistantAgent):
-        for item in memories:
-            await _finish_turn(item, agent, _task_messages(task), _final_reply(result, agent.name))
+    await _after_run(agent, memories, task, result)
     return result
 
 
@@ -264,19 +286,36 @@ async def run_stream_with_memory(agent: ChatAgent, task: str | BaseChatMessage |
     if not memories:
         raise ValueError("no MemoryScopeMemory given and none found in the agent's memory list")
     async for item in agent.run_stream(task=task, cancellation_token=cancellation_token):
-        if isinstance(item, TaskResult) and not isinstance(agent, MemoryAssistantAgent):
-            for scope in memories:
-                await _finish_turn(scope, agent, _task_messages(task), _final_reply(item, agent.name))
+        if isinstance(item, TaskResult):
+            await _after_run(agent, memories, task, item)
         yield item
 
 
 # -- helpers -------------------------------------------------------------------------------------------
 
+async def _after_run(agent: Any, memories: Sequence[MemoryScopeMemory], task: Any, result: TaskResult) -> None:
+    """What `run_with_memory` records: a single agent's turn, or a team's whole exchange (the
+    task as the human's words, each member's messages as that member's)."""
+    if isinstance(agent, MemoryAssistantAgent):
+        return  # it recorded its own turns
+    if isinstance(agent, ChatAgent):
+        for item in memories:
+            await _finish_turn(item, agent, _task_messages(task), _final_reply(result, agent.name))
+        return
+    said = [m for m in result.messages if isinstance(m, BaseChatMessage)]
+    for item in memories:  # a team: every message of the run, each as who said it
+        await item.record_messages(said, agent_id=getattr(agent, "name", None))
+
+
 async def _finish_turn(memory: MemoryScopeMemory, agent: Any, inputs: Sequence[BaseChatMessage],
                        reply: BaseChatMessage | None) -> None:
+    """Record an agent's turn: its inputs as who said them (the human's, or another agent's in a
+    team) and its reply as its own."""
     name = getattr(agent, "name", None)
-    user_text = "\n".join(t for t in (_message_text(m) for m in inputs if m.source != name) if t.strip())
-    await memory.record_exchange(user_text, _message_text(reply) if reply is not None else None, agent_id=name)
+    said = [m for m in inputs if m.source != name and _message_text(m).strip()]
+    if reply is not None:
+        said.append(reply)
+    await memory.record_messages(said, agent_id=name)
     context = getattr(agent, "model_context", None)
     if isinstance(context, ChatCompletionContext):
         await memory.remove_blocks(context)

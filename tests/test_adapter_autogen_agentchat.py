@@ -165,6 +165,35 @@ async def test_memory_assistant_agent_in_a_team(engine):
     assert "Your dog is Biscuit." in [m.content for m in engine.list("anna")]
 
 
+async def test_in_a_team_only_the_humans_words_are_the_users(engine):
+    memory = MemoryScopeMemory(engine, user_id="anna")
+    writer = MemoryAssistantAgent("writer", model_client=client("Draft: a walk by the river.", "Final: a walk by the sea."),
+                                  memory=[memory])
+    critic = AssistantAgent("critic", model_client=client("The river is too cold in May, choose the sea."))
+    team = RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(4))
+    await team.run(task="Plan a weekend outing for me. I love being near water.")
+    recorded = engine.list("anna", newest_first=False)
+    said_by = {m.content: (m.role, m.speaker) for m in recorded}
+    assert said_by["Plan a weekend outing for me. I love being near water."][0] == "user"
+    assert said_by["The river is too cold in May, choose the sea."] == ("assistant", "critic")
+    assert said_by["Final: a walk by the sea."] == ("assistant", "writer")
+    users = [m.content for m in recorded if m.role == "user"]
+    assert users == ["Plan a weekend outing for me. I love being near water."]
+
+
+async def test_run_with_memory_on_a_team_records_each_speaker_as_who_they_are(engine):
+    memory = MemoryScopeMemory(engine, user_id="anna")
+    writer = AssistantAgent("writer", model_client=client("Draft: pasta with pesto."))
+    critic = AssistantAgent("critic", model_client=client("Pesto has nuts; Anna may be allergic."))
+    team = RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(3))
+    await run_with_memory(team, "Suggest a dinner for me.", memory)
+    said_by = [(m.role, m.speaker, m.content) for m in engine.list("anna", newest_first=False)]
+    assert said_by[0][0] == "user" and said_by[0][2] == "Suggest a dinner for me."
+    assert ("assistant", "writer", "Draft: pasta with pesto.") in said_by
+    assert ("assistant", "critic", "Pesto has nuts; Anna may be allergic.") in said_by
+    assert [c for r, _, c in said_by if r == "user"] == ["Suggest a dinner for me."]
+
+
 async def test_run_stream_records_before_the_task_result(engine):
     model_client = client("Noted!")
     memory = MemoryScopeMemory(engine, user_id="anna")
