@@ -20,7 +20,15 @@ async twin) at position 0 of the agent's reply-function list. It runs first in e
 2. hands the remaining reply functions (termination check, tool calls, code execution, the LLM
    reply...) a *new* message list with the memory block added as a system message, so the
    agent's stored chat history is never touched;
-3. once one of them produced the final reply, records the received message and the reply.
+3. once one of them produced the final reply, records what the agent received since it last
+   spoke, each message as who said it, and the reply as the agent's own.
+
+**Group chats.** Every message reaches a member through the ``chat_manager``, so the sender says
+nothing about who spoke; the message's ``name`` does. Only the human's words are the user's: the
+speakers named in ``human_names``, else the group chat's agents that take human input
+(``human_input_mode`` other than ``"NEVER"``), else the agent who started the chat. Every other
+member's words are recorded under that member's name, never as the user's. A ``user_id``
+callable is called with the human's agent, not with the manager.
 
 Hooks alone cannot do this: ``process_all_messages_before_reply`` sees neither the sender nor
 the reply and is sync only; ``process_message_before_send`` runs only inside ``send()`` and so
@@ -65,16 +73,22 @@ class MemoryCapability:
         top_k: memories injected per reply (default: the engine's setting).
         types: restrict retrieval to these memory types.
         config: a full `MemoryConfig` instead of the keyword arguments above.
+        human_names: the names of the agents that speak for the human in a group chat (see the
+            module docstring for the default).
     """
 
     def __init__(self, memory: MemoryScope, *, user_id: IdSource = None, agent_id: IdSource = None,
                  top_k: int | None = None, types: Sequence[MemoryType | str] | None = None,
-                 config: MemoryConfig | None = None) -> None:
+                 config: MemoryConfig | None = None, human_names: Sequence[str] | None = None) -> None:
         if config is None:
             if user_id is None:
                 raise ValueError("user_id is required (a string or a callable of the sender)")
             config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types)
+        if human_names is not None and (isinstance(human_names, str) or not all(
+                isinstance(n, str) and n for n in human_names)):
+            raise ValueError("human_names must be a list of agent names")
         self.config = config
+        self.human_names = frozenset(human_names) if human_names is not None else None
         self.bridge = MemoryBridge(memory, config, "autogen")
 
     def add_to_agent(self, agent: ConversableAgent) -> None:
@@ -92,12 +106,13 @@ class MemoryCapability:
         """Retrieve, run the rest of the reply chain on an augmented copy, record; sync."""
         if not messages:
             return False, None
-        user_id, agent_id = self._ids(recipient, sender)
+        speakers = _Speakers(sender, self.human_names)
+        user_id, agent_id = self._ids(recipient, speakers.human_agent(messages))
         query = _latest_user_text(messages)
         result = self.bridge.retrieve(user_id, query, agent_id=agent_id)
         augmented = _with_block(messages, self.bridge.block(result))
         final, reply = _run_rest_sync(recipient, augmented, sender, skip=(self.memory_reply, self.a_memory_reply))
-        self.bridge.record(user_id, self._turn(messages, reply, agent_id), agent_id=agent_id)
+        self.bridge.record(user_id, speakers.turn(messages, reply, agent_id), agent_id=agent_id)
         return final, reply
 
     async def a_memory_reply(self, recipient: ConversableAgent, messages: list[dict[str, Any]] | None = None,
@@ -105,13 +120,14 @@ class MemoryCapability:
         """Async twin of `memory_reply` (used in ``a_initiate_chat`` / ``a_generate_reply``)."""
         if not messages:
             return False, None
-        user_id, agent_id = self._ids(recipient, sender)
+        speakers = _Speakers(sender, self.human_names)
+        user_id, agent_id = self._ids(recipient, speakers.human_agent(messages))
         query = _latest_user_text(messages)
         result = await self.bridge.aretrieve(user_id, query, agent_id=agent_id)
         augmented = _with_block(messages, self.bridge.block(result))
         final, reply = await _run_rest_async(recipient, augmented, sender,
                                              skip=(self.memory_reply, self.a_memory_reply))
-        await self.bridge.arecord(user_id, self._turn(messages, reply, agent_id), agent_id=agent_id)
+        await self.bridge.arecord(user_id, speakers.turn(messages, reply, agent_id), agent_id=agent_id)
         return final, reply
 
     # -- helpers ----------------------------------------------------------------------------------------
@@ -124,13 +140,63 @@ class MemoryCapability:
             return None, recipient.name
         return user_id, agent_id
 
-    @staticmethod
-    def _turn(messages: list[dict[str, Any]], reply: Any, agent_id: str) -> list[dict[str, Any]]:
-        last = messages[-1]
-        user_text = text_of(last.get("content")) if last.get("role", "user") in _TEXT_ROLES and \
-            not last.get("tool_responses") else ""
+
+
+class _Speakers:
+    """Who said what in the messages an agent received (see "Group chats" in the module docs)."""
+
+    def __init__(self, sender: Agent | None, human_names: frozenset[str] | None) -> None:
+        self.sender = sender
+        self.group = getattr(sender, "groupchat", None)  # set when the sender is a GroupChatManager
+        self.human_names = human_names
+
+    def _humans(self) -> set[str]:
+        if self.human_names is not None:
+            return set(self.human_names)
+        if self.group is None:  # a two-agent chat: the other agent speaks for the human
+            return {getattr(self.sender, "name", "")} if self.sender is not None else set()
+        humans = {a.name for a in self.group.agents if getattr(a, "human_input_mode", "NEVER") != "NEVER"}
+        if humans:
+            return humans
+        first = self.group.messages[0].get("name") if self.group.messages else None
+        return {first} if first else set()
+
+    def name_of(self, message: dict[str, Any]) -> str | None:
+        if message.get("name"):
+            return str(message["name"])
+        return getattr(self.sender, "name", None) if self.group is None else None
+
+    def human_agent(self, messages: list[dict[str, Any]]) -> Agent | None:
+        """The agent speaking for the human (what a ``user_id`` callable is given)."""
+        if self.group is None:
+            return self.sender
+        humans = self._humans()
+        for name in humans:
+            for agent in self.group.agents:
+                if agent.name == name:
+                    return agent
+        return self.sender
+
+    def turn(self, messages: list[dict[str, Any]], reply: Any, agent_id: str) -> list[dict[str, Any]]:
+        """What the agent received since it last spoke (each as who said it) and its reply."""
+        humans = self._humans()
+        received = []
+        for message in reversed(messages):
+            if message.get("role", "user") not in _TEXT_ROLES:
+                break  # the agent's own earlier message: what came after it is new
+            if message.get("tool_responses"):
+                continue
+            received.append(message)
+        said: list[dict[str, Any]] = []
+        for message in reversed(received):
+            text = text_of(message.get("content"))
+            name = self.name_of(message)
+            if name in humans or (name is None and self.group is None):
+                said.append({"role": "user", "content": text})
+            else:
+                said.append({"role": "assistant", "content": text, "name": name or "another agent"})
         reply_text = text_of(reply.get("content")) if isinstance(reply, dict) else text_of(reply)
-        return turn(user_text, reply_text, agent_name=agent_id)
+        return said + turn(None, reply_text, agent_name=agent_id)
 
 
 class MemoryConversableAgent(ConversableAgent):

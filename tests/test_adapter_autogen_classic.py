@@ -13,7 +13,7 @@ autogen = pytest.importorskip("autogen", reason=MISSING)
 if not hasattr(autogen, "ConversableAgent"):  # `ag2` 1.x or another package owns the name
     pytest.skip("the installed `autogen` is not classic AutoGen (no ConversableAgent)", allow_module_level=True)
 
-from autogen import ConversableAgent
+from autogen import Agent, ConversableAgent
 from memoryscope_plugins.adapters.autogen_classic import MemoryCapability, MemoryConversableAgent
 
 from memoryscope_plugins.errors import StoreError
@@ -192,3 +192,22 @@ def test_other_reply_functions_still_run(engine):
 def test_capability_needs_a_user(engine):
     with pytest.raises(ValueError):
         MemoryCapability(engine)
+
+
+def test_group_chat_records_each_speaker_as_who_they_are(engine):
+    from autogen import GroupChat, GroupChatManager
+
+    anna = human("anna")  # the human's proxy starts the chat
+    writer = ConversableAgent("writer", llm_config=LLM_CONFIG, human_input_mode="NEVER")
+    writer.register_model_client(model_client_cls=FakeClient)
+    MemoryCapability(engine, user_id=lambda sender: sender.name if sender else None).add_to_agent(writer)
+    critic = ConversableAgent("critic", llm_config=False, human_input_mode="NEVER")
+    critic.register_reply([Agent, None], lambda *a, **k: (True, "Too salty; Anna is on a low-salt diet."))
+    chat = GroupChat(agents=[anna, writer, critic], messages=[], max_round=5, speaker_selection_method="round_robin")
+    manager = GroupChatManager(groupchat=chat, llm_config=False)
+    anna.initiate_chat(manager, message="Plan a dinner for me.", silent=True)
+    assert engine.users() == ["anna"]  # filed under the human, not under "chat_manager"
+    said = [(m.role, m.speaker, m.content) for m in engine.list("anna", newest_first=False)]
+    assert [c for r, _, c in said if r == "user"] == ["Plan a dinner for me."]  # the human's request, once
+    assert ("assistant", "critic", "Too salty; Anna is on a low-salt diet.") in said
+    assert any(r == "assistant" and s == "writer" for r, s, _ in said)
