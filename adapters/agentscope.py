@@ -93,6 +93,7 @@ class MemoryScopeMiddleware(MiddlewareBase):
         self.tool_instructions = tool_instructions
         self._blocks: dict[int, tuple[str, str | None]] = {}  # id(agent) -> (block, input msg id)
         self._parked: dict[int, str] = {}  # id(agent) -> the user text of a reply waiting to be resumed
+        self._agent_name: str | None = None  # the agent this middleware serves (its tools save as it)
 
     @property
     def user_id(self) -> str:
@@ -103,6 +104,7 @@ class MemoryScopeMiddleware(MiddlewareBase):
     async def on_reply(self, agent: Agent, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator]
                        ) -> AsyncGenerator:
         """Retrieve before the reply; record the exchange after it (static_control / both)."""
+        self._agent_name = agent.name
         if self.mode == "agent_control":
             async for item in next_handler(**input_kwargs):
                 yield item
@@ -147,6 +149,7 @@ class MemoryScopeMiddleware(MiddlewareBase):
 
     async def on_system_prompt(self, agent: Agent, current_prompt: str) -> str:
         """Advertise the memory tools (agent_control / both)."""
+        self._agent_name = getattr(agent, "name", None) or self._agent_name
         if self.mode == "static_control" or not self.tool_instructions:
             return current_prompt
         return f"{current_prompt}\n\n{self.tool_instructions}"
@@ -181,10 +184,10 @@ class MemoryScopeMiddleware(MiddlewareBase):
         except (TypeError, ValueError):  # the model sent something odd: use the default
             limit = self.config.top_k or 5
         engine = self.bridge.memory
+        scope = self.config.resolve_agent(default=self._agent_name) if self.config.scope_to_agent else None
         try:
             results = await asyncio.gather(*[
-                engine.aretrieve(self.user_id, k, top_k=limit, types=self.config.types,
-                                 agent_id=self.config.agent_id if self.config.scope_to_agent else None)
+                engine.aretrieve(self.user_id, k, top_k=limit, types=self.config.types, agent_id=scope)
                 for k in keywords])
         except Exception as exc:  # noqa: BLE001
             log.warning("agentscope: retrieve_from_memory failed for user %r (%s)", self.user_id,
@@ -215,7 +218,7 @@ class MemoryScopeMiddleware(MiddlewareBase):
         facts = [c for c in (content or []) if isinstance(c, str) and c.strip()]
         if not facts:
             return _chunk("`content` is empty: nothing recorded.", error=True)
-        agent_id = self.config.resolve_agent()
+        agent_id = self.config.resolve_agent(default=self._agent_name)  # as automatic recording does
         try:
             for fact in facts:
                 await self.bridge.memory.aadd(self.user_id, fact, agent_id=agent_id)

@@ -64,7 +64,8 @@ class MemoryScopeMiddleware(AgentMiddleware):
         user_id: a fixed user, or ``callable(runtime) -> str | None``; when None (or the callable
             returns None) the user comes from the runtime context or ``configurable.user_id``.
             A turn with no user gets no memory (and a one-time warning).
-        agent_id: recorded as the assistant (default ``"assistant"``).
+        agent_id: recorded as the assistant (default: the ``name=`` given to ``create_agent``, else
+            ``"assistant"``).
         top_k: memories injected per model call (default: the engine's setting).
         types: only these memory types are retrieved.
         template: the memory block (must contain ``{context}``).
@@ -90,7 +91,7 @@ class MemoryScopeMiddleware(AgentMiddleware):
         """Add the memories for the latest user message to this model call's system message."""
         user_id = self._user(request.runtime)
         result = self.bridge.retrieve(user_id, _latest_human_text(request.messages),
-                                      agent_id=self.config.resolve_agent())
+                                      agent_id=self.config.resolve_agent(default=_agent_name()))
         return handler(self._augment(request, result))
 
     async def awrap_model_call(self, request: ModelRequest,
@@ -98,7 +99,7 @@ class MemoryScopeMiddleware(AgentMiddleware):
         """Async twin of `wrap_model_call`."""
         user_id = self._user(request.runtime)
         result = await self.bridge.aretrieve(user_id, _latest_human_text(request.messages),
-                                             agent_id=self.config.resolve_agent())
+                                             agent_id=self.config.resolve_agent(default=_agent_name()))
         return await handler(self._augment(request, result))
 
     # -- after the run: recording ----------------------------------------------------------------------
@@ -106,7 +107,7 @@ class MemoryScopeMiddleware(AgentMiddleware):
         """Record this run's user input and final answer."""
         user_id = self._user(runtime)
         if user_id:
-            agent_id = self.config.resolve_agent()
+            agent_id = self.config.resolve_agent(default=_agent_name())
             self.bridge.record(user_id, _run_turn(state, agent_id), agent_id=agent_id,
                                session_id=_thread_id(runtime))
         return None
@@ -115,7 +116,7 @@ class MemoryScopeMiddleware(AgentMiddleware):
         """Async twin of `after_agent`."""
         user_id = self._user(runtime)
         if user_id:
-            agent_id = self.config.resolve_agent()
+            agent_id = self.config.resolve_agent(default=_agent_name())
             await self.bridge.arecord(user_id, _run_turn(state, agent_id), agent_id=agent_id,
                                       session_id=_thread_id(runtime))
         return None
@@ -194,6 +195,16 @@ def _configurable_user() -> str | None:
         from langgraph.config import get_config
         value = (get_config().get("configurable") or {}).get("user_id")
     except Exception:  # noqa: BLE001 - outside a runnable context, or Python 3.10 in async code
+        return None
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _agent_name() -> str | None:
+    """The ``name=`` given to ``create_agent`` (LangChain puts it in the run's metadata)."""
+    try:
+        from langgraph.config import get_config
+        value = (get_config().get("metadata") or {}).get("lc_agent_name")
+    except Exception:  # noqa: BLE001 - outside a runnable context
         return None
     return value if isinstance(value, str) and value.strip() else None
 

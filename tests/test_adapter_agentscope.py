@@ -230,3 +230,18 @@ async def test_a_reply_parked_for_permission_records_the_real_reply_not_the_plac
         ConfirmResult(confirmed=True, tool_call=call) for call in request.tool_calls]))
     recorded = [m.content for m in engine.list("anna", newest_first=False)]
     assert recorded == ["Book a table at 8pm.", "Your table is booked for 8pm."]
+
+
+async def test_both_mode_scoped_to_the_agent_recalls_what_its_tool_saved(engine):
+    middleware = MemoryScopeMiddleware(engine, user_id="anna", mode="both", scope_to_agent=True)
+    tools = await middleware.list_tools()
+    model = FakeModel({"name": "record_to_memory", "input": {"thinking": "durable", "content": [FACT]}}, "Noted.",
+                      "Your dog is Biscuit.")
+    agent = make_agent(model, middleware, Toolkit(tools=tools))
+    await agent.reply(UserMsg("anna", "Please remember my dog's name."))
+    saved = [m for m in engine.list("anna") if m.type.value == "custom"]
+    assert [(m.agent_id, m.content) for m in saved] == [("Friday", FACT)]  # saved as the agent, not "assistant"
+    await agent.reply(UserMsg("anna", "What is my dog's name?"))
+    assert FACT in text(model.calls[-1])  # recalled automatically, with the agent filter on
+    found = await middleware.retrieve_from_memory(["dog"])
+    assert "Biscuit" in found.content[0].text  # the tool searches what the agent may see

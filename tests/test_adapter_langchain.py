@@ -176,6 +176,15 @@ def test_a_run_ending_on_a_return_direct_tool_records_this_request_and_the_tools
                         "Table booked for 8pm."]  # the first turn once, the current request kept
 
 
+def test_the_agents_name_is_the_recorded_agent(engine):
+    agent = create_agent(model("Noted, chef here."), tools=[], name="chef",
+                         middleware=[MemoryScopeMiddleware(engine, user_id="anna", scope_to_agent=True)],
+                         checkpointer=InMemorySaver())
+    agent.invoke(ask(FACT), thread("t"))
+    assert {m.agent_id for m in engine.list("anna")} == {"chef"}
+    assert engine.list("anna", agent_id="chef") and not engine.list("anna", agent_id="assistant")
+
+
 @dataclass
 class Context:
     user_id: str
