@@ -51,6 +51,8 @@ class MemoryConfig:
         session_id: recorded with each message; default: one new id per adapter instance.
         on_error: ``"warn"`` degrades a failing memory backend to "no memories" with a logged
             warning; ``"raise"`` lets the error through.
+        min_relevance: the relevance floor for this adapter's retrievals (default: the engine's
+            ``retrieval.min_relevance``); -1 turns it off.
     """
 
     user_id: IdSource = None
@@ -63,6 +65,7 @@ class MemoryConfig:
     on_error: OnError = "warn"
     record: bool = True
     retrieve: bool = True
+    min_relevance: float | None = None
     _session: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -71,6 +74,9 @@ class MemoryConfig:
             raise ValueError("top_k must be an integer between 1 and 1000, or None")
         if self.on_error not in ("warn", "raise"):
             raise ValueError("on_error must be 'warn' or 'raise'")
+        if self.min_relevance is not None and (isinstance(self.min_relevance, bool) or not isinstance(
+                self.min_relevance, (int, float)) or not -1 <= self.min_relevance <= 1):
+            raise ValueError("min_relevance must be a number between -1 and 1, or None")
         if "{context}" not in self.template:
             raise ValueError("template must contain '{context}'")
         if self.types is not None:
@@ -152,7 +158,7 @@ class MemoryBridge:
         limit = self.memory.settings.max_content_chars
         return {"query": query[-limit:], "agent_id": agent_id if self.config.scope_to_agent else None,
                 "top_k": top_k if top_k is not None else self.config.top_k,
-                "types": self.config.types}
+                "types": self.config.types, "min_relevance": self.config.min_relevance}
 
     def retrieve(self, user_id: str | None, query: str | None, *, agent_id: str | None = None,
                  top_k: int | None = None) -> RetrievalResult:

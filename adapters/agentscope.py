@@ -75,19 +75,22 @@ class MemoryScopeMiddleware(MiddlewareBase):
         on_error: ``"warn"`` (a failing backend means no memories; the agent still replies) or
             ``"raise"``.
         tool_instructions: appended to the system prompt in agent_control / both modes.
+        min_relevance: the relevance floor of automatic retrieval and the search tool (default:
+            the engine's ``retrieval.min_relevance``).
     """
 
     def __init__(self, memory: MemoryScope, *, user_id: str, agent_id: str | None = None,
                  mode: Mode = "static_control", top_k: int | None = None,
                  types: Sequence[MemoryType | str] | None = None, template: str = DEFAULT_TEMPLATE,
                  scope_to_agent: bool = False, on_error: Literal["warn", "raise"] = "warn",
-                 tool_instructions: str = DEFAULT_TOOL_INSTRUCTIONS) -> None:
+                 tool_instructions: str = DEFAULT_TOOL_INSTRUCTIONS, min_relevance: float | None = None) -> None:
         if not isinstance(user_id, str) or not user_id.strip():
             raise ValueError("MemoryScopeMiddleware needs a non-empty user_id")
         if mode not in ("static_control", "agent_control", "both"):
             raise ValueError(f"unknown mode {mode!r}; expected 'static_control', 'agent_control' or 'both'")
         self.config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types,
-                                   template=template, scope_to_agent=scope_to_agent, on_error=on_error)
+                                   template=template, scope_to_agent=scope_to_agent, on_error=on_error,
+                                   min_relevance=min_relevance)
         self.bridge = MemoryBridge(memory, self.config, "agentscope")
         self.mode: Mode = mode
         self.tool_instructions = tool_instructions
@@ -187,7 +190,8 @@ class MemoryScopeMiddleware(MiddlewareBase):
         scope = self.config.resolve_agent(default=self._agent_name) if self.config.scope_to_agent else None
         try:
             results = await asyncio.gather(*[
-                engine.aretrieve(self.user_id, k, top_k=limit, types=self.config.types, agent_id=scope)
+                engine.aretrieve(self.user_id, k, top_k=limit, types=self.config.types, agent_id=scope,
+                                 min_relevance=self.config.min_relevance)
                 for k in keywords])
         except Exception as exc:  # noqa: BLE001
             log.warning("agentscope: retrieve_from_memory failed for user %r (%s)", self.user_id,

@@ -61,6 +61,7 @@ class MemoryScopeMemoryConfig(BaseModel):
     template: str = DEFAULT_TEMPLATE
     scope_to_agent: bool = False
     on_error: Literal["warn", "raise"] = "warn"
+    min_relevance: float | None = Field(None, ge=-1, le=1)
     human_sources: list[str] = Field(default_factory=lambda: ["user"],
                                      description="message sources that are the human user")
     path: str | None = Field(None, description="the SQLite store file (settings.store.path)")
@@ -83,6 +84,8 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         scope_to_agent: retrieve only memories recorded by `agent_id`.
         on_error: ``"warn"`` (a failing backend means no memories, the agent still answers) or
             ``"raise"``.
+        min_relevance: the relevance floor of this memory's retrievals (default: the engine's
+            ``retrieval.min_relevance``).
         human_sources: the ``source`` of messages that are the human's words (default
             ``["user"]``, what ``run(task=...)`` uses; add a ``UserProxyAgent``'s name). In a team,
             a message from any other source is another agent's and is recorded as that agent's,
@@ -99,7 +102,8 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
                  template: str = DEFAULT_TEMPLATE, scope_to_agent: bool = False,
                  on_error: Literal["warn", "raise"] = "warn", name: str = "memoryscope",
                  path: str | None = None, settings_file: str | None = None,
-                 settings: dict[str, Any] | None = None, human_sources: Sequence[str] = ("user",)) -> None:
+                 settings: dict[str, Any] | None = None, human_sources: Sequence[str] = ("user",),
+                 min_relevance: float | None = None) -> None:
         if not isinstance(user_id, str) or not user_id.strip():
             raise ValueError("user_id must be a non-empty string")
         if scope_to_agent and not agent_id:
@@ -116,7 +120,8 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         self._settings_file = settings_file
         self._name = name
         self._config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types,
-                                    template=template, scope_to_agent=scope_to_agent, on_error=on_error)
+                                    template=template, scope_to_agent=scope_to_agent, on_error=on_error,
+                                    min_relevance=min_relevance)
         self._bridge = MemoryBridge(memory, self._config, "autogen_agentchat")
 
     # -- properties ---------------------------------------------------------------------------------
@@ -231,14 +236,15 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
             name=self._name, user_id=self.user_id, agent_id=cfg.agent_id if isinstance(cfg.agent_id, str) else None,
             top_k=cfg.top_k, types=list(cfg.types) if cfg.types else None, template=cfg.template,
             scope_to_agent=cfg.scope_to_agent, on_error=cfg.on_error, path=None, settings_file=self._settings_file,
-            settings=_public_settings(self.engine.settings), human_sources=sorted(self.human_sources))
+            settings=_public_settings(self.engine.settings), human_sources=sorted(self.human_sources),
+            min_relevance=cfg.min_relevance)
 
     @classmethod
     def _from_config(cls, config: MemoryScopeMemoryConfig) -> Self:
         return cls(user_id=config.user_id, agent_id=config.agent_id, top_k=config.top_k, types=config.types,
                    template=config.template, scope_to_agent=config.scope_to_agent, on_error=config.on_error,
                    name=config.name, path=config.path, settings_file=config.settings_file, settings=config.settings,
-                   human_sources=config.human_sources)
+                   human_sources=config.human_sources, min_relevance=config.min_relevance)
 
 
 class MemoryAssistantAgent(AssistantAgent):

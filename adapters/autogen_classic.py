@@ -75,15 +75,18 @@ class MemoryCapability:
         config: a full `MemoryConfig` instead of the keyword arguments above.
         human_names: the names of the agents that speak for the human in a group chat (see the
             module docstring for the default).
+        min_relevance: the relevance floor (default: the engine's ``retrieval.min_relevance``).
     """
 
     def __init__(self, memory: MemoryScope, *, user_id: IdSource = None, agent_id: IdSource = None,
                  top_k: int | None = None, types: Sequence[MemoryType | str] | None = None,
-                 config: MemoryConfig | None = None, human_names: Sequence[str] | None = None) -> None:
+                 config: MemoryConfig | None = None, human_names: Sequence[str] | None = None,
+                 min_relevance: float | None = None) -> None:
         if config is None:
             if user_id is None:
                 raise ValueError("user_id is required (a string or a callable of the sender)")
-            config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types)
+            config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types,
+                                  min_relevance=min_relevance)
         if human_names is not None and (isinstance(human_names, str) or not all(
                 isinstance(n, str) and n for n in human_names)):
             raise ValueError("human_names must be a list of agent names")

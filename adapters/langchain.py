@@ -72,15 +72,17 @@ class MemoryScopeMiddleware(AgentMiddleware):
         scope_to_agent: retrieve only memories recorded by `agent_id`.
         on_error: ``"warn"`` (a failing backend means no memories; the agent still answers) or
             ``"raise"``.
+        min_relevance: the relevance floor (default: the engine's ``retrieval.min_relevance``).
     """
 
     def __init__(self, memory: MemoryScope, *, user_id: IdSource = None, agent_id: str | None = None,
                  top_k: int | None = None, types: Sequence[MemoryType | str] | None = None,
                  template: str = DEFAULT_TEMPLATE, scope_to_agent: bool = False,
-                 on_error: Literal["warn", "raise"] = "warn") -> None:
+                 on_error: Literal["warn", "raise"] = "warn", min_relevance: float | None = None) -> None:
         super().__init__()
         self.config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types,
-                                   template=template, scope_to_agent=scope_to_agent, on_error=on_error)
+                                   template=template, scope_to_agent=scope_to_agent, on_error=on_error,
+                                   min_relevance=min_relevance)
         self.bridge = MemoryBridge(memory, self.config, "langchain")
         self.tools: list[Any] = []
         self._warned_no_user = False
@@ -234,13 +236,15 @@ class MemoryScopeRetriever(BaseRetriever):
     types: list[str] | None = None
     scope_to_agent: bool = False
     on_error: Literal["warn", "raise"] = "warn"
+    min_relevance: float | None = Field(None, ge=-1, le=1)
     _bridge: MemoryBridge = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:
         """Build the fail-safe engine wrapper."""
         super().model_post_init(context)
         config = MemoryConfig(user_id=self.user_id, agent_id=self.agent_id, top_k=self.top_k, types=self.types,
-                              scope_to_agent=self.scope_to_agent, on_error=self.on_error)
+                              scope_to_agent=self.scope_to_agent, on_error=self.on_error,
+                              min_relevance=self.min_relevance)
         self._bridge = MemoryBridge(self.memory, config, "langchain")
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun
@@ -295,6 +299,7 @@ class MemoryScopeChatMemory(BaseChatMemory):
     template: str = DEFAULT_TEMPLATE
     scope_to_agent: bool = False
     on_error: Literal["warn", "raise"] = "warn"
+    min_relevance: float | None = Field(None, ge=-1, le=1)
     _bridge: MemoryBridge = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
@@ -306,7 +311,8 @@ class MemoryScopeChatMemory(BaseChatMemory):
         """Build the fail-safe engine wrapper."""
         super().model_post_init(context)
         config = MemoryConfig(user_id=self.user_id, agent_id=self.agent_id, top_k=self.top_k, types=self.types,
-                              template=self.template, scope_to_agent=self.scope_to_agent, on_error=self.on_error)
+                              template=self.template, scope_to_agent=self.scope_to_agent, on_error=self.on_error,
+                              min_relevance=self.min_relevance)
         self._bridge = MemoryBridge(self.memory, config, "langchain")
 
     @property

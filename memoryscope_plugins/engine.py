@@ -25,7 +25,7 @@ from .errors import ConfigError, ModelError, NotFoundError, ValidationError
 from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
 from .retrieval.context import format_context
-from .retrieval.ranking import adjust, boost_named_speakers, deduplicate, fuse, propagate_neighbours, widen
+from .retrieval.ranking import adjust, boost_named_speakers, deduplicate, fuse, propagate_neighbours, relevant, widen
 from .retrieval.time_parser import detect_language, parse_time
 from .settings import Settings
 from .storage.base import MemoryFilter, MemoryStore, SearchRequest
@@ -303,7 +303,7 @@ class MemoryScope:
                  types: Iterable[MemoryType | str] | None = None, include_expired: bool | None = None,
                  time_range: TimeRange | tuple[datetime | str | None, datetime | str | None] | None = None,
                  now: datetime | str | None = None, rerank: bool | None = None,
-                 language: str | None = None) -> RetrievalResult:
+                 language: str | None = None, min_relevance: float | None = None) -> RetrievalResult:
         """Find a user's memories for a query. No LLM is called.
 
         Args:
@@ -316,6 +316,9 @@ class MemoryScope:
             time_range: an explicit (start, end) range that filters, in addition to the query's.
             now: the moment relative times are computed from (default: now).
             rerank: use the configured reranker (default: when one is configured).
+            min_relevance: the relevance floor for this call (default ``retrieval.min_relevance``):
+                only memories that share a term with the query, or whose cosine to it is at least
+                this, or that stand next to such a turn, are returned; -1 turns the floor off.
 
         Returns a `RetrievalResult` with the ranked memories, their scores, the parsed time range,
         the timings, and ``context``: dated lines ready to put in a prompt.
@@ -341,6 +344,12 @@ class MemoryScope:
         if rerank and self.reranker is None:
             raise ConfigError("rerank=True but no reranker is configured (settings.reranker)")
         expired = cfg.include_expired if include_expired is None else bool(include_expired)
+        floor = cfg.min_relevance
+        if min_relevance is not None:
+            if isinstance(min_relevance, bool) or not isinstance(min_relevance, (int, float)) \
+                    or not -1 <= min_relevance <= 1:
+                raise ValidationError("min_relevance must be a number between -1 and 1")
+            floor = float(min_relevance)
         statuses = None if expired else (MemoryStatus.ACTIVE,)
 
         parsed = parse_time(query, moment)
@@ -371,6 +380,7 @@ class MemoryScope:
         ranked = propagate_neighbours(ranked, cfg.neighbour_weight)
         ranked = boost_named_speakers(ranked, query, cfg.speaker_boost)
         ranked = adjust(ranked, cfg, time_range=parsed.range if cfg.time_mode == "boost" else None, now=moment)
+        ranked = relevant(ranked, floor)
         reranking = self.reranker is not None and (rerank is None or rerank)
         depth = max(top_k, self.settings.reranker.candidates) if reranking else top_k
         ranked = deduplicate(ranked, depth) if cfg.deduplicate else ranked[:depth]

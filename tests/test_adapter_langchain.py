@@ -252,7 +252,8 @@ async def test_retriever_returns_documents_with_metadata(engine):
     assert {"id", "type", "score", "created_at"} <= set(metadata) and metadata["type"] == "turn"
     assert (await retriever.ainvoke("peanuts"))[0].metadata["type"] == "custom"
     custom_only = MemoryScopeRetriever(memory=engine, user_id="anna", types=["custom"])
-    assert {d.metadata["type"] for d in custom_only.invoke("dog")} == {"custom"}
+    assert {d.metadata["type"] for d in custom_only.invoke("Am I allergic to anything?")} == {"custom"}
+    assert custom_only.invoke("What is 2 + 2?") == []  # the relevance floor: nothing unrelated
 
 
 def test_retriever_degrades_on_failure(engine, caplog):
@@ -319,3 +320,16 @@ async def test_chat_memory_aclear_and_failure(engine, caplog):
         assert memory.load_memory_variables({"input": "dog"}) == {"history": ""}
         memory.save_context({"input": FACT}, {"output": "Noted!"})
     assert caplog.text.count("StoreError") == 2 and "Biscuit" not in caplog.text
+
+
+def test_the_relevance_floor_is_the_engines_and_can_be_set_per_adapter(engine):
+    engine.record("anna", [{"role": "user", "content": FACT}])
+    chat_model = model("4", "4")
+    agent_with(chat_model, MemoryScopeMiddleware(engine, user_id="anna")).invoke(ask("What is 2 + 2?"), thread("a"))
+    assert blocks(chat_model.prompts[-1]) == 0  # nothing unrelated is injected
+    chat_model = model("4")
+    agent_with(chat_model, MemoryScopeMiddleware(engine, user_id="anna", min_relevance=-1)).invoke(
+        ask("What is 2 + 2?"), thread("b"))
+    assert blocks(chat_model.prompts[-1]) == 1  # no floor: the best match whatever it is
+    with pytest.raises(ValueError):
+        MemoryScopeMiddleware(engine, user_id="anna", min_relevance=2)

@@ -291,3 +291,15 @@ def test_a_message_and_its_turn_memory_share_an_id(engine):
     assert [m.id for m in logged] == ids
     assert engine.get("anna", logged[0].id).content == "first"
     assert engine.get("anna", ids[1]).previous_id == ids[0]
+
+
+def test_the_relevance_floor_keeps_unrelated_memories_out(engine):
+    engine.record("anna", [{"role": "user", "content": "I'm vegetarian and allergic to peanuts."},
+                           {"role": "user", "content": "My dog is called Biscuit."}])
+    assert engine.retrieve("anna", "What is 2 + 2?").memories == []
+    assert engine.retrieve("anna", "What is 2 + 2?").context == ""
+    found = engine.retrieve("anna", "What should I cook for Anna tonight?").memories
+    assert any("peanuts" in m.memory.content for m in found)  # related by meaning alone still counts
+    assert len(engine.retrieve("anna", "What is 2 + 2?", min_relevance=-1).memories) == 2  # floor off
+    with pytest.raises(ValidationError):
+        engine.retrieve("anna", "dog", min_relevance=5)

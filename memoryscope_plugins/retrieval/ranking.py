@@ -163,6 +163,25 @@ def adjust(ranked: list[ScoredMemory], cfg: RetrievalSettings, *, time_range: Ti
     return ranked
 
 
+def relevant(ranked: list[ScoredMemory], min_cosine: float) -> list[ScoredMemory]:
+    """The memories that meet the relevance floor: they share a term with the query (BM25 > 0), or
+    their cosine to the query is at least `min_cosine`, or they fall in the time the query names
+    ("what happened in March?"), or they are the turn just before or after one that does (the
+    answer next to the matching question). Fused scores cannot say this: they
+    are scaled per query, so the best candidate of an unrelated query ("hello") scores high too."""
+    if min_cosine <= -1:
+        return ranked
+
+    def own(item: ScoredMemory) -> bool:
+        return (item.scores.get("bm25", 0.0) > 0 or item.scores.get("cosine", -1.0) >= min_cosine
+                or item.scores.get("time_match", 0.0) >= 1.0)
+
+    passing = {item.memory.id for item in ranked if own(item)}
+    beside = {item.memory.previous_id for item in ranked if item.memory.id in passing and item.memory.previous_id}
+    return [item for item in ranked if item.memory.id in passing or item.memory.id in beside
+            or (item.memory.previous_id is not None and item.memory.previous_id in passing)]
+
+
 _NORMALISE = re.compile(r"[\W_]+", re.UNICODE)
 
 
