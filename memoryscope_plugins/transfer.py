@@ -23,6 +23,7 @@ from .types import Memory
 from .validation import check_id, memory_from_record
 
 MAX_LINE_CHARS = 16 * 1024 * 1024  # one memory: content + metadata + context stay far below this
+_LINE_BREAKS = {code: f"\\u{code:04x}" for code in (0x0B, 0x0C, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029)}
 
 
 def memory_line(memory: Memory) -> str:
@@ -32,7 +33,9 @@ def memory_line(memory: Memory) -> str:
         line.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: \\u escapes are valid JSON and round-trip
         line = json.dumps(memory.to_dict(), ensure_ascii=True, default=str)
-    return line + "\n"
+    # characters other tools take for line breaks (str.splitlines, JavaScript) are escaped, so
+    # one memory is always exactly one line
+    return line.translate(_LINE_BREAKS) + "\n"
 
 
 def _lines(store: MemoryStore, user_id: str) -> Iterator[str]:
@@ -131,7 +134,7 @@ def _read_text(source: Any) -> str:
 def read_memories(source: Any, user_id: str, *, max_content_chars: int, max_metadata_chars: int) -> list[Memory]:
     """Every memory of a JSON Lines source, checked; `ValidationError` naming the first bad line."""
     memories: list[Memory] = []
-    for number, line in enumerate(_read_text(source).splitlines(), start=1):
+    for number, line in enumerate(_read_text(source).split("\n"), start=1):  # not splitlines: see memory_line
         if not line.strip():
             continue
         if len(line) > MAX_LINE_CHARS:
