@@ -86,9 +86,9 @@ class MemoryScope:
             settings = Settings.load(settings)
         elif not isinstance(settings, Settings):
             raise ValidationError("settings must be a Settings, a path to a YAML file, or None")
-        validation.check_settings(settings)
         if path is not None:
             settings = settings.model_copy(update={"store": settings.store.model_copy(update={"path": Path(path)})})
+        validation.check_settings(settings)
         self.settings = settings
         from .log_hygiene import quiet_sdk_loggers
         quiet_sdk_loggers(settings.log_content)
