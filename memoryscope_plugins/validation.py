@@ -222,8 +222,8 @@ def check_status(value: Any, what: str = "status") -> MemoryStatus:
 
 
 def check_types(value: Any) -> tuple[MemoryType, ...] | None:
-    """None (every type), one type, or an iterable of types. A single string is one type, not
-    its letters."""
+    """None or an empty list (every type), one type, or an iterable of types. A single string is
+    one type, not its letters."""
     if value is None:
         return None
     if isinstance(value, (str, MemoryType)):
@@ -231,9 +231,7 @@ def check_types(value: Any) -> tuple[MemoryType, ...] | None:
     if isinstance(value, (bytes, Mapping)) or not isinstance(value, Iterable):
         raise ValidationError(f"types must be a memory type or a list of them, not {_type_name(value)}")
     found = tuple(check_type(item, "types") for item in value)
-    if not found:
-        raise ValidationError("types must not be empty (pass None for every type)")
-    return found
+    return found or None  # an empty list restricts nothing, as before
 
 
 def check_role(value: Any, what: str) -> str:
