@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import os
 import threading
@@ -22,7 +21,7 @@ from typing import IO, Any, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from . import validation
-from .errors import ConfigError, ModelError, NotFoundError, StoreError, ValidationError
+from .errors import ConfigError, ModelError, NotFoundError, ValidationError
 from .indexing import embedding_text
 from . import transfer
 from .models.base import ChatModel, Embedder, Reranker
@@ -192,7 +191,7 @@ class MemoryScope:
 
     def _to_message(self, raw: Any, index: int) -> Message:
         if isinstance(raw, Message):
-            message = Message(raw.role, raw.content, raw.name, raw.timestamp, dict(raw.metadata))
+            message = Message(raw.role, raw.content, raw.name, raw.timestamp, raw.metadata)
         elif isinstance(raw, Mapping):
             unknown = set(raw) - {"role", "content", "name", "timestamp", "metadata"}
             if unknown:

@@ -137,6 +137,16 @@ class Settings(BaseSettings):
     log_content: bool = Field(False, description="allow memory text in debug logs")
     max_metadata_chars: int = Field(65_536, gt=0, description="metadata larger than this (as JSON) is refused")
 
+    def __init__(self, **values: Any) -> None:
+        # invalid values (from arguments, the environment or the file) are a ConfigError naming the
+        # setting, never quoting the value (a key may be among them)
+        try:
+            super().__init__(**values)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise ConfigError(f"invalid settings: {_describe_settings_error(exc)}") from None
+
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
                                    env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
@@ -165,6 +175,8 @@ class Settings(BaseSettings):
                 "model_config": SettingsConfigDict(**{**cls.model_config, "yaml_file": str(path)})})
         try:
             return target(**overrides)
+        except ConfigError:
+            raise
         except Exception as exc:  # noqa: BLE001 - every failure becomes a ConfigError, never quoting values
             raise ConfigError(f"invalid settings: {_describe_settings_error(exc)}") from None
 

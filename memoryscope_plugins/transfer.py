@@ -15,7 +15,7 @@ import os
 import tempfile
 import uuid
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import Any, Iterator
 
 from .errors import ValidationError
 from .storage.base import MemoryStore

@@ -18,7 +18,6 @@ minute per backend; `derandomize` makes CI runs repeatable.
 from __future__ import annotations
 
 import io
-import itertools
 import json
 import sys
 import uuid
@@ -44,7 +43,6 @@ PROFILE = settings.get_profile("public-api")
 
 USERS = ["anna", "bob", "用户三"]
 STATS = {"examples": 0, "calls": 0, "raised": 0, "checks": 0, "ok": {}}
-_prefixes = itertools.count()
 
 # -- values -------------------------------------------------------------------------------------
 LONE_SURROGATE = "bad \udc80 text"

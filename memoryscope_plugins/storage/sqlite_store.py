@@ -236,13 +236,13 @@ class SQLiteStore:
             waited += 0.05
             size = self.path.stat().st_size
         if size == 0:
-            raise StoreCorruptError(f"the store file {self.path} is not a readable memoryscope store: it is empty (0 bytes). "
-                                    f"If it was a store, it was truncated. {self._WHAT_TO_DO}")
+            raise StoreCorruptError(f"the store file {self.path} is not a readable memoryscope store: it is empty "
+                                    f"(0 bytes). If it was a store, it was truncated. {self._WHAT_TO_DO}")
         with open(self.path, "rb") as handle:
             header = handle.read(100)
         if not header.startswith(self._SQLITE_HEADER):
-            raise StoreCorruptError(f"the store file {self.path} is not a readable memoryscope store (not an SQLite database: bad header). "
-                                    f"{self._WHAT_TO_DO}")
+            raise StoreCorruptError(f"the store file {self.path} is not a readable memoryscope store (not an SQLite "
+                                    f"database: bad header). {self._WHAT_TO_DO}")
 
     def _check_pages(self) -> None:
         """SQLite's quick_check (every page's structure; no index cross-check), when the file is
