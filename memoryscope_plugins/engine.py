@@ -117,7 +117,7 @@ class MemoryScope:
             from .storage.sqlite_store import SQLiteStore
             return SQLiteStore(cfg.sqlite_path(), embedding_model=self.embedder.name,
                                busy_timeout_s=cfg.busy_timeout_s, vector_cache_rows=cfg.vector_cache_rows,
-                               synchronous=cfg.synchronous)
+                               synchronous=cfg.synchronous, quick_check_max_mb=cfg.quick_check_max_mb)
         if cfg.backend == "postgres":
             try:
                 from .storage.postgres_store import PostgresStore

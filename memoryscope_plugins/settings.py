@@ -37,6 +37,8 @@ class StoreSettings(BaseModel):
     vector_cache_rows: int = Field(250_000, ge=0, description="sqlite: memories kept in the in-memory search "
                                    "index (vectors + BM25), least recently used users dropped first")
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    quick_check_max_mb: float = Field(256.0, ge=0, description="sqlite: files up to this size are checked "
+                                      "page by page on open (PRAGMA quick_check); 0 turns the check off")
 
     def sqlite_path(self) -> Path:
         return self.path if self.path is not None else default_home() / "memory.db"
