@@ -20,10 +20,9 @@ from typing import IO, Any, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import validation
+from . import transfer, validation
 from .errors import ConfigError, ModelError, NotFoundError, ValidationError
 from .indexing import embedding_text
-from . import transfer
 from .models.base import ChatModel, Embedder, Reranker
 from .retrieval.context import format_context
 from .retrieval.ranking import adjust, boost_named_speakers, deduplicate, fuse, propagate_neighbours, widen
