@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import os
 import threading
@@ -21,6 +20,7 @@ from typing import IO, Any, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from . import transfer, validation
 from .errors import ConfigError, ModelError, NotFoundError, ValidationError
 from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
@@ -52,15 +52,7 @@ def _async_twin(method):
 
 
 def _check_id(value: Any, what: str) -> str:
-    if not isinstance(value, str):
-        raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
-    if not value.strip():
-        raise ValidationError(f"{what} must not be empty")
-    if len(value) > MAX_ID_CHARS:
-        raise ValidationError(f"{what} is longer than {MAX_ID_CHARS} characters")
-    if "\x00" in value:
-        raise ValidationError(f"{what} contains a NUL character")
-    return value
+    return validation.check_id(value, what)
 
 
 class MemoryScope:
@@ -87,14 +79,17 @@ class MemoryScope:
                  embedder: Embedder | None = None, reranker: Reranker | None = None,
                  llm: ChatModel | None = None, start_worker: bool | None = None) -> None:
         if settings is None:
-            settings = Settings()
+            settings = Settings.load()
         elif isinstance(settings, (str, os.PathLike)):
             settings = Settings.load(settings)
         elif not isinstance(settings, Settings):
             raise ValidationError("settings must be a Settings, a path to a YAML file, or None")
         if path is not None:
             settings = settings.model_copy(update={"store": settings.store.model_copy(update={"path": Path(path)})})
+        validation.check_settings(settings)
         self.settings = settings
+        from .log_hygiene import quiet_sdk_loggers
+        quiet_sdk_loggers(settings.log_content)
         from .models.factory import build_embedder, build_llm, build_reranker
         self.embedder: Embedder = embedder if embedder is not None else build_embedder(settings.embedder)
         self.reranker: Reranker | None = reranker if reranker is not None else build_reranker(settings.reranker)
@@ -121,7 +116,7 @@ class MemoryScope:
             from .storage.sqlite_store import SQLiteStore
             return SQLiteStore(cfg.sqlite_path(), embedding_model=self.embedder.name,
                                busy_timeout_s=cfg.busy_timeout_s, vector_cache_rows=cfg.vector_cache_rows,
-                               synchronous=cfg.synchronous)
+                               synchronous=cfg.synchronous, quick_check_max_mb=cfg.quick_check_max_mb)
         if cfg.backend == "postgres":
             try:
                 from .storage.postgres_store import PostgresStore
@@ -188,35 +183,28 @@ class MemoryScope:
 
     # -- validation -----------------------------------------------------------------------------
     def _check_text(self, value: Any, what: str) -> str:
-        if not isinstance(value, str):
-            raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
-        if not value.strip():
-            raise ValidationError(f"{what} must not be empty")
-        if "\x00" in value:  # no store keeps NUL characters (PostgreSQL refuses them)
-            raise ValidationError(f"{what} contains a NUL character")
-        if len(value) > self.settings.max_content_chars:
-            raise ValidationError(f"{what} has {len(value)} characters; the limit is "
-                                  f"{self.settings.max_content_chars} (settings.max_content_chars)")
-        return value
+        return validation.check_text(value, what, self.settings.max_content_chars)
+
+    def _check_metadata(self, value: Any, what: str = "metadata") -> dict[str, Any]:
+        return validation.check_metadata(value, what, self.settings.max_metadata_chars)
 
     def _to_message(self, raw: Any, index: int) -> Message:
         if isinstance(raw, Message):
-            message = Message(raw.role, raw.content, raw.name, raw.timestamp, dict(raw.metadata))
+            message = Message(raw.role, raw.content, raw.name, raw.timestamp, raw.metadata)
         elif isinstance(raw, Mapping):
             unknown = set(raw) - {"role", "content", "name", "timestamp", "metadata"}
             if unknown:
                 raise ValidationError(f"message {index} has unknown keys {sorted(unknown)}")
             message = Message(role=raw.get("role", "user"), content=raw.get("content"), name=raw.get("name"),
-                              timestamp=raw.get("timestamp"), metadata=dict(raw.get("metadata") or {}))
+                              timestamp=raw.get("timestamp"), metadata=raw.get("metadata"))
         elif isinstance(raw, tuple) and len(raw) == 2:
             message = Message(role=raw[0], content=raw[1])
         else:
             raise ValidationError(f"message {index} must be a Message, a dict or a (role, content) pair")
-        if message.role not in ROLES:
-            raise ValidationError(f"message {index} has role {message.role!r}; expected one of {ROLES}")
+        validation.check_role(message.role, f"message {index} role")
         self._check_text(message.content, f"message {index} content")
-        if message.name is not None and not isinstance(message.name, str):
-            raise ValidationError(f"message {index} name must be a string")
+        message.name = validation.check_name(message.name, f"message {index} name")
+        message.metadata = self._check_metadata(message.metadata, f"message {index} metadata")
         message.timestamp = _parse_time_arg(message.timestamp, f"message {index} timestamp") or utc_now()
         return message
 
@@ -236,10 +224,12 @@ class MemoryScope:
             session_id = _check_id(session_id, "session_id")
         if isinstance(messages, (Message, Mapping)):
             messages = [messages]
-        if not isinstance(messages, Sequence) or isinstance(messages, str):
+        if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
             raise ValidationError("messages must be a list of messages")
         if not messages:
             raise ValidationError("messages must not be empty")
+        if len(messages) > validation.MAX_LIMIT:
+            raise ValidationError(f"at most {validation.MAX_LIMIT} messages per call")
         parsed = [self._to_message(m, i) for i, m in enumerate(messages)]
         prior = self._previous_turn(user_id, agent_id, session_id, parsed[0].timestamp)
         memories = []
@@ -285,16 +275,11 @@ class MemoryScope:
         user_id = _check_id(user_id, "user_id")
         agent_id = _check_id(agent_id, "agent_id")
         content = self._check_text(content, "content")
-        try:
-            memory_type = MemoryType(type)
-        except ValueError:
-            raise ValidationError(f"unknown memory type {type!r}") from None
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise ValidationError("metadata must be a mapping")
+        memory_type = validation.check_type(type)
         memory = Memory(id=uuid.uuid4().hex, user_id=user_id, agent_id=agent_id, content=content,
                         type=memory_type, created_at=_parse_time_arg(created_at, "created_at") or utc_now(),
                         event_start=_parse_time_arg(event_start, "event_start"),
-                        event_end=_parse_time_arg(event_end, "event_end"), metadata=dict(metadata or {}))
+                        event_end=_parse_time_arg(event_end, "event_end"), metadata=self._check_metadata(metadata))
         self.store.put([memory], self._embed_documents([memory]))
         return memory
 
@@ -334,12 +319,10 @@ class MemoryScope:
         if not isinstance(top_k, int) or isinstance(top_k, bool) or not 0 < top_k <= 1000:
             raise ValidationError("top_k must be an integer between 1 and 1000")
         moment = _parse_time_arg(now, "now") or utc_now()
-        type_filter = None
-        if types is not None:
-            try:
-                type_filter = tuple(MemoryType(t) for t in types)
-            except ValueError as exc:
-                raise ValidationError(str(exc)) from None
+        type_filter = validation.check_types(types)
+        include_expired = validation.check_optional_bool(include_expired, "include_expired")
+        rerank = validation.check_optional_bool(rerank, "rerank")
+        language = validation.check_language(language)
         explicit = _parse_range(time_range)
         if rerank and self.reranker is None:
             raise ConfigError("rerank=True but no reranker is configured (settings.reranker)")
@@ -352,7 +335,7 @@ class MemoryScope:
             floor = float(min_relevance)
         statuses = None if expired else (MemoryStatus.ACTIVE,)
 
-        parsed = parse_time(query, moment)
+        parsed = _parse_query_time(query, moment)
         lang = language or (self.settings.language if self.settings.language != "auto" else parsed.language)
         timings["parse_ms"] = _ms(start)
 
@@ -423,17 +406,19 @@ class MemoryScope:
              newest_first: bool = True) -> list[Memory]:
         """A page of a user's memories, newest first by default (expired ones included)."""
         user_id = _check_id(user_id, "user_id")
-        if not isinstance(limit, int) or not 0 < limit <= 10_000:
-            raise ValidationError("limit must be between 1 and 10000")
-        if not isinstance(offset, int) or offset < 0:
-            raise ValidationError("offset must be a non-negative integer")
-        flt = MemoryFilter(agent_id=agent_id, types=tuple(MemoryType(t) for t in types) if types else None,
+        limit = validation.check_int(limit, "limit", 1, validation.MAX_LIMIT)
+        offset = validation.check_int(offset, "offset", 0, validation.MAX_OFFSET)
+        agent_id = validation.check_optional_id(agent_id, "agent_id")
+        validation.check_bool(include_expired, "include_expired")
+        validation.check_bool(newest_first, "newest_first")
+        flt = MemoryFilter(agent_id=agent_id, types=validation.check_types(types),
                            statuses=None if include_expired else (MemoryStatus.ACTIVE,))
         return self.store.list(user_id, flt, limit=limit, offset=offset, newest_first=newest_first)
 
     def count(self, user_id: str, *, include_expired: bool = True) -> int:
         """How many memories a user has."""
         user_id = _check_id(user_id, "user_id")
+        validation.check_bool(include_expired, "include_expired")
         return self.store.count(user_id, MemoryFilter(statuses=None if include_expired else (MemoryStatus.ACTIVE,)))
 
     def get(self, user_id: str, memory_id: str) -> Memory:
@@ -453,14 +438,9 @@ class MemoryScope:
         if content is not None:
             memory.content = self._check_text(content, "content")
         if status is not None:
-            try:
-                memory.status = MemoryStatus(status)
-            except ValueError:
-                raise ValidationError(f"unknown status {status!r}") from None
+            memory.status = validation.check_status(status)
         if metadata is not None:
-            if not isinstance(metadata, Mapping):
-                raise ValidationError("metadata must be a mapping")
-            memory.metadata = dict(metadata)
+            memory.metadata = self._check_metadata(metadata)
         if event_start is not None:
             memory.event_start = _parse_time_arg(event_start, "event_start")
         if event_end is not None:
@@ -490,60 +470,48 @@ class MemoryScope:
         """Every user with memories or messages in the store."""
         return self.store.users()
 
-    def export(self, user_id: str, destination: str | os.PathLike[str] | IO[str]) -> int:
-        """Write a user's memories as JSON Lines (one memory per line); returns how many."""
-        user_id = _check_id(user_id, "user_id")
-        handle, owned = _open_text(destination, "w")
-        count = 0
-        try:
-            for batch in self.store.iter_memories(user_id):
-                for memory in batch:
-                    handle.write(json.dumps(memory.to_dict(), ensure_ascii=False) + "\n")
-                    count += 1
-        finally:
-            if owned:
-                handle.close()
-        return count
+    def export(self, user_id: str, destination: str | os.PathLike[str] | IO[str] | IO[bytes]) -> int:
+        """Write a user's memories as JSON Lines (one memory per line); returns how many.
 
-    def import_(self, user_id: str, source: str | os.PathLike[str] | IO[str], *, progress: bool | None = None,
-                batch_size: int = 256) -> int:
-        """Read memories from JSON Lines into a user (ids kept, so importing twice does not duplicate).
-
-        Every line is validated before anything is written; a bad line raises `ValidationError`
-        naming the line, and nothing of that batch is stored.
+        To a path, the file is written beside its final name and renamed into place when complete,
+        so a failed export never leaves a truncated file (nor replaces an earlier one). A text or
+        binary stream is written as it goes (UTF-8).
         """
         user_id = _check_id(user_id, "user_id")
-        handle, owned = _open_text(source, "r")
-        try:
-            lines = [line for line in handle if line.strip()]
-        finally:
-            if owned:
-                handle.close()
-        memories = []
-        for number, line in enumerate(lines, start=1):
-            try:
-                data = json.loads(line)
-                if not isinstance(data, dict):
-                    raise ValueError("not a JSON object")
-                data = {k: v for k, v in data.items() if k != "embedding_model"}
-                source_user = data.get("user_id")
-                if source_user != user_id and isinstance(data.get("id"), str):
-                    # another user's export: derive new ids (stable, so a re-import is idempotent)
-                    data["id"] = uuid.uuid5(uuid.NAMESPACE_URL, f"{user_id}/{data['id']}").hex
-                data["user_id"] = user_id
-                memory = Memory.from_dict(data)
-                self._check_text(memory.content, "content")
-            except (ValueError, TypeError) as exc:
-                raise ValidationError(f"line {number}: {exc}") from None
-            memories.append(memory)
+        if isinstance(destination, (str, os.PathLike)):
+            return transfer.export_to_path(self.store, user_id, destination)
+        return transfer.export_to_stream(self.store, user_id, destination)
+
+    def import_(self, user_id: str, source: str | os.PathLike[str] | IO[str] | IO[bytes], *,
+                progress: bool | None = None, batch_size: int = 256) -> int:
+        """Read memories from JSON Lines into a user (ids kept, so importing twice does not duplicate).
+
+        All or nothing: every line is checked as the engine checks its arguments before anything
+        is written, and the memories are stored in one transaction. A bad line raises
+        `ValidationError` naming the line, and nothing of the file is stored. `batch_size` is how
+        many memories are embedded per embedder call.
+        """
+        user_id = _check_id(user_id, "user_id")
+        batch_size = validation.check_int(batch_size, "batch_size", 1, 100_000)
+        progress = validation.check_optional_bool(progress, "progress")
+        memories = transfer.read_memories(source, user_id, max_content_chars=self.settings.max_content_chars,
+                                          max_metadata_chars=self.settings.max_metadata_chars)
         bar = _progress(len(memories), "importing", progress if progress is not None else len(memories) > 1000)
+        rows: list[Any] = []
         try:
             for start in range(0, len(memories), batch_size):
                 batch = memories[start:start + batch_size]
-                self.store.put(batch, self._embed_documents(batch))
+                vectors = self._embed_documents(batch)
+                rows.extend([None] * len(batch) if vectors is None else list(vectors))
                 bar.update(len(batch))
         finally:
             bar.close()
+        if not memories:
+            return 0
+        try:
+            self.store.put(memories, rows)
+        except ValueError as exc:  # an id of another user's memory
+            raise ValidationError(f"import refused, nothing stored: {exc}") from None
         return len(memories)
 
     # -- consolidation ----------------------------------------------------------------------------
@@ -704,34 +672,21 @@ def _default_speaker(role: str, user_id: str, agent_id: str) -> str:
 
 
 def _parse_time_arg(value: Any, what: str) -> datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return as_aware(value) if value.tzinfo is None else value
-    if isinstance(value, str):
-        try:
-            return as_aware(datetime.fromisoformat(value.strip().replace("Z", "+00:00")))
-        except ValueError:
-            raise ValidationError(f"{what} must be an ISO 8601 time, got {value!r}") from None
-    raise ValidationError(f"{what} must be a datetime or an ISO 8601 string, not {type(value).__name__}")
+    return validation.check_time(value, what)
 
 
 def _parse_range(value: Any) -> TimeRange | None:
-    if value is None:
-        return None
-    if isinstance(value, TimeRange):
-        return value
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        return TimeRange(_parse_time_arg(value[0], "time_range start"), _parse_time_arg(value[1], "time_range end"))
-    raise ValidationError("time_range must be a TimeRange or a (start, end) pair")
+    return validation.check_range(value)
 
 
-def _open_text(target: Any, mode: str) -> tuple[IO[str], bool]:
-    if isinstance(target, (str, os.PathLike)):
-        return open(target, mode, encoding="utf-8"), True
-    if hasattr(target, "write" if mode == "w" else "read"):
-        return target, False
-    raise ValidationError("expected a path or a text file object")
+def _parse_query_time(query: str, moment: datetime):
+    """The query's time words; a range that would leave datetime's span (a query about "next
+    year" asked in year 9998) is dropped rather than failing the turn."""
+    try:
+        return parse_time(query, moment)
+    except (OverflowError, ValueError):
+        from .retrieval.time_parser import ParsedTime
+        return ParsedTime(None, (), query, False, detect_language(query))
 
 
 class _NoBar:

@@ -26,6 +26,11 @@ class StoreLockedError(StoreError):
     """The store file stayed locked by another writer for longer than the busy timeout."""
 
 
+class StoreCorruptError(StoreError):
+    """The store file is damaged or is not a store (empty, truncated, pages broken); the message
+    says what to do (restore a backup, move the file aside, or recover it)."""
+
+
 class SchemaVersionError(StoreError):
     """The store was written by a newer schema version than this library knows."""
 

@@ -37,6 +37,8 @@ class StoreSettings(BaseModel):
     vector_cache_rows: int = Field(250_000, ge=0, description="sqlite: memories kept in the in-memory search "
                                    "index (vectors + BM25), least recently used users dropped first")
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    quick_check_max_mb: float = Field(256.0, ge=0, description="sqlite: files up to this size are checked "
+                                      "page by page on open (PRAGMA quick_check); 0 turns the check off")
 
     def sqlite_path(self) -> Path:
         return self.path if self.path is not None else default_home() / "memory.db"
@@ -171,6 +173,17 @@ class Settings(BaseSettings):
     language: Literal["auto", "en", "zh"] = "auto"
     max_content_chars: int = Field(100_000, gt=0, description="longer content is refused, not cut")
     log_content: bool = Field(False, description="allow memory text in debug logs")
+    max_metadata_chars: int = Field(65_536, gt=0, description="metadata larger than this (as JSON) is refused")
+
+    def __init__(self, **values: Any) -> None:
+        # invalid values (from arguments, the environment or the file) are a ConfigError naming the
+        # setting, never quoting the value (a key may be among them)
+        try:
+            super().__init__(**values)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise ConfigError(f"invalid settings: {_describe_settings_error(exc)}") from None
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
@@ -187,18 +200,46 @@ class Settings(BaseSettings):
     def load(cls, path: str | os.PathLike[str] | None = None, **overrides: Any) -> "Settings":
         """Settings from a YAML file (if given, or $MEMORYSCOPE_CONFIG), then the environment, then
         `overrides` (highest priority)."""
-        if path is not None and not Path(path).is_file():
-            raise ConfigError(f"settings file not found: {path}")
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise ConfigError(f"the settings path must be a string or a path, not {type(path).__name__}")
+        try:
+            if path is not None and not Path(path).is_file():
+                raise ConfigError(f"settings file not found: {path}")
+        except (ValueError, OSError):  # a NUL in the path, a name too long...
+            raise ConfigError("the settings path is not a valid file name") from None
         target: type[Settings] = cls
         if path is not None:
             target = type(cls.__name__, (cls,), {
                 "model_config": SettingsConfigDict(**{**cls.model_config, "yaml_file": str(path)})})
         try:
             return target(**overrides)
-        except ValueError as exc:
-            raise ConfigError(f"invalid settings: {exc}") from exc
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a ConfigError, never quoting values
+            raise ConfigError(f"invalid settings: {_describe_settings_error(exc)}") from None
 
     def redacted(self) -> dict[str, Any]:
         """A dict fit for logs and benchmark reports: secrets shown as '***'."""
         return self.model_dump(mode="json")  # SecretStr dumps as '**********'
 
+
+
+def _describe_settings_error(exc: Exception) -> str:
+    """What was wrong, without the offending values (a key may be among them)."""
+    from pydantic import ValidationError as PydanticValidationError
+    if isinstance(exc, PydanticValidationError):
+        parts = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+                 for e in exc.errors(include_url=False, include_input=False)]
+        return "; ".join(parts[:10])
+    import yaml
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return f"the YAML file is malformed ({exc.problem or 'syntax error'}{where})"
+    if isinstance(exc, yaml.YAMLError):
+        return "the YAML file is malformed"
+    if isinstance(exc, UnicodeDecodeError):
+        return "the settings file is not valid UTF-8"
+    if isinstance(exc, OSError):
+        return f"cannot read the settings file ({exc.strerror or type(exc).__name__})"
+    return f"{type(exc).__name__} while reading the settings (is the YAML file a mapping of sections?)"

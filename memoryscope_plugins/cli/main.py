@@ -35,7 +35,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_parse_time(args: argparse.Namespace) -> int:
     from ..retrieval.time_parser import parse_time_json
-    now = datetime.fromisoformat(args.now) if args.now else datetime.now().astimezone()
+    from ..validation import check_time
+    check_time(args.now, "--now")  # a readable error for a bad or out-of-range time
+    now = datetime.fromisoformat(args.now.strip()) if args.now else datetime.now().astimezone()
     print(json.dumps(parse_time_json(args.text, now), ensure_ascii=False))
     return 0
 

@@ -307,7 +307,7 @@ class DashScopeChatModel(_DashScopeBase):
         except ModelError:
             raise
         except Exception as exc:
-            raise self._stream_error(None, exc) from exc
+            raise self._stream_error(None, exc) from None
 
     async def astream(self, messages: ChatMessages, *, temperature: float | None = None,
                       max_tokens: int | None = None) -> AsyncIterator[str]:
@@ -338,7 +338,7 @@ class DashScopeChatModel(_DashScopeBase):
         except ModelError:
             raise
         except Exception as exc:
-            raise self._stream_error(None, exc) from exc
+            raise self._stream_error(None, exc) from None
 
     # -- shared request building / parsing ----------------------------------------------------
 

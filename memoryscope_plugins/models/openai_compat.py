@@ -331,7 +331,7 @@ class OpenAIChatModel(_OpenAIClientBase):
                 if text:
                     yield text
         except Exception as exc:
-            raise self._stream_error(exc) from exc
+            raise self._stream_error(exc) from None
         finally:
             chunks.close()
 
@@ -347,7 +347,7 @@ class OpenAIChatModel(_OpenAIClientBase):
                 if text:
                     yield text
         except Exception as exc:
-            raise self._stream_error(exc) from exc
+            raise self._stream_error(exc) from None
         finally:
             await chunks.close()
 

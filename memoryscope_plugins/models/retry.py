@@ -177,11 +177,11 @@ class RetryPolicy:
             raise exc
         if not self.is_retryable(failure):
             logger.debug("%s failed with %s; not retrying", target.describe(), failure.label())
-            raise _counted(to_model_error(failure, target), attempt) from _cause(exc)
+            raise _counted(to_model_error(failure, target), attempt) from None  # the SDK error may hold a key
         if attempt >= self.max_attempts:
             logger.debug("%s failed with %s; giving up after %d attempts",
                          target.describe(), failure.label(), attempt)
-            raise _counted(exhausted_error(failure, target, attempt), attempt) from _cause(exc)
+            raise _counted(exhausted_error(failure, target, attempt), attempt) from None
         wait = self.delay(attempt, failure.retry_after)
         logger.debug("%s failed with %s; retry %d/%d in %.3fs", target.describe(),
                      failure.label(), attempt, self.max_attempts - 1, wait)
@@ -192,11 +192,6 @@ def _counted(error: ModelError, attempts: int) -> ModelError:
     """Note on the final error how many requests were really sent (their cost is real)."""
     error.attempts = attempts
     return error
-
-
-def _cause(exc: Exception) -> Exception | None:
-    # A RemoteFailure carries nothing the final error does not already say.
-    return None if isinstance(exc, RemoteFailure) else exc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,7 +230,10 @@ def is_model_not_found(failure: Failure) -> bool:
 
 
 def _detail(failure: Failure, target: CallTarget) -> str:
-    text = target.redact(failure.detail or "").strip()
+    # the provider's words help ("Incorrect API key provided"), but its body may echo a key or the
+    # request (memory text): keys are redacted, quoted passages dropped, one line, 300 characters
+    text = target.redact(failure.detail or "")
+    text = _QUOTED_RE.sub("<…>", " ".join(text.split())).strip()
     if not text:
         return ""
     if len(text) > _MAX_DETAIL_CHARS:
@@ -243,6 +241,7 @@ def _detail(failure: Failure, target: CallTarget) -> str:
     return f": {text}"
 
 
+_QUOTED_RE = re.compile(r"\"[^\"]{16,}\"|'[^']{16,}'|`[^`]{16,}`|“[^”]{16,}”")
 _KEYLIKE_RE = re.compile(r"\b(sk|ak|key|jina)[-_][A-Za-z0-9_\-*.]{6,}", re.IGNORECASE)
 
 

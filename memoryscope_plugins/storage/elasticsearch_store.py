@@ -114,8 +114,10 @@ def _parse_iso(text: str | None) -> datetime | None:
 
 
 def _doc_id(memory_id: str) -> str:
-    """Elasticsearch ids are at most 512 bytes; longer memory ids are hashed (the `id` field keeps them)."""
-    if len(memory_id.encode("utf-8")) <= 500:
+    """Elasticsearch ids are at most 512 bytes; longer ids are hashed (the `id` field keeps them).
+    Ids that start with "h:" are hashed too, so no id can name another id's hashed document (a user
+    id "h:<sha256 of a long id>" would otherwise share that user's lease)."""
+    if len(memory_id.encode("utf-8")) <= 500 and not memory_id.startswith("h:"):
         return memory_id
     return "h:" + hashlib.sha256(memory_id.encode("utf-8")).hexdigest()
 
@@ -373,7 +375,8 @@ class ElasticsearchStore:
             result = next(iter(item.values()))
             if result.get("status", 500) >= 300:
                 error = result.get("error") or {}
-                failed.append(f"{op['_id']} ({error.get('type', result.get('status'))}: {error.get('reason', '')})")
+                reason = str(error.get("reason", "")).split("Preview of field's value")[0].strip()[:200]
+                failed.append(f"{op['_id']} ({error.get('type', result.get('status'))}: {reason})")
             elif back is not None:
                 undo_ops.append(back)
         if undo_ops:

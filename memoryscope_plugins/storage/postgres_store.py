@@ -315,7 +315,10 @@ class PostgresStore:
             return StoreError(f"PostgreSQL unreachable or failing ({_redact(self._conninfo)}): {exc}")
         if isinstance(exc, psycopg.DataError) and "NUL" in str(exc):
             return StoreError("PostgreSQL text cannot hold NUL (\\x00) characters")
-        return StoreError(f"PostgreSQL store error: {exc}")
+        # the primary message only: DETAIL and CONTEXT lines can quote the values (memory text)
+        diag = getattr(exc, "diag", None)
+        primary = getattr(diag, "message_primary", None) or type(exc).__name__
+        return StoreError(f"PostgreSQL store error: {primary}")
 
     @contextmanager
     def _tx(self) -> Iterator[psycopg.Connection]:

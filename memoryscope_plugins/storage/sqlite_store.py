@@ -28,7 +28,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import NotFoundError, SchemaVersionError, StoreError, StoreLockedError
+from ..errors import NotFoundError, SchemaVersionError, StoreCorruptError, StoreError, StoreLockedError
 from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
 from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, message_ids_for
 from ..indexing import full_text
@@ -188,8 +188,9 @@ class SQLiteStore:
 
     def __init__(self, path: str | os.PathLike[str], *, embedding_model: str | None = None,
                  busy_timeout_s: float = 10.0, vector_cache_rows: int = 250_000,
-                 synchronous: str = "NORMAL") -> None:
+                 synchronous: str = "NORMAL", quick_check_max_mb: float = 256.0) -> None:
         self.path = Path(path)
+        self._quick_check_max_bytes = quick_check_max_mb * 1024 * 1024
         self.embedding_model = embedding_model
         self._busy_timeout_s = busy_timeout_s
         self._synchronous = synchronous if synchronous in ("NORMAL", "FULL") else "NORMAL"
@@ -202,8 +203,68 @@ class SQLiteStore:
         self._cache_rows_max = max(0, vector_cache_rows)
         self._closed = False
         if str(self.path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except (OSError, ValueError) as exc:
+                raise StoreError(f"cannot create the folder of the store {self.path}: "
+                                 f"{getattr(exc, 'strerror', None) or type(exc).__name__}") from None
+            self._check_file()
         self._init_schema()
+        if str(self.path) != ":memory:":
+            self._check_pages()
+
+    # -- self-check on open ----------------------------------------------------------------------
+    _SQLITE_HEADER = b"SQLite format 3\x00"
+    _WHAT_TO_DO = ("Restore the file from a backup, or move it aside to start an empty store; "
+                   "`sqlite3 <file> .recover` may save what is readable.")
+
+    def _check_file(self) -> None:
+        """Refuse a file that exists but is not an SQLite database (empty, truncated header, other
+        content), before SQLite would silently treat an empty file as a new store."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot open the store {self.path}: "
+                             f"{getattr(exc, 'strerror', None) or type(exc).__name__}") from None
+        if self.path.is_dir():
+            raise StoreError(f"the store path {self.path} is a folder; name the database file inside it")
+        waited = 0.0
+        while size == 0 and waited < 2.0:  # another process may be creating it right now
+            time.sleep(0.05)
+            waited += 0.05
+            size = self.path.stat().st_size
+        if size == 0:
+            raise StoreCorruptError(f"the store file {self.path} is not a readable memoryscope store: it is empty "
+                                    f"(0 bytes). If it was a store, it was truncated. {self._WHAT_TO_DO}")
+        with open(self.path, "rb") as handle:
+            header = handle.read(100)
+        if not header.startswith(self._SQLITE_HEADER):
+            raise StoreCorruptError(f"the store file {self.path} is not a readable memoryscope store (not an SQLite "
+                                    f"database: bad header). {self._WHAT_TO_DO}")
+
+    def _check_pages(self) -> None:
+        """SQLite's quick_check (every page's structure; no index cross-check), when the file is
+        small enough to read in about a second. A damaged file is refused: reads would silently
+        skip rows and writes would land on broken pages."""
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return
+        if size > self._quick_check_max_bytes:
+            return
+        try:
+            with self._read() as conn:
+                rows = conn.execute("PRAGMA quick_check(5)").fetchall()
+        except StoreError as exc:
+            if isinstance(exc, StoreLockedError):
+                return
+            raise StoreCorruptError(f"the store file {self.path} is damaged. {self._WHAT_TO_DO}") from None
+        if rows and rows[0][0] != "ok":
+            self.close()
+            raise StoreCorruptError(f"the store file {self.path} is damaged ({len(rows)} problem(s) found by "
+                                    f"SQLite's quick_check). {self._WHAT_TO_DO}")
 
     # -- connections ---------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -236,8 +297,8 @@ class SQLiteStore:
                 f"the store {self.path} stayed locked by another writer for more than "
                 f"{self._busy_timeout_s:g} s")
         if "not a database" in text or "malformed" in text or "corrupt" in text:
-            return StoreError(f"the store file {self.path} is not a readable memoryscope store "
-                              f"(corrupted or not SQLite): {text}")
+            return StoreCorruptError(f"the store file {self.path} is not a readable memoryscope store "
+                                     f"(corrupted or not SQLite): {text}. {self._WHAT_TO_DO}")
         return StoreError(f"store error on {self.path}: {text}")
 
     @contextmanager
@@ -271,7 +332,28 @@ class SQLiteStore:
                     conn.execute("ROLLBACK")
                     raise self._translate(exc) from exc
 
+    def _schema_is_current(self) -> bool:
+        """True when the file already has this version's schema: opening then needs no write
+        transaction, so a store opens (and reads) while another process holds the write lock."""
+        try:
+            with self._read() as conn:
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                if not {"meta", "users", "memories", "messages", "leases"} <= tables:
+                    return False
+                row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except StoreLockedError:
+            return False
+        if row is None:
+            return False
+        if int(row[0]) > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{self.path} has schema version {row[0]}; this library knows up to {SCHEMA_VERSION}. "
+                "Upgrade memoryscope-plugins.")
+        return int(row[0]) == SCHEMA_VERSION
+
     def _init_schema(self) -> None:
+        if self._schema_is_current():
+            return
         with self._write() as conn:
             for statement in _SCHEMA.split(";\n"):  # executescript would commit the transaction
                 if statement.strip():

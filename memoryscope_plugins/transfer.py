@@ -1,0 +1,162 @@
+"""Export and import as JSON Lines: the file handling behind `MemoryScope.export` / `import_`.
+
+Export to a path writes a temporary file beside the target and renames it into place when every
+line is written, so a failure never leaves a truncated file. Lines are UTF-8 JSON; a string the
+store holds that is not valid Unicode (a lone surrogate written by an older version) is escaped
+(``\\udc80``) instead of failing the export. Import decodes and checks every line before the caller
+writes anything.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import ValidationError
+from .storage.base import MemoryStore
+from .types import Memory
+from .validation import check_id, memory_from_record
+
+MAX_LINE_CHARS = 16 * 1024 * 1024  # one memory: content + metadata + context stay far below this
+_LINE_BREAKS = {code: f"\\u{code:04x}" for code in (0x0B, 0x0C, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029)}
+
+
+def memory_line(memory: Memory) -> str:
+    """One JSON line (with its newline) for a memory; always encodable as UTF-8."""
+    line = json.dumps(memory.to_dict(), ensure_ascii=False, default=str)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: \\u escapes are valid JSON and round-trip
+        line = json.dumps(memory.to_dict(), ensure_ascii=True, default=str)
+    # characters other tools take for line breaks (str.splitlines, JavaScript) are escaped, so
+    # one memory is always exactly one line
+    return line.translate(_LINE_BREAKS) + "\n"
+
+
+def _lines(store: MemoryStore, user_id: str) -> Iterator[str]:
+    for batch in store.iter_memories(user_id):
+        for memory in batch:
+            yield memory_line(memory)
+
+
+def export_to_path(store: MemoryStore, user_id: str, destination: str | os.PathLike[str]) -> int:
+    try:
+        target = Path(os.fspath(destination))
+        folder = target.parent
+        if not folder.is_dir():
+            raise ValidationError(f"cannot export to {target}: the folder {folder} does not exist")
+        if target.is_dir():
+            raise ValidationError(f"cannot export to {target}: it is a folder")
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ValidationError):
+            raise
+        raise ValidationError("the export destination is not a valid path") from None
+    count = 0
+    try:
+        handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", newline="\n", dir=folder,
+                                             prefix=f".{target.name}.", suffix=".part", delete=False)
+    except OSError as exc:
+        raise ValidationError(f"cannot write to {folder}: {exc.strerror or type(exc).__name__}") from None
+    try:
+        with handle:
+            for line in _lines(store, user_id):
+                handle.write(line)
+                count += 1
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(handle.name, target)
+    except BaseException as exc:
+        try:
+            os.unlink(handle.name)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise ValidationError(f"cannot write {target}: {exc.strerror or type(exc).__name__}") from None
+        raise
+    return count
+
+
+def export_to_stream(store: MemoryStore, user_id: str, stream: Any) -> int:
+    if not hasattr(stream, "write"):
+        raise ValidationError("export destination must be a path or a writable file object")
+    binary = _is_binary(stream, "w")
+    count = 0
+    try:
+        for line in _lines(store, user_id):
+            stream.write(line.encode("utf-8") if binary else line)
+            count += 1
+    except (OSError, ValueError) as exc:  # closed or read-only streams
+        raise ValidationError(f"cannot write to the export stream: {type(exc).__name__}") from None
+    return count
+
+
+def _is_binary(stream: Any, mode: str) -> bool:
+    if isinstance(stream, io.TextIOBase):
+        return False
+    if isinstance(stream, (io.RawIOBase, io.BufferedIOBase)):
+        return True
+    return "b" in str(getattr(stream, "mode", ""))
+
+
+def _read_text(source: Any) -> str:
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            with open(source, "rb") as handle:
+                raw = handle.read()
+        except (OSError, ValueError, TypeError) as exc:
+            reason = getattr(exc, "strerror", None) or type(exc).__name__
+            raise ValidationError(f"cannot read the import file: {reason}") from None
+    elif hasattr(source, "read"):
+        try:
+            raw = source.read()
+        except (OSError, ValueError) as exc:
+            raise ValidationError(f"cannot read the import stream: {type(exc).__name__}") from None
+        except UnicodeDecodeError:
+            raise ValidationError("the import stream is not valid UTF-8") from None
+    else:
+        raise ValidationError("import source must be a path or a readable file object")
+    if isinstance(raw, (bytes, bytearray)):
+        try:
+            return bytes(raw).decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line = raw[:exc.start].count(b"\n") + 1
+            raise ValidationError(f"line {line}: not valid UTF-8 (byte {exc.start}); nothing was imported") from None
+    if not isinstance(raw, str):
+        raise ValidationError("the import source returned neither text nor bytes")
+    return raw
+
+
+def read_memories(source: Any, user_id: str, *, max_content_chars: int, max_metadata_chars: int) -> list[Memory]:
+    """Every memory of a JSON Lines source, checked; `ValidationError` naming the first bad line."""
+    memories: list[Memory] = []
+    for number, line in enumerate(_read_text(source).split("\n"), start=1):  # not splitlines: see memory_line
+        if not line.strip():
+            continue
+        if len(line) > MAX_LINE_CHARS:
+            raise ValidationError(f"line {number}: longer than {MAX_LINE_CHARS} characters; nothing was imported")
+        try:
+            data = json.loads(line)
+        except (ValueError, RecursionError):
+            raise ValidationError(f"line {number}: not valid JSON; nothing was imported") from None
+        try:
+            if isinstance(data, dict):
+                data = {k: v for k, v in data.items() if k != "embedding_model"}
+                if isinstance(data.get("id"), str):
+                    check_id(data["id"], "id")
+                if data.get("user_id") != user_id and isinstance(data.get("id"), str):
+                    # another user's export: derive new ids (stable, so a re-import is idempotent)
+                    data["id"] = uuid.uuid5(uuid.NAMESPACE_URL, f"{user_id}/{data['id']}").hex
+                data.pop("user_id", None)
+            memories.append(memory_from_record(data, user_id=user_id, max_content_chars=max_content_chars,
+                                               max_metadata_chars=max_metadata_chars))
+        except ValidationError as exc:
+            raise ValidationError(f"line {number}: {exc}; nothing was imported") from None
+    return memories
+
+
+__all__ = ["export_to_path", "export_to_stream", "memory_line", "read_memories"]
