@@ -22,10 +22,11 @@ from typing import IO, Any, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from .errors import ConfigError, ModelError, NotFoundError, ValidationError
-from .indexing import embedding_text
+from .indexing import dated_text, embedding_text
 from .models.base import ChatModel, Embedder, Reranker
 from .retrieval.context import format_context
 from .retrieval.ranking import adjust, boost_named_speakers, deduplicate, fuse, propagate_neighbours, widen
+from .retrieval.language_profile import ranking_settings
 from .retrieval.time_parser import detect_language, parse_time
 from .settings import Settings
 from .storage.base import MemoryFilter, MemoryStore, SearchRequest
@@ -96,7 +97,7 @@ class MemoryScope:
             settings = settings.model_copy(update={"store": settings.store.model_copy(update={"path": Path(path)})})
         self.settings = settings
         from .models.factory import build_embedder, build_llm, build_reranker
-        self.embedder: Embedder = embedder if embedder is not None else build_embedder(settings.embedder)
+        self.embedder: Embedder = embedder if embedder is not None else build_embedder(settings.embedder, settings.language)
         self.reranker: Reranker | None = reranker if reranker is not None else build_reranker(settings.reranker)
         self.llm: ChatModel | None = llm if llm is not None else build_llm(settings.llm)
         self.store: MemoryStore = store if store is not None else self._build_store()
@@ -159,7 +160,7 @@ class MemoryScope:
             done = 0
             try:
                 for batch in self.store.iter_needing_vectors(batch_size=256):
-                    vectors = self.embedder.embed([embedding_text(m) for m in batch])
+                    vectors = self.embedder.embed([embedding_text(m, self.embedder) for m in batch])
                     self.store.set_vectors([m.id for m in batch], vectors)
                     done += len(batch)
                     bar.update(len(batch))
@@ -172,7 +173,7 @@ class MemoryScope:
         stored without vectors (found by full text) and embedded later, so a failing embedding
         service never loses a memory."""
         try:
-            return self.embedder.embed([embedding_text(m) for m in memories])
+            return self.embedder.embed([embedding_text(m, self.embedder) for m in memories])
         except ModelError as exc:
             log.warning("embedding failed (%s); storing %d memories without vectors until the model is back",
                         type(exc).__name__, len(memories))
@@ -367,10 +368,11 @@ class MemoryScope:
                                                      limit=max(cfg.candidates, top_k)))
         timings["search_ms"] = _ms(t)
         t = time.perf_counter()
-        ranked = fuse(candidates, cfg)
-        ranked = propagate_neighbours(ranked, cfg.neighbour_weight)
-        ranked = boost_named_speakers(ranked, query, cfg.speaker_boost)
-        ranked = adjust(ranked, cfg, time_range=parsed.range if cfg.time_mode == "boost" else None, now=moment)
+        rank_cfg = ranking_settings(cfg, parsed.language, multilingual=getattr(self.embedder, "multilingual", False))
+        ranked = fuse(candidates, rank_cfg)
+        ranked = propagate_neighbours(ranked, rank_cfg.neighbour_weight)
+        ranked = boost_named_speakers(ranked, query, rank_cfg.speaker_boost)
+        ranked = adjust(ranked, rank_cfg, time_range=parsed.range if cfg.time_mode == "boost" else None, now=moment)
         reranking = self.reranker is not None and (rerank is None or rerank)
         depth = max(top_k, self.settings.reranker.candidates) if reranking else top_k
         ranked = deduplicate(ranked, depth) if cfg.deduplicate else ranked[:depth]
@@ -392,7 +394,8 @@ class MemoryScope:
         head, tail = ranked[:cfg.candidates], ranked[cfg.candidates:]
         assert self.reranker is not None
         try:
-            scores = self.reranker.rerank(query, [item.memory.content for item in head])
+            # the reranker reads what the embedder is trained to read: who said it and when
+            scores = self.reranker.rerank(query, [dated_text(item.memory) for item in head])
         except Exception as exc:  # a failing reranker degrades to the fused order
             log.warning("reranker failed, keeping the fused order: %s", type(exc).__name__)
             return ranked

@@ -137,9 +137,9 @@ class StepEnv:
         store.commit_consolidation(list(memories), list(vectors) if vectors is not None else None, list(done_ids))
 
 
-def embed_text(memory: Memory) -> str:
+def embed_text(memory: Memory, embedder: object | None = None) -> str:
     """What the embedder sees for a memory: the engine's own rule, so re-embedding agrees."""
-    return embedding_text(memory)
+    return embedding_text(memory, embedder)
 
 
 def derived_id(kind: str, user_id: str, keys: Sequence[str], index: int) -> str:
@@ -211,7 +211,7 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     value = env.ask_json(user_id, "consolidate", messages, ["observations"], report)
     items = parse_extraction(value, len(batch), len(related))
     memories, vectors_for = _apply(env, user_id, batch, items, related, language, report)
-    new_texts = [embed_text(m) for m in memories if vectors_for.get(m.id)]
+    new_texts = [embed_text(m, engine.embedder) for m in memories if vectors_for.get(m.id)]
     new_vectors = iter(engine.embedder.embed(new_texts)) if new_texts else iter(())
     vectors = [next(new_vectors) if vectors_for.get(m.id) else None for m in memories]
     env.commit(user_id, memories, vectors, [m.id for m in batch],
