@@ -394,7 +394,7 @@ class MemoryScope:
         head, tail = ranked[:cfg.candidates], ranked[cfg.candidates:]
         assert self.reranker is not None
         try:
-            # the reranker reads what the embedder is trained to read: who said it and when
+            # the reranker judges the memory with who said it and when, as the default embedder reads it
             scores = self.reranker.rerank(query, [dated_text(item.memory) for item in head])
         except Exception as exc:  # a failing reranker degrades to the fused order
             log.warning("reranker failed, keeping the fused order: %s", type(exc).__name__)

