@@ -22,9 +22,10 @@ import numpy as np
 
 from . import transfer, validation
 from .errors import ConfigError, ModelError, NotFoundError, ValidationError
-from .indexing import embedding_text
+from .indexing import dated_text, embedding_text
 from .models.base import ChatModel, Embedder, Reranker
 from .retrieval.context import format_context
+from .retrieval.language_profile import ranking_settings
 from .retrieval.ranking import adjust, boost_named_speakers, deduplicate, fuse, propagate_neighbours, relevant, widen
 from .retrieval.time_parser import detect_language, parse_time
 from .settings import Settings
@@ -91,7 +92,7 @@ class MemoryScope:
         from .log_hygiene import quiet_sdk_loggers
         quiet_sdk_loggers(settings.log_content)
         from .models.factory import build_embedder, build_llm, build_reranker
-        self.embedder: Embedder = embedder if embedder is not None else build_embedder(settings.embedder)
+        self.embedder: Embedder = embedder if embedder is not None else build_embedder(settings.embedder, settings.language)
         self.reranker: Reranker | None = reranker if reranker is not None else build_reranker(settings.reranker)
         self.llm: ChatModel | None = llm if llm is not None else build_llm(settings.llm)
         self.store: MemoryStore = store if store is not None else self._build_store()
@@ -154,7 +155,7 @@ class MemoryScope:
             done = 0
             try:
                 for batch in self.store.iter_needing_vectors(batch_size=256):
-                    vectors = self.embedder.embed([embedding_text(m) for m in batch])
+                    vectors = self.embedder.embed([embedding_text(m, self.embedder) for m in batch])
                     self.store.set_vectors([m.id for m in batch], vectors)
                     done += len(batch)
                     bar.update(len(batch))
@@ -167,7 +168,7 @@ class MemoryScope:
         stored without vectors (found by full text) and embedded later, so a failing embedding
         service never loses a memory."""
         try:
-            return self.embedder.embed([embedding_text(m) for m in memories])
+            return self.embedder.embed([embedding_text(m, self.embedder) for m in memories])
         except ModelError as exc:
             log.warning("embedding failed (%s); storing %d memories without vectors until the model is back",
                         type(exc).__name__, len(memories))
@@ -359,10 +360,11 @@ class MemoryScope:
                                                      limit=max(cfg.candidates, top_k)))
         timings["search_ms"] = _ms(t)
         t = time.perf_counter()
-        ranked = fuse(candidates, cfg)
-        ranked = propagate_neighbours(ranked, cfg.neighbour_weight)
-        ranked = boost_named_speakers(ranked, query, cfg.speaker_boost)
-        ranked = adjust(ranked, cfg, time_range=parsed.range if cfg.time_mode == "boost" else None, now=moment)
+        rank_cfg = ranking_settings(cfg, parsed.language, multilingual=getattr(self.embedder, "multilingual", False))
+        ranked = fuse(candidates, rank_cfg)
+        ranked = propagate_neighbours(ranked, rank_cfg.neighbour_weight)
+        ranked = boost_named_speakers(ranked, query, rank_cfg.speaker_boost)
+        ranked = adjust(ranked, rank_cfg, time_range=parsed.range if cfg.time_mode == "boost" else None, now=moment)
         ranked = relevant(ranked, floor)
         reranking = self.reranker is not None and (rerank is None or rerank)
         depth = max(top_k, self.settings.reranker.candidates) if reranking else top_k
@@ -385,7 +387,8 @@ class MemoryScope:
         head, tail = ranked[:cfg.candidates], ranked[cfg.candidates:]
         assert self.reranker is not None
         try:
-            scores = self.reranker.rerank(query, [item.memory.content for item in head])
+            # the reranker judges the memory with who said it and when, as the default embedder reads it
+            scores = self.reranker.rerank(query, [dated_text(item.memory) for item in head])
         except Exception as exc:  # a failing reranker degrades to the fused order
             log.warning("reranker failed, keeping the fused order: %s", type(exc).__name__)
             return ranked

@@ -24,8 +24,17 @@ def _own_words(memory: Memory) -> str:
     return f"{memory.speaker}: {memory.content}" if memory.speaker else memory.content
 
 
-def embedding_text(memory: Memory) -> str:
-    """The text the embedder sees for a memory."""
+def embedding_text(memory: Memory, embedder: object | None = None) -> str:
+    """The text the embedder sees for a memory: dated and with its speaker, unless the embedder
+    declares ``document_style = "content"`` (multilingual-e5 ranks better on the bare words: the
+    date and speaker prefix cost it 0.03-0.04 recall on the Chinese benchmark)."""
+    if getattr(embedder, "document_style", "dated") == "content":
+        return memory.content
+    return dated_text(memory)
+
+
+def dated_text(memory: Memory) -> str:
+    """The memory's own words, dated and with their speaker: "[8 May 2023] Caroline: I went to ..."."""
     return f"[{date_label(memory.created_at)}] {_own_words(memory)}"
 
 
@@ -33,4 +42,4 @@ def full_text(memory: Memory) -> str:
     """The text the full-text index sees for a memory."""
     if memory.context:
         return f"[{date_label(memory.created_at)}] {memory.context}\n{_own_words(memory)}"
-    return embedding_text(memory)
+    return dated_text(memory)

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError
@@ -46,7 +46,8 @@ class StoreSettings(BaseModel):
 
 class EmbedderSettings(BaseModel):
     provider: Literal["local", "openai", "dashscope"] = "local"
-    model: str | None = Field(None, description="remote model name (e.g. text-embedding-3-small)")
+    model: str | None = Field(None, description="remote model name (e.g. text-embedding-3-small); for the local "
+                              "provider 'all-MiniLM-L6-v2' (default, English) or 'multilingual-e5-small'")
     base_url: str | None = None
     api_key: SecretStr | None = None
     dimensions: int | None = Field(None, gt=0)
@@ -127,6 +128,22 @@ class RetrievalSettings(BaseModel):
                                  "this, or it is the turn next to one that does (-1: no floor)")
     include_expired: bool = False
     context_with_time: bool = False
+    by_language: dict[Literal["en", "zh"], dict[str, float]] | None = Field(
+        None, description="per query language, overrides of text_weight, vector_weight, neighbour_weight, "
+        "speaker_boost, time_boost; None: {'zh': {'text_weight': 0.2, 'neighbour_weight': 0.25}} with a "
+        "multilingual embedder, nothing otherwise (see docs/retrieval.md)")
+
+    @field_validator("by_language")
+    @classmethod
+    def _known_language_fields(cls, value: dict[str, dict[str, float]] | None) -> dict[str, dict[str, float]] | None:
+        allowed = {"text_weight", "vector_weight", "neighbour_weight", "speaker_boost", "time_boost"}
+        for language, overrides in (value or {}).items():
+            unknown = set(overrides) - allowed
+            if unknown:
+                raise ValueError(f"retrieval.by_language.{language}: unknown fields {sorted(unknown)}")
+            if any(v < 0 for v in overrides.values()):
+                raise ValueError(f"retrieval.by_language.{language}: weights must be >= 0")
+        return value
 
 
 class ConsolidationSettings(BaseModel):

@@ -74,8 +74,9 @@ def _tiny_locomo(path):
                         "session_2_observation": {"Melanie": [["Melanie ran a charity race.", "D2:1"]]}},
         "qa": [
             {"question": "When did Caroline go to the support group?", "answer": "7 May 2023",
-             "evidence": ["D1:1"], "category": 2},
-            {"question": "What race did Melanie run?", "answer": "charity race", "evidence": ["D2:1"], "category": 4},
+             "evidence": ["D1:1"], "category": 2, "tags": ["time_word"]},
+            {"question": "What race did Melanie run?", "answer": "charity race", "evidence": ["D2:1"], "category": 4,
+             "tags": ["update", "paraphrase"], "stale_evidence": ["D1:3", "D7:7"]},
             {"question": "What did Melanie paint?", "evidence": ["D:9:99"], "category": 4},  # no valid evidence
         ],
     }]
@@ -96,4 +97,10 @@ def test_bench_locomo_on_a_tiny_file(tmp_path, capsys, mode):
     assert report["recall"]["1"] is None  # no multi-hop question in the file
     assert {"p50", "p95"} <= set(report["search_ms"]) and report["ingest_ms_per_memory"] > 0
     assert "api_key" in json.dumps(report["config"])  # the config is reported, secrets masked
-    assert "| recall |" in capsys.readouterr().out
+    tags = report["tags"]  # per-tag recall, each tag beside the questions without it
+    assert {"time_word", "not time_word", "update", "not update", "paraphrase", "not paraphrase"} == set(tags)
+    assert tags["update"]["n"] == 1 and tags["not update"]["n"] == 1
+    assert tags["update"]["n_with_stale"] == 1  # D7:7 names no turn and is dropped
+    assert tags["update"]["stale_outranks_rate"] in (0.0, 1.0)
+    output = capsys.readouterr().out
+    assert "| recall |" in output and "| tag (categories 1-4) |" in output

@@ -53,6 +53,8 @@ class Question:
     text: str
     category: int
     gold: list[str]
+    tags: tuple[str, ...] = ()
+    stale: list[str] = field(default_factory=list)  # superseded evidence of an `update` question
 
 
 @dataclass
@@ -112,7 +114,9 @@ def load_conversations(path: str | Path) -> list[Conversation]:
                     obs.append((entry[0], [str(i) for i in ids]))
             sessions.append(Session(number, parse_locomo_time(conv[f"session_{number}_date_time"]), turns, obs))
         valid = {t.dia_id for s in sessions for t in s.turns}
-        questions = [Question(qa["question"], int(qa["category"]), normalise_evidence(qa.get("evidence", []), valid))
+        questions = [Question(qa["question"], int(qa["category"]), normalise_evidence(qa.get("evidence", []), valid),
+                              tuple(str(t) for t in qa.get("tags") or ()),
+                              normalise_evidence(qa.get("stale_evidence") or [], valid))
                      for qa in sample["qa"]]
         conversations.append(Conversation(sample["sample_id"], (conv["speaker_a"], conv["speaker_b"]),
                                           sessions, [q for q in questions if q.gold]))
@@ -152,6 +156,42 @@ def _covered(metadata: dict[str, Any]) -> list[str]:
     if "dia_id" in metadata:
         return [metadata["dia_id"]]
     return list(metadata.get("dia_ids", []))
+
+
+def _stale_first(ranked: list[list[str]], gold: set[str], stale: list[str]) -> bool | None:
+    """For a question with superseded evidence: does a stale turn rank above every gold turn
+    (a gold turn outside the results ranks last)? None when the question names no stale turn."""
+    if not stale:
+        return None
+    first = {}
+    for rank, ids in enumerate(ranked):
+        for i in ids:
+            first.setdefault(i, rank)
+    best_stale = min((first[i] for i in stale if i in first), default=None)
+    best_gold = min((first[i] for i in gold if i in first), default=len(ranked))
+    return best_stale is not None and best_stale < best_gold
+
+
+def _tag_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Recall and hit per question tag (categories 1-4), with the same figures for the questions
+    without that tag, and for `update` questions how often a stale turn outranks the current one."""
+    scored = [r for r in rows if r["category"] != 5]
+    tags = sorted({t for r in scored for t in r["tags"]})
+    out: dict[str, Any] = {}
+    for tag in tags:
+        for label, chosen in ((tag, [r for r in scored if tag in r["tags"]]),
+                              (f"not {tag}", [r for r in scored if tag not in r["tags"]])):
+            if not chosen:
+                continue
+            entry: dict[str, Any] = {"n": len(chosen)}
+            for metric in ("recall", "hit"):
+                entry[metric] = {str(k): statistics.fmean(r[metric][k] for r in chosen) for k in KS}
+            stale = [r["stale_first"] for r in chosen if r["stale_first"] is not None]
+            if stale and label == tag:
+                entry["stale_outranks_rate"] = statistics.fmean(float(x) for x in stale)
+                entry["n_with_stale"] = len(stale)
+            out[label] = entry
+    return out
 
 
 def run_locomo(data: str | Path, *, mode: str = "turns", settings: Settings | None = None,
@@ -197,7 +237,8 @@ def run_locomo(data: str | Path, *, mode: str = "turns", settings: Settings | No
                         found = gold & {i for ids in ranked[:k] for i in ids}
                         recall[k] = len(found) / len(gold)
                         hit[k] = float(bool(found))
-                    rows.append({"category": question.category, "recall": recall, "hit": hit})
+                    rows.append({"category": question.category, "recall": recall, "hit": hit,
+                                 "tags": question.tags, "stale_first": _stale_first(ranked, gold, question.stale)})
                 if on_progress:
                     on_progress(f"{conv.id}: {n_memories} memories, {len(rows)} questions")
     finally:
@@ -221,6 +262,7 @@ def run_locomo(data: str | Path, *, mode: str = "turns", settings: Settings | No
         "n_queries_by_category": {name: sum(1 for r in rows if r["category"] in cats) for name, cats in groups.items()},
         "recall": {name: mean_of("recall", cats) for name, cats in groups.items()},
         "hit": {name: mean_of("hit", cats) for name, cats in groups.items()},
+        "tags": _tag_report(rows),
         "search_ms": {"p50": _percentile(search_ms, 50), "p95": _percentile(search_ms, 95),
                       "mean": statistics.fmean(search_ms) if search_ms else float("nan")},
         "search_steps_ms": {step: {"p50": _percentile(v, 50), "p95": _percentile(v, 95)}
@@ -242,6 +284,16 @@ def format_table(report: dict[str, Any]) -> str:
             label = name if name == "1-4" else f"{name} {CATEGORY_NAMES[int(name)]}"
             lines.append(f"| {label} | {report['n_queries_by_category'][name]} | "
                          + " | ".join(f"{values[str(k)]:.3f}" for k in KS) + " |")
+        lines.append("")
+    tags = report.get("tags") or {}
+    if tags:
+        lines.append("| tag (categories 1-4) | n | " + " | ".join(f"R@{k}" for k in KS) + " | stale first |")
+        lines.append("|---|---|" + "---|" * (len(KS) + 1))
+        for label, entry in tags.items():
+            stale = entry.get("stale_outranks_rate")
+            stale_cell = "" if stale is None else f"{stale:.3f} of {entry['n_with_stale']}"
+            lines.append(f"| {label} | {entry['n']} | " + " | ".join(f"{entry['recall'][str(k)]:.3f}" for k in KS)
+                         + f" | {stale_cell} |")
         lines.append("")
     lines.append(f"search p50 {report['search_ms']['p50']:.2f} ms, p95 {report['search_ms']['p95']:.2f} ms; "
                  f"ingest {report['ingest_ms_per_memory']:.2f} ms per memory")

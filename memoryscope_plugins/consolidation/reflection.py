@@ -253,7 +253,7 @@ def _commit_marks(env: StepEnv, observations: Sequence[Memory], changed: Sequenc
     if not memories:
         return
     need = env.notes.pop("reflect_vectors", set())
-    texts = [embed_text(m) for m in memories if m.id in need]
+    texts = [embed_text(m, env.backend.embedder) for m in memories if m.id in need]
     fresh = iter(env.backend.embedder.embed(texts)) if texts else iter(())
     vectors = [next(fresh) if m.id in need else None for m in memories]
     created = env.notes.pop("reflect_created", set())

@@ -165,9 +165,9 @@ class StepEnv:
         store.commit_consolidation(list(memories), list(vectors) if vectors is not None else None, list(done_ids))
 
 
-def embed_text(memory: Memory) -> str:
+def embed_text(memory: Memory, embedder: object | None = None) -> str:
     """What the embedder sees for a memory: the engine's own rule, so re-embedding agrees."""
-    return embedding_text(memory)
+    return embedding_text(memory, embedder)
 
 
 def derived_id(kind: str, user_id: str, keys: Sequence[str], index: int) -> str:
@@ -249,7 +249,8 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
         return report
     new, flagged, refused = _checked_observations(env, user_id, batch, context, minable, extraction, language,
                                                   user_name)
-    vectors = backend.embedder.embed([embed_text(n.memory) for n in new]) if new else np.zeros((0, 1))
+    texts = [embed_text(n.memory, backend.embedder) for n in new]
+    vectors = backend.embedder.embed(texts) if new else np.zeros((0, 1))
     changes = _resolve(env, user_id, new, vectors, language, user_name, report)
     created = [n for n in new if n.repeat_of is None]
     memories = [n.memory for n in created] + list(changes.changed.values())

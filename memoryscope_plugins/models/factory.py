@@ -12,8 +12,16 @@ def _secret(value) -> str | None:
     return None if value is None else value.get_secret_value()
 
 
-def build_embedder(cfg: EmbedderSettings) -> Embedder:
+def build_embedder(cfg: EmbedderSettings, language: str = "auto") -> Embedder:
+    """The configured embedder. `language` "zh" makes the multilingual model the local default."""
     if cfg.provider == "local":
+        model = cfg.model or ("multilingual-e5-small" if language == "zh" else None)
+        if model == "multilingual-e5-small":
+            from .local_multilingual import MultilingualE5Embedder
+            return MultilingualE5Embedder(threads=cfg.threads, batch_size=cfg.batch_size)
+        if model not in (None, "all-MiniLM-L6-v2"):
+            raise ConfigError(f"unknown local embedding model {model!r}: "
+                              "use 'all-MiniLM-L6-v2' (default) or 'multilingual-e5-small'")
         from .local_onnx import LocalOnnxEmbedder
         return LocalOnnxEmbedder(threads=cfg.threads, batch_size=cfg.batch_size, int8_compute=cfg.int8_compute)
     if not cfg.model:
