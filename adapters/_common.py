@@ -51,6 +51,11 @@ class MemoryConfig:
         session_id: recorded with each message; default: one new id per adapter instance.
         on_error: ``"warn"`` degrades a failing memory backend to "no memories" with a logged
             warning; ``"raise"`` lets the error through.
+        min_score: relevance floor for injected memories (None keeps the engine's
+            ``retrieval.min_score``); memories scoring at or below it are not injected.
+        human_names: speaker names that are the human in multi-agent chats (besides the
+            framework's own default for the human, e.g. "user"); every other speaker's words
+            are recorded as that speaker's, never as the user's.
     """
 
     user_id: IdSource = None
@@ -63,6 +68,8 @@ class MemoryConfig:
     on_error: OnError = "warn"
     record: bool = True
     retrieve: bool = True
+    min_score: float | None = None
+    human_names: Sequence[str] = ()
     _session: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -81,6 +88,12 @@ class MemoryConfig:
                 raise TypeError(f"{name} must be a string, a callable or None")
             if isinstance(value, str) and not value.strip():
                 raise ValueError(f"{name} must not be empty")
+        if self.min_score is not None and (isinstance(self.min_score, bool) or
+                                           not isinstance(self.min_score, (int, float)) or self.min_score < 0):
+            raise ValueError("min_score must be a number >= 0, or None")
+        if isinstance(self.human_names, str) or not all(isinstance(n, str) for n in self.human_names):
+            raise TypeError("human_names must be a list of names")
+        self.human_names = tuple(self.human_names)
         self._session = self.session_id or uuid.uuid4().hex
 
     @property
@@ -152,7 +165,7 @@ class MemoryBridge:
         limit = self.memory.settings.max_content_chars
         return {"query": query[-limit:], "agent_id": agent_id if self.config.scope_to_agent else None,
                 "top_k": top_k if top_k is not None else self.config.top_k,
-                "types": self.config.types}
+                "types": self.config.types, "min_score": self.config.min_score}
 
     def retrieve(self, user_id: str | None, query: str | None, *, agent_id: str | None = None,
                  top_k: int | None = None) -> RetrievalResult:

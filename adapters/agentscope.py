@@ -28,6 +28,7 @@ compression never summarises memory blocks into the conversation.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -58,6 +59,11 @@ DEFAULT_TOOL_INSTRUCTIONS = (
 
 Mode = Literal["static_control", "agent_control", "both"]
 
+#: What AgentScope's ``Agent`` answers while a reply waits for a tool confirmation or an external
+#: execution (a ``TeamPipeline`` leader waiting for its members, human-in-the-loop). It is not
+#: the agent's answer: the real one comes from a later call that resumes the reply.
+PLACEHOLDER_PREFIX = "I'm waiting for your permission or the external execution to finish"
+
 
 class MemoryScopeMiddleware(MiddlewareBase):
     """Long-term memory for an AgentScope ``Agent``.
@@ -75,20 +81,29 @@ class MemoryScopeMiddleware(MiddlewareBase):
         on_error: ``"warn"`` (a failing backend means no memories; the agent still replies) or
             ``"raise"``.
         tool_instructions: appended to the system prompt in agent_control / both modes.
+        min_score: relevance floor (default: the engine's ``retrieval.min_score``).
+
+    Who is who: the input of a reply is the user's, except for a member of a ``TeamPipeline``,
+    whose input is its leader's instruction: it is recorded as the leader's words. A reply that
+    pauses for a confirmation or an external execution is recorded once it resumes and ends
+    with the real answer, never with AgentScope's "I'm waiting for your permission..." text.
     """
 
     def __init__(self, memory: MemoryScope, *, user_id: str, agent_id: str | None = None,
                  mode: Mode = "static_control", top_k: int | None = None,
                  types: Sequence[MemoryType | str] | None = None, template: str = DEFAULT_TEMPLATE,
                  scope_to_agent: bool = False, on_error: Literal["warn", "raise"] = "warn",
-                 tool_instructions: str = DEFAULT_TOOL_INSTRUCTIONS) -> None:
+                 tool_instructions: str = DEFAULT_TOOL_INSTRUCTIONS, min_score: float | None = None) -> None:
         if not isinstance(user_id, str) or not user_id.strip():
             raise ValueError("MemoryScopeMiddleware needs a non-empty user_id")
         if mode not in ("static_control", "agent_control", "both"):
             raise ValueError(f"unknown mode {mode!r}; expected 'static_control', 'agent_control' or 'both'")
         self.config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types,
-                                   template=template, scope_to_agent=scope_to_agent, on_error=on_error)
+                                   template=template, scope_to_agent=scope_to_agent, on_error=on_error,
+                                   min_score=min_score)
         self.bridge = MemoryBridge(memory, self.config, "agentscope")
+        self._agent_name: str | None = None  # the agent this middleware serves (for the tools)
+        self._pending: dict[int, tuple[str, str | None]] = {}  # id(agent) -> (input, its speaker) of a paused reply
         self.mode: Mode = mode
         self.tool_instructions = tool_instructions
         self._blocks: dict[int, tuple[str, str | None]] = {}  # id(agent) -> (block, input msg id)
@@ -106,8 +121,13 @@ class MemoryScopeMiddleware(MiddlewareBase):
             async for item in next_handler(**input_kwargs):
                 yield item
             return
+        self._agent_name = agent.name
         agent_id = self.config.resolve_agent(default=agent.name)
         query, input_id = _query_of(input_kwargs.get("inputs"))
+        speaker = _team_leader() if query else None
+        if not query and id(agent) in self._pending:  # a paused reply resumes
+            query, speaker = self._pending[id(agent)]
+            input_id = None
         if query:
             result = await self.bridge.aretrieve(self.user_id, query, agent_id=agent_id)
             block = self.bridge.block(result)
@@ -121,9 +141,22 @@ class MemoryScopeMiddleware(MiddlewareBase):
                 yield item
         finally:
             self._blocks.pop(id(agent), None)
-            if query and final is not None:
-                await self.bridge.arecord(self.user_id, turn(query, final.get_text_content() or "",
-                                                             agent_name=agent_id), agent_id=agent_id)
+            await self._record(agent, agent_id, query, speaker, final)
+
+    async def _record(self, agent: Agent, agent_id: str, query: str, speaker: str | None, final: Msg | None) -> None:
+        """Record a finished reply; keep the input of a paused one for when it resumes."""
+        if not query or final is None:
+            return
+        answer = final.get_text_content() or ""
+        if answer.strip().startswith(PLACEHOLDER_PREFIX):
+            self._pending[id(agent)] = (query, speaker)
+            return
+        self._pending.pop(id(agent), None)
+        if speaker is None:
+            rows = turn(query, answer, agent_name=agent_id)
+        else:  # a team member: its input is the leader's instruction, not the user's words
+            rows = [*turn(None, query, agent_name=speaker), *turn(None, answer, agent_name=agent_id)]
+        await self.bridge.arecord(self.user_id, rows, agent_id=agent_id)
 
     async def on_model_call(self, agent: Agent, input_kwargs: dict, next_handler: Callable[..., Any]) -> Any:
         """Add this reply's recalled memories to the messages of this model call only."""
@@ -136,6 +169,7 @@ class MemoryScopeMiddleware(MiddlewareBase):
 
     async def on_system_prompt(self, agent: Agent, current_prompt: str) -> str:
         """Advertise the memory tools (agent_control / both)."""
+        self._agent_name = getattr(agent, "name", None) or self._agent_name
         if self.mode == "static_control" or not self.tool_instructions:
             return current_prompt
         return f"{current_prompt}\n\n{self.tool_instructions}"
@@ -173,7 +207,8 @@ class MemoryScopeMiddleware(MiddlewareBase):
         try:
             results = await asyncio.gather(*[
                 engine.aretrieve(self.user_id, k, top_k=limit, types=self.config.types,
-                                 agent_id=self.config.agent_id if self.config.scope_to_agent else None)
+                                 agent_id=self._tool_agent() if self.config.scope_to_agent else None,
+                                 min_score=self.config.min_score)
                 for k in keywords])
         except Exception as exc:  # noqa: BLE001
             log.warning("agentscope: retrieve_from_memory failed for user %r (%s)", self.user_id,
@@ -204,7 +239,7 @@ class MemoryScopeMiddleware(MiddlewareBase):
         facts = [c for c in (content or []) if isinstance(c, str) and c.strip()]
         if not facts:
             return _chunk("`content` is empty: nothing recorded.", error=True)
-        agent_id = self.config.resolve_agent()
+        agent_id = self._tool_agent()
         try:
             for fact in facts:
                 await self.bridge.memory.aadd(self.user_id, fact, agent_id=agent_id)
@@ -215,7 +250,29 @@ class MemoryScopeMiddleware(MiddlewareBase):
         return _chunk(f"Recorded {len(facts)} item(s) to long-term memory.")
 
 
+    def _tool_agent(self) -> str:
+        """The agent id the tools save under and search in: the same one automatic recall uses."""
+        return self.config.resolve_agent(default=self._agent_name)
+
+
 # -- helpers -----------------------------------------------------------------------------------------
+
+def _team_leader() -> str | None:
+    """The leader's name when the running reply is a ``TeamPipeline`` member's assignment.
+
+    AgentScope hands a member its task as ``UserMsg(name="user")``, indistinguishable from the
+    human's own message; the pipeline's assignment runner (``run_group`` inside
+    ``TeamPipeline._run_assignments``) is on the call stack then, and knows the leader."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "run_group" and "_team_pipeline" in code.co_filename:
+            leader = getattr(frame.f_locals.get("self"), "leader", None)
+            name = getattr(leader, "name", None)
+            return name if isinstance(name, str) and name else "leader"
+        frame = frame.f_back
+    return None
+
 
 def _query_of(inputs: Any) -> tuple[str, str | None]:
     """The text of the user's input messages, and the id of the last of them ("" for resumption

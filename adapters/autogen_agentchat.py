@@ -58,6 +58,8 @@ class MemoryScopeMemoryConfig(BaseModel):
     agent_id: str | None = None
     top_k: int | None = Field(None, gt=0, le=1000)
     types: list[str] | None = None
+    min_score: float | None = Field(None, ge=0)
+    human_names: list[str] = Field(default_factory=list)
     template: str = DEFAULT_TEMPLATE
     scope_to_agent: bool = False
     on_error: Literal["warn", "raise"] = "warn"
@@ -82,6 +84,10 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         on_error: ``"warn"`` (a failing backend means no memories, the agent still answers) or
             ``"raise"``.
         name: the component's name.
+        min_score: relevance floor (default: the engine's ``retrieval.min_score``).
+        human_names: message sources that are the human, besides ``"user"`` (the source AgentChat
+            gives a task string; a ``UserProxyAgent``'s name is also a good entry). In a team, every
+            other source is another agent and is recorded under its own name.
     """
 
     component_type = "memory"
@@ -93,7 +99,8 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
                  template: str = DEFAULT_TEMPLATE, scope_to_agent: bool = False,
                  on_error: Literal["warn", "raise"] = "warn", name: str = "memoryscope",
                  path: str | None = None, settings_file: str | None = None,
-                 settings: dict[str, Any] | None = None) -> None:
+                 settings: dict[str, Any] | None = None, min_score: float | None = None,
+                 human_names: Sequence[str] = ()) -> None:
         if not isinstance(user_id, str) or not user_id.strip():
             raise ValueError("user_id must be a non-empty string")
         if scope_to_agent and not agent_id:
@@ -107,7 +114,8 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         self._settings_file = settings_file
         self._name = name
         self._config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types,
-                                    template=template, scope_to_agent=scope_to_agent, on_error=on_error)
+                                    template=template, scope_to_agent=scope_to_agent, on_error=on_error,
+                                    min_score=min_score, human_names=human_names)
         self._bridge = MemoryBridge(memory, self._config, "autogen_agentchat")
 
     # -- properties ---------------------------------------------------------------------------------
@@ -159,11 +167,13 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
 
     async def query(self, query: str | MemoryContent, cancellation_token: CancellationToken | None = None,
                     **kwargs: Any) -> MemoryQueryResult:
-        """Search this user's memories (``top_k=`` may be passed); each result carries
-        metadata id, type, time and score."""
+        """Search this user's memories (``limit=`` or ``top_k=`` may be passed); each result
+        carries metadata id, type, time and score."""
         text = query if isinstance(query, str) else _content_text(query)
-        result = await self._bridge.aretrieve(self.user_id, text, agent_id=self.agent_id,
-                                              top_k=kwargs.get("top_k"))
+        limit = kwargs.get("limit", kwargs.get("top_k"))
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= 1000):
+            raise ValueError("limit must be an integer between 1 and 1000")
+        result = await self._bridge.aretrieve(self.user_id, text, agent_id=self.agent_id, top_k=limit)
         return MemoryQueryResult(results=[_content(m) for m in result.memories])
 
     async def add(self, content: MemoryContent, cancellation_token: CancellationToken | None = None) -> None:
@@ -191,6 +201,32 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         return await self._bridge.arecord(self.user_id, turn(user_text, reply_text, agent_name=agent),
                                           agent_id=agent)
 
+    async def record_messages(self, messages: Sequence[BaseChatMessage], reply: BaseChatMessage | None, *,
+                              agent_id: str | None = None) -> list[str]:
+        """Record what an agent received and its reply, each speaker as who they are.
+
+        A message whose ``source`` is the human (``"user"`` or one of `human_names`) is the
+        user's; any other source is another agent and its words are recorded under that agent's
+        name (role assistant), never as the user's. The agent's own earlier messages are skipped."""
+        agent = self._config.resolve_agent(default=agent_id)
+        own = {agent, agent_id}
+        rows: list[dict[str, Any]] = []
+        for message in messages:
+            if message.source in own:
+                continue
+            text = _message_text(message)
+            if self.is_human(message.source):
+                rows.extend(turn(text, None))
+            else:
+                rows.extend(turn(None, text, agent_name=message.source))
+        if reply is not None:
+            rows.extend(turn(None, _message_text(reply), agent_name=reply.source or agent))
+        return await self._bridge.arecord(self.user_id, rows, agent_id=agent)
+
+    def is_human(self, source: str | None) -> bool:
+        """Whether a message source is the human (``"user"`` or one of `human_names`)."""
+        return source == "user" or source in self._config.human_names
+
     async def remove_blocks(self, model_context: ChatCompletionContext) -> int:
         """Remove this memory's blocks from a model context; returns how many were removed."""
         state = dict(await model_context.save_state())
@@ -208,13 +244,15 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
             name=self._name, user_id=self.user_id, agent_id=cfg.agent_id if isinstance(cfg.agent_id, str) else None,
             top_k=cfg.top_k, types=list(cfg.types) if cfg.types else None, template=cfg.template,
             scope_to_agent=cfg.scope_to_agent, on_error=cfg.on_error, path=None, settings_file=self._settings_file,
-            settings=_public_settings(self.engine.settings))
+            settings=_public_settings(self.engine.settings), min_score=cfg.min_score,
+            human_names=list(cfg.human_names))
 
     @classmethod
     def _from_config(cls, config: MemoryScopeMemoryConfig) -> Self:
         return cls(user_id=config.user_id, agent_id=config.agent_id, top_k=config.top_k, types=config.types,
                    template=config.template, scope_to_agent=config.scope_to_agent, on_error=config.on_error,
-                   name=config.name, path=config.path, settings_file=config.settings_file, settings=config.settings)
+                   name=config.name, path=config.path, settings_file=config.settings_file, settings=config.settings,
+                   min_score=config.min_score, human_names=config.human_names)
 
 
 class MemoryAssistantAgent(AssistantAgent):
@@ -247,9 +285,7 @@ async def run_with_memory(agent: ChatAgent, task: str | BaseChatMessage | Sequen
     if not memories:
         raise ValueError("no MemoryScopeMemory given and none found in the agent's memory list")
     result = await agent.run(task=task, cancellation_token=cancellation_token)
-    if not isinstance(agent, MemoryAssistantAgent):
-        for item in memories:
-            await _finish_turn(item, agent, _task_messages(task), _final_reply(result, agent.name))
+    await _record_run(memories, agent, task, result)
     return result
 
 
@@ -264,19 +300,40 @@ async def run_stream_with_memory(agent: ChatAgent, task: str | BaseChatMessage |
     if not memories:
         raise ValueError("no MemoryScopeMemory given and none found in the agent's memory list")
     async for item in agent.run_stream(task=task, cancellation_token=cancellation_token):
-        if isinstance(item, TaskResult) and not isinstance(agent, MemoryAssistantAgent):
-            for scope in memories:
-                await _finish_turn(scope, agent, _task_messages(task), _final_reply(item, agent.name))
+        if isinstance(item, TaskResult):
+            await _record_run(memories, agent, task, item)
         yield item
 
 
 # -- helpers -------------------------------------------------------------------------------------------
 
+async def _record_run(memories: Sequence[MemoryScopeMemory], agent: ChatAgent | Any,
+                      task: str | BaseChatMessage | Sequence[BaseChatMessage], result: TaskResult) -> None:
+    """Record a finished run: for a single agent, the task and its final answer; for a team, the
+    whole transcript, each exchange under the agent that answered it."""
+    from autogen_agentchat.teams import BaseGroupChat
+    if isinstance(agent, MemoryAssistantAgent):
+        return  # it records its own turns
+    if not isinstance(agent, BaseGroupChat):
+        for memory in memories:
+            await _finish_turn(memory, agent, _task_messages(task), _final_reply(result, agent.name))
+        return
+    transcript = [m for m in result.messages if isinstance(m, BaseChatMessage)]
+    for memory in memories:
+        pending: list[BaseChatMessage] = []
+        for message in transcript:
+            if memory.is_human(message.source):
+                pending.append(message)
+                continue
+            await memory.record_messages(pending, message, agent_id=message.source)
+            pending = []
+        if pending:
+            await memory.record_messages(pending, None)
+
+
 async def _finish_turn(memory: MemoryScopeMemory, agent: Any, inputs: Sequence[BaseChatMessage],
                        reply: BaseChatMessage | None) -> None:
-    name = getattr(agent, "name", None)
-    user_text = "\n".join(t for t in (_message_text(m) for m in inputs if m.source != name) if t.strip())
-    await memory.record_exchange(user_text, _message_text(reply) if reply is not None else None, agent_id=name)
+    await memory.record_messages(inputs, reply, agent_id=getattr(agent, "name", None))
     context = getattr(agent, "model_context", None)
     if isinstance(context, ChatCompletionContext):
         await memory.remove_blocks(context)

@@ -38,7 +38,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from autogen import Agent, ConversableAgent
-from memoryscope_plugins.adapters._common import IdSource, MemoryBridge, MemoryConfig, text_of, turn
+from memoryscope_plugins.adapters._common import (
+    DEFAULT_TEMPLATE,
+    IdSource,
+    MemoryBridge,
+    MemoryConfig,
+    OnError,
+    text_of,
+    turn,
+)
 
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.types import MemoryType
@@ -57,23 +65,39 @@ _TEXT_ROLES = ("user",)
 class MemoryCapability:
     """Gives a ``ConversableAgent`` long-term memory (an AutoGen "agent capability").
 
+    Who is who: in a two-agent chat the agent talking to this one is the human. In a
+    ``GroupChat`` every message arrives through the ``chat_manager``, so the speaker is read from
+    each message's ``name``: the human is a ``UserProxyAgent`` of the group (or an agent that asks
+    for human input, or a name in `human_names`); every other agent's words are recorded as that
+    agent's (role assistant, its name), never as the user's.
+
     Args:
         memory: the engine.
-        user_id: whose memories: a string, or ``callable(sender: Agent | None) -> str | None``
-            (None skips memory for that turn).
+        user_id: whose memories: a string, or ``callable(agent: Agent | None) -> str | None``
+            called with the human agent (in a group chat the group's human, not the manager;
+            None skips memory for that turn).
         agent_id: recorded as the assistant; default: the agent's name.
         top_k: memories injected per reply (default: the engine's setting).
         types: restrict retrieval to these memory types.
+        template: the memory block (must contain ``{context}``).
+        scope_to_agent: retrieve only memories recorded by this agent.
+        on_error: ``"warn"`` (a failing backend means no memories) or ``"raise"``.
+        min_score: relevance floor (default: the engine's ``retrieval.min_score``).
+        human_names: speaker names that are the human in group chats.
         config: a full `MemoryConfig` instead of the keyword arguments above.
     """
 
     def __init__(self, memory: MemoryScope, *, user_id: IdSource = None, agent_id: IdSource = None,
                  top_k: int | None = None, types: Sequence[MemoryType | str] | None = None,
+                 template: str = DEFAULT_TEMPLATE, scope_to_agent: bool = False, on_error: OnError = "warn",
+                 min_score: float | None = None, human_names: Sequence[str] = (),
                  config: MemoryConfig | None = None) -> None:
         if config is None:
             if user_id is None:
                 raise ValueError("user_id is required (a string or a callable of the sender)")
-            config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types)
+            config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types, template=template,
+                                  scope_to_agent=scope_to_agent, on_error=on_error, min_score=min_score,
+                                  human_names=human_names)
         self.config = config
         self.bridge = MemoryBridge(memory, config, "autogen")
 
@@ -92,12 +116,13 @@ class MemoryCapability:
         """Retrieve, run the rest of the reply chain on an augmented copy, record; sync."""
         if not messages:
             return False, None
-        user_id, agent_id = self._ids(recipient, sender)
-        query = _latest_user_text(messages)
+        humans, human = self._humans(recipient, sender)
+        user_id, agent_id = self._ids(recipient, human)
+        query = _latest_user_text(messages, humans)
         result = self.bridge.retrieve(user_id, query, agent_id=agent_id)
         augmented = _with_block(messages, self.bridge.block(result))
         final, reply = _run_rest_sync(recipient, augmented, sender, skip=(self.memory_reply, self.a_memory_reply))
-        self.bridge.record(user_id, self._turn(messages, reply, agent_id), agent_id=agent_id)
+        self.bridge.record(user_id, self._turn(messages, reply, agent_id, recipient, humans), agent_id=agent_id)
         return final, reply
 
     async def a_memory_reply(self, recipient: ConversableAgent, messages: list[dict[str, Any]] | None = None,
@@ -105,13 +130,14 @@ class MemoryCapability:
         """Async twin of `memory_reply` (used in ``a_initiate_chat`` / ``a_generate_reply``)."""
         if not messages:
             return False, None
-        user_id, agent_id = self._ids(recipient, sender)
-        query = _latest_user_text(messages)
+        humans, human = self._humans(recipient, sender)
+        user_id, agent_id = self._ids(recipient, human)
+        query = _latest_user_text(messages, humans)
         result = await self.bridge.aretrieve(user_id, query, agent_id=agent_id)
         augmented = _with_block(messages, self.bridge.block(result))
         final, reply = await _run_rest_async(recipient, augmented, sender,
                                              skip=(self.memory_reply, self.a_memory_reply))
-        await self.bridge.arecord(user_id, self._turn(messages, reply, agent_id), agent_id=agent_id)
+        await self.bridge.arecord(user_id, self._turn(messages, reply, agent_id, recipient, humans), agent_id=agent_id)
         return final, reply
 
     # -- helpers ----------------------------------------------------------------------------------------
@@ -124,13 +150,42 @@ class MemoryCapability:
             return None, recipient.name
         return user_id, agent_id
 
+    def _humans(self, recipient: ConversableAgent, sender: Agent | None) -> tuple[set[str] | None, Agent | None]:
+        """The names that are the human, and the human agent (for `user_id` callables).
+
+        None for the names means "whoever talks to this agent" (a two-agent chat)."""
+        groupchat = getattr(sender, "groupchat", None)
+        if groupchat is None:
+            return (set(self.config.human_names) | {sender.name} if self.config.human_names and sender is not None
+                    else None), sender
+        from autogen import UserProxyAgent
+        people = [a for a in getattr(groupchat, "agents", []) if a is not recipient and (
+            isinstance(a, UserProxyAgent) or getattr(a, "human_input_mode", "NEVER") != "NEVER"
+            or a.name in self.config.human_names)]
+        return {a.name for a in people} | set(self.config.human_names), (people[0] if people else None)
+
     @staticmethod
-    def _turn(messages: list[dict[str, Any]], reply: Any, agent_id: str) -> list[dict[str, Any]]:
-        last = messages[-1]
-        user_text = text_of(last.get("content")) if last.get("role", "user") in _TEXT_ROLES and \
-            not last.get("tool_responses") else ""
+    def _turn(messages: list[dict[str, Any]], reply: Any, agent_id: str, recipient: ConversableAgent,
+              humans: set[str] | None) -> list[dict[str, Any]]:
+        """What arrived since this agent last spoke, each speaker as who they are, and the reply."""
+        received: list[dict[str, Any]] = []
+        for message in reversed(messages):
+            if message.get("role") == "assistant" or message.get("name") == recipient.name:
+                break  # this agent's own previous message: earlier ones were recorded then
+            if message.get("role", "user") not in _TEXT_ROLES or message.get("tool_responses"):
+                continue
+            received.append(message)
+        rows: list[dict[str, Any]] = []
+        for message in reversed(received):
+            text = text_of(message.get("content"))
+            speaker = message.get("name")
+            if humans is None or speaker is None or speaker in humans:
+                rows.extend(turn(text, None))
+            else:
+                rows.extend(turn(None, text, agent_name=speaker))
         reply_text = text_of(reply.get("content")) if isinstance(reply, dict) else text_of(reply)
-        return turn(user_text, reply_text, agent_name=agent_id)
+        rows.extend(turn(None, reply_text, agent_name=agent_id))
+        return rows
 
 
 class MemoryConversableAgent(ConversableAgent):
@@ -155,9 +210,12 @@ class MemoryConversableAgent(ConversableAgent):
 
 # -- the reply chain --------------------------------------------------------------------------------
 
-def _latest_user_text(messages: list[dict[str, Any]]) -> str:
-    """Text of the most recent message the agent received from its interlocutor."""
+def _latest_user_text(messages: list[dict[str, Any]], humans: set[str] | None = None) -> str:
+    """Text of the most recent message the agent received from the human (from its interlocutor
+    in a two-agent chat)."""
     for message in reversed(messages):
+        if humans is not None and message.get("name") not in humans:
+            continue
         if message.get("role", "user") in _TEXT_ROLES and not message.get("tool_responses"):
             text = text_of(message.get("content"))
             if text.strip():

@@ -303,7 +303,7 @@ class MemoryScope:
                  types: Iterable[MemoryType | str] | None = None, include_expired: bool | None = None,
                  time_range: TimeRange | tuple[datetime | str | None, datetime | str | None] | None = None,
                  now: datetime | str | None = None, rerank: bool | None = None,
-                 language: str | None = None) -> RetrievalResult:
+                 language: str | None = None, min_score: float | None = None) -> RetrievalResult:
         """Find a user's memories for a query. No LLM is called.
 
         Args:
@@ -316,6 +316,10 @@ class MemoryScope:
             time_range: an explicit (start, end) range that filters, in addition to the query's.
             now: the moment relative times are computed from (default: now).
             rerank: use the configured reranker (default: when one is configured).
+            min_score: the relevance floor (default ``retrieval.min_score``; 0 turns it off): a
+                memory is returned only if it shares a word with the query or its embedding's
+                cosine similarity to the query reaches `min_score`, so an unrelated query
+                ("hello") may return nothing.
 
         Returns a `RetrievalResult` with the ranked memories, their scores, the parsed time range,
         the timings, and ``context``: dated lines ready to put in a prompt.
@@ -341,6 +345,9 @@ class MemoryScope:
         if rerank and self.reranker is None:
             raise ConfigError("rerank=True but no reranker is configured (settings.reranker)")
         expired = cfg.include_expired if include_expired is None else bool(include_expired)
+        floor = cfg.min_score if min_score is None else min_score
+        if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not floor >= 0:
+            raise ValidationError("min_score must be a number >= 0")
         statuses = None if expired else (MemoryStatus.ACTIVE,)
 
         parsed = parse_time(query, moment)
@@ -371,6 +378,8 @@ class MemoryScope:
         ranked = propagate_neighbours(ranked, cfg.neighbour_weight)
         ranked = boost_named_speakers(ranked, query, cfg.speaker_boost)
         ranked = adjust(ranked, cfg, time_range=parsed.range if cfg.time_mode == "boost" else None, now=moment)
+        if floor > 0:
+            ranked = [item for item in ranked if _relevant(item, floor)]
         reranking = self.reranker is not None and (rerank is None or rerank)
         depth = max(top_k, self.settings.reranker.candidates) if reranking else top_k
         ranked = deduplicate(ranked, depth) if cfg.deduplicate else ranked[:depth]
@@ -677,6 +686,13 @@ class MemoryScope:
 
 def _ms(start: float) -> float:
     return (time.perf_counter() - start) * 1000.0
+
+
+def _relevant(item: ScoredMemory, floor: float) -> bool:
+    """Whether a ranked memory clears the relevance floor: a full-text match, or a cosine
+    similarity of at least `floor` (fused scores are relative to the other candidates, so
+    they cannot tell an unrelated query from a related one)."""
+    return item.scores.get("bm25", 0.0) > 0 or item.scores.get("cosine", -1.0) >= floor
 
 
 def _default_speaker(role: str, user_id: str, agent_id: str) -> str:
