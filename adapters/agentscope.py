@@ -82,6 +82,10 @@ class MemoryScopeMiddleware(MiddlewareBase):
             ``"raise"``.
         tool_instructions: appended to the system prompt in agent_control / both modes.
         min_score: relevance floor (default: the engine's ``retrieval.min_score``).
+        tool_set: which tools `list_tools` gives in agent_control / both modes:
+            ``"long_term_memory"`` (AgentScope's long-term memory tools ``retrieve_from_memory``
+            and ``record_to_memory``) or ``"memory"`` (``search_memory``, ``add_memory``,
+            ``update_memory``, ``delete_memory``, as AgentScope 2.x's memory middlewares name them).
 
     Who is who: the input of a reply is the user's, except for a member of a ``TeamPipeline``,
     whose input is its leader's instruction: it is recorded as the leader's words. A reply that
@@ -93,7 +97,8 @@ class MemoryScopeMiddleware(MiddlewareBase):
                  mode: Mode = "static_control", top_k: int | None = None,
                  types: Sequence[MemoryType | str] | None = None, template: str = DEFAULT_TEMPLATE,
                  scope_to_agent: bool = False, on_error: Literal["warn", "raise"] = "warn",
-                 tool_instructions: str = DEFAULT_TOOL_INSTRUCTIONS, min_score: float | None = None) -> None:
+                 tool_instructions: str = DEFAULT_TOOL_INSTRUCTIONS, min_score: float | None = None,
+                 tool_set: Literal["long_term_memory", "memory"] = "long_term_memory") -> None:
         if not isinstance(user_id, str) or not user_id.strip():
             raise ValueError("MemoryScopeMiddleware needs a non-empty user_id")
         if mode not in ("static_control", "agent_control", "both"):
@@ -105,6 +110,14 @@ class MemoryScopeMiddleware(MiddlewareBase):
         self._agent_name: str | None = None  # the agent this middleware serves (for the tools)
         self._pending: dict[int, tuple[str, str | None]] = {}  # id(agent) -> (input, its speaker) of a paused reply
         self.mode: Mode = mode
+        if tool_set not in ("long_term_memory", "memory"):
+            raise ValueError("tool_set must be 'long_term_memory' or 'memory'")
+        self.tool_set = tool_set
+        if tool_set == "memory" and tool_instructions == DEFAULT_TOOL_INSTRUCTIONS:
+            tool_instructions = DEFAULT_TOOL_INSTRUCTIONS.replace(
+                "`retrieve_from_memory` and `record_to_memory` tools. Retrieve",
+                "`search_memory`, `add_memory`, `update_memory` and `delete_memory` tools. Search").replace(
+                "; record durable", "; add durable")
         self.tool_instructions = tool_instructions
         self._blocks: dict[int, tuple[str, str | None]] = {}  # id(agent) -> (block, input msg id)
 
@@ -180,6 +193,13 @@ class MemoryScopeMiddleware(MiddlewareBase):
             return []
         allow = PermissionDecision(behavior=PermissionBehavior.ALLOW,
                                    message="auto-allowed: MemoryScope long-term memory tool")
+        if self.tool_set == "memory":
+            return [
+                FunctionTool(self.search_memory, is_concurrency_safe=True, is_read_only=True, permission=allow),
+                FunctionTool(self.add_memory, is_concurrency_safe=False, is_read_only=False, permission=allow),
+                FunctionTool(self.update_memory, is_concurrency_safe=False, is_read_only=False, permission=allow),
+                FunctionTool(self.delete_memory, is_concurrency_safe=False, is_read_only=False, permission=allow),
+            ]
         return [
             FunctionTool(self.retrieve_from_memory, is_concurrency_safe=True, is_read_only=True, permission=allow),
             FunctionTool(self.record_to_memory, is_concurrency_safe=False, is_read_only=False, permission=allow),
@@ -249,6 +269,51 @@ class MemoryScopeMiddleware(MiddlewareBase):
             return _chunk(f"Could not record to memory ({type(exc).__name__}).", error=True)
         return _chunk(f"Recorded {len(facts)} item(s) to long-term memory.")
 
+
+    def _tools(self) -> Any:
+        from memoryscope_plugins.adapters._tools import MemoryTools
+        return MemoryTools(self.bridge.memory, user_id=self.user_id, agent_id=self._tool_agent(),
+                           scope_to_agent=self.config.scope_to_agent, min_score=self.config.min_score)
+
+    async def search_memory(self, query: str, limit: int = 5) -> ToolChunk:
+        """Search long-term memory about the user (facts, preferences, plans, past events).
+
+        Args:
+            query (str):
+                What to look for, e.g. a person, a place, a date or a topic.
+            limit (int):
+                The most memories to return (1-50).
+        """
+        return _chunk(await self._tools().asearch_memory(query, limit))
+
+    async def add_memory(self, content: str) -> ToolChunk:
+        """Save a durable fact about the user to long-term memory.
+
+        Args:
+            content (str):
+                The fact: one complete, standalone sentence (who, what, when, where).
+        """
+        return _chunk(await self._tools().aadd_memory(content))
+
+    async def update_memory(self, memory_id: str, content: str) -> ToolChunk:
+        """Correct a memory that is wrong or outdated.
+
+        Args:
+            memory_id (str):
+                The id of the memory to change (from search_memory).
+            content (str):
+                Its new text.
+        """
+        return _chunk(await self._tools().aupdate_memory(memory_id, content))
+
+    async def delete_memory(self, memory_id: str) -> ToolChunk:
+        """Delete a memory the user asked to forget, or one that is wrong.
+
+        Args:
+            memory_id (str):
+                The id of the memory to delete (from search_memory).
+        """
+        return _chunk(await self._tools().adelete_memory(memory_id))
 
     def _tool_agent(self) -> str:
         """The agent id the tools save under and search in: the same one automatic recall uses."""

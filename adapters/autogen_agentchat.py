@@ -46,8 +46,8 @@ from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.settings import Settings
 from memoryscope_plugins.types import MemoryType, ScoredMemory
 
-__all__ = ["MemoryAssistantAgent", "MemoryScopeMemory", "MemoryScopeMemoryConfig", "run_stream_with_memory",
-           "run_with_memory"]
+__all__ = ["MemoryAssistantAgent", "MemoryScopeMemory", "MemoryScopeMemoryConfig", "memory_tools",
+           "run_stream_with_memory", "run_with_memory"]
 
 
 class MemoryScopeMemoryConfig(BaseModel):
@@ -303,6 +303,27 @@ async def run_stream_with_memory(agent: ChatAgent, task: str | BaseChatMessage |
         if isinstance(item, TaskResult):
             await _record_run(memories, agent, task, item)
         yield item
+
+
+def memory_tools(memory: MemoryScopeMemory, *, update: bool = True, delete: bool = True,
+                 min_score: float | None = None) -> list[Any]:
+    """Memory tools for an agent, as ``autogen_core`` ``FunctionTool`` objects scoped to the
+    memory's user: ``search_memory``, ``add_memory`` and (unless turned off) ``update_memory`` and
+    ``delete_memory``. Give them to ``AssistantAgent(tools=...)`` or a ``StaticWorkbench``."""
+    from autogen_core.tools import FunctionTool
+
+    from memoryscope_plugins.adapters._tools import MemoryTools
+    if not isinstance(memory, MemoryScopeMemory):
+        raise TypeError("memory_tools needs a MemoryScopeMemory")
+    cfg = memory._config
+    tools = MemoryTools(memory.engine, user_id=memory.user_id, agent_id=memory.agent_id,
+                        scope_to_agent=cfg.scope_to_agent,
+                        min_score=cfg.min_score if min_score is None else min_score)
+    chosen = [tools.asearch_memory, tools.aadd_memory]
+    chosen += [tools.aupdate_memory] if update else []
+    chosen += [tools.adelete_memory] if delete else []
+    return [FunctionTool(func, description=(getattr(tools, func.__name__[1:]).__doc__ or "").split("\n\n")[0],
+                         name=func.__name__[1:]) for func in chosen]
 
 
 # -- helpers -------------------------------------------------------------------------------------------

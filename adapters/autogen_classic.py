@@ -33,6 +33,7 @@ passes one).
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -57,7 +58,7 @@ try:  # the predicate ConversableAgent itself uses
 except ImportError:  # pragma: no cover - older/newer layouts
     _is_async = inspect.iscoroutinefunction
 
-__all__ = ["MemoryCapability", "MemoryConversableAgent"]
+__all__ = ["MemoryCapability", "MemoryConversableAgent", "register_memory_tools"]
 
 _TEXT_ROLES = ("user",)
 
@@ -206,6 +207,34 @@ class MemoryConversableAgent(ConversableAgent):
         self.memory_capability = MemoryCapability(memory, user_id=user_id, agent_id=memory_agent_id, top_k=top_k,
                                                   config=memory_config)
         self.memory_capability.add_to_agent(self)
+
+
+def register_memory_tools(memory: MemoryScope, *, caller: ConversableAgent, executor: ConversableAgent,
+                          user_id: str, agent_id: str | None = None, update: bool = True, delete: bool = True,
+                          scope_to_agent: bool = False, min_score: float | None = None) -> list[str]:
+    """Register memory tools with ``autogen.register_function``: `caller` (the LLM agent) may call
+    ``search_memory``, ``add_memory`` and (unless turned off) ``update_memory`` and
+    ``delete_memory``; `executor` runs them. All are scoped to `user_id`. Returns the tool names."""
+    from autogen import register_function
+
+    from memoryscope_plugins.adapters._tools import MemoryTools
+    tools = MemoryTools(memory, user_id=user_id, agent_id=agent_id or caller.name, scope_to_agent=scope_to_agent,
+                        min_score=min_score)
+    chosen = [tools.search_memory, tools.add_memory]
+    chosen += [tools.update_memory] if update else []
+    chosen += [tools.delete_memory] if delete else []
+    for func in chosen:
+        register_function(_plain(func), caller=caller, executor=executor, name=func.__name__,
+                          description=(func.__doc__ or "").split("\n\n")[0])
+    return [func.__name__ for func in chosen]
+
+
+def _plain(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A plain function calling a bound method (``register_function`` takes functions only)."""
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return method(*args, **kwargs)
+    return call
 
 
 # -- the reply chain --------------------------------------------------------------------------------
