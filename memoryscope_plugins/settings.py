@@ -98,7 +98,7 @@ class RetrievalSettings(BaseModel):
     deduplicate: bool = Field(True, description="return one memory per distinct content (case and punctuation aside)")
     include_expired: bool = False
     context_with_time: bool = False
-    min_score: float = Field(0.25, ge=0, le=1, description="relevance floor: a memory is returned only if it "
+    min_score: float = Field(0.15, ge=0, le=1, description="relevance floor: a memory is returned only if it "
                              "shares a word with the query or its cosine similarity reaches this (0: off)")
 
 
