@@ -51,8 +51,11 @@ class MemoryConfig:
         session_id: recorded with each message; default: one new id per adapter instance.
         on_error: ``"warn"`` degrades a failing memory backend to "no memories" with a logged
             warning; ``"raise"`` lets the error through.
-        min_relevance: the relevance floor for this adapter's retrievals (default: the engine's
-            ``retrieval.min_relevance``); -1 turns it off.
+        min_relevance: relevance floor for injected memories (None keeps the engine's
+            ``retrieval.min_relevance``): see `MemoryScope.retrieve`; -1 turns it off.
+        human_names: speaker names that are the human in multi-agent chats (besides the
+            framework's own default for the human, e.g. "user"); every other speaker's words
+            are recorded as that speaker's, never as the user's.
     """
 
     user_id: IdSource = None
@@ -66,6 +69,7 @@ class MemoryConfig:
     record: bool = True
     retrieve: bool = True
     min_relevance: float | None = None
+    human_names: Sequence[str] = ()
     _session: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -74,9 +78,6 @@ class MemoryConfig:
             raise ValueError("top_k must be an integer between 1 and 1000, or None")
         if self.on_error not in ("warn", "raise"):
             raise ValueError("on_error must be 'warn' or 'raise'")
-        if self.min_relevance is not None and (isinstance(self.min_relevance, bool) or not isinstance(
-                self.min_relevance, (int, float)) or not -1 <= self.min_relevance <= 1):
-            raise ValueError("min_relevance must be a number between -1 and 1, or None")
         if "{context}" not in self.template:
             raise ValueError("template must contain '{context}'")
         if self.types is not None:
@@ -87,6 +88,12 @@ class MemoryConfig:
                 raise TypeError(f"{name} must be a string, a callable or None")
             if isinstance(value, str) and not value.strip():
                 raise ValueError(f"{name} must not be empty")
+        if self.min_relevance is not None and (isinstance(self.min_relevance, bool) or not isinstance(
+                self.min_relevance, (int, float)) or not -1 <= self.min_relevance <= 1):
+            raise ValueError("min_relevance must be a number between -1 and 1, or None")
+        if isinstance(self.human_names, str) or not all(isinstance(n, str) for n in self.human_names):
+            raise TypeError("human_names must be a list of names")
+        self.human_names = tuple(self.human_names)
         self._session = self.session_id or uuid.uuid4().hex
 
     @property

@@ -28,6 +28,7 @@ compression never summarises memory blocks into the conversation.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -58,6 +59,11 @@ DEFAULT_TOOL_INSTRUCTIONS = (
 
 Mode = Literal["static_control", "agent_control", "both"]
 
+#: What AgentScope's ``Agent`` answers while a reply waits for a tool confirmation or an external
+#: execution (a ``TeamPipeline`` leader waiting for its members, human-in-the-loop). It is not
+#: the agent's answer: the real one comes from a later call that resumes the reply.
+PLACEHOLDER_PREFIX = "I'm waiting for your permission or the external execution to finish"
+
 
 class MemoryScopeMiddleware(MiddlewareBase):
     """Long-term memory for an AgentScope ``Agent``.
@@ -75,15 +81,24 @@ class MemoryScopeMiddleware(MiddlewareBase):
         on_error: ``"warn"`` (a failing backend means no memories; the agent still replies) or
             ``"raise"``.
         tool_instructions: appended to the system prompt in agent_control / both modes.
-        min_relevance: the relevance floor of automatic retrieval and the search tool (default:
-            the engine's ``retrieval.min_relevance``).
+        min_relevance: relevance floor (default: the engine's ``retrieval.min_relevance``).
+        tool_set: which tools `list_tools` gives in agent_control / both modes:
+            ``"long_term_memory"`` (AgentScope's long-term memory tools ``retrieve_from_memory``
+            and ``record_to_memory``) or ``"memory"`` (``search_memory``, ``add_memory``,
+            ``update_memory``, ``delete_memory``, as AgentScope 2.x's memory middlewares name them).
+
+    Who is who: the input of a reply is the user's, except for a member of a ``TeamPipeline``,
+    whose input is its leader's instruction: it is recorded as the leader's words. A reply that
+    pauses for a confirmation or an external execution is recorded once it resumes and ends
+    with the real answer, never with AgentScope's "I'm waiting for your permission..." text.
     """
 
     def __init__(self, memory: MemoryScope, *, user_id: str, agent_id: str | None = None,
                  mode: Mode = "static_control", top_k: int | None = None,
                  types: Sequence[MemoryType | str] | None = None, template: str = DEFAULT_TEMPLATE,
                  scope_to_agent: bool = False, on_error: Literal["warn", "raise"] = "warn",
-                 tool_instructions: str = DEFAULT_TOOL_INSTRUCTIONS, min_relevance: float | None = None) -> None:
+                 tool_instructions: str = DEFAULT_TOOL_INSTRUCTIONS, min_relevance: float | None = None,
+                 tool_set: Literal["long_term_memory", "memory"] = "long_term_memory") -> None:
         if not isinstance(user_id, str) or not user_id.strip():
             raise ValueError("MemoryScopeMiddleware needs a non-empty user_id")
         if mode not in ("static_control", "agent_control", "both"):
@@ -92,11 +107,19 @@ class MemoryScopeMiddleware(MiddlewareBase):
                                    template=template, scope_to_agent=scope_to_agent, on_error=on_error,
                                    min_relevance=min_relevance)
         self.bridge = MemoryBridge(memory, self.config, "agentscope")
+        self._agent_name: str | None = None  # the agent this middleware serves (for the tools)
+        self._pending: dict[int, tuple[str, str | None]] = {}  # id(agent) -> (input, its speaker) of a paused reply
         self.mode: Mode = mode
+        if tool_set not in ("long_term_memory", "memory"):
+            raise ValueError("tool_set must be 'long_term_memory' or 'memory'")
+        self.tool_set = tool_set
+        if tool_set == "memory" and tool_instructions == DEFAULT_TOOL_INSTRUCTIONS:
+            tool_instructions = DEFAULT_TOOL_INSTRUCTIONS.replace(
+                "`retrieve_from_memory` and `record_to_memory` tools. Retrieve",
+                "`search_memory`, `add_memory`, `update_memory` and `delete_memory` tools. Search").replace(
+                "; record durable", "; add durable")
         self.tool_instructions = tool_instructions
         self._blocks: dict[int, tuple[str, str | None]] = {}  # id(agent) -> (block, input msg id)
-        self._parked: dict[int, str] = {}  # id(agent) -> the user text of a reply waiting to be resumed
-        self._agent_name: str | None = None  # the agent this middleware serves (its tools save as it)
 
     @property
     def user_id(self) -> str:
@@ -107,21 +130,22 @@ class MemoryScopeMiddleware(MiddlewareBase):
     async def on_reply(self, agent: Agent, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator]
                        ) -> AsyncGenerator:
         """Retrieve before the reply; record the exchange after it (static_control / both)."""
-        self._agent_name = agent.name
         if self.mode == "agent_control":
             async for item in next_handler(**input_kwargs):
                 yield item
             return
+        self._agent_name = agent.name
         agent_id = self.config.resolve_agent(default=agent.name)
         query, input_id = _query_of(input_kwargs.get("inputs"))
+        speaker = _team_leader() if query else None
+        if not query and id(agent) in self._pending:  # a paused reply resumes
+            query, speaker = self._pending[id(agent)]
+            input_id = None
         if query:
-            self._parked.pop(id(agent), None)  # a new request: an earlier parked one was abandoned
             result = await self.bridge.aretrieve(self.user_id, query, agent_id=agent_id)
             block = self.bridge.block(result)
             if block:
                 self._blocks[id(agent)] = (block, input_id)
-        else:  # resuming a reply that waited for a confirmation or an external execution
-            query = self._parked.pop(id(agent), "")
         final: Msg | None = None
         try:
             async for item in next_handler(**input_kwargs):
@@ -130,16 +154,22 @@ class MemoryScopeMiddleware(MiddlewareBase):
                 yield item
         finally:
             self._blocks.pop(id(agent), None)
-            if query and final is not None:
-                reason = _finished(final)
-                if reason is None:
-                    # parked: the message is a placeholder ("I'm waiting for your permission..."),
-                    # not the reply; the real one comes from the call that resumes it
-                    self._parked[id(agent)] = query
-                else:
-                    answer = final.get_text_content() or "" if reason == "completed" else ""
-                    await self.bridge.arecord(self.user_id, turn(query, answer, agent_name=agent_id),
-                                              agent_id=agent_id)
+            await self._record(agent, agent_id, query, speaker, final)
+
+    async def _record(self, agent: Agent, agent_id: str, query: str, speaker: str | None, final: Msg | None) -> None:
+        """Record a finished reply; keep the input of a paused one for when it resumes."""
+        if not query or final is None:
+            return
+        answer = final.get_text_content() or ""
+        if answer.strip().startswith(PLACEHOLDER_PREFIX):
+            self._pending[id(agent)] = (query, speaker)
+            return
+        self._pending.pop(id(agent), None)
+        if speaker is None:
+            rows = turn(query, answer, agent_name=agent_id)
+        else:  # a team member: its input is the leader's instruction, not the user's words
+            rows = [*turn(None, query, agent_name=speaker), *turn(None, answer, agent_name=agent_id)]
+        await self.bridge.arecord(self.user_id, rows, agent_id=agent_id)
 
     async def on_model_call(self, agent: Agent, input_kwargs: dict, next_handler: Callable[..., Any]) -> Any:
         """Add this reply's recalled memories to the messages of this model call only."""
@@ -163,6 +193,13 @@ class MemoryScopeMiddleware(MiddlewareBase):
             return []
         allow = PermissionDecision(behavior=PermissionBehavior.ALLOW,
                                    message="auto-allowed: MemoryScope long-term memory tool")
+        if self.tool_set == "memory":
+            return [
+                FunctionTool(self.search_memory, is_concurrency_safe=True, is_read_only=True, permission=allow),
+                FunctionTool(self.add_memory, is_concurrency_safe=False, is_read_only=False, permission=allow),
+                FunctionTool(self.update_memory, is_concurrency_safe=False, is_read_only=False, permission=allow),
+                FunctionTool(self.delete_memory, is_concurrency_safe=False, is_read_only=False, permission=allow),
+            ]
         return [
             FunctionTool(self.retrieve_from_memory, is_concurrency_safe=True, is_read_only=True, permission=allow),
             FunctionTool(self.record_to_memory, is_concurrency_safe=False, is_read_only=False, permission=allow),
@@ -187,10 +224,10 @@ class MemoryScopeMiddleware(MiddlewareBase):
         except (TypeError, ValueError):  # the model sent something odd: use the default
             limit = self.config.top_k or 5
         engine = self.bridge.memory
-        scope = self.config.resolve_agent(default=self._agent_name) if self.config.scope_to_agent else None
         try:
             results = await asyncio.gather(*[
-                engine.aretrieve(self.user_id, k, top_k=limit, types=self.config.types, agent_id=scope,
+                engine.aretrieve(self.user_id, k, top_k=limit, types=self.config.types,
+                                 agent_id=self._tool_agent() if self.config.scope_to_agent else None,
                                  min_relevance=self.config.min_relevance)
                 for k in keywords])
         except Exception as exc:  # noqa: BLE001
@@ -222,7 +259,7 @@ class MemoryScopeMiddleware(MiddlewareBase):
         facts = [c for c in (content or []) if isinstance(c, str) and c.strip()]
         if not facts:
             return _chunk("`content` is empty: nothing recorded.", error=True)
-        agent_id = self.config.resolve_agent(default=self._agent_name)  # as automatic recording does
+        agent_id = self._tool_agent()
         try:
             for fact in facts:
                 await self.bridge.memory.aadd(self.user_id, fact, agent_id=agent_id)
@@ -233,15 +270,73 @@ class MemoryScopeMiddleware(MiddlewareBase):
         return _chunk(f"Recorded {len(facts)} item(s) to long-term memory.")
 
 
+    def _tools(self) -> Any:
+        from memoryscope_plugins.adapters._tools import MemoryTools
+        return MemoryTools(self.bridge.memory, user_id=self.user_id, agent_id=self._tool_agent(),
+                           scope_to_agent=self.config.scope_to_agent, min_relevance=self.config.min_relevance)
+
+    async def search_memory(self, query: str, limit: int = 5) -> ToolChunk:
+        """Search long-term memory about the user (facts, preferences, plans, past events).
+
+        Args:
+            query (str):
+                What to look for, e.g. a person, a place, a date or a topic.
+            limit (int):
+                The most memories to return (1-50).
+        """
+        return _chunk(await self._tools().asearch_memory(query, limit))
+
+    async def add_memory(self, content: str) -> ToolChunk:
+        """Save a durable fact about the user to long-term memory.
+
+        Args:
+            content (str):
+                The fact: one complete, standalone sentence (who, what, when, where).
+        """
+        return _chunk(await self._tools().aadd_memory(content))
+
+    async def update_memory(self, memory_id: str, content: str) -> ToolChunk:
+        """Correct a memory that is wrong or outdated.
+
+        Args:
+            memory_id (str):
+                The id of the memory to change (from search_memory).
+            content (str):
+                Its new text.
+        """
+        return _chunk(await self._tools().aupdate_memory(memory_id, content))
+
+    async def delete_memory(self, memory_id: str) -> ToolChunk:
+        """Delete a memory the user asked to forget, or one that is wrong.
+
+        Args:
+            memory_id (str):
+                The id of the memory to delete (from search_memory).
+        """
+        return _chunk(await self._tools().adelete_memory(memory_id))
+
+    def _tool_agent(self) -> str:
+        """The agent id the tools save under and search in: the same one automatic recall uses."""
+        return self.config.resolve_agent(default=self._agent_name)
+
+
 # -- helpers -----------------------------------------------------------------------------------------
 
-def _finished(message: Msg) -> str | None:
-    """How a final message ended ("completed", "interrupted", ...), or None for the placeholder of
-    a reply that waits for a permission or an external execution."""
-    reason = getattr(message, "finished_reason", None)
-    if reason is None:
-        return None
-    return str(getattr(reason, "value", reason)).lower()
+def _team_leader() -> str | None:
+    """The leader's name when the running reply is a ``TeamPipeline`` member's assignment.
+
+    AgentScope hands a member its task as ``UserMsg(name="user")``, indistinguishable from the
+    human's own message; the pipeline's assignment runner (``run_group`` inside
+    ``TeamPipeline._run_assignments``) is on the call stack then, and knows the leader."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "run_group" and "_team_pipeline" in code.co_filename:
+            leader = getattr(frame.f_locals.get("self"), "leader", None)
+            name = getattr(leader, "name", None)
+            return name if isinstance(name, str) and name else "leader"
+        frame = frame.f_back
+    return None
 
 
 def _query_of(inputs: Any) -> tuple[str, str | None]:

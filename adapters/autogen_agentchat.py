@@ -46,8 +46,8 @@ from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.settings import Settings
 from memoryscope_plugins.types import MemoryType, ScoredMemory
 
-__all__ = ["MemoryAssistantAgent", "MemoryScopeMemory", "MemoryScopeMemoryConfig", "run_stream_with_memory",
-           "run_with_memory"]
+__all__ = ["MemoryAssistantAgent", "MemoryScopeMemory", "MemoryScopeMemoryConfig", "memory_tools",
+           "run_stream_with_memory", "run_with_memory"]
 
 
 class MemoryScopeMemoryConfig(BaseModel):
@@ -58,12 +58,11 @@ class MemoryScopeMemoryConfig(BaseModel):
     agent_id: str | None = None
     top_k: int | None = Field(None, gt=0, le=1000)
     types: list[str] | None = None
+    min_relevance: float | None = Field(None, ge=-1, le=1)
+    human_names: list[str] = Field(default_factory=list)
     template: str = DEFAULT_TEMPLATE
     scope_to_agent: bool = False
     on_error: Literal["warn", "raise"] = "warn"
-    min_relevance: float | None = Field(None, ge=-1, le=1)
-    human_sources: list[str] = Field(default_factory=lambda: ["user"],
-                                     description="message sources that are the human user")
     path: str | None = Field(None, description="the SQLite store file (settings.store.path)")
     settings_file: str | None = Field(None, description="a YAML settings file")
     settings: dict[str, Any] | None = Field(None, description="non-secret settings overrides")
@@ -84,13 +83,11 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         scope_to_agent: retrieve only memories recorded by `agent_id`.
         on_error: ``"warn"`` (a failing backend means no memories, the agent still answers) or
             ``"raise"``.
-        min_relevance: the relevance floor of this memory's retrievals (default: the engine's
-            ``retrieval.min_relevance``).
-        human_sources: the ``source`` of messages that are the human's words (default
-            ``["user"]``, what ``run(task=...)`` uses; add a ``UserProxyAgent``'s name). In a team,
-            a message from any other source is another agent's and is recorded as that agent's,
-            never as the user's.
         name: the component's name.
+        min_relevance: relevance floor (default: the engine's ``retrieval.min_relevance``).
+        human_names: message sources that are the human, besides ``"user"`` (the source AgentChat
+            gives a task string; a ``UserProxyAgent``'s name is also a good entry). In a team, every
+            other source is another agent and is recorded under its own name.
     """
 
     component_type = "memory"
@@ -102,8 +99,8 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
                  template: str = DEFAULT_TEMPLATE, scope_to_agent: bool = False,
                  on_error: Literal["warn", "raise"] = "warn", name: str = "memoryscope",
                  path: str | None = None, settings_file: str | None = None,
-                 settings: dict[str, Any] | None = None, human_sources: Sequence[str] = ("user",),
-                 min_relevance: float | None = None) -> None:
+                 settings: dict[str, Any] | None = None, min_relevance: float | None = None,
+                 human_names: Sequence[str] = ()) -> None:
         if not isinstance(user_id, str) or not user_id.strip():
             raise ValueError("user_id must be a non-empty string")
         if scope_to_agent and not agent_id:
@@ -114,14 +111,11 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         if memory is None:
             base = Settings.load(settings_file, **(settings or {})) if (settings_file or settings) else None
             memory = MemoryScope(base, path=path)
-        if isinstance(human_sources, str) or not all(isinstance(h, str) and h for h in human_sources):
-            raise ValueError("human_sources must be a list of message sources")
-        self.human_sources = frozenset(human_sources)
         self._settings_file = settings_file
         self._name = name
         self._config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types,
                                     template=template, scope_to_agent=scope_to_agent, on_error=on_error,
-                                    min_relevance=min_relevance)
+                                    min_relevance=min_relevance, human_names=human_names)
         self._bridge = MemoryBridge(memory, self._config, "autogen_agentchat")
 
     # -- properties ---------------------------------------------------------------------------------
@@ -173,11 +167,13 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
 
     async def query(self, query: str | MemoryContent, cancellation_token: CancellationToken | None = None,
                     **kwargs: Any) -> MemoryQueryResult:
-        """Search this user's memories (``top_k=`` may be passed); each result carries
-        metadata id, type, time and score."""
+        """Search this user's memories (``limit=`` or ``top_k=`` may be passed); each result
+        carries metadata id, type, time and score."""
         text = query if isinstance(query, str) else _content_text(query)
-        result = await self._bridge.aretrieve(self.user_id, text, agent_id=self.agent_id,
-                                              top_k=kwargs.get("top_k"))
+        limit = kwargs.get("limit", kwargs.get("top_k"))
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= 1000):
+            raise ValueError("limit must be an integer between 1 and 1000")
+        result = await self._bridge.aretrieve(self.user_id, text, agent_id=self.agent_id, top_k=limit)
         return MemoryQueryResult(results=[_content(m) for m in result.memories])
 
     async def add(self, content: MemoryContent, cancellation_token: CancellationToken | None = None) -> None:
@@ -205,19 +201,31 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         return await self._bridge.arecord(self.user_id, turn(user_text, reply_text, agent_name=agent),
                                           agent_id=agent)
 
-    async def record_messages(self, messages: Sequence[BaseChatMessage], *, agent_id: str | None = None
-                              ) -> list[str]:
-        """Record chat messages, each as who said it: the human's (a source in `human_sources`)
-        as the user's words, every other agent's under its own name. Failures are logged."""
+    async def record_messages(self, messages: Sequence[BaseChatMessage], reply: BaseChatMessage | None, *,
+                              agent_id: str | None = None) -> list[str]:
+        """Record what an agent received and its reply, each speaker as who they are.
+
+        A message whose ``source`` is the human (``"user"`` or one of `human_names`) is the
+        user's; any other source is another agent and its words are recorded under that agent's
+        name (role assistant), never as the user's. The agent's own earlier messages are skipped."""
         agent = self._config.resolve_agent(default=agent_id)
-        said = []
+        own = {agent, agent_id}
+        rows: list[dict[str, Any]] = []
         for message in messages:
-            content = _message_text(message)
-            if message.source in self.human_sources:
-                said.append({"role": "user", "content": content})
+            if message.source in own:
+                continue
+            text = _message_text(message)
+            if self.is_human(message.source):
+                rows.extend(turn(text, None))
             else:
-                said.append({"role": "assistant", "content": content, "name": message.source})
-        return await self._bridge.arecord(self.user_id, said, agent_id=agent)
+                rows.extend(turn(None, text, agent_name=message.source))
+        if reply is not None:
+            rows.extend(turn(None, _message_text(reply), agent_name=reply.source or agent))
+        return await self._bridge.arecord(self.user_id, rows, agent_id=agent)
+
+    def is_human(self, source: str | None) -> bool:
+        """Whether a message source is the human (``"user"`` or one of `human_names`)."""
+        return source == "user" or source in self._config.human_names
 
     async def remove_blocks(self, model_context: ChatCompletionContext) -> int:
         """Remove this memory's blocks from a model context; returns how many were removed."""
@@ -236,15 +244,15 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
             name=self._name, user_id=self.user_id, agent_id=cfg.agent_id if isinstance(cfg.agent_id, str) else None,
             top_k=cfg.top_k, types=list(cfg.types) if cfg.types else None, template=cfg.template,
             scope_to_agent=cfg.scope_to_agent, on_error=cfg.on_error, path=None, settings_file=self._settings_file,
-            settings=_public_settings(self.engine.settings), human_sources=sorted(self.human_sources),
-            min_relevance=cfg.min_relevance)
+            settings=_public_settings(self.engine.settings), min_relevance=cfg.min_relevance,
+            human_names=list(cfg.human_names))
 
     @classmethod
     def _from_config(cls, config: MemoryScopeMemoryConfig) -> Self:
         return cls(user_id=config.user_id, agent_id=config.agent_id, top_k=config.top_k, types=config.types,
                    template=config.template, scope_to_agent=config.scope_to_agent, on_error=config.on_error,
                    name=config.name, path=config.path, settings_file=config.settings_file, settings=config.settings,
-                   human_sources=config.human_sources, min_relevance=config.min_relevance)
+                   min_relevance=config.min_relevance, human_names=config.human_names)
 
 
 class MemoryAssistantAgent(AssistantAgent):
@@ -277,7 +285,7 @@ async def run_with_memory(agent: ChatAgent, task: str | BaseChatMessage | Sequen
     if not memories:
         raise ValueError("no MemoryScopeMemory given and none found in the agent's memory list")
     result = await agent.run(task=task, cancellation_token=cancellation_token)
-    await _after_run(agent, memories, task, result)
+    await _record_run(memories, agent, task, result)
     return result
 
 
@@ -293,35 +301,60 @@ async def run_stream_with_memory(agent: ChatAgent, task: str | BaseChatMessage |
         raise ValueError("no MemoryScopeMemory given and none found in the agent's memory list")
     async for item in agent.run_stream(task=task, cancellation_token=cancellation_token):
         if isinstance(item, TaskResult):
-            await _after_run(agent, memories, task, item)
+            await _record_run(memories, agent, task, item)
         yield item
+
+
+def memory_tools(memory: MemoryScopeMemory, *, update: bool = True, delete: bool = True,
+                 min_relevance: float | None = None) -> list[Any]:
+    """Memory tools for an agent, as ``autogen_core`` ``FunctionTool`` objects scoped to the
+    memory's user: ``search_memory``, ``add_memory`` and (unless turned off) ``update_memory`` and
+    ``delete_memory``. Give them to ``AssistantAgent(tools=...)`` or a ``StaticWorkbench``."""
+    from autogen_core.tools import FunctionTool
+
+    from memoryscope_plugins.adapters._tools import MemoryTools
+    if not isinstance(memory, MemoryScopeMemory):
+        raise TypeError("memory_tools needs a MemoryScopeMemory")
+    cfg = memory._config
+    tools = MemoryTools(memory.engine, user_id=memory.user_id, agent_id=memory.agent_id,
+                        scope_to_agent=cfg.scope_to_agent,
+                        min_relevance=cfg.min_relevance if min_relevance is None else min_relevance)
+    chosen = [tools.asearch_memory, tools.aadd_memory]
+    chosen += [tools.aupdate_memory] if update else []
+    chosen += [tools.adelete_memory] if delete else []
+    return [FunctionTool(func, description=(getattr(tools, func.__name__[1:]).__doc__ or "").split("\n\n")[0],
+                         name=func.__name__[1:]) for func in chosen]
 
 
 # -- helpers -------------------------------------------------------------------------------------------
 
-async def _after_run(agent: Any, memories: Sequence[MemoryScopeMemory], task: Any, result: TaskResult) -> None:
-    """What `run_with_memory` records: a single agent's turn, or a team's whole exchange (the
-    task as the human's words, each member's messages as that member's)."""
+async def _record_run(memories: Sequence[MemoryScopeMemory], agent: ChatAgent | Any,
+                      task: str | BaseChatMessage | Sequence[BaseChatMessage], result: TaskResult) -> None:
+    """Record a finished run: for a single agent, the task and its final answer; for a team, the
+    whole transcript, each exchange under the agent that answered it."""
+    from autogen_agentchat.teams import BaseGroupChat
     if isinstance(agent, MemoryAssistantAgent):
-        return  # it recorded its own turns
-    if isinstance(agent, ChatAgent):
-        for item in memories:
-            await _finish_turn(item, agent, _task_messages(task), _final_reply(result, agent.name))
+        return  # it records its own turns
+    if not isinstance(agent, BaseGroupChat):
+        for memory in memories:
+            await _finish_turn(memory, agent, _task_messages(task), _final_reply(result, agent.name))
         return
-    said = [m for m in result.messages if isinstance(m, BaseChatMessage)]
-    for item in memories:  # a team: every message of the run, each as who said it
-        await item.record_messages(said, agent_id=getattr(agent, "name", None))
+    transcript = [m for m in result.messages if isinstance(m, BaseChatMessage)]
+    for memory in memories:
+        pending: list[BaseChatMessage] = []
+        for message in transcript:
+            if memory.is_human(message.source):
+                pending.append(message)
+                continue
+            await memory.record_messages(pending, message, agent_id=message.source)
+            pending = []
+        if pending:
+            await memory.record_messages(pending, None)
 
 
 async def _finish_turn(memory: MemoryScopeMemory, agent: Any, inputs: Sequence[BaseChatMessage],
                        reply: BaseChatMessage | None) -> None:
-    """Record an agent's turn: its inputs as who said them (the human's, or another agent's in a
-    team) and its reply as its own."""
-    name = getattr(agent, "name", None)
-    said = [m for m in inputs if m.source != name and _message_text(m).strip()]
-    if reply is not None:
-        said.append(reply)
-    await memory.record_messages(said, agent_id=name)
+    await memory.record_messages(inputs, reply, agent_id=getattr(agent, "name", None))
     context = getattr(agent, "model_context", None)
     if isinstance(context, ChatCompletionContext):
         await memory.remove_blocks(context)

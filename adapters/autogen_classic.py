@@ -20,15 +20,7 @@ async twin) at position 0 of the agent's reply-function list. It runs first in e
 2. hands the remaining reply functions (termination check, tool calls, code execution, the LLM
    reply...) a *new* message list with the memory block added as a system message, so the
    agent's stored chat history is never touched;
-3. once one of them produced the final reply, records what the agent received since it last
-   spoke, each message as who said it, and the reply as the agent's own.
-
-**Group chats.** Every message reaches a member through the ``chat_manager``, so the sender says
-nothing about who spoke; the message's ``name`` does. Only the human's words are the user's: the
-speakers named in ``human_names``, else the group chat's agents that take human input
-(``human_input_mode`` other than ``"NEVER"``), else the agent who started the chat. Every other
-member's words are recorded under that member's name, never as the user's. A ``user_id``
-callable is called with the human's agent, not with the manager.
+3. once one of them produced the final reply, records the received message and the reply.
 
 Hooks alone cannot do this: ``process_all_messages_before_reply`` sees neither the sender nor
 the reply and is sync only; ``process_message_before_send`` runs only inside ``send()`` and so
@@ -41,12 +33,21 @@ passes one).
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from autogen import Agent, ConversableAgent
-from memoryscope_plugins.adapters._common import IdSource, MemoryBridge, MemoryConfig, text_of, turn
+from memoryscope_plugins.adapters._common import (
+    DEFAULT_TEMPLATE,
+    IdSource,
+    MemoryBridge,
+    MemoryConfig,
+    OnError,
+    text_of,
+    turn,
+)
 
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.types import MemoryType
@@ -57,7 +58,7 @@ try:  # the predicate ConversableAgent itself uses
 except ImportError:  # pragma: no cover - older/newer layouts
     _is_async = inspect.iscoroutinefunction
 
-__all__ = ["MemoryCapability", "MemoryConversableAgent"]
+__all__ = ["MemoryCapability", "MemoryConversableAgent", "register_memory_tools"]
 
 _TEXT_ROLES = ("user",)
 
@@ -65,33 +66,41 @@ _TEXT_ROLES = ("user",)
 class MemoryCapability:
     """Gives a ``ConversableAgent`` long-term memory (an AutoGen "agent capability").
 
+    Who is who: in a two-agent chat the agent talking to this one is the human. In a
+    ``GroupChat`` every message arrives through the ``chat_manager``, so the speaker is read from
+    each message's ``name``: the human is a ``UserProxyAgent`` of the group, an agent that asks for
+    human input, or a name in `human_names` (and when there is none of these, the agent that
+    started the chat); every other agent's words are recorded as that agent's (role assistant, its
+    name), never as the user's.
+
     Args:
         memory: the engine.
-        user_id: whose memories: a string, or ``callable(sender: Agent | None) -> str | None``
-            (None skips memory for that turn).
+        user_id: whose memories: a string, or ``callable(agent: Agent | None) -> str | None``
+            called with the human agent (in a group chat the group's human, not the manager;
+            None skips memory for that turn).
         agent_id: recorded as the assistant; default: the agent's name.
         top_k: memories injected per reply (default: the engine's setting).
         types: restrict retrieval to these memory types.
+        template: the memory block (must contain ``{context}``).
+        scope_to_agent: retrieve only memories recorded by this agent.
+        on_error: ``"warn"`` (a failing backend means no memories) or ``"raise"``.
+        min_relevance: relevance floor (default: the engine's ``retrieval.min_relevance``).
+        human_names: speaker names that are the human in group chats.
         config: a full `MemoryConfig` instead of the keyword arguments above.
-        human_names: the names of the agents that speak for the human in a group chat (see the
-            module docstring for the default).
-        min_relevance: the relevance floor (default: the engine's ``retrieval.min_relevance``).
     """
 
     def __init__(self, memory: MemoryScope, *, user_id: IdSource = None, agent_id: IdSource = None,
                  top_k: int | None = None, types: Sequence[MemoryType | str] | None = None,
-                 config: MemoryConfig | None = None, human_names: Sequence[str] | None = None,
-                 min_relevance: float | None = None) -> None:
+                 template: str = DEFAULT_TEMPLATE, scope_to_agent: bool = False, on_error: OnError = "warn",
+                 min_relevance: float | None = None, human_names: Sequence[str] = (),
+                 config: MemoryConfig | None = None) -> None:
         if config is None:
             if user_id is None:
                 raise ValueError("user_id is required (a string or a callable of the sender)")
-            config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types,
-                                  min_relevance=min_relevance)
-        if human_names is not None and (isinstance(human_names, str) or not all(
-                isinstance(n, str) and n for n in human_names)):
-            raise ValueError("human_names must be a list of agent names")
+            config = MemoryConfig(user_id=user_id, agent_id=agent_id, top_k=top_k, types=types, template=template,
+                                  scope_to_agent=scope_to_agent, on_error=on_error, min_relevance=min_relevance,
+                                  human_names=human_names)
         self.config = config
-        self.human_names = frozenset(human_names) if human_names is not None else None
         self.bridge = MemoryBridge(memory, config, "autogen")
 
     def add_to_agent(self, agent: ConversableAgent) -> None:
@@ -109,13 +118,13 @@ class MemoryCapability:
         """Retrieve, run the rest of the reply chain on an augmented copy, record; sync."""
         if not messages:
             return False, None
-        speakers = _Speakers(sender, self.human_names)
-        user_id, agent_id = self._ids(recipient, speakers.human_agent(messages))
-        query = _latest_user_text(messages)
+        humans, human = self._humans(recipient, sender)
+        user_id, agent_id = self._ids(recipient, human)
+        query = _latest_user_text(messages, humans)
         result = self.bridge.retrieve(user_id, query, agent_id=agent_id)
         augmented = _with_block(messages, self.bridge.block(result))
         final, reply = _run_rest_sync(recipient, augmented, sender, skip=(self.memory_reply, self.a_memory_reply))
-        self.bridge.record(user_id, speakers.turn(messages, reply, agent_id), agent_id=agent_id)
+        self.bridge.record(user_id, self._turn(messages, reply, agent_id, recipient, humans), agent_id=agent_id)
         return final, reply
 
     async def a_memory_reply(self, recipient: ConversableAgent, messages: list[dict[str, Any]] | None = None,
@@ -123,14 +132,14 @@ class MemoryCapability:
         """Async twin of `memory_reply` (used in ``a_initiate_chat`` / ``a_generate_reply``)."""
         if not messages:
             return False, None
-        speakers = _Speakers(sender, self.human_names)
-        user_id, agent_id = self._ids(recipient, speakers.human_agent(messages))
-        query = _latest_user_text(messages)
+        humans, human = self._humans(recipient, sender)
+        user_id, agent_id = self._ids(recipient, human)
+        query = _latest_user_text(messages, humans)
         result = await self.bridge.aretrieve(user_id, query, agent_id=agent_id)
         augmented = _with_block(messages, self.bridge.block(result))
         final, reply = await _run_rest_async(recipient, augmented, sender,
                                              skip=(self.memory_reply, self.a_memory_reply))
-        await self.bridge.arecord(user_id, speakers.turn(messages, reply, agent_id), agent_id=agent_id)
+        await self.bridge.arecord(user_id, self._turn(messages, reply, agent_id, recipient, humans), agent_id=agent_id)
         return final, reply
 
     # -- helpers ----------------------------------------------------------------------------------------
@@ -143,63 +152,46 @@ class MemoryCapability:
             return None, recipient.name
         return user_id, agent_id
 
+    def _humans(self, recipient: ConversableAgent, sender: Agent | None) -> tuple[set[str] | None, Agent | None]:
+        """The names that are the human, and the human agent (for `user_id` callables).
 
+        None for the names means "whoever talks to this agent" (a two-agent chat)."""
+        groupchat = getattr(sender, "groupchat", None)
+        if groupchat is None:
+            return (set(self.config.human_names) | {sender.name} if self.config.human_names and sender is not None
+                    else None), sender
+        from autogen import UserProxyAgent
+        people = [a for a in getattr(groupchat, "agents", []) if a is not recipient and (
+            isinstance(a, UserProxyAgent) or getattr(a, "human_input_mode", "NEVER") != "NEVER"
+            or a.name in self.config.human_names)]
+        if not people and not self.config.human_names and getattr(groupchat, "messages", None):
+            # no proxy or human-input agent in the group: the agent that started the chat speaks for the human
+            first = groupchat.messages[0].get("name")
+            people = [a for a in groupchat.agents if a.name == first and a is not recipient]
+        return {a.name for a in people} | set(self.config.human_names), (people[0] if people else None)
 
-class _Speakers:
-    """Who said what in the messages an agent received (see "Group chats" in the module docs)."""
-
-    def __init__(self, sender: Agent | None, human_names: frozenset[str] | None) -> None:
-        self.sender = sender
-        self.group = getattr(sender, "groupchat", None)  # set when the sender is a GroupChatManager
-        self.human_names = human_names
-
-    def _humans(self) -> set[str]:
-        if self.human_names is not None:
-            return set(self.human_names)
-        if self.group is None:  # a two-agent chat: the other agent speaks for the human
-            return {getattr(self.sender, "name", "")} if self.sender is not None else set()
-        humans = {a.name for a in self.group.agents if getattr(a, "human_input_mode", "NEVER") != "NEVER"}
-        if humans:
-            return humans
-        first = self.group.messages[0].get("name") if self.group.messages else None
-        return {first} if first else set()
-
-    def name_of(self, message: dict[str, Any]) -> str | None:
-        if message.get("name"):
-            return str(message["name"])
-        return getattr(self.sender, "name", None) if self.group is None else None
-
-    def human_agent(self, messages: list[dict[str, Any]]) -> Agent | None:
-        """The agent speaking for the human (what a ``user_id`` callable is given)."""
-        if self.group is None:
-            return self.sender
-        humans = self._humans()
-        for name in humans:
-            for agent in self.group.agents:
-                if agent.name == name:
-                    return agent
-        return self.sender
-
-    def turn(self, messages: list[dict[str, Any]], reply: Any, agent_id: str) -> list[dict[str, Any]]:
-        """What the agent received since it last spoke (each as who said it) and its reply."""
-        humans = self._humans()
-        received = []
+    @staticmethod
+    def _turn(messages: list[dict[str, Any]], reply: Any, agent_id: str, recipient: ConversableAgent,
+              humans: set[str] | None) -> list[dict[str, Any]]:
+        """What arrived since this agent last spoke, each speaker as who they are, and the reply."""
+        received: list[dict[str, Any]] = []
         for message in reversed(messages):
-            if message.get("role", "user") not in _TEXT_ROLES:
-                break  # the agent's own earlier message: what came after it is new
-            if message.get("tool_responses"):
+            if message.get("role") == "assistant" or message.get("name") == recipient.name:
+                break  # this agent's own previous message: earlier ones were recorded then
+            if message.get("role", "user") not in _TEXT_ROLES or message.get("tool_responses"):
                 continue
             received.append(message)
-        said: list[dict[str, Any]] = []
+        rows: list[dict[str, Any]] = []
         for message in reversed(received):
             text = text_of(message.get("content"))
-            name = self.name_of(message)
-            if name in humans or (name is None and self.group is None):
-                said.append({"role": "user", "content": text})
+            speaker = message.get("name")
+            if humans is None or speaker is None or speaker in humans:
+                rows.extend(turn(text, None))
             else:
-                said.append({"role": "assistant", "content": text, "name": name or "another agent"})
+                rows.extend(turn(None, text, agent_name=speaker))
         reply_text = text_of(reply.get("content")) if isinstance(reply, dict) else text_of(reply)
-        return said + turn(None, reply_text, agent_name=agent_id)
+        rows.extend(turn(None, reply_text, agent_name=agent_id))
+        return rows
 
 
 class MemoryConversableAgent(ConversableAgent):
@@ -222,11 +214,42 @@ class MemoryConversableAgent(ConversableAgent):
         self.memory_capability.add_to_agent(self)
 
 
+def register_memory_tools(memory: MemoryScope, *, caller: ConversableAgent, executor: ConversableAgent,
+                          user_id: str, agent_id: str | None = None, update: bool = True, delete: bool = True,
+                          scope_to_agent: bool = False, min_relevance: float | None = None) -> list[str]:
+    """Register memory tools with ``autogen.register_function``: `caller` (the LLM agent) may call
+    ``search_memory``, ``add_memory`` and (unless turned off) ``update_memory`` and
+    ``delete_memory``; `executor` runs them. All are scoped to `user_id`. Returns the tool names."""
+    from autogen import register_function
+
+    from memoryscope_plugins.adapters._tools import MemoryTools
+    tools = MemoryTools(memory, user_id=user_id, agent_id=agent_id or caller.name, scope_to_agent=scope_to_agent,
+                        min_relevance=min_relevance)
+    chosen = [tools.search_memory, tools.add_memory]
+    chosen += [tools.update_memory] if update else []
+    chosen += [tools.delete_memory] if delete else []
+    for func in chosen:
+        register_function(_plain(func), caller=caller, executor=executor, name=func.__name__,
+                          description=(func.__doc__ or "").split("\n\n")[0])
+    return [func.__name__ for func in chosen]
+
+
+def _plain(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A plain function calling a bound method (``register_function`` takes functions only)."""
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return method(*args, **kwargs)
+    return call
+
+
 # -- the reply chain --------------------------------------------------------------------------------
 
-def _latest_user_text(messages: list[dict[str, Any]]) -> str:
-    """Text of the most recent message the agent received from its interlocutor."""
+def _latest_user_text(messages: list[dict[str, Any]], humans: set[str] | None = None) -> str:
+    """Text of the most recent message the agent received from the human (from its interlocutor
+    in a two-agent chat)."""
     for message in reversed(messages):
+        if humans is not None and message.get("name") not in humans:
+            continue
         if message.get("role", "user") in _TEXT_ROLES and not message.get("tool_responses"):
             text = text_of(message.get("content"))
             if text.strip():

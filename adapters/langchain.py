@@ -19,7 +19,7 @@ Usage (agents, the LangChain 1.x way)::
   (metadata: id, type, time, score), for RAG chains and retriever tools.
 - `MemoryScopeChatMemory` (``langchain_classic`` ``BaseChatMemory``, deprecated upstream and kept
   for chains such as ``ConversationChain``): ``load_memory_variables`` returns the memories for
-  the input, ``save_context`` records the exchange, ``clear`` forgets this user.
+  the input, ``save_context`` records the exchange; ``clear`` keeps long-term memory.
 """
 
 from __future__ import annotations
@@ -64,15 +64,15 @@ class MemoryScopeMiddleware(AgentMiddleware):
         user_id: a fixed user, or ``callable(runtime) -> str | None``; when None (or the callable
             returns None) the user comes from the runtime context or ``configurable.user_id``.
             A turn with no user gets no memory (and a one-time warning).
-        agent_id: recorded as the assistant (default: the ``name=`` given to ``create_agent``, else
-            ``"assistant"``).
+        agent_id: recorded as the assistant (default: the ``name=`` given to ``create_agent``,
+            else ``"assistant"``).
         top_k: memories injected per model call (default: the engine's setting).
         types: only these memory types are retrieved.
         template: the memory block (must contain ``{context}``).
         scope_to_agent: retrieve only memories recorded by `agent_id`.
         on_error: ``"warn"`` (a failing backend means no memories; the agent still answers) or
             ``"raise"``.
-        min_relevance: the relevance floor (default: the engine's ``retrieval.min_relevance``).
+        min_relevance: relevance floor (default: the engine's ``retrieval.min_relevance``).
     """
 
     def __init__(self, memory: MemoryScope, *, user_id: IdSource = None, agent_id: str | None = None,
@@ -93,7 +93,7 @@ class MemoryScopeMiddleware(AgentMiddleware):
         """Add the memories for the latest user message to this model call's system message."""
         user_id = self._user(request.runtime)
         result = self.bridge.retrieve(user_id, _latest_human_text(request.messages),
-                                      agent_id=self.config.resolve_agent(default=_agent_name()))
+                                      agent_id=self.config.resolve_agent(default=_graph_agent_name()))
         return handler(self._augment(request, result))
 
     async def awrap_model_call(self, request: ModelRequest,
@@ -101,7 +101,7 @@ class MemoryScopeMiddleware(AgentMiddleware):
         """Async twin of `wrap_model_call`."""
         user_id = self._user(request.runtime)
         result = await self.bridge.aretrieve(user_id, _latest_human_text(request.messages),
-                                             agent_id=self.config.resolve_agent(default=_agent_name()))
+                                             agent_id=self.config.resolve_agent(default=_graph_agent_name()))
         return await handler(self._augment(request, result))
 
     # -- after the run: recording ----------------------------------------------------------------------
@@ -109,7 +109,7 @@ class MemoryScopeMiddleware(AgentMiddleware):
         """Record this run's user input and final answer."""
         user_id = self._user(runtime)
         if user_id:
-            agent_id = self.config.resolve_agent(default=_agent_name())
+            agent_id = self.config.resolve_agent(default=_graph_agent_name())
             self.bridge.record(user_id, _run_turn(state, agent_id), agent_id=agent_id,
                                session_id=_thread_id(runtime))
         return None
@@ -118,7 +118,7 @@ class MemoryScopeMiddleware(AgentMiddleware):
         """Async twin of `after_agent`."""
         user_id = self._user(runtime)
         if user_id:
-            agent_id = self.config.resolve_agent(default=_agent_name())
+            agent_id = self.config.resolve_agent(default=_graph_agent_name())
             await self.bridge.arecord(user_id, _run_turn(state, agent_id), agent_id=agent_id,
                                       session_id=_thread_id(runtime))
         return None
@@ -160,9 +160,9 @@ def _latest_human_text(messages: Sequence[Any]) -> str:
 
 
 def _run_turn(state: Any, agent_id: str) -> list[dict[str, Any]]:
-    """The latest run's user input (the trailing block of human messages) and its answer: the
-    last AI message without tool calls after that input, or, when the run ended on a tool result
-    returned directly (``return_direct``), that result. Nothing from an earlier run."""
+    """The user input of the latest run (the trailing block of human messages) and the run's
+    answer: the last AI message without tool calls after that input, or, for a run that ended
+    on a ``return_direct`` tool, the tool result it returned. Nothing from earlier runs."""
     messages: list[AnyMessage] = list(state.get("messages", []) if isinstance(state, dict) else
                                       getattr(state, "messages", []))
     last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
@@ -172,16 +172,26 @@ def _run_turn(state: Any, agent_id: str) -> list[dict[str, Any]]:
     while first > 0 and isinstance(messages[first - 1], HumanMessage):
         first -= 1
     inputs = [text_of(m.content) for m in messages[first:last_human + 1]]
-    after = messages[last_human + 1:]
     answer = ""
+    after = messages[last_human + 1:]
     for message in reversed(after):
         if isinstance(message, AIMessage) and not message.tool_calls and text_of(message.content).strip():
             answer = text_of(message.content)
             break
     else:
-        if after and isinstance(after[-1], ToolMessage):  # return_direct: the tool's result is the answer
+        if after and isinstance(after[-1], ToolMessage):  # the run ended on a return_direct tool
             answer = text_of(after[-1].content)
     return turn("\n".join(t for t in inputs if t.strip()), answer, agent_name=agent_id)
+
+
+def _graph_agent_name() -> str | None:
+    """The ``name=`` given to ``create_agent`` (LangChain puts it in the run's metadata)."""
+    try:
+        from langgraph.config import get_config
+        value = (get_config().get("metadata") or {}).get("lc_agent_name")
+    except Exception:  # noqa: BLE001 - outside a runnable context
+        return None
+    return value if isinstance(value, str) and value.strip() else None
 
 
 def _context_user(runtime: Any) -> str | None:
@@ -201,16 +211,6 @@ def _configurable_user() -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def _agent_name() -> str | None:
-    """The ``name=`` given to ``create_agent`` (LangChain puts it in the run's metadata)."""
-    try:
-        from langgraph.config import get_config
-        value = (get_config().get("metadata") or {}).get("lc_agent_name")
-    except Exception:  # noqa: BLE001 - outside a runnable context
-        return None
-    return value if isinstance(value, str) and value.strip() else None
-
-
 def _thread_id(runtime: Any) -> str | None:
     info = getattr(runtime, "execution_info", None)
     thread = getattr(info, "thread_id", None)
@@ -225,35 +225,73 @@ class MemoryScopeRetriever(BaseRetriever):
     ``page_content`` is the memory text; metadata holds ``id``, ``type``, ``created_at``,
     ``event_start``/``event_end`` (when known), ``speaker`` and ``score``. A failing backend
     returns no documents (logged) unless ``on_error="raise"``.
+
+    Per call: ``invoke(query, k=3)`` (or ``top_k=``) sets how many documents, and the user comes
+    from ``user_id=`` or ``config={"configurable": {"user_id": ...}}`` (else the instance's
+    `user_id`; with neither, no documents).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True)
 
     memory: MemoryScope
-    user_id: str
+    user_id: str | None = None
     agent_id: str | None = None
-    top_k: int | None = Field(None, gt=0, le=1000)
+    k: int | None = Field(None, gt=0, le=1000, alias="top_k", description="documents per query")
     types: list[str] | None = None
     scope_to_agent: bool = False
+    min_relevance: float | None = Field(None, ge=-1, le=1, description="relevance floor (default: the engine's)")
     on_error: Literal["warn", "raise"] = "warn"
-    min_relevance: float | None = Field(None, ge=-1, le=1)
     _bridge: MemoryBridge = PrivateAttr()
+
+    @property
+    def top_k(self) -> int | None:
+        """The number of documents per query (``k``)."""
+        return self.k
 
     def model_post_init(self, context: Any) -> None:
         """Build the fail-safe engine wrapper."""
         super().model_post_init(context)
-        config = MemoryConfig(user_id=self.user_id, agent_id=self.agent_id, top_k=self.top_k, types=self.types,
-                              scope_to_agent=self.scope_to_agent, on_error=self.on_error,
-                              min_relevance=self.min_relevance)
+        config = MemoryConfig(user_id=self.user_id, agent_id=self.agent_id, top_k=self.k, types=self.types,
+                              scope_to_agent=self.scope_to_agent, on_error=self.on_error, min_relevance=self.min_relevance)
         self._bridge = MemoryBridge(self.memory, config, "langchain")
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-                                ) -> list[Document]:
-        return _documents(self._bridge.retrieve(self.user_id, query, agent_id=self.agent_id))
+    def invoke(self, input: str, config: Any = None, **kwargs: Any) -> list[Document]:
+        """Retrieve documents; see the class docstring for the per-call options."""
+        return super().invoke(input, config, **_call_options(config, kwargs))
 
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
-                                       ) -> list[Document]:
-        return _documents(await self._bridge.aretrieve(self.user_id, query, agent_id=self.agent_id))
+    async def ainvoke(self, input: str, config: Any = None, **kwargs: Any) -> list[Document]:
+        """Async twin of `invoke`."""
+        return await super().ainvoke(input, config, **_call_options(config, kwargs))
+
+    def _call(self, kwargs: dict[str, Any]) -> tuple[str | None, int | None]:
+        unknown = set(kwargs) - {"k", "top_k", "user_id"}
+        if unknown:
+            raise TypeError(f"unknown retriever options {sorted(unknown)}; expected k, top_k or user_id")
+        k = kwargs.get("k", kwargs.get("top_k"))
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= 1000):
+            raise ValueError("k must be an integer between 1 and 1000")
+        user_id = kwargs.get("user_id") or self.user_id
+        if user_id is not None and (not isinstance(user_id, str) or not user_id.strip()):
+            raise ValueError("user_id must be a non-empty string")
+        return user_id, k
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                **kwargs: Any) -> list[Document]:
+        user_id, k = self._call(kwargs)
+        return _documents(self._bridge.retrieve(user_id, query, agent_id=self.agent_id, top_k=k))
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       **kwargs: Any) -> list[Document]:
+        user_id, k = self._call(kwargs)
+        return _documents(await self._bridge.aretrieve(user_id, query, agent_id=self.agent_id, top_k=k))
+
+
+def _call_options(config: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The per-call options, with ``configurable.user_id`` moved into them."""
+    configurable = (config or {}).get("configurable") or {} if isinstance(config, dict) else {}
+    if "user_id" not in kwargs and configurable.get("user_id"):
+        return {**kwargs, "user_id": configurable["user_id"]}
+    return kwargs
 
 
 def _documents(result: RetrievalResult) -> list[Document]:
@@ -279,10 +317,9 @@ class MemoryScopeChatMemory(BaseChatMemory):
     ``load_memory_variables`` puts the memories relevant to the input under `memory_key`
     (default ``"history"``, the variable ``ConversationChain``'s prompt expects): the memory
     block as a string, or ``[SystemMessage(block)]`` with ``return_messages=True`` (empty when
-    nothing is found). ``save_context`` records the exchange. ``clear`` (what chains and
-    ``CombinedMemory`` call for a new conversation) deletes nothing: long-term memory is only
-    deleted by an explicit ``engine.delete_all(user_id)``. It keeps no short-term buffer: combine
-    it with a buffer memory (``CombinedMemory``) for the running conversation.
+    nothing is found). ``save_context`` records the exchange; ``clear`` starts a new conversation and
+    keeps long-term memory (delete it with ``engine.delete_all``). It keeps no short-term buffer: combine it with a buffer memory
+    (``CombinedMemory``) for the running conversation.
 
     ``BaseChatMemory`` is deprecated by LangChain (removal planned for 2.0); prefer
     `MemoryScopeMiddleware` with ``create_agent`` for new code.
@@ -354,14 +391,13 @@ class MemoryScopeChatMemory(BaseChatMemory):
                                    agent_id=self.agent_id)
 
     def clear(self) -> None:
-        """Start a new conversation: nothing to clear here, and the user's long-term memory stays.
+        """Start a new conversation: clears the (unused) chat buffer only.
 
-        Chains and ``CombinedMemory.clear()`` call this to reset a chat buffer; this memory keeps
-        no buffer, and long-term memory is never deleted as a side effect. To delete a user's
-        memories, call ``memory.delete_all(user_id)`` on the engine explicitly.
-        """
-        log.debug("langchain: clear() keeps the long-term memory of user %r (delete_all deletes it)", self.user_id)
+        Long-term memory is never deleted here: ``CombinedMemory.clear()`` and other "new
+        conversation" calls reach this method. Delete a user's memories explicitly with
+        ``engine.delete_all(user_id)``."""
+        self.chat_memory.clear()
 
     async def aclear(self) -> None:
-        """Async twin of `clear` (also keeps the long-term memory)."""
-        self.clear()
+        """Async twin of `clear` (long-term memory is kept)."""
+        await self.chat_memory.aclear()

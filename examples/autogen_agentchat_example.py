@@ -58,10 +58,12 @@ def model_client(offline: bool, replies: list[str]) -> tuple[ChatCompletionClien
             kwargs = {"api_key": os.environ["DASHSCOPE_API_KEY"],
                       "base_url": os.environ.get("DASHSCOPE_BASE_URL",
                                                  "https://dashscope.aliyuncs.com/compatible-mode/v1")}
-        if kwargs.get("base_url"):  # a model AutoGen does not know: describe it
+        try:
+            return OpenAIChatCompletionClient(model=model, **kwargs), model
+        except ValueError:  # a model autogen-ext does not know (with or without a base URL): describe it
             kwargs["model_info"] = {"vision": False, "function_calling": True, "json_output": True,
                                     "family": "unknown", "structured_output": False}
-        return OpenAIChatCompletionClient(model=model, **kwargs), model
+            return OpenAIChatCompletionClient(model=model, **kwargs), model
     from autogen_ext.models.replay import ReplayChatCompletionClient
     return ReplayChatCompletionClient(replies), "offline replay client"
 

@@ -52,7 +52,7 @@ def make_model(offline: bool, replies: list[str]) -> tuple[BaseChatModel, str]:
         try:
             from langchain_openai import ChatOpenAI
         except ImportError:
-            sys.exit("a real model needs: pip install langchain-openai (or pass --offline)")
+            sys.exit("a real model needs langchain-openai: pip install 'memoryscope-plugins[langchain]' (or pass --offline)")
         if os.environ.get("OPENAI_API_KEY"):
             name = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
             return ChatOpenAI(model=name, api_key=os.environ["OPENAI_API_KEY"],

@@ -271,13 +271,16 @@ class MemoryScope:
     def add(self, user_id: str, content: str, *, agent_id: str = "assistant",
             type: MemoryType | str = MemoryType.CUSTOM, event_start: datetime | str | None = None,
             event_end: datetime | str | None = None, created_at: datetime | str | None = None,
-            metadata: Mapping[str, Any] | None = None) -> Memory:
-        """Add a memory directly (a fact the application knows), searchable at once."""
+            metadata: Mapping[str, Any] | None = None, memory_id: str | None = None) -> Memory:
+        """Add a memory directly (a fact the application knows), searchable at once.
+
+        `memory_id` gives the new memory a caller-chosen id (e.g. a store key); default: a new one."""
         user_id = _check_id(user_id, "user_id")
         agent_id = _check_id(agent_id, "agent_id")
         content = self._check_text(content, "content")
         memory_type = validation.check_type(type)
-        memory = Memory(id=uuid.uuid4().hex, user_id=user_id, agent_id=agent_id, content=content,
+        memory_id = uuid.uuid4().hex if memory_id is None else _check_id(memory_id, "memory_id")
+        memory = Memory(id=memory_id, user_id=user_id, agent_id=agent_id, content=content,
                         type=memory_type, created_at=_parse_time_arg(created_at, "created_at") or utc_now(),
                         event_start=_parse_time_arg(event_start, "event_start"),
                         event_end=_parse_time_arg(event_end, "event_end"), metadata=self._check_metadata(metadata))

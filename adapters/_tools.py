@@ -1,0 +1,131 @@
+"""Memory tools an agent calls itself (search, add, update, delete), framework-free.
+
+Each framework adapter wraps these four functions in its own tool type (AgentChat
+``FunctionTool``, classic AutoGen ``register_function``...). Every call is scoped to one user:
+update and delete only reach that user's memories (another user's id is "not found"). A failing
+backend is reported to the model as text, never raised into the agent loop; logs carry the
+exception type only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from memoryscope_plugins.adapters._common import log
+from memoryscope_plugins.engine import MemoryScope
+from memoryscope_plugins.errors import NotFoundError
+
+__all__ = ["MemoryTools"]
+
+
+class MemoryTools:
+    """The four memory tools for one user.
+
+    Args:
+        memory: the engine.
+        user_id: whose memories the tools read and write.
+        agent_id: recorded with saved memories, and the scope with `scope_to_agent`.
+        scope_to_agent: search only the memories this agent recorded.
+        min_relevance: relevance floor for searches (default: the engine's).
+        default_limit: results per search when the model gives no limit.
+    """
+
+    def __init__(self, memory: MemoryScope, *, user_id: str, agent_id: str = "assistant",
+                 scope_to_agent: bool = False, min_relevance: float | None = None, default_limit: int = 5) -> None:
+        if not isinstance(memory, MemoryScope):
+            raise TypeError(f"memory must be a MemoryScope, not {type(memory).__name__}")
+        for name, value in (("user_id", user_id), ("agent_id", agent_id)):
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{name} must be a non-empty string")
+        self.memory, self.user_id, self.agent_id = memory, user_id, agent_id
+        self.scope_to_agent, self.min_relevance, self.default_limit = scope_to_agent, min_relevance, default_limit
+
+    def search_memory(self, query: str, limit: int = 5) -> str:
+        """Search long-term memory about the user (facts, preferences, plans, past events).
+
+        Args:
+            query: what to look for, e.g. a person, a place, a date or a topic.
+            limit: the most memories to return (1-50).
+        """
+        if not isinstance(query, str) or not query.strip():
+            return "No query given: nothing to search."
+        try:
+            limit = max(1, min(int(limit), 50))
+        except (TypeError, ValueError):
+            limit = self.default_limit
+        try:
+            result = self.memory.retrieve(self.user_id, query, top_k=limit, min_relevance=self.min_relevance,
+                                          agent_id=self.agent_id if self.scope_to_agent else None)
+        except Exception as exc:  # noqa: BLE001 - reported to the model, logged by type
+            return self._failed("search", exc)
+        if not result.memories:
+            return "No relevant memories found."
+        return "\n".join(f"[{m.memory.id}] {m.memory.created_at:%Y-%m-%d}: {m.memory.content}"
+                         for m in result.memories)
+
+    def add_memory(self, content: str) -> str:
+        """Save a durable fact about the user to long-term memory: one complete, standalone sentence
+        (who, what, when, where).
+
+        Args:
+            content: the fact to remember.
+        """
+        if not isinstance(content, str) or not content.strip():
+            return "Nothing to save: content is empty."
+        try:
+            memory = self.memory.add(self.user_id, content, agent_id=self.agent_id)
+        except Exception as exc:  # noqa: BLE001 - reported to the model, logged by type
+            return self._failed("add", exc)
+        return f"Saved as memory {memory.id}."
+
+    def update_memory(self, memory_id: str, content: str) -> str:
+        """Correct a memory that is wrong or outdated (ids come from search_memory).
+
+        Args:
+            memory_id: the id of the memory to change.
+            content: its new text.
+        """
+        if not isinstance(content, str) or not content.strip():
+            return "Nothing to update: content is empty."
+        try:
+            self.memory.update(self.user_id, memory_id, content=content)
+        except NotFoundError:
+            return f"No memory {memory_id!r} found."
+        except Exception as exc:  # noqa: BLE001 - reported to the model, logged by type
+            return self._failed("update", exc)
+        return f"Memory {memory_id} updated."
+
+    def delete_memory(self, memory_id: str) -> str:
+        """Delete a memory the user asked to forget, or one that is wrong (ids come from search_memory).
+
+        Args:
+            memory_id: the id of the memory to delete.
+        """
+        try:
+            self.memory.delete(self.user_id, memory_id)
+        except NotFoundError:
+            return f"No memory {memory_id!r} found."
+        except Exception as exc:  # noqa: BLE001 - reported to the model, logged by type
+            return self._failed("delete", exc)
+        return f"Memory {memory_id} deleted."
+
+    # async twins: the same work off the event loop
+    async def asearch_memory(self, query: str, limit: int = 5) -> str:
+        """Async twin of `search_memory`."""
+        return await asyncio.to_thread(self.search_memory, query, limit)
+
+    async def aadd_memory(self, content: str) -> str:
+        """Async twin of `add_memory`."""
+        return await asyncio.to_thread(self.add_memory, content)
+
+    async def aupdate_memory(self, memory_id: str, content: str) -> str:
+        """Async twin of `update_memory`."""
+        return await asyncio.to_thread(self.update_memory, memory_id, content)
+
+    async def adelete_memory(self, memory_id: str) -> str:
+        """Async twin of `delete_memory`."""
+        return await asyncio.to_thread(self.delete_memory, memory_id)
+
+    def _failed(self, what: str, exc: Exception) -> str:
+        log.warning("memory tool %s failed for user %r (%s)", what, self.user_id, type(exc).__name__)
+        return f"Memory is unavailable right now ({type(exc).__name__})."
