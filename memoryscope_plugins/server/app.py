@@ -63,7 +63,10 @@ def store_user(key: ApiKey, user: str) -> str:
 
 def public_memory(memory, tenant: str) -> dict[str, Any]:
     data = memory.to_dict()
-    data["user_id"] = data["user_id"][len(tenant) + 1:]
+    prefix = tenant + SEPARATOR
+    data["user_id"] = data["user_id"][len(prefix):]
+    if isinstance(data.get("speaker"), str) and data["speaker"].startswith(prefix):
+        data["speaker"] = data["speaker"][len(prefix):]
     data.pop("context", None)
     return data
 
