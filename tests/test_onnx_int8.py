@@ -15,7 +15,11 @@ from memoryscope_plugins.models.onnx_int8 import int8_matmul_model
 def _weight_only_int8_model(tmp_path, *, quantised: bool = True):
     rng = np.random.default_rng(0)
     weight = rng.standard_normal((16, 8)).astype(np.float32)
-    scale = (np.abs(weight).max(axis=0, keepdims=True) / 127).astype(np.float32)
+    # 7-bit weights: on x86 CPUs without VNNI (AVX2 only), ONNX Runtime's u8 x s8 kernel sums pairs of
+    # products in int16 and saturates when both hit the extremes of the full int8 range, which random
+    # data does at once. That is the CPU's arithmetic, not the rewrite's; the shipped model is checked
+    # against the float path below on whatever CPU runs the tests.
+    scale = (np.abs(weight).max(axis=0, keepdims=True) / 63).astype(np.float32)
     q = np.round(weight / scale).astype(np.int8)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 16])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 8])
