@@ -183,3 +183,24 @@ def test_keys_are_hashed_at_rest_and_never_logged(running, keys, tmp_path, caplo
     call(running, "GET", "/v1/users", None, key="msk_wrong-key-value")
     logged = caplog.text
     assert keys.admin not in logged and "msk_wrong-key-value" not in logged and "Lisbon" not in logged
+
+
+def test_serve_create_key_prints_it_once_and_stores_only_its_hash(tmp_path, capsys):
+    from memoryscope_plugins.cli.main import main
+    from memoryscope_plugins.server.auth import KeyRing
+    path = tmp_path / "keys.json"
+    assert main(["serve", "--keys", str(path), "--create-key", "acme", "--key-user", "anna"]) == 0
+    key = capsys.readouterr().out.strip()
+    assert key.startswith("msk_") and key not in path.read_text()
+    found = KeyRing.load(path).lookup(key)
+    assert found.tenant == "acme" and found.users == ("anna",) and not found.admin
+    assert main(["serve", "--keys", str(path), "--create-key", "bad/tenant"]) == 1
+
+
+def test_the_cli_imports_without_the_server_extra():
+    import subprocess
+    import sys
+    code = ("import sys; [sys.modules.__setitem__(m, None) for m in ('starlette', 'uvicorn', 'mcp')]; "
+            "from memoryscope_plugins.cli.main import main; sys.exit(main(['serve', '--port', '1']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "pip install 'memoryscope-plugins[server]'" in done.stderr
