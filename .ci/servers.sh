@@ -29,3 +29,11 @@ if [ "$(id -u)" = "0" ] && ! id "$PG_USER" >/dev/null 2>&1; then
 fi
 
 echo "servers.sh: store test servers ready (PostgreSQL user: $PG_USER)"
+
+# The memory browser test drives Debian's Chromium with Selenium (tests/test_server_browser.py).
+if [ "$(id -u)" = "0" ] && { ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; }; then
+    if command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            chromium chromium-driver >/dev/null || echo "servers.sh: chromium not installed; the browser test will skip"
+    fi
+fi

@@ -222,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .worker import add_parser as add_worker_parser
     add_worker_parser(sub)
+    from ..server.cli import add_parser as add_serve_parser
+    add_serve_parser(sub)
 
     sub.add_parser("users", help="list users").set_defaults(func=cmd_users)
     sub.add_parser("reembed", help="re-embed memories made by another embedding model").set_defaults(func=cmd_reembed)

@@ -1,0 +1,360 @@
+"""The HTTP API (Starlette): JSON routes over one `MemoryScope`, scoped per tenant, plus MCP and the browser.
+
+Users of a tenant live in the store as ``"<tenant>/<user>"``; tenant names never contain "/", so a
+key of one tenant can never name another tenant's user. The process keeps no state besides the
+engine, so any number of instances can serve one PostgreSQL or Elasticsearch store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.schemas import SchemaGenerator
+
+from ..engine import MemoryScope
+from ..errors import ConfigError, MemoryScopeError, NotFoundError, ValidationError
+from .auth import ApiKey, KeyRing, RateLimiter
+from .guard import GuardMiddleware, current_key
+from .mcp_tools import build_mcp
+
+log = logging.getLogger(__name__)
+SEPARATOR = "/"
+
+
+@dataclass
+class ServerConfig:
+    """How the service guards itself. Defaults are the safe ones (no CORS, 1 MiB bodies, 20 req/s per key)."""
+
+    max_body_bytes: int = 1 << 20
+    rate_per_second: float = 20.0
+    rate_burst: int = 40
+    cors_origins: list[str] = field(default_factory=list)
+    allowed_hosts: list[str] | None = None  # Host headers MCP accepts (None: loopback names only)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def store_user(key: ApiKey, user: str) -> str:
+    """The store's user id for a tenant's user, after checking the key may reach that user."""
+    if not user or len(user) > 200 or "\x00" in user:
+        raise ApiError(400, "bad user id")
+    if not key.may_reach(user):
+        raise ApiError(403, "this key may not reach that user")
+    return f"{key.tenant}{SEPARATOR}{user}"
+
+
+def public_memory(memory, tenant: str) -> dict[str, Any]:
+    data = memory.to_dict()
+    prefix = tenant + SEPARATOR
+    data["user_id"] = data["user_id"][len(prefix):]
+    if isinstance(data.get("speaker"), str) and data["speaker"].startswith(prefix):
+        data["speaker"] = data["speaker"][len(prefix):]
+    data.pop("context", None)
+    return data
+
+
+def _key(request: Request) -> ApiKey:
+    key = current_key(request.scope)
+    if key is None:  # the guard lets no request through without one; this is belt and braces
+        raise ApiError(401, "missing API key")
+    return key
+
+
+def _admin(request: Request) -> ApiKey:
+    key = _key(request)
+    if not key.admin:
+        raise ApiError(403, "this operation needs an admin key")
+    return key
+
+
+async def _json(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "the body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "the body must be a JSON object")
+    return body
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be an integer") from None
+
+
+def build_routes(engine: MemoryScope) -> list[Route]:
+    """The /v1 routes. Each handler runs the synchronous engine call in a worker thread."""
+
+    async def users(request: Request) -> Response:
+        """
+        summary: The users of the key's tenant (only its own users for a user-bound key).
+        """
+        key = _key(request)
+        prefix = key.tenant + SEPARATOR
+        names = [u[len(prefix):] for u in await run_in_threadpool(engine.users) if u.startswith(prefix)]
+        return JSONResponse({"users": [u for u in names if key.may_reach(u)]})
+
+    async def list_memories(request: Request) -> Response:
+        """
+        summary: A page of a user's memories, newest first (query limit, offset, types, include_expired).
+        """
+        key = _key(request)
+        user = store_user(key, request.path_params["user"])
+        types = [t for t in request.query_params.get("types", "").split(",") if t] or None
+        expired = request.query_params.get("include_expired", "true").lower() != "false"
+        items = await run_in_threadpool(lambda: engine.list(
+            user, types=types, include_expired=expired, limit=_int_param(request, "limit", 100),
+            offset=_int_param(request, "offset", 0)))
+        return JSONResponse({"memories": [public_memory(m, key.tenant) for m in items]})
+
+    async def add_memory(request: Request) -> Response:
+        """
+        summary: Add a memory directly (body content, optional type, agent_id, event_start, event_end, metadata).
+        """
+        key = _key(request)
+        user = store_user(key, request.path_params["user"])
+        body = await _json(request)
+        allowed = {"content", "type", "agent_id", "event_start", "event_end", "created_at", "metadata"}
+        _reject_unknown(body, allowed)
+        memory = await run_in_threadpool(lambda: engine.add(user, body.get("content"),
+                                                            **{k: v for k, v in body.items() if k != "content"}))
+        return JSONResponse(public_memory(memory, key.tenant), status_code=201)
+
+    async def get_memory(request: Request) -> Response:
+        """
+        summary: One memory.
+        """
+        key = _key(request)
+        user = store_user(key, request.path_params["user"])
+        memory = await run_in_threadpool(engine.get, user, request.path_params["memory_id"])
+        return JSONResponse(public_memory(memory, key.tenant))
+
+    async def update_memory(request: Request) -> Response:
+        """
+        summary: Change a memory (body content, status active|expired, metadata, event_start, event_end).
+        """
+        key = _key(request)
+        user = store_user(key, request.path_params["user"])
+        body = await _json(request)
+        _reject_unknown(body, {"content", "status", "metadata", "event_start", "event_end"})
+        memory = await run_in_threadpool(lambda: engine.update(user, request.path_params["memory_id"], **body))
+        return JSONResponse(public_memory(memory, key.tenant))
+
+    async def delete_memory(request: Request) -> Response:
+        """
+        summary: Delete one memory.
+        """
+        key = _key(request)
+        user = store_user(key, request.path_params["user"])
+        await run_in_threadpool(engine.delete, user, request.path_params["memory_id"])
+        return JSONResponse({"deleted": request.path_params["memory_id"]})
+
+    async def delete_user(request: Request) -> Response:
+        """
+        summary: Delete every memory of a user (admin key).
+        """
+        key = _admin(request)
+        user = store_user(key, request.path_params["user"])
+        return JSONResponse({"deleted": await run_in_threadpool(engine.delete_all, user)})
+
+    async def record(request: Request) -> Response:
+        """
+        summary: Record conversation messages (body messages [{role, content, name?, timestamp?}], agent_id?, session_id?).
+        """
+        key = _key(request)
+        user = store_user(key, request.path_params["user"])
+        body = await _json(request)
+        _reject_unknown(body, {"messages", "agent_id", "session_id"})
+        ids = await run_in_threadpool(lambda: engine.record(user, body.get("messages"),
+                                                            agent_id=body.get("agent_id", "assistant"),
+                                                            session_id=body.get("session_id")))
+        return JSONResponse({"ids": ids}, status_code=201)
+
+    async def retrieve(request: Request) -> Response:
+        """
+        summary: What memory recalls for a query, with scores (body query, top_k?, types?, include_expired?, now?, agent_id?).
+        """
+        key = _key(request)
+        user = store_user(key, request.path_params["user"])
+        body = await _json(request)
+        _reject_unknown(body, {"query", "top_k", "types", "include_expired", "now", "agent_id", "rerank"})
+        result = await run_in_threadpool(lambda: engine.retrieve(user, body.get("query"),
+                                                                 **{k: v for k, v in body.items() if k != "query"}))
+        span = result.time_range
+        return JSONResponse({
+            "context": result.context, "timings_ms": result.timings_ms,
+            "time_range": None if span is None else [span.start and span.start.isoformat(),
+                                                     span.end and span.end.isoformat()],
+            "memories": [{"memory": public_memory(m.memory, key.tenant), "score": m.score, "scores": m.scores}
+                         for m in result.memories]})
+
+    async def export(request: Request) -> Response:
+        """
+        summary: Every memory of a user as JSON Lines (streamed).
+        """
+        key = _key(request)
+        user = store_user(key, request.path_params["user"])
+
+        def lines():
+            for batch in engine.store.iter_memories(user):
+                for memory in batch:
+                    yield json.dumps(public_memory(memory, key.tenant), ensure_ascii=False) + "\n"
+
+        name = request.path_params["user"].encode("ascii", "replace").decode().replace('"', "_")
+        return StreamingResponse(lines(), media_type="application/x-ndjson",
+                                 headers={"Content-Disposition": f'attachment; filename="{name}.jsonl"'})
+
+    async def import_(request: Request) -> Response:
+        """
+        summary: Import JSON Lines into a user (admin key); ids are kept, so a re-import does not duplicate.
+        """
+        key = _admin(request)
+        user = store_user(key, request.path_params["user"])
+        try:
+            text = (await request.body()).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ApiError(400, "the body must be UTF-8 JSON Lines") from None
+        text = _own_lines(text, request.path_params["user"], user)
+        count = await run_in_threadpool(lambda: engine.import_(user, io.StringIO(text), progress=False))
+        return JSONResponse({"imported": count})
+
+    async def consolidate(request: Request) -> Response:
+        """
+        summary: Consolidate a user's pending messages now (needs an LLM; admin key).
+        """
+        key = _admin(request)
+        user = store_user(key, request.path_params["user"])
+        report = await run_in_threadpool(engine.consolidate, user)
+        return JSONResponse(_report(report))
+
+    async def reflect(request: Request) -> Response:
+        """
+        summary: Turn a user's observations into insights now (needs an LLM; admin key).
+        """
+        key = _admin(request)
+        user = store_user(key, request.path_params["user"])
+        report = await run_in_threadpool(engine.reflect, user)
+        return JSONResponse(_report(report))
+
+    base = "/v1/users"
+    return [
+        Route(base, users, methods=["GET"]),
+        Route(base + "/{user}/memories", list_memories, methods=["GET"]),
+        Route(base + "/{user}/memories", add_memory, methods=["POST"]),
+        Route(base + "/{user}/memories/{memory_id}", get_memory, methods=["GET"]),
+        Route(base + "/{user}/memories/{memory_id}", update_memory, methods=["PATCH"]),
+        Route(base + "/{user}/memories/{memory_id}", delete_memory, methods=["DELETE"]),
+        Route(base + "/{user}", delete_user, methods=["DELETE"]),
+        Route(base + "/{user}/record", record, methods=["POST"]),
+        Route(base + "/{user}/retrieve", retrieve, methods=["POST"]),
+        Route(base + "/{user}/export", export, methods=["GET"]),
+        Route(base + "/{user}/import", import_, methods=["POST"]),
+        Route(base + "/{user}/consolidate", consolidate, methods=["POST"]),
+        Route(base + "/{user}/reflect", reflect, methods=["POST"]),
+    ]
+
+
+def _reject_unknown(body: dict[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise ApiError(400, f"unknown fields: {', '.join(unknown)}")
+
+
+def _own_lines(text: str, public_user: str, store_user_id: str) -> str:
+    """Exports name the user without the tenant; give such lines back their store id so ids are kept."""
+    out = []
+    for line in text.splitlines():
+        try:
+            data = json.loads(line)
+        except ValueError:
+            out.append(line)  # the engine reports the bad line by number
+            continue
+        if isinstance(data, dict) and data.get("user_id") == public_user:
+            data["user_id"] = store_user_id
+            line = json.dumps(data, ensure_ascii=False)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _report(report) -> dict[str, Any]:
+    if hasattr(report, "to_dict"):
+        return report.to_dict()
+    from dataclasses import asdict, is_dataclass
+    return asdict(report) if is_dataclass(report) else {"report": str(report)}
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, ApiError):
+        return JSONResponse({"error": exc.message}, status_code=exc.status)
+    if isinstance(exc, NotFoundError):
+        return JSONResponse({"error": "not found"}, status_code=404)
+    if isinstance(exc, (ValidationError, ConfigError)):
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    log.warning("request failed (%s)", type(exc).__name__)
+    return JSONResponse({"error": "internal error"}, status_code=500)
+
+
+def create_app(engine: MemoryScope, keys: KeyRing, config: ServerConfig | None = None) -> Starlette:
+    """The whole service as one ASGI app: /v1 JSON API, /mcp (MCP streamable HTTP), / (the browser),
+    /health and /openapi.json. Every /v1 and /mcp request needs a key (``Authorization: Bearer``
+    or ``X-API-Key``)."""
+    config = config or ServerConfig()
+    schemas = SchemaGenerator({"openapi": "3.0.0", "info": {"title": "memoryscope-plugins", "version": "1"}})
+    mcp = build_mcp(engine, keys=keys, allowed_hosts=config.allowed_hosts)
+    mcp_app = mcp.streamable_http_app()
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(schemas.get_schema(routes=request.app.routes))
+
+    async def browser(request: Request) -> Response:
+        page = resources.files(__package__).joinpath("static/index.html").read_text(encoding="utf-8")
+        return HTMLResponse(page, headers={"Content-Security-Policy":
+                                           "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                                           "script-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
+                                           "X-Content-Type-Options": "nosniff"})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        async with mcp.session_manager.run():
+            yield
+
+    routes = [Route("/health", health), Route("/openapi.json", openapi, include_in_schema=False),
+              Route("/", browser, include_in_schema=False), *build_routes(engine),
+              Mount("/", app=mcp_app)]
+    middleware = [Middleware(GuardMiddleware, keys=keys, limiter=RateLimiter(config.rate_per_second,
+                                                                              config.rate_burst),
+                             max_body_bytes=config.max_body_bytes)]
+    if config.cors_origins:
+        middleware.insert(0, Middleware(CORSMiddleware, allow_origins=config.cors_origins,
+                                        allow_methods=["GET", "POST", "PATCH", "DELETE"],
+                                        allow_headers=["Authorization", "X-API-Key", "Content-Type",
+                                                       "X-Memory-User", "Mcp-Session-Id"]))
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
+                     exception_handlers={Exception: _api_error, ApiError: _api_error,
+                                         MemoryScopeError: _api_error})

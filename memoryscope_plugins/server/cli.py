@@ -1,0 +1,82 @@
+"""``memoryscope-plugins serve``: the HTTP API, MCP (streamable HTTP or stdio) and the memory browser."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PORT = 8765
+
+
+def default_keys_file() -> Path:
+    home = Path(os.environ.get("MEMORYSCOPE_HOME", Path.home() / ".memoryscope"))
+    return Path(os.environ.get("MEMORYSCOPE_SERVER_KEYS", home / "server-keys.json"))
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``serve`` command to the CLI's subparsers."""
+    p = subparsers.add_parser("serve", help="HTTP API + MCP server + memory browser (needs the [server] extra)",
+                              description="Serve memory over HTTP (/v1, /mcp, the browser at /). Keys are kept "
+                                          "hashed in --keys; the first start creates an admin key and prints it once.")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--keys", type=Path, default=None, help="key file (default ~/.memoryscope/server-keys.json)")
+    p.add_argument("--create-key", metavar="TENANT", help="create a key for TENANT, print it once, and exit")
+    p.add_argument("--key-user", action="append", default=[], help="with --create-key: bind the key to this user")
+    p.add_argument("--admin", action="store_true", help="with --create-key: an admin key")
+    p.add_argument("--cors-origin", action="append", default=[], help="allow browser calls from this origin")
+    p.add_argument("--max-body", type=int, default=1 << 20, help="largest request body in bytes")
+    p.add_argument("--rate", type=float, default=20.0, help="requests per second per key (0: no limit)")
+    p.add_argument("--burst", type=int, default=40, help="burst size of the rate limit")
+    p.add_argument("--allowed-host", action="append", default=[],
+                   help="Host header MCP accepts when not on loopback (e.g. memory.example.com:443)")
+    p.add_argument("--stdio", action="store_true", help="serve MCP over stdio for one --tenant/--user instead")
+    p.add_argument("--tenant", default="default", help="with --stdio: the tenant")
+    p.add_argument("--user", help="with --stdio: the user the tools act on")
+    p.set_defaults(func=cmd_serve)
+    return p
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from .app import ServerConfig, create_app
+        from .auth import KeyRing
+        from .mcp_tools import build_mcp
+    except ImportError as exc:
+        print(f"error: serve needs: pip install 'memoryscope-plugins[server]' ({exc.name} is missing)",
+              file=sys.stderr)
+        return 1
+    from ..cli.main import _engine
+
+    keys_file = args.keys or default_keys_file()
+    if args.create_key:
+        ring = KeyRing.load(keys_file)
+        key = ring.create(args.create_key, users=tuple(args.key_user), admin=args.admin)
+        ring.save(keys_file)
+        print(key)
+        return 0
+    if args.stdio:
+        if not args.user:
+            print("error: --stdio needs --user", file=sys.stderr)
+            return 2
+        with _engine(args) as engine:
+            build_mcp(engine, fixed_user=(args.tenant, args.user)).run("stdio")
+        return 0
+
+    import uvicorn
+    ring = KeyRing.load(keys_file)
+    if not ring.keys:
+        key = ring.create("default", admin=True, name="first start")
+        ring.save(keys_file)
+        print(f"created an admin key for tenant 'default' (stored hashed in {keys_file}); it is shown once:\n"
+              f"  {key}", file=sys.stderr)
+    config = ServerConfig(max_body_bytes=args.max_body, rate_per_second=args.rate, rate_burst=args.burst,
+                          cors_origins=args.cors_origin, allowed_hosts=args.allowed_host or None)
+    with _engine(args) as engine:
+        app = create_app(engine, ring, config)
+        print(f"serving on http://{args.host}:{args.port}/ (browser), /v1 (API), /mcp (MCP)", file=sys.stderr)
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    return 0

@@ -1,0 +1,101 @@
+"""The MCP server (official `mcp` SDK, FastMCP): tools to search, save, update and forget memories.
+
+Every tool acts on the caller's user only. Over streamable HTTP the caller is the API key (and,
+for a key bound to several users or to none, the ``X-Memory-User`` header); over stdio it is the
+tenant and user the process was started for.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.transport_security import TransportSecuritySettings
+
+from ..engine import MemoryScope
+from ..errors import ValidationError
+from .auth import KeyRing
+from .guard import key_from_headers
+
+INSTRUCTIONS = ("Long-term memory of the user you are talking to. Call search_memories before answering "
+                "anything that may depend on the past; save_memory for facts worth keeping; "
+                "forget_memory when the user asks you to forget something.")
+
+
+def _http_user(keys: KeyRing) -> Callable[[Context], tuple[str, str]]:
+    def resolve(ctx: Context) -> tuple[str, str]:
+        request = ctx.request_context.request
+        if request is None:
+            raise ValidationError("no HTTP request for this call")
+        key = keys.lookup(key_from_headers(request.headers))
+        if key is None:
+            raise ValidationError("missing or unknown API key")
+        user = request.headers.get("x-memory-user") or (key.users[0] if len(key.users) == 1 else None)
+        if not user:
+            raise ValidationError("say which user with the X-Memory-User header")
+        if not key.may_reach(user):
+            raise ValidationError("this key may not reach that user")
+        return f"{key.tenant}/{user}", key.tenant
+    return resolve
+
+
+def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: tuple[str, str] | None = None,
+              allowed_hosts: list[str] | None = None) -> FastMCP:
+    """An MCP server over `engine`. Give `keys` (HTTP) or `fixed_user` = (tenant, user) (stdio)."""
+    if fixed_user is not None:
+        tenant, user = fixed_user
+        resolve: Callable[[Context], tuple[str, str]] = lambda ctx: (f"{tenant}/{user}", tenant)  # noqa: E731
+    elif keys is not None:
+        resolve = _http_user(keys)
+    else:
+        raise ValueError("build_mcp needs keys or fixed_user")
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=allowed_hosts or ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*"])
+    mcp = FastMCP("memoryscope", instructions=INSTRUCTIONS, stateless_http=True, json_response=True,
+                  streamable_http_path="/mcp", transport_security=security, log_level="WARNING")
+
+    def brief(memory, score: float | None = None) -> dict[str, Any]:
+        out = {"id": memory.id, "content": memory.content, "type": memory.type.value,
+               "status": memory.status.value, "created_at": memory.created_at.isoformat()}
+        if memory.event_start is not None:
+            out["event_start"] = memory.event_start.isoformat()
+        if score is not None:
+            out["score"] = round(score, 4)
+        return out
+
+    @mcp.tool()
+    def search_memories(query: str, ctx: Context, top_k: int = 8) -> dict[str, Any]:
+        """Search the user's memories the way retrieval before a turn does; returns the ranked memories
+        with scores and a dated context block."""
+        user, _ = resolve(ctx)
+        result = engine.retrieve(user, query, top_k=top_k)
+        return {"context": result.context, "memories": [brief(m.memory, m.score) for m in result.memories]}
+
+    @mcp.tool()
+    def save_memory(content: str, ctx: Context, event_start: str | None = None) -> dict[str, Any]:
+        """Save a fact about the user (searchable at once). event_start: ISO 8601 date when it happened."""
+        user, _ = resolve(ctx)
+        return brief(engine.add(user, content, event_start=event_start))
+
+    @mcp.tool()
+    def update_memory(memory_id: str, content: str, ctx: Context) -> dict[str, Any]:
+        """Correct the text of one of the user's memories."""
+        user, _ = resolve(ctx)
+        return brief(engine.update(user, memory_id, content=content))
+
+    @mcp.tool()
+    def forget_memory(memory_id: str, ctx: Context) -> dict[str, Any]:
+        """Delete one of the user's memories for good."""
+        user, _ = resolve(ctx)
+        engine.delete(user, memory_id)
+        return {"deleted": memory_id}
+
+    @mcp.tool()
+    def list_memories(ctx: Context, limit: int = 20) -> dict[str, Any]:
+        """The user's most recent memories, newest first."""
+        user, _ = resolve(ctx)
+        return {"memories": [brief(m) for m in engine.list(user, limit=limit)]}
+
+    return mcp
