@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from types import SimpleNamespace
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
+from fakes.autogen_client import FakeClient
 
 MISSING = "classic AutoGen is not installed (pip install 'memoryscope-plugins[autogen]')"
 autogen = pytest.importorskip("autogen", reason=MISSING)
@@ -22,37 +22,12 @@ BLOCK = "<long_term_memory>"
 FACT = "My dog is called Biscuit."
 
 
-class FakeClient:
-    """AutoGen's custom model client protocol; remembers every prompt it was sent."""
-
-    prompts: ClassVar[list[list[dict[str, Any]]]] = []
-
-    def __init__(self, config: dict[str, Any], **kwargs: Any) -> None:
-        self.config = config
-
-    def create(self, params: dict[str, Any]) -> Any:
-        FakeClient.prompts.append([dict(m) for m in params["messages"]])
-        text = f"reply {len(FakeClient.prompts)}"
-        message = SimpleNamespace(content=text, role="assistant", tool_calls=None, function_call=None)
-        return SimpleNamespace(choices=[SimpleNamespace(message=message)], model="fake", cost=0.0, usage=None)
-
-    def message_retrieval(self, response: Any) -> list[str]:
-        return [choice.message.content for choice in response.choices]
-
-    def cost(self, response: Any) -> float:
-        return 0.0
-
-    @staticmethod
-    def get_usage(response: Any) -> dict[str, Any]:
-        return {}
-
-
 LLM_CONFIG = {"config_list": [{"model": "fake", "model_client_cls": "FakeClient"}], "cache_seed": None}
 
 
 @pytest.fixture(autouse=True)
 def _reset_prompts():
-    FakeClient.prompts = []
+    FakeClient.reset()
 
 
 def assistant(engine, user_id: Any = "anna", name: str = "assistant") -> ConversableAgent:

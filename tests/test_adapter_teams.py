@@ -4,10 +4,9 @@ model client. Only the human's words are the user's; every agent's words are tha
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
-from typing import Any, ClassVar
 
 import pytest
+from fakes.autogen_client import FakeClient
 
 REQUEST = "Plan a vegetarian dinner for my sister's birthday."
 CRITIC = "The plan lacks a dessert; add one."
@@ -77,30 +76,6 @@ async def test_agentchat_query_honours_limit(engine):
 
 
 # -- classic AutoGen ----------------------------------------------------------------------------------
-
-class FakeClient:
-    """AutoGen's custom model client protocol: replays scripted replies."""
-
-    replies: ClassVar[list[str]] = []
-
-    def __init__(self, config: dict[str, Any], **kwargs: Any) -> None:
-        self.config = config
-
-    def create(self, params: dict[str, Any]) -> Any:
-        text = FakeClient.replies.pop(0) if FakeClient.replies else "ok"
-        message = SimpleNamespace(content=text, role="assistant", tool_calls=None, function_call=None)
-        return SimpleNamespace(choices=[SimpleNamespace(message=message)], model="fake", cost=0.0, usage=None)
-
-    def message_retrieval(self, response: Any) -> list[str]:
-        return [choice.message.content for choice in response.choices]
-
-    def cost(self, response: Any) -> float:
-        return 0.0
-
-    @staticmethod
-    def get_usage(response: Any) -> dict[str, Any]:
-        return {}
-
 
 def test_classic_group_chat_reads_the_speaker_from_the_message(engine):
     autogen = pytest.importorskip("autogen", reason="pip install 'memoryscope-plugins[autogen]'")
