@@ -45,16 +45,21 @@ def _check_encodable(value: str, what: str) -> None:
         raise ValidationError(f"{what} contains a lone surrogate (not valid Unicode text)") from None
 
 
-def check_id(value: Any, what: str) -> str:
-    """A user, agent, session or memory id: a non-blank string of at most 256 characters."""
+def _non_blank(value: Any, what: str, max_chars: int, too_long: str) -> str:
+    """A non-blank string of at most `max_chars` characters, valid Unicode (`too_long`: the message)."""
     if not isinstance(value, str):
         raise ValidationError(f"{what} must be a string, not {_type_name(value)}")
     if not value.strip():
         raise ValidationError(f"{what} must not be empty")
-    if len(value) > MAX_ID_CHARS:
-        raise ValidationError(f"{what} is longer than {MAX_ID_CHARS} characters")
+    if len(value) > max_chars:
+        raise ValidationError(too_long)
     _check_encodable(value, what)
     return value
+
+
+def check_id(value: Any, what: str) -> str:
+    """A user, agent, session or memory id: a non-blank string of at most 256 characters."""
+    return _non_blank(value, what, MAX_ID_CHARS, f"{what} is longer than {MAX_ID_CHARS} characters")
 
 
 def check_optional_id(value: Any, what: str) -> str | None:
@@ -63,15 +68,9 @@ def check_optional_id(value: Any, what: str) -> str | None:
 
 def check_text(value: Any, what: str, max_chars: int) -> str:
     """Content or a query: a non-blank string of at most `max_chars` characters, valid Unicode."""
-    if not isinstance(value, str):
-        raise ValidationError(f"{what} must be a string, not {_type_name(value)}")
-    if not value.strip():
-        raise ValidationError(f"{what} must not be empty")
-    if len(value) > max_chars:
-        raise ValidationError(f"{what} has {len(value)} characters; the limit is {max_chars} "
-                              "(settings.max_content_chars)")
-    _check_encodable(value, what)
-    return value
+    length = len(value) if isinstance(value, str) else 0
+    return _non_blank(value, what, max_chars, f"{what} has {length} characters; the limit is {max_chars} "
+                      "(settings.max_content_chars)")
 
 
 def check_optional_text(value: Any, what: str, max_chars: int) -> str | None:

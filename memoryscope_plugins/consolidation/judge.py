@@ -105,14 +105,6 @@ def calibrated(cosine: float, floor: float) -> float:
     return max(0.0, (cosine - floor) / (1.0 - floor))
 
 
-def overlap(a: str, b: str, names: frozenset[str] = frozenset()) -> float:
-    """Jaccard overlap of two texts' analysed terms, the user's name aside."""
-    left, right = set(analyse(a)) - names, set(analyse(b)) - names
-    if not left or not right:
-        return 0.0
-    return len(left & right) / len(left | right)
-
-
 def shared_terms(a: str, b: str, names: frozenset[str] = frozenset()) -> tuple[int, float]:
     """How many analysed terms two texts share (the user's name aside), and which share of the
     shorter text's terms that is."""

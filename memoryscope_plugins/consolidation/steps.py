@@ -27,7 +27,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -98,12 +98,6 @@ class CountingModel:
         self.calls += 1
         self.usage += result.usage
         return result
-
-    def stream(self, messages: ChatMessages, **options: Any) -> Iterator[str]:
-        return self._model.stream(messages, **options)
-
-    def astream(self, messages: ChatMessages, **options: Any):
-        return self._model.astream(messages, **options)
 
 
 @dataclass(slots=True)
@@ -247,11 +241,10 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     done = policy_done + accounted
     if not done:
         return report
-    new, flagged, refused = _checked_observations(env, user_id, batch, context, minable, extraction, language,
-                                                  user_name)
+    new, flagged, refused = _checked_observations(user_id, batch, context, minable, extraction, language, user_name)
     texts = [embed_text(n.memory, backend.embedder) for n in new]
     vectors = backend.embedder.embed(texts) if new else np.zeros((0, 1))
-    changes = _resolve(env, user_id, new, vectors, language, user_name, report)
+    changes = _resolve(env, user_id, new, language, user_name, report)
     created = [n for n in new if n.repeat_of is None]
     memories = [n.memory for n in created] + list(changes.changed.values())
     memory_vectors = [vectors[i] for i, n in enumerate(new) if n.repeat_of is None] + [None] * len(changes.changed)
@@ -292,7 +285,7 @@ def _extract(env: StepEnv, user_id: str, batch: Sequence[StoredMessage], minable
     return extract.parse_extraction(value, minable, language=language)
 
 
-def _checked_observations(env: StepEnv, user_id: str, batch: Sequence[StoredMessage],
+def _checked_observations(user_id: str, batch: Sequence[StoredMessage],
                           context: Sequence[StoredMessage], minable: Sequence[StoredMessage], extraction: Extraction,
                           language: str, user_name: str
                           ) -> tuple[list[_New], list[tuple[str, str]], list[str]]:
@@ -361,7 +354,7 @@ class _Changes:
     expired_ids: list[str] = field(default_factory=list)
 
 
-def _resolve(env: StepEnv, user_id: str, new: list[_New], vectors: np.ndarray, language: str, user_name: str,
+def _resolve(env: StepEnv, user_id: str, new: list[_New], language: str, user_name: str,
              report: ConsolidationReport) -> _Changes:
     """Find repeats and contradictions (see `judge`) and apply them to the new and the existing
     memories."""
