@@ -26,6 +26,7 @@ from .indexing import dated_text, embedding_text
 from .models.base import ChatModel, Embedder, Reranker
 from .retrieval.context import format_context
 from .retrieval.language_profile import ranking_settings
+from .retrieval.mentioned_time import mentioned_range
 from .retrieval.ranking import adjust, boost_named_speakers, deduplicate, fuse, propagate_neighbours, relevant, widen
 from .retrieval.time_parser import detect_language, parse_time
 from .settings import Settings
@@ -240,6 +241,10 @@ class MemoryScope:
                 type=MemoryType.TURN, created_at=message.timestamp, updated_at=utc_now(),
                 speaker=message.name or _default_speaker(message.role, user_id, agent_id), role=message.role,
                 session_id=session_id, metadata=dict(message.metadata))
+            mentioned = mentioned_range(message.content, message.timestamp)
+            if mentioned is not None:
+                memory.event_start, memory.event_end = mentioned.start, mentioned.end
+                memory.metadata["event_time_source"] = "mentioned"
             if prior is not None:
                 memory.previous_id = prior.id
                 memory.context = f"{prior.speaker}: {prior.content}" if prior.speaker else prior.content

@@ -44,11 +44,13 @@ class TimeRange:
         """Whether [start, end) meets this range; a missing end means an instant."""
         if start is None:
             return False
-        end = end if end is not None else start
         if self.end is not None and start >= self.end:
             return False
-        if self.start is not None and end < self.start:
-            return False
+        if self.start is not None:
+            if end is None:
+                return start >= self.start
+            # half-open on both sides: September ([1 Sep, 1 Oct)) does not meet October
+            return end > self.start
         return True
 
 

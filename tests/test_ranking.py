@@ -88,3 +88,12 @@ def test_deduplicate_keeps_the_best_and_stops_at_limit():
     ranked = [_scored("1", 3, content="Hello, World!"), _scored("2", 2, content="hello world"),
               _scored("3", 1, content="other"), _scored("4", 0.5, content="more")]
     assert [s.memory.id for s in deduplicate(ranked, 2)] == ["1", "3"]
+
+
+def test_time_ranges_are_half_open_on_both_sides():
+    october = TimeRange(datetime(2024, 10, 1), datetime(2024, 11, 1))
+    assert not october.overlaps(datetime(2024, 9, 1), datetime(2024, 10, 1))  # September ends as October starts
+    assert october.overlaps(datetime(2024, 9, 30), datetime(2024, 10, 2))
+    assert october.overlaps(datetime(2024, 10, 1), None)  # an instant at the start is inside
+    assert not october.overlaps(datetime(2024, 11, 1), None)  # ... at the end is not
+    assert not october.overlaps(datetime(2024, 9, 30, 23), None)

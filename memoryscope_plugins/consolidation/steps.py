@@ -35,6 +35,7 @@ from ..errors import ModelError
 from ..indexing import embedding_text
 from ..models.base import ChatMessages, ChatModel, ChatResult, TokenUsage
 from ..models.structured import IncompleteAnswerError, UsageMeter, chat_json
+from ..retrieval.mentioned_time import is_recurring
 from ..retrieval.time_format import format_memory_time
 from ..retrieval.time_parser import detect_language
 from ..storage.base import StoredMessage
@@ -46,7 +47,7 @@ from .event_time import resolve_event_time
 from .extract import Extracted, Extraction, speaker_of, user_display_name
 from .prompts import load_prompt
 from .report import ConsolidationReport
-from .wording import grounded, is_recurring, third_person, time_words_in
+from .wording import grounded, third_person, time_words_in
 
 log = logging.getLogger("memoryscope_plugins.consolidation")
 

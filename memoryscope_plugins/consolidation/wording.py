@@ -9,8 +9,7 @@ without another model call:
   opinion, under the wrong message;
 * `third_person`: first-person text is framed as the speaker's words (``Maria said: "I'm ..."``),
   so a memory never reads as the assistant's own first person;
-* `time_words_in`: the time words the model quotes count only when the source message holds them;
-* `is_recurring`: "every Easter", "on Tuesdays", "每周一" name a habit, not one event date.
+* `time_words_in`: the time words the model quotes count only when the source message holds them.
 """
 
 from __future__ import annotations
@@ -25,12 +24,6 @@ MIN_GROUNDED_SHARE = 1 / 3  # paraphrases reword; a wrong message shares next to
 
 _FIRST_PERSON_EN = re.compile(r"(?:^|[^\w'])(?:I|I'm|I've|I'd|I'll|my|My|me|mine|myself)(?=$|[^\w'])")
 _FIRST_PERSON_ZH = re.compile(r"我(?!们)")
-_RECURRING = re.compile(
-    r"\b(every|each|always|usually|weekly|daily|monthly|yearly|annually)\b|"
-    r"\bon\s+(mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|weekends)\b|"
-    r"每|逢|常常|经常|总是",
-    re.IGNORECASE,
-)
 _FOLD = re.compile(r"[\s\W_]+", re.UNICODE)
 
 
@@ -58,11 +51,6 @@ def time_words_in(expression: str | None, message: str) -> bool:
     needle = _FOLD.sub(" ", expression.casefold()).strip()
     haystack = _FOLD.sub(" ", message.casefold())
     return bool(needle) and needle in haystack
-
-
-def is_recurring(text: str | None) -> bool:
-    """Whether time words name a repeating time ("every Easter", "on Tuesdays", "每周一")."""
-    return bool(text) and bool(_RECURRING.search(text or ""))
 
 
 def grounded(content: str, message: str, answered: str | None, names: frozenset[str]) -> bool:

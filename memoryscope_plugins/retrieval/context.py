@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Sequence
 
-from ..types import MemoryType, ScoredMemory
+from ..types import Memory, MemoryType, ScoredMemory
 from .time_format import format_memory_time, format_time_span
 
 HEADERS = {
@@ -14,9 +15,11 @@ HEADERS = {
 
 
 def memory_line(item: ScoredMemory, language: str = "en", *, with_time: bool = False) -> str:
-    """"[2023-05-08 Mon] Caroline: I went to ..." — the event time when known, else the message time."""
+    """"[2023-05-08 Mon] Caroline: I went to ..." — the event time when known, else the message time.
+
+    A turn always shows when it was said: its own words ("yesterday", "上周六") are relative to that."""
     memory = item.memory
-    if memory.event_start is not None:
+    if memory.event_start is not None and memory.type is not MemoryType.TURN:
         when = format_time_span(memory.event_start, memory.event_end, language)
     else:
         when = format_memory_time(memory.created_at, language, with_time=with_time)
@@ -31,8 +34,14 @@ def format_context(items: Sequence[ScoredMemory], language: str = "en", *, with_
     """The memories as dated lines in time order (an LLM reads a timeline best); empty when none."""
     if not items:
         return ""
-    ordered = sorted(items, key=lambda s: (s.memory.event_start or s.memory.created_at).timestamp())
+    ordered = sorted(items, key=lambda s: _timeline_moment(s.memory).timestamp())
     lines = [memory_line(item, language, with_time=with_time) for item in ordered]
     if header:
         lines.insert(0, HEADERS.get(language, HEADERS["en"]))
     return "\n".join(lines)
+
+
+def _timeline_moment(memory: Memory) -> datetime:
+    if memory.event_start is not None and memory.type is not MemoryType.TURN:
+        return memory.event_start
+    return memory.created_at
