@@ -27,7 +27,9 @@ from .models.base import ChatModel, Embedder, Reranker
 from .retrieval.context import format_context
 from .retrieval.language_profile import ranking_settings
 from .retrieval.mentioned_time import mentioned_range
-from .retrieval.ranking import adjust, boost_named_speakers, deduplicate, fuse, propagate_neighbours, relevant, widen
+from .retrieval.present import asks_about_present
+from .retrieval.ranking import (adjust, boost_named_speakers, deduplicate, fuse, prefer_recent, propagate_neighbours,
+                                relevant, widen)
 from .retrieval.time_parser import detect_language, parse_time
 from .settings import Settings
 from .storage.base import MemoryFilter, MemoryStore, SearchRequest
@@ -373,6 +375,8 @@ class MemoryScope:
         ranked = propagate_neighbours(ranked, rank_cfg.neighbour_weight)
         ranked = boost_named_speakers(ranked, query, rank_cfg.speaker_boost)
         ranked = adjust(ranked, rank_cfg, time_range=parsed.range if cfg.time_mode == "boost" else None, now=moment)
+        if cfg.present_half_life_days and asks_about_present(query):
+            ranked = prefer_recent(ranked, cfg.present_half_life_days, cfg.present_weight)
         ranked = relevant(ranked, floor)
         reranking = self.reranker is not None and (rerank is None or rerank)
         depth = max(top_k, self.settings.reranker.candidates) if reranking else top_k

@@ -119,6 +119,11 @@ class RetrievalSettings(BaseModel):
     speaker_boost: float = Field(0.5, ge=0, le=5, description="added to memories of people the query names")
     recency_half_life_days: float | None = Field(None, gt=0, description="None: no recency decay")
     recency_weight: float = Field(0.1, ge=0, le=1)
+    present_half_life_days: float | None = Field(
+        90.0, gt=0, description="for a question about the present ('now', 'currently', '现在', '目前'), newer "
+        "memories weigh more: score x (1 - present_weight + present_weight x 0.5^(age / this)), age from the "
+        "newest candidate; None: off")
+    present_weight: float = Field(0.3, ge=0, le=1)
     time_mode: Literal["boost", "filter", "off"] = "boost"
     time_boost: float = Field(1.0, ge=0, description="score x (1 + time_boost) for memories in the query's time range")
     time_fuzz_days: float = Field(1.0, ge=0, description="the range's fuzzy margin each side (half the boost)")

@@ -6,7 +6,8 @@ Order of operations (each step documented in docs/retrieval.md):
 2. conversational neighbours share their score; people the query names lift their own turns;
 3. type weight (insight > observation/custom > turn);
 4. time: memories whose message or event time meets the query's (widened) range get a boost;
-5. recency decay (off by default);
+5. recency decay (off by default), and for a question about the present ("now", "现在") a
+   preference for the newer of similar memories;
 6. de-duplication of identical content.
 """
 
@@ -158,6 +159,23 @@ def adjust(ranked: list[ScoredMemory], cfg: RetrievalSettings, *, time_range: Ti
             decay = math.pow(0.5, age_days / cfg.recency_half_life_days)
             factor *= (1.0 - cfg.recency_weight) + cfg.recency_weight * decay
         item.score *= factor
+        item.scores["final"] = item.score
+    ranked.sort(key=lambda s: s.score, reverse=True)
+    return ranked
+
+
+def prefer_recent(ranked: list[ScoredMemory], half_life_days: float, weight: float) -> list[ScoredMemory]:
+    """For a question about the present: score x (1 - weight + weight x 0.5^(age / half-life)),
+    age counted back from the newest candidate (not from now: a user back after a year still
+    gets their latest state first); returns the list sorted."""
+    if not ranked or weight <= 0:
+        return ranked
+    newest = max(as_aware(item.memory.created_at) for item in ranked)
+    for item in ranked:
+        age_days = (newest - as_aware(item.memory.created_at)).total_seconds() / 86400.0
+        factor = (1.0 - weight) + weight * math.pow(0.5, age_days / half_life_days)
+        item.score *= factor
+        item.scores["present"] = factor
         item.scores["final"] = item.score
     ranked.sort(key=lambda s: s.score, reverse=True)
     return ranked
