@@ -286,8 +286,9 @@ async def _last_request_text(context: Context) -> str:
 
 
 def _answer_of(response: ModelResponse) -> str:
-    """The reply to record: the response's text, unless the turn ended waiting on tool calls."""
-    if response is None or (response.tool_calls and not response.response_force):
+    """The reply to record: the response's text (or a ``final`` tool's result), unless the turn
+    ended waiting on tool calls (client-side tools): then the answer comes in a later turn."""
+    if not isinstance(response, ModelResponse) or response.tool_calls:
         return ""
     return response.content or ""
 
