@@ -65,7 +65,7 @@ from memoryscope_plugins.adapters._tools import MemoryTools
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.types import MemoryType
 
-__all__ = ["DEFAULT_TOOL_INSTRUCTIONS", "SPEAKER_VARIABLE", "USER_VARIABLE", "MemoryScopeMiddleware",
+__all__ = ["DEFAULT_TOOL_INSTRUCTIONS", "HUMAN", "SPEAKER_VARIABLE", "USER_VARIABLE", "MemoryScopeMiddleware",
            "MemoryScopePlugin", "memory_tools"]
 
 #: The context variable read for the user when ``user_id`` is not given.
@@ -77,9 +77,15 @@ USER_VARIABLE = "user_id"
 #: agent's words by hand. A name in ``human_names`` means the human.
 SPEAKER_VARIABLE = "memoryscope_speaker"
 
-#: Dependencies `ag2.network` sets on a turn it runs for a channel message (the sender of that
-#: message is not visible to the agent's middleware).
-_NETWORK_DEPENDENCY = "ag2.network.agent_client"
+#: The dependencies `ag2.network` sets on a turn it runs for a channel message (the values of
+#: ``ag2.network.CHANNEL_DEP``, ``AGENT_CLIENT_DEP`` and ``HUB_DEP``; spelled out so that this
+#: module does not import the network package).
+_NETWORK_CHANNEL = "ag2.network.channel"
+_NETWORK_CLIENT = "ag2.network.agent_client"
+_NETWORK_HUB = "ag2.network.hub"
+
+#: `MemoryScopeMiddleware.who_said` for the human.
+HUMAN = "human"
 
 DEFAULT_TOOL_INSTRUCTIONS = (
     "## Long-term memory\n\n"
@@ -146,8 +152,9 @@ class MemoryScopeMiddleware:
             "human_names": config.human_names}, complete=not callable(config.user_id))
 
     # -- who is who --------------------------------------------------------------------------------
-    def resolve_user(self, context: Context) -> str | None:
-        """The user of this turn: ``user_id``, else ``variables["user_id"]``; None skips memory."""
+    def resolve_user(self, context: Context, default: str | None = None) -> str | None:
+        """The user of this turn: ``user_id``, else ``variables["user_id"]``, else `default` (in an
+        ag2.network channel: the human participant); None skips memory."""
         try:
             user = self.config.resolve_user(context) if self.config.user_id is not None else None
         except Exception as exc:  # noqa: BLE001 - a user-supplied callable failed: no memory this turn
@@ -155,7 +162,7 @@ class MemoryScopeMiddleware:
             return None
         if user is None:
             variable = context.variables.get(USER_VARIABLE)
-            user = variable if isinstance(variable, str) and variable.strip() else None
+            user = variable if isinstance(variable, str) and variable.strip() else default
         if user is None and not self._warned_no_user:
             self._warned_no_user = True
             log.warning("ag2: no user for this turn (give user_id= or variables={'user_id': ...}); "
@@ -175,12 +182,27 @@ class MemoryScopeMiddleware:
         stream_id = getattr(context.stream, "id", None)
         return str(stream_id) if stream_id else self.config.session
 
-    def speaker(self, context: Context) -> str | None:
-        """Who said this turn's input: None for the human, else that agent's name."""
+    async def who_said(self, context: Context, said: str) -> tuple[str | None, str | None]:
+        """Who said this turn's input, and the human's name when the framework knows it.
+
+        The first value is `HUMAN`, another agent's name, or None when nobody can tell (a
+        channel message whose sender is not found): such an input is not recorded. The
+        speaker comes from `SPEAKER_VARIABLE`, else, in an ag2.network channel, from the
+        sender's passport (kind ``"human"`` or an agent), else it is the human."""
         named = context.variables.get(SPEAKER_VARIABLE)
+        network = context.dependencies.get(_NETWORK_HUB) is not None
+        human = await _channel_human(context) if network else None
         if isinstance(named, str) and named.strip():
-            return None if named in self.config.human_names else named
-        return None
+            return (HUMAN if named in self.config.human_names else named), human
+        if not network:
+            return HUMAN, None
+        sender = await _channel_sender(context, said)
+        if sender is None:
+            return None, human
+        name, kind = sender
+        if kind == "human" or name in self.config.human_names:
+            return HUMAN, name
+        return name, human
 
 
 class _MemoryTurn(BaseMiddleware):
@@ -196,11 +218,12 @@ class _MemoryTurn(BaseMiddleware):
 
     async def on_turn(self, call_next: Any, event: BaseEvent, context: Context) -> ModelResponse:
         owner = self.owner
-        user_id = owner.resolve_user(context)
+        said = _request_text(event)  # "" when the turn resumes from tool results
+        speaker, human = await owner.who_said(context, said)
+        user_id = owner.resolve_user(context, default=human)
         if user_id is None:
             return await call_next(event, context)
         agent_id = owner.resolve_agent(context)
-        said = _request_text(event)  # "" when the turn resumes from tool results
         query = said or await _last_request_text(context)
         result = await owner.bridge.aretrieve(user_id, query, agent_id=agent_id)
         self.block = owner.bridge.block(result)
@@ -208,21 +231,18 @@ class _MemoryTurn(BaseMiddleware):
             response = await call_next(event, context)
         finally:
             self.block = ""
-        await owner.bridge.arecord(user_id, self._rows(context, said, response, agent_id), agent_id=agent_id,
+        await owner.bridge.arecord(user_id, self._rows(said, speaker, response, agent_id), agent_id=agent_id,
                                    session_id=owner.session(context))
         return response
 
-    def _rows(self, context: Context, said: str, response: ModelResponse, agent_id: str) -> list[dict[str, Any]]:
-        """The turn, each speaker as who they are: input, mid-turn questions and answers, reply."""
+    def _rows(self, said: str, speaker: str | None, response: ModelResponse, agent_id: str) -> list[dict[str, Any]]:
+        """The turn, each speaker as who they are: input, mid-turn questions and answers, reply.
+        An input nobody can attribute (`speaker` None) is not recorded."""
         rows: list[dict[str, Any]] = []
-        if said:
-            speaker = self.owner.speaker(context)
-            if speaker is not None:
-                rows.extend(turn(None, said, agent_name=speaker))
-            elif context.dependencies.get(_NETWORK_DEPENDENCY) is not None:
-                pass  # an ag2.network channel message: its sender is unknown here, so it is not recorded
-            else:
-                rows.extend(turn(said, None))
+        if said and speaker == HUMAN:
+            rows.extend(turn(said, None))
+        elif said and speaker is not None:
+            rows.extend(turn(None, said, agent_name=speaker))
         rows.extend(self.asked)
         rows.extend(turn(None, _answer_of(response), agent_name=agent_id))
         return rows
@@ -264,6 +284,44 @@ class _MemoryTurn(BaseMiddleware):
 _MISSING = object()
 
 
+async def _channel_sender(context: Context, said: str) -> tuple[str, str] | None:
+    """(name, passport kind) of who posted the channel message this ag2.network turn answers:
+    the latest envelope from another participant whose text is the turn's input."""
+    hub = context.dependencies.get(_NETWORK_HUB)
+    channel = context.dependencies.get(_NETWORK_CHANNEL)
+    me = getattr(context.dependencies.get(_NETWORK_CLIENT), "agent_id", None)
+    if not said or hub is None or channel is None:
+        return None
+    try:
+        for envelope in reversed(await hub.read_wal(channel.channel_id)):
+            if envelope.sender_id == me:
+                continue
+            data = envelope.event_data if isinstance(envelope.event_data, dict) else {}
+            text = data.get("text", data.get("body"))
+            if isinstance(text, str) and text.strip() and text.strip() in said:
+                passport = await hub.get_agent(envelope.sender_id)
+                return passport.name, passport.effective_kind
+    except Exception as exc:  # noqa: BLE001 - unknown sender: the input is not recorded
+        log.warning("ag2: could not read the channel's sender (%s); the input is not recorded", type(exc).__name__)
+    return None
+
+
+async def _channel_human(context: Context) -> str | None:
+    """The name of the one human participant of this ag2.network channel (None if none or several)."""
+    hub = context.dependencies.get(_NETWORK_HUB)
+    channel = context.dependencies.get(_NETWORK_CHANNEL)
+    try:
+        humans = []
+        for participant in channel.metadata.participants:
+            passport = await hub.get_agent(participant.agent_id)
+            if passport.effective_kind == "human":
+                humans.append(passport.name)
+    except Exception as exc:  # noqa: BLE001 - no human known: the user must be given
+        log.warning("ag2: could not read the channel's participants (%s)", type(exc).__name__)
+        return None
+    return humans[0] if len(humans) == 1 else None
+
+
 def _request_text(event: BaseEvent) -> str:
     """The text of a turn's request (its text parts); "" for any other trigger."""
     if not isinstance(event, ModelRequest):
@@ -302,14 +360,15 @@ def memory_tools(memory: MemoryScope, *, user_id: UserSource = None, agent_id: s
     ``update_memory`` and ``delete_memory``, for ``Agent(tools=...)``.
 
     Each call is scoped to the turn's user, resolved as the middleware does (``user_id``, else the
-    turn's ``variables["user_id"]``); without one the tool tells the model memory is unavailable.
+    turn's ``variables["user_id"]``, else an ag2.network channel's human); without one the tool tells the model memory is unavailable.
     Update and delete reach only that user's memories. Saved memories carry ``agent_id`` (default:
     the agent's name)."""
     resolver = MemoryScopeMiddleware(memory, user_id=user_id, agent_id=agent_id, scope_to_agent=scope_to_agent,
                                      min_relevance=min_relevance)
 
-    def scoped(ctx: Context) -> MemoryTools | None:
-        user = resolver.resolve_user(ctx)
+    async def scoped(ctx: Context) -> MemoryTools | None:
+        network = ctx.dependencies.get(_NETWORK_HUB) is not None
+        user = resolver.resolve_user(ctx, default=await _channel_human(ctx) if network else None)
         if user is None:
             return None
         return MemoryTools(memory, user_id=user, agent_id=resolver.resolve_agent(ctx),
@@ -319,19 +378,19 @@ def memory_tools(memory: MemoryScope, *, user_id: UserSource = None, agent_id: s
 
     # plain functions (ag2 deep-copies tools; a bound method would copy the engine with it)
     async def search_memory(query: _Query, ctx: Context, limit: _Limit = 5) -> str:
-        tools = scoped(ctx)
+        tools = await scoped(ctx)
         return no_user if tools is None else await tools.asearch_memory(query, limit)
 
     async def add_memory(content: _Fact, ctx: Context) -> str:
-        tools = scoped(ctx)
+        tools = await scoped(ctx)
         return no_user if tools is None else await tools.aadd_memory(content)
 
     async def update_memory(memory_id: _MemoryId, content: _NewText, ctx: Context) -> str:
-        tools = scoped(ctx)
+        tools = await scoped(ctx)
         return no_user if tools is None else await tools.aupdate_memory(memory_id, content)
 
     async def delete_memory(memory_id: _MemoryId, ctx: Context) -> str:
-        tools = scoped(ctx)
+        tools = await scoped(ctx)
         return no_user if tools is None else await tools.adelete_memory(memory_id)
 
     chosen = [(search_memory, MemoryTools.search_memory), (add_memory, MemoryTools.add_memory)]

@@ -322,3 +322,78 @@ async def test_empty_and_oversized_messages_do_not_break_the_turn(engine):
 def _calls(*events: ToolCallEvent):
     from ag2.events import ToolCallsEvent
     return ToolCallsEvent(list(events))
+
+
+# -- ag2.network: a hub in this process, a human and agents talking in channels -------------------------
+
+class _OneScript(TestConfig):
+    """ag2's offline model with one script for every turn (TestConfig restarts it at each `ask`)."""
+
+    def create(self):  # type: ignore[override]
+        if not hasattr(self, "_client"):
+            self._client = super().create()
+        return self._client
+
+
+async def _hub():
+    from ag2.knowledge import MemoryKnowledgeStore
+    from ag2.network import Hub, HubClient
+    from ag2.network.transport.local import LocalLink
+    hub = await Hub.open(MemoryKnowledgeStore(), expectation_sweep_interval=0)
+    client = HubClient(LocalLink(hub))
+    await client.open()
+    return hub, client
+
+
+async def _texts_from(client, channel_id: str, sender_id: str, count: int) -> list[str]:
+    import asyncio
+
+    from ag2.network import EV_TEXT
+    for _ in range(200):
+        texts = [e.event_data["text"] for e in await client.read_wal(channel_id)
+                 if e.event_type == EV_TEXT and e.sender_id == sender_id]
+        if len(texts) >= count:
+            return texts
+        await asyncio.sleep(0.05)
+    raise AssertionError("no reply in the channel")
+
+
+async def test_network_channel_with_a_human_records_the_human_as_the_user(engine):
+    from ag2.network import Passport
+    hub, client = await _hub()
+    try:
+        assistant = Agent("assistant", config=_OneScript("Lisbon is lovely.", "Noted, ramen."),
+                          plugins=[MemoryScopePlugin(engine)])  # the user: the channel's human
+        registered = await client.register(assistant, Passport(name="assistant"), attach_plugin=False)
+        anna = await client.register_human(Passport(name="anna"))
+        channel = await anna.open(type="conversation", target="assistant")
+        await anna.send(channel.channel_id, "I live in Lisbon.")
+        await _texts_from(client, channel.channel_id, registered.agent_id, 1)
+        await anna.send(channel.channel_id, "My favourite food is ramen.")
+        await _texts_from(client, channel.channel_id, registered.agent_id, 2)
+    finally:
+        await client.close()
+        await hub.close()
+    assert rows(engine) == [("I live in Lisbon.", "user", "anna", "assistant"),
+                            ("Lisbon is lovely.", "assistant", "assistant", "assistant"),
+                            ("My favourite food is ramen.", "user", "anna", "assistant"),
+                            ("Noted, ramen.", "assistant", "assistant", "assistant")]
+
+
+async def test_network_channel_between_agents_records_the_other_agent_as_itself(engine):
+    from ag2.network import Passport
+    hub, client = await _hub()
+    try:
+        assistant = Agent("assistant", config=_OneScript("Pasta, then cake."),
+                          plugins=[MemoryScopePlugin(engine, user_id="anna")])
+        registered = await client.register(assistant, Passport(name="assistant"), attach_plugin=False)
+        planner = await client.register(Agent("planner", config=_OneScript()), Passport(name="planner"),
+                                        attach_plugin=False)  # it has nothing more to say after its request
+        channel = await planner.open(type="conversation", target="assistant")
+        await channel.send("Suggest a menu for Anna's dinner.")
+        await _texts_from(client, channel.channel_id, registered.agent_id, 1)
+    finally:
+        await client.close()
+        await hub.close()
+    assert rows(engine) == [("Suggest a menu for Anna's dinner.", "assistant", "planner", "assistant"),
+                            ("Pasta, then cake.", "assistant", "assistant", "assistant")]
