@@ -360,9 +360,9 @@ def memory_tools(memory: MemoryScope, *, user_id: UserSource = None, agent_id: s
     ``update_memory`` and ``delete_memory``, for ``Agent(tools=...)``.
 
     Each call is scoped to the turn's user, resolved as the middleware does (``user_id``, else the
-    turn's ``variables["user_id"]``, else an ag2.network channel's human); without one the tool tells the model memory is unavailable.
-    Update and delete reach only that user's memories. Saved memories carry ``agent_id`` (default:
-    the agent's name)."""
+    turn's ``variables["user_id"]``, else an ag2.network channel's human); without one the tool
+    tells the model memory is unavailable. Update and delete reach only that user's memories.
+    Saved memories carry ``agent_id`` (default: the agent's name)."""
     resolver = MemoryScopeMiddleware(memory, user_id=user_id, agent_id=agent_id, scope_to_agent=scope_to_agent,
                                      min_relevance=min_relevance)
 

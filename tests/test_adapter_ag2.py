@@ -197,7 +197,8 @@ async def _tool_results(agent: Agent, engine, name: str, arguments: dict[str, An
     tools = {t.name: t for t in memory_tools(engine)}
     probe = Agent("helper", config=scripted(call(name, **arguments), "ok"), tools=[tools[name]])
     reply = await probe.ask("go", variables={"user_id": user} if user else {})
-    return " ".join(str(event) for event in await reply.history.get_events() if type(event).__name__ == "ToolResultEvent")
+    events = await reply.history.get_events()
+    return " ".join(str(event) for event in events if type(event).__name__ == "ToolResultEvent")
 
 
 async def test_plugin_with_tools_gives_tools_and_instructions(engine):
@@ -362,8 +363,9 @@ async def test_network_channel_with_a_human_records_the_human_as_the_user(engine
     from ag2.network import Passport
     hub, client = await _hub()
     try:
-        assistant = Agent("assistant", config=_OneScript("Lisbon is lovely.", "Noted, ramen."),
-                          plugins=[MemoryScopePlugin(engine)])  # the user: the channel's human
+        script = _OneScript("Lisbon is lovely.", call("add_memory", content="Anna loves ramen."), "Noted, ramen.")
+        assistant = Agent("assistant", config=script,
+                          plugins=[MemoryScopePlugin(engine, tools=True)])  # the user: the channel's human
         registered = await client.register(assistant, Passport(name="assistant"), attach_plugin=False)
         anna = await client.register_human(Passport(name="anna"))
         channel = await anna.open(type="conversation", target="assistant")
@@ -378,6 +380,7 @@ async def test_network_channel_with_a_human_records_the_human_as_the_user(engine
                             ("Lisbon is lovely.", "assistant", "assistant", "assistant"),
                             ("My favourite food is ramen.", "user", "anna", "assistant"),
                             ("Noted, ramen.", "assistant", "assistant", "assistant")]
+    assert [m.content for m in engine.list("anna", types=["custom"])] == ["Anna loves ramen."]  # the tool's user too
 
 
 async def test_network_channel_between_agents_records_the_other_agent_as_itself(engine):
