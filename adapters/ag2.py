@@ -65,7 +65,7 @@ from memoryscope_plugins.adapters._tools import MemoryTools
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.types import MemoryType
 
-__all__ = ["DEFAULT_TOOL_INSTRUCTIONS", "HUMAN", "SPEAKER_VARIABLE", "USER_VARIABLE", "MemoryScopeMiddleware",
+__all__ = ["DEFAULT_TOOL_INSTRUCTIONS", "SPEAKER_VARIABLE", "USER_VARIABLE", "MemoryScopeMiddleware",
            "MemoryScopePlugin", "memory_tools"]
 
 #: The context variable read for the user when ``user_id`` is not given.
@@ -84,8 +84,8 @@ _NETWORK_CHANNEL = "ag2.network.channel"
 _NETWORK_CLIENT = "ag2.network.agent_client"
 _NETWORK_HUB = "ag2.network.hub"
 
-#: `MemoryScopeMiddleware.who_said` for the human.
-HUMAN = "human"
+#: `MemoryScopeMiddleware.who_said`'s answer for the human (an object: no agent name can equal it).
+HUMAN: Any = type("Human", (), {"__repr__": lambda self: "HUMAN"})()
 
 DEFAULT_TOOL_INSTRUCTIONS = (
     "## Long-term memory\n\n"
@@ -152,9 +152,10 @@ class MemoryScopeMiddleware:
             "human_names": config.human_names}, complete=not callable(config.user_id))
 
     # -- who is who --------------------------------------------------------------------------------
-    def resolve_user(self, context: Context, default: str | None = None) -> str | None:
-        """The user of this turn: ``user_id``, else ``variables["user_id"]``, else `default` (in an
-        ag2.network channel: the human participant); None skips memory."""
+    async def resolve_user(self, context: Context, sender: str | None = None) -> str | None:
+        """The user of this turn: ``user_id``, else ``variables["user_id"]``, else in an ag2.network
+        channel the human who sent the message (`sender`) or the channel's one human; None skips
+        memory (one warning)."""
         try:
             user = self.config.resolve_user(context) if self.config.user_id is not None else None
         except Exception as exc:  # noqa: BLE001 - a user-supplied callable failed: no memory this turn
@@ -162,7 +163,9 @@ class MemoryScopeMiddleware:
             return None
         if user is None:
             variable = context.variables.get(USER_VARIABLE)
-            user = variable if isinstance(variable, str) and variable.strip() else default
+            user = variable if isinstance(variable, str) and variable.strip() else sender
+        if user is None and context.dependencies.get(_NETWORK_HUB) is not None:
+            user = await _channel_human(context)
         if user is None and not self._warned_no_user:
             self._warned_no_user = True
             log.warning("ag2: no user for this turn (give user_id= or variables={'user_id': ...}); "
@@ -182,27 +185,25 @@ class MemoryScopeMiddleware:
         stream_id = getattr(context.stream, "id", None)
         return str(stream_id) if stream_id else self.config.session
 
-    async def who_said(self, context: Context, said: str) -> tuple[str | None, str | None]:
-        """Who said this turn's input, and the human's name when the framework knows it.
+    async def who_said(self, context: Context, said: str) -> tuple[Any, str | None]:
+        """Who said this turn's input, and the human sender's name when the framework knows it.
 
         The first value is `HUMAN`, another agent's name, or None when nobody can tell (a
         channel message whose sender is not found): such an input is not recorded. The
         speaker comes from `SPEAKER_VARIABLE`, else, in an ag2.network channel, from the
         sender's passport (kind ``"human"`` or an agent), else it is the human."""
         named = context.variables.get(SPEAKER_VARIABLE)
-        network = context.dependencies.get(_NETWORK_HUB) is not None
-        human = await _channel_human(context) if network else None
         if isinstance(named, str) and named.strip():
-            return (HUMAN if named in self.config.human_names else named), human
-        if not network:
+            return (HUMAN if named in self.config.human_names else named), None
+        if context.dependencies.get(_NETWORK_HUB) is None:
             return HUMAN, None
         sender = await _channel_sender(context, said)
         if sender is None:
-            return None, human
+            return None, None
         name, kind = sender
         if kind == "human" or name in self.config.human_names:
             return HUMAN, name
-        return name, human
+        return name, None
 
 
 class _MemoryTurn(BaseMiddleware):
@@ -219,8 +220,8 @@ class _MemoryTurn(BaseMiddleware):
     async def on_turn(self, call_next: Any, event: BaseEvent, context: Context) -> ModelResponse:
         owner = self.owner
         said = _request_text(event)  # "" when the turn resumes from tool results
-        speaker, human = await owner.who_said(context, said)
-        user_id = owner.resolve_user(context, default=human)
+        speaker, sender = await owner.who_said(context, said)
+        user_id = await owner.resolve_user(context, sender)
         if user_id is None:
             return await call_next(event, context)
         agent_id = owner.resolve_agent(context)
@@ -235,11 +236,11 @@ class _MemoryTurn(BaseMiddleware):
                                    session_id=owner.session(context))
         return response
 
-    def _rows(self, said: str, speaker: str | None, response: ModelResponse, agent_id: str) -> list[dict[str, Any]]:
+    def _rows(self, said: str, speaker: Any, response: ModelResponse, agent_id: str) -> list[dict[str, Any]]:
         """The turn, each speaker as who they are: input, mid-turn questions and answers, reply.
         An input nobody can attribute (`speaker` None) is not recorded."""
         rows: list[dict[str, Any]] = []
-        if said and speaker == HUMAN:
+        if said and speaker is HUMAN:
             rows.extend(turn(said, None))
         elif said and speaker is not None:
             rows.extend(turn(None, said, agent_name=speaker))
@@ -367,8 +368,7 @@ def memory_tools(memory: MemoryScope, *, user_id: UserSource = None, agent_id: s
                                      min_relevance=min_relevance)
 
     async def scoped(ctx: Context) -> MemoryTools | None:
-        network = ctx.dependencies.get(_NETWORK_HUB) is not None
-        user = resolver.resolve_user(ctx, default=await _channel_human(ctx) if network else None)
+        user = await resolver.resolve_user(ctx)
         if user is None:
             return None
         return MemoryTools(memory, user_id=user, agent_id=resolver.resolve_agent(ctx),
