@@ -400,3 +400,14 @@ async def test_network_channel_between_agents_records_the_other_agent_as_itself(
         await hub.close()
     assert rows(engine) == [("Suggest a menu for Anna's dinner.", "assistant", "planner", "assistant"),
                             ("Pasta, then cake.", "assistant", "assistant", "assistant")]
+
+
+def test_a_missing_ag2_names_the_extra(monkeypatch):
+    import importlib.util
+    import sys
+
+    import memoryscope_plugins.adapters.ag2 as adapter
+    monkeypatch.setitem(sys.modules, "ag2", None)  # as if ag2 1.x were not installed
+    spec = importlib.util.spec_from_file_location("_ag2_adapter_without_ag2", adapter.__file__)
+    with pytest.raises(ImportError, match=r"memoryscope-plugins\[ag2\]"):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
