@@ -47,7 +47,7 @@ try:
     from ag2.middleware import BaseMiddleware, MiddlewareDescription
     from ag2.tools import tool
     from ag2.utils import AGENT_CONTEXT_DEPENDENCY_KEY
-except ImportError as exc:  # pragma: no cover - depends on the environment
+except ImportError as exc:
     raise ImportError("the ag2 adapter needs ag2 1.x (the `ag2` package with `ag2.Agent`): "
                       "pip install 'memoryscope-plugins[ag2]'. For ag2 0.x (`import autogen`, "
                       "ConversableAgent) use memoryscope_plugins.adapters.autogen_classic.") from exc
