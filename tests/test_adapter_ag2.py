@@ -115,6 +115,26 @@ async def test_a_turn_ending_on_tool_calls_records_the_request_but_no_answer(eng
     assert rows(engine) == [("Book me a table.", "user", "anna", "planner")]
 
 
+async def test_a_turn_resumed_with_the_client_tools_result_recalls_and_records_the_answer(engine):
+    from ag2.events import ToolResultEvent, ToolResultsEvent
+    from ag2.tools.final import ClientTool
+    engine.record("anna", [{"role": "user", "content": "I always book a table by the window."}])
+    picker = ClientTool({"function": {"name": "pick_date", "description": "Ask the UI for a date.",
+                                      "parameters": {"type": "object", "properties": {}}}})
+    first = Agent("planner", config=scripted(call("pick_date")), tools=[picker],
+                  plugins=[MemoryScopePlugin(engine, user_id="anna")])
+    reply = await first.ask("Book me a table.")
+    pending = reply.response.tool_calls.calls[0]
+    history = await reply.history.get_events()
+    config = scripted("Booked a window table for Friday.")
+    resumed = Agent("planner", config=config, tools=[picker], plugins=[MemoryScopePlugin(engine, user_id="anna")])
+    answer = await resumed.resume(*history, ToolResultsEvent([ToolResultEvent.from_call(pending, "Friday")]))
+    assert answer.body == "Booked a window table for Friday."
+    assert "by the window" in prompt_of(config)  # searched for the request the resumed turn answers
+    assert rows(engine)[1:] == [("Book me a table.", "user", "anna", "planner"),
+                                ("Booked a window table for Friday.", "assistant", "planner", "planner")]
+
+
 async def test_a_final_tool_result_is_the_answer(engine):
     from ag2 import ToolResult
 
