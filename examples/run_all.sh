@@ -16,6 +16,7 @@ examples=(
     autogen_classic_example.py
     autogen_agentchat_example.py
     agentscope_example.py
+    ag2_example.py
     langchain_chain_example.py
     langchain_agent_example.py
 )
