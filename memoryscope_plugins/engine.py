@@ -28,8 +28,9 @@ from .retrieval.context import format_context
 from .retrieval.language_profile import ranking_settings
 from .retrieval.mentioned_time import mentioned_range
 from .retrieval.present import asks_about_present
-from .retrieval.ranking import (adjust, boost_named_speakers, deduplicate, fuse, prefer_recent, propagate_neighbours,
-                                relevant, widen)
+from .retrieval.noise_floor import noise_floor
+from .retrieval.ranking import (adjust, boost_named_speakers, deduplicate, fuse, prefer_recent,
+                                propagate_neighbours, query_cjk_terms, relevant, widen)
 from .retrieval.time_parser import detect_language, parse_time
 from .settings import Settings
 from .storage.base import MemoryFilter, MemoryStore, SearchRequest
@@ -313,8 +314,10 @@ class MemoryScope:
             now: the moment relative times are computed from (default: now).
             rerank: use the configured reranker (default: when one is configured).
             min_relevance: the relevance floor for this call (default ``retrieval.min_relevance``):
-                only memories that share a term with the query, or whose cosine to it is at least
-                this, or that stand next to such a turn, are returned; -1 turns the floor off.
+                only memories that share a word with the query, or whose cosine to it, calibrated
+                to the embedder (0 = unrelated texts, 1 = the same), is at least this, or that fall
+                in the time the query names, or stand next to such a turn, are returned; -1 turns
+                the floor off.
 
         Returns a `RetrievalResult` with the ranked memories, their scores, the parsed time range,
         the timings, and ``context``: dated lines ready to put in a prompt.
@@ -377,7 +380,9 @@ class MemoryScope:
         ranked = adjust(ranked, rank_cfg, time_range=parsed.range if cfg.time_mode == "boost" else None, now=moment)
         if cfg.present_half_life_days and asks_about_present(query):
             ranked = prefer_recent(ranked, cfg.present_half_life_days, cfg.present_weight)
-        ranked = relevant(ranked, floor)
+        if floor > -1:
+            noise = 0.0 if vector is None else self._noise_floor(parsed.language)
+            ranked = relevant(ranked, floor, noise_floor=noise, cjk_terms=query_cjk_terms(text))
         reranking = self.reranker is not None and (rerank is None or rerank)
         depth = max(top_k, self.settings.reranker.candidates) if reranking else top_k
         ranked = deduplicate(ranked, depth) if cfg.deduplicate else ranked[:depth]
@@ -393,6 +398,15 @@ class MemoryScope:
         timings["total_ms"] = _ms(start)
         return RetrievalResult(query=query, memories=chosen, context=context, time_range=parsed.range,
                                timings_ms=timings)
+
+    def _noise_floor(self, language: str) -> float:
+        """The embedder's cosine for unrelated texts in `language` (measured once, then cached);
+        0 when it cannot be measured now (the floor then reads raw cosines)."""
+        try:
+            return noise_floor(self.embedder, language)
+        except ModelError as exc:
+            log.warning("could not measure the embedder's noise floor (%s); using raw cosines", type(exc).__name__)
+            return 0.0
 
     def _rerank(self, query: str, ranked: list[ScoredMemory]) -> list[ScoredMemory]:
         cfg = self.settings.reranker

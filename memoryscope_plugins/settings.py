@@ -128,9 +128,11 @@ class RetrievalSettings(BaseModel):
     time_boost: float = Field(1.0, ge=0, description="score x (1 + time_boost) for memories in the query's time range")
     time_fuzz_days: float = Field(1.0, ge=0, description="the range's fuzzy margin each side (half the boost)")
     deduplicate: bool = Field(True, description="return one memory per distinct content (case and punctuation aside)")
-    min_relevance: float = Field(0.15, ge=-1, le=1, description="relevance floor: a memory is returned only when "
-                                 "it shares a term with the query, or its vector's cosine to the query is at least "
-                                 "this, or it is the turn next to one that does (-1: no floor)")
+    min_relevance: float = Field(0.1, ge=-1, le=1, description="relevance floor: a memory is returned only when "
+                                 "it shares a word with the query, or its vector's cosine to the query, calibrated "
+                                 "to the embedder's noise floor in the query's language (0 = unrelated texts, 1 = the "
+                                 "same text), is at least this, or it falls in the time the query names, or it is "
+                                 "the turn next to one that does (-1: no floor)")
     include_expired: bool = False
     context_with_time: bool = False
     by_language: dict[Literal["en", "zh"], dict[str, float]] | None = Field(

@@ -44,3 +44,65 @@ def test_adapters_pass_their_floor(filled):
     assert len(off.retrieve("anna", "hello").memories) == len(FACTS)
     with pytest.raises(ValueError):
         MemoryConfig(user_id="anna", min_relevance=-1.5)
+
+
+ZH_FACTS = ["我家的橘猫叫橘子，三岁了。", "我在杭州一家电商公司当设计师。", "我对花生过敏。", "上个月我开始学游泳了。"]
+
+
+def test_chinese_small_talk_gets_nothing_with_the_english_model(engine):
+    """MiniLM puts any two Chinese sentences near cosine 0.56: calibrated to that floor, small talk
+    no longer passes on vectors, and one shared character (好, 天) is no shared word."""
+    for fact in ZH_FACTS:
+        engine.record("wen", [{"role": "user", "content": fact}])
+    for small_talk in ("讲个笑话吧", "你好呀"):
+        assert engine.retrieve("wen", small_talk).memories == [], small_talk
+    assert len(engine.retrieve("wen", "讲个笑话吧", min_relevance=-1).memories) == len(ZH_FACTS)
+    # a shared word still counts
+    assert engine.retrieve("wen", "我的猫叫什么名字？").memories[0].memory.content == ZH_FACTS[0]
+    assert engine.retrieve("wen", "我在哪个公司上班？").memories[0].memory.content == ZH_FACTS[1]
+
+
+def _item(memory_id: str, content: str, **scores: float):
+    from memoryscope_plugins.types import Memory, MemoryType, ScoredMemory
+    return ScoredMemory(memory=Memory(id=memory_id, user_id="u", agent_id="a", content=content,
+                                      type=MemoryType.TURN), score=1.0, scores=dict(scores))
+
+
+def test_a_single_shared_cjk_character_is_not_a_shared_word():
+    from memoryscope_plugins.retrieval.ranking import query_cjk_terms, relevant
+    items = [_item("a", "今天好热。", bm25=1.2, cosine=0.0), _item("b", "我想吃火锅。", bm25=3.0, cosine=0.0),
+             _item("c", "最近开始喝红酒了。", bm25=2.0, cosine=0.0)]
+    assert [i.memory.id for i in relevant(items, 0.1, cjk_terms=query_cjk_terms("晚上吃火锅好不好？"))] == ["b"]
+    # two shared characters make a word even when the words differ: 喝酒 / 喝红酒
+    assert [i.memory.id for i in relevant(items, 0.1, cjk_terms=query_cjk_terms("我现在喝酒吗？"))] == ["c"]
+    assert [i.memory.id for i in relevant(items, 0.1, cjk_terms=query_cjk_terms("热？"))] == ["a"]  # one character
+    assert [i.memory.id for i in relevant(items, 0.1)] == ["a", "b", "c"]  # without CJK terms: BM25 alone
+    assert query_cjk_terms("What is 2 + 2?") is None
+
+
+def test_the_cosine_is_calibrated_to_the_noise_floor():
+    from memoryscope_plugins.retrieval.ranking import relevant
+    items = [_item("a", "x", cosine=0.60), _item("b", "y", cosine=0.70)]
+    assert [i.memory.id for i in relevant(items, 0.1)] == ["a", "b"]  # raw cosines
+    # a floor of 0.56: a -> 0.09, b -> 0.32
+    assert [i.memory.id for i in relevant(items, 0.1, noise_floor=0.56)] == ["b"]
+
+
+def test_noise_floor_is_per_language_and_never_breaks_a_query(engine, local_embedder, monkeypatch):
+    from memoryscope_plugins.errors import ModelError
+    from memoryscope_plugins.retrieval.noise_floor import noise_floor
+    english, chinese = noise_floor(local_embedder, "en"), noise_floor(local_embedder, "zh")
+    assert 0.0 <= english < 0.2 < 0.4 < chinese < 0.8
+    engine.record("anna", [{"role": "user", "content": FACTS[0]}])
+    question = "What is my dog's name?"
+    query_vector = local_embedder.embed([question], kind="query")
+
+    def flaky(texts, kind="document"):  # the query embeds, the floor's sentence pairs do not
+        if kind == "query" and list(texts) == [question]:
+            return query_vector
+        raise ModelError("down")
+
+    # a name the floor cache has not seen, so the floor is measured (and fails) in this call
+    monkeypatch.setattr(local_embedder, "name", "an-embedder-whose-floor-cannot-be-measured")
+    monkeypatch.setattr(local_embedder, "embed", flaky)
+    assert engine.retrieve("anna", question).memories[0].memory.content == FACTS[0]

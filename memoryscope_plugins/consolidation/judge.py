@@ -11,7 +11,7 @@ suspect:
   own words are close) and the earlier observations of the same batch;
 * **similarity** is the cosine of the two observations' own words, rescaled by the embedder's noise
   floor in that language (`noise_floor`, `calibrated`): an English-only model puts any two Chinese
-  sentences at 0.5-0.65, a multilingual one near 0.1;
+  sentences at 0.5-0.65, multilingual-e5 any two at about 0.85 (`retrieval/noise_floor.py`);
 * **a repeat**, never asked: the same text, or the same polarity, no conflicting value (a number,
   a weekday, a month, a name that only one of them has), most words in common and a high
   similarity;
@@ -28,10 +28,10 @@ memory; a contradiction about another person (``about``) is never applied.
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..retrieval.noise_floor import noise_floor as _noise_floor
 from ..storage.text_analysis import analyse
 from ..types import Memory
 from .extract import memory_date, normalise
@@ -67,8 +67,6 @@ _UNRELATED = {
            ("I bought new shoes.", "Our dog is afraid of thunder.")],
     "zh": [("今天天气很好。", "我的电脑坏了。"), ("她会拉小提琴。", "火车中午出发。"), ("我买了新鞋。", "我们的狗怕打雷。")],
 }
-_FLOORS: dict[tuple[str, str], float] = {}
-_FLOORS_LOCK = threading.Lock()
 ANSWER_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"still_true": {"type": "boolean"}},
                                  "required": ["still_true"]}
 
@@ -85,24 +83,8 @@ class Pair:
 
 
 def noise_floor(embedder: Any, language: str) -> float:
-    """The mean cosine of unrelated sentences for this embedder and language (cached)."""
-    key = (str(getattr(embedder, "name", type(embedder).__name__)), language)
-    with _FLOORS_LOCK:
-        if key in _FLOORS:
-            return _FLOORS[key]
-    pairs = _UNRELATED.get(language, _UNRELATED["en"])
-    vectors = embedder.embed([text for pair in pairs for text in pair], kind="query")
-    floor = float(sum(vectors[2 * i] @ vectors[2 * i + 1] for i in range(len(pairs))) / len(pairs))
-    floor = min(0.9, max(0.0, floor))
-    with _FLOORS_LOCK:
-        _FLOORS[key] = floor
-    return floor
-
-
-def calibrated(cosine: float, floor: float) -> float:
-    """A cosine rescaled so that the embedder's noise floor is 0 and identical texts are 1, so the
-    same thresholds hold for an English-only model on Chinese and for a multilingual one."""
-    return max(0.0, (cosine - floor) / (1.0 - floor))
+    """The mean cosine of two unrelated statements for this embedder and language (cached)."""
+    return _noise_floor(embedder, language, pairs=_UNRELATED, second="query")
 
 
 def shared_terms(a: str, b: str, names: frozenset[str] = frozenset()) -> tuple[int, float]:

@@ -36,6 +36,7 @@ from ..indexing import embedding_text
 from ..models.base import ChatMessages, ChatModel, ChatResult, TokenUsage
 from ..models.structured import IncompleteAnswerError, UsageMeter, chat_json
 from ..retrieval.mentioned_time import is_recurring
+from ..retrieval.noise_floor import calibrated
 from ..retrieval.time_format import format_memory_time
 from ..retrieval.time_parser import detect_language
 from ..storage.base import StoredMessage
@@ -423,7 +424,7 @@ def _find_pairs(env: StepEnv, user_id: str, new: list[_New], names: frozenset[st
             other = new[earlier]
             if other.repeat_of is not None:
                 continue
-            similarity = judge.calibrated(float(own[index] @ own[earlier]), floor)
+            similarity = calibrated(float(own[index] @ own[earlier]), floor)
             verdict = judge.compare(entry.memory.content, other.memory.content, similarity, names, cfg, said)
             if verdict == "repeat":
                 entry.repeat_of = other.memory
@@ -438,7 +439,7 @@ def _find_pairs(env: StepEnv, user_id: str, new: list[_New], names: frozenset[st
             if memory.id == entry.memory.id:  # this very message was consolidated before
                 entry.repeat_of = memory
                 break
-            similarity = judge.calibrated(float(own[index] @ theirs[memory.id]), floor)
+            similarity = calibrated(float(own[index] @ theirs[memory.id]), floor)
             verdict = judge.compare(entry.memory.content, memory.content, similarity, names, cfg, said)
             if verdict == "repeat":
                 entry.repeat_of = memory

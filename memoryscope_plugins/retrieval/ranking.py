@@ -19,9 +19,12 @@ from functools import lru_cache
 from datetime import datetime, timedelta
 from typing import Sequence
 
+from ..indexing import full_text
 from ..settings import RetrievalSettings
 from ..storage.base import Candidate
+from ..storage.text_analysis import CJK, analyse
 from ..types import MemoryType, ScoredMemory, TimeRange, as_aware
+from .noise_floor import calibrated
 
 
 def fuse(candidates: Sequence[Candidate], cfg: RetrievalSettings) -> list[ScoredMemory]:
@@ -181,23 +184,51 @@ def prefer_recent(ranked: list[ScoredMemory], half_life_days: float, weight: flo
     return ranked
 
 
-def relevant(ranked: list[ScoredMemory], min_cosine: float) -> list[ScoredMemory]:
-    """The memories that meet the relevance floor: they share a term with the query (BM25 > 0), or
-    their cosine to the query is at least `min_cosine`, or they fall in the time the query names
+def relevant(ranked: list[ScoredMemory], min_relevance: float, *, noise_floor: float = 0.0,
+             cjk_terms: frozenset[str] | None = None) -> list[ScoredMemory]:
+    """The memories that meet the relevance floor: they share a word with the query (BM25 > 0), or
+    their cosine to the query, calibrated to the embedder's `noise_floor` (0 = unrelated texts,
+    1 = the same text), is at least `min_relevance`, or they fall in the time the query names
     ("what happened in March?"), or they are the turn just before or after one that does (the
-    answer next to the matching question). Fused scores cannot say this: they
-    are scaled per query, so the best candidate of an unrelated query ("hello") scores high too."""
-    if min_cosine <= -1:
+    answer next to the matching question). Fused scores cannot say this: they are scaled per
+    query, so the best candidate of an unrelated query ("hello") scores high too.
+
+    `cjk_terms`, for a Chinese (Japanese, Korean) query: its analysed terms (`query_cjk_terms`).
+    One shared character (好, 天, 去) is no shared word: a memory shares a word when it has one of
+    the query's two-character terms, or two of its characters ("喝酒" and "喝红酒")."""
+    if min_relevance <= -1:
         return ranked
 
+    def shares_a_word(item: ScoredMemory) -> bool:
+        if item.scores.get("bm25", 0.0) <= 0:
+            return False
+        return cjk_terms is None or _shares_cjk_word(cjk_terms, frozenset(analyse(full_text(item.memory))))
+
     def own(item: ScoredMemory) -> bool:
-        return (item.scores.get("bm25", 0.0) > 0 or item.scores.get("cosine", -1.0) >= min_cosine
-                or item.scores.get("time_match", 0.0) >= 1.0)
+        cosine = item.scores.get("cosine")
+        if cosine is not None and calibrated(cosine, noise_floor) >= min_relevance:
+            return True
+        return item.scores.get("time_match", 0.0) >= 1.0 or shares_a_word(item)
 
     passing = {item.memory.id for item in ranked if own(item)}
     beside = {item.memory.previous_id for item in ranked if item.memory.id in passing and item.memory.previous_id}
     return [item for item in ranked if item.memory.id in passing or item.memory.id in beside
             or (item.memory.previous_id is not None and item.memory.previous_id in passing)]
+
+
+def query_cjk_terms(text: str) -> frozenset[str] | None:
+    """The query's analysed terms when it holds CJK text (see `relevant`); None otherwise: other
+    languages' terms are whole words already."""
+    return frozenset(analyse(text)) if CJK.search(text) else None
+
+
+def _shares_cjk_word(query_terms: frozenset[str], memory_terms: frozenset[str]) -> bool:
+    shared = query_terms & memory_terms
+    single = {term for term in shared if len(term) == 1 and CJK.match(term)}
+    if len(shared) > len(single) or len(single) >= 2:
+        return True
+    query_chars = {term for term in query_terms if len(term) == 1 and CJK.match(term)}
+    return bool(single) and len(query_chars) < 2  # a one-character question ("猫？") has nothing more to share
 
 
 _NORMALISE = re.compile(r"[\W_]+", re.UNICODE)

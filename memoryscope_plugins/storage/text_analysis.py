@@ -13,7 +13,7 @@ from functools import lru_cache
 import Stemmer
 
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
 
 # A short list: question words and function words that carry no topic. Kept small so that
 # words with meaning ("not", "never", "first") still count.
@@ -43,7 +43,7 @@ def _stem(word: str) -> str:
 
 
 def _cjk_terms(run: str) -> list[str]:
-    chars = [c for c in run if _CJK.match(c)]
+    chars = [c for c in run if CJK.match(c)]
     terms = [c for c in chars if c not in CJK_STOP_CHARS]
     terms.extend(a + b for a, b in zip(chars, chars[1:]))
     return terms
@@ -54,12 +54,12 @@ def analyse(text: str) -> list[str]:
     terms: list[str] = []
     for match in _WORD.finditer(text):
         word = match.group(0)
-        if _CJK.search(word):
+        if CJK.search(word):
             # split mixed runs ("iPhone手机") into their Latin and CJK parts
-            for part in re.split(r"((?:" + _CJK.pattern + r")+)", word):
+            for part in re.split(r"((?:" + CJK.pattern + r")+)", word):
                 if not part:
                     continue
-                if _CJK.match(part):
+                if CJK.match(part):
                     terms.extend(_cjk_terms(part))
                 else:
                     _add_word(part.lower(), terms)
