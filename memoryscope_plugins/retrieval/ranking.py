@@ -202,7 +202,7 @@ def relevant(ranked: list[ScoredMemory], min_relevance: float, *, noise_floor: f
     def shares_a_word(item: ScoredMemory) -> bool:
         if item.scores.get("bm25", 0.0) <= 0:
             return False
-        return cjk_terms is None or _shares_cjk_word(cjk_terms, frozenset(analyse(full_text(item.memory))))
+        return cjk_terms is None or _shares_cjk_word(cjk_terms, full_text(item.memory).casefold())
 
     def own(item: ScoredMemory) -> bool:
         cosine = item.scores.get("cosine")
@@ -222,13 +222,22 @@ def query_cjk_terms(text: str) -> frozenset[str] | None:
     return frozenset(analyse(text)) if CJK.search(text) else None
 
 
-def _shares_cjk_word(query_terms: frozenset[str], memory_terms: frozenset[str]) -> bool:
-    shared = query_terms & memory_terms
-    single = {term for term in shared if len(term) == 1 and CJK.match(term)}
-    if len(shared) > len(single) or len(single) >= 2:
-        return True
-    query_chars = {term for term in query_terms if len(term) == 1 and CJK.match(term)}
-    return bool(single) and len(query_chars) < 2  # a one-character question ("猫？") has nothing more to share
+def _shares_cjk_word(query_terms: frozenset[str], text: str) -> bool:
+    """Whether `text` holds a two-character term of the query, or two of its characters. CJK
+    terms are characters and adjacent pairs, so a substring test equals analysing `text` (about
+    ten times faster over a hundred candidates)."""
+    chars = 0
+    query_chars = 0
+    for term in query_terms:
+        if len(term) == 1 and CJK.match(term):
+            query_chars += 1
+            if term in text:
+                chars += 1
+                if chars >= 2:
+                    return True
+        elif len(term) > 1 and term in text:
+            return True  # a bigram, or an English word in a mixed query: its stem may be longer
+    return chars == 1 and query_chars < 2  # a one-character question ("猫？") has nothing more to share
 
 
 _NORMALISE = re.compile(r"[\W_]+", re.UNICODE)
