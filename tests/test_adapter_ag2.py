@@ -25,6 +25,7 @@ from memoryscope_plugins.adapters.ag2 import (
 )
 
 from memoryscope_plugins.adapters._common import MemoryConfig
+from fakes.broken_store import BrokenStore
 from memoryscope_plugins.errors import StoreError
 
 BLOCK = "<long_term_memory>"
@@ -48,19 +49,6 @@ def rows(engine, user_id: str = "anna") -> list[tuple[str, str | None, str | Non
 
 def prompt_of(config: TrackingConfig, index: int = -1) -> str:
     return "\n".join(config.calls[index].prompt)
-
-
-class _BrokenStore:
-    def __init__(self, real: Any) -> None:
-        self._real = real
-
-    def close(self) -> None:
-        self._real.close()
-
-    def __getattr__(self, name: str) -> Any:
-        def fail(*args: Any, **kwargs: Any) -> Any:
-            raise StoreError("store unavailable")
-        return fail
 
 
 async def test_recall_reaches_a_new_agent_and_stays_out_of_the_history(engine):
@@ -268,7 +256,7 @@ async def test_user_from_the_turn_or_a_callable_and_none_skips_memory(engine, ca
 
 async def test_failing_backend_degrades_to_no_memory_with_a_warning(engine, caplog):
     engine.record("anna", [{"role": "user", "content": FACT}])
-    engine.store = _BrokenStore(engine.store)
+    engine.store = BrokenStore(engine.store)
     config = scripted("I don't know.")
     agent = Agent("helper", config=config, plugins=[MemoryScopePlugin(engine, user_id="anna")])
     with caplog.at_level(logging.WARNING, logger="memoryscope_plugins.adapters"):
@@ -281,7 +269,7 @@ async def test_failing_backend_degrades_to_no_memory_with_a_warning(engine, capl
 
 
 async def test_on_error_raise_lets_the_error_through(engine):
-    engine.store = _BrokenStore(engine.store)
+    engine.store = BrokenStore(engine.store)
     agent = Agent("helper", config=scripted("hi"),
                   plugins=[MemoryScopePlugin(engine, user_id="anna", on_error="raise")])
     with pytest.raises(StoreError):

@@ -21,7 +21,7 @@ from agentscope.tool import Toolkit
 from memoryscope_plugins.adapters.agentscope import MemoryScopeMiddleware
 from pydantic import BaseModel
 
-from memoryscope_plugins.errors import StoreError
+from fakes.broken_store import BrokenStore
 
 BLOCK = "<long_term_memory>"
 FACT = "My dog is called Biscuit."
@@ -62,19 +62,6 @@ def text(messages: list[dict[str, Any]]) -> str:
 
 def blocks(messages: list[dict[str, Any]]) -> int:
     return text(messages).count(BLOCK)
-
-
-class _BrokenStore:
-    def __init__(self, real: Any) -> None:
-        self._real = real
-
-    def close(self) -> None:
-        self._real.close()
-
-    def __getattr__(self, name: str) -> Any:
-        def fail(*args: Any, **kwargs: Any) -> Any:
-            raise StoreError("store unavailable")
-        return fail
 
 
 async def test_fact_from_session_one_reaches_a_new_agent_in_session_two(engine):
@@ -124,7 +111,7 @@ async def test_two_users_never_see_each_other(engine):
 
 async def test_failing_backend_degrades_to_no_memory_with_a_warning(engine, caplog):
     engine.record("anna", [{"role": "user", "content": FACT}])
-    engine.store = _BrokenStore(engine.store)
+    engine.store = BrokenStore(engine.store)
     model = FakeModel("Still here.")
     agent = make_agent(model, MemoryScopeMiddleware(engine, user_id="anna"))
     with caplog.at_level(logging.WARNING, logger="memoryscope_plugins.adapters"):
@@ -173,7 +160,7 @@ async def test_tools_of_other_users_and_failures(engine):
     assert "Biscuit" in (await anna.retrieve_from_memory(["dog"], limit=odd_limit)).content[0].text
     assert "no keywords" in (await anna.retrieve_from_memory([])).content[0].text
     assert (await bob.record_to_memory("why", [])).state.value == "error"
-    engine.store = _BrokenStore(engine.store)
+    engine.store = BrokenStore(engine.store)
     failed = await bob.retrieve_from_memory(["dog"])
     assert failed.state.value == "error" and "StoreError" in failed.content[0].text
     assert (await bob.record_to_memory("why", ["Bob has a cat."])).state.value == "error"

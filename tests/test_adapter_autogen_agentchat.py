@@ -28,7 +28,7 @@ from memoryscope_plugins.adapters.autogen_agentchat import (
     run_with_memory,
 )
 
-from memoryscope_plugins.errors import StoreError
+from fakes.broken_store import BrokenStore
 
 BLOCK = "<long_term_memory>"
 FACT = "My dog is called Biscuit."
@@ -48,19 +48,6 @@ def text(messages: list[Any]) -> str:
 
 def blocks(messages: list[Any]) -> int:
     return sum(isinstance(m, SystemMessage) and BLOCK in m.content for m in messages)
-
-
-class _BrokenStore:
-    def __init__(self, real: Any) -> None:
-        self._real = real
-
-    def close(self) -> None:
-        self._real.close()
-
-    def __getattr__(self, name: str) -> Any:
-        def fail(*args: Any, **kwargs: Any) -> Any:
-            raise StoreError("store unavailable")
-        return fail
 
 
 async def test_fact_from_session_one_reaches_a_new_agent_in_session_two(engine):
@@ -222,7 +209,7 @@ async def test_two_users_never_see_each_other(engine):
 
 async def test_failing_backend_degrades_to_no_memory_with_a_warning(engine, caplog):
     engine.record("anna", [{"role": "user", "content": FACT}])
-    engine.store = _BrokenStore(engine.store)
+    engine.store = BrokenStore(engine.store)
     model_client = client("Still here.")
     agent = AssistantAgent("assistant", model_client=model_client, memory=[MemoryScopeMemory(engine, user_id="anna")])
     with caplog.at_level(logging.WARNING, logger="memoryscope_plugins.adapters"):

@@ -16,6 +16,7 @@ if not hasattr(autogen, "ConversableAgent"):  # `ag2` 1.x or another package own
 from autogen import Agent, ConversableAgent
 from memoryscope_plugins.adapters.autogen_classic import MemoryCapability, MemoryConversableAgent
 
+from fakes.broken_store import BrokenStore
 from memoryscope_plugins.errors import StoreError
 
 BLOCK = "<long_term_memory>"
@@ -47,19 +48,6 @@ def prompt_text(prompt: list[dict[str, Any]]) -> str:
 
 def blocks(messages: list[dict[str, Any]]) -> int:
     return sum(BLOCK in str(m.get("content")) for m in messages)
-
-
-class _BrokenStore:
-    def __init__(self, real: Any) -> None:
-        self._real = real
-
-    def close(self) -> None:
-        self._real.close()
-
-    def __getattr__(self, name: str) -> Any:
-        def fail(*args: Any, **kwargs: Any) -> Any:
-            raise StoreError("store unavailable")
-        return fail
 
 
 def test_fact_from_session_one_reaches_a_new_agent_in_session_two(engine):
@@ -112,7 +100,7 @@ def test_two_users_never_see_each_other(engine):
 
 def test_failing_backend_degrades_to_no_memory_with_a_warning(engine, caplog):
     engine.record("anna", [{"role": "user", "content": FACT}])
-    engine.store = _BrokenStore(engine.store)
+    engine.store = BrokenStore(engine.store)
     agent = assistant(engine)
     with caplog.at_level(logging.WARNING, logger="memoryscope_plugins.adapters"):
         reply = agent.generate_reply(messages=[{"role": "user", "content": "What is my secret dog name?"}])
@@ -126,7 +114,7 @@ def test_failing_backend_degrades_to_no_memory_with_a_warning(engine, caplog):
 
 def test_on_error_raise_lets_the_error_through(engine):
     from memoryscope_plugins.adapters._common import MemoryConfig
-    engine.store = _BrokenStore(engine.store)
+    engine.store = BrokenStore(engine.store)
     agent = ConversableAgent("assistant", llm_config=LLM_CONFIG, human_input_mode="NEVER")
     agent.register_model_client(model_client_cls=FakeClient)
     MemoryCapability(engine, config=MemoryConfig(user_id="anna", on_error="raise")).add_to_agent(agent)

@@ -25,7 +25,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from memoryscope_plugins.adapters.langchain import MemoryScopeChatMemory, MemoryScopeMiddleware, MemoryScopeRetriever
 from pydantic import Field
 
-from memoryscope_plugins.errors import StoreError
+from fakes.broken_store import BrokenStore
 
 BLOCK = "<long_term_memory>"
 FACT = "My dog is called Biscuit."
@@ -84,19 +84,6 @@ def prompt_text(prompt: list[BaseMessage]) -> str:
 
 def blocks(messages: list[BaseMessage]) -> int:
     return sum(str(m.content).count(BLOCK) for m in messages)
-
-
-class _BrokenStore:
-    def __init__(self, real: Any) -> None:
-        self._real = real
-
-    def close(self) -> None:
-        self._real.close()
-
-    def __getattr__(self, name: str) -> Any:
-        def fail(*args: Any, **kwargs: Any) -> Any:
-            raise StoreError("store unavailable")
-        return fail
 
 
 # -- agent middleware -----------------------------------------------------------------------------------
@@ -190,7 +177,7 @@ def test_no_user_means_no_memory_and_one_warning(engine, caplog):
 
 def test_failing_backend_degrades_to_no_memory_with_a_warning(engine, caplog):
     engine.record("anna", [{"role": "user", "content": FACT}])
-    engine.store = _BrokenStore(engine.store)
+    engine.store = BrokenStore(engine.store)
     chat_model = model("Still here.")
     agent = agent_with(chat_model, MemoryScopeMiddleware(engine, user_id="anna"))
     with caplog.at_level(logging.WARNING, logger="memoryscope_plugins.adapters"):
@@ -203,7 +190,7 @@ def test_failing_backend_degrades_to_no_memory_with_a_warning(engine, caplog):
 
 
 async def test_failing_backend_async(engine, caplog):
-    engine.store = _BrokenStore(engine.store)
+    engine.store = BrokenStore(engine.store)
     agent = agent_with(model("Still here."), MemoryScopeMiddleware(engine, user_id="anna"))
     with caplog.at_level(logging.WARNING, logger="memoryscope_plugins.adapters"):
         out = await agent.ainvoke(ask("hello"), thread("t"))
@@ -229,7 +216,7 @@ async def test_retriever_returns_documents_with_metadata(engine):
 
 
 def test_retriever_degrades_on_failure(engine, caplog):
-    engine.store = _BrokenStore(engine.store)
+    engine.store = BrokenStore(engine.store)
     with caplog.at_level(logging.WARNING, logger="memoryscope_plugins.adapters"):
         assert MemoryScopeRetriever(memory=engine, user_id="anna").invoke("dog") == []
     assert "StoreError" in caplog.text
@@ -281,7 +268,7 @@ async def test_chat_memory_aclear_and_failure(engine, caplog):
     await memory.asave_context({"input": FACT}, {"output": "Noted!"})
     await memory.aclear()
     assert engine.count("anna") == 2
-    engine.store = _BrokenStore(engine.store)
+    engine.store = BrokenStore(engine.store)
     with caplog.at_level(logging.WARNING, logger="memoryscope_plugins.adapters"):
         assert memory.load_memory_variables({"input": "dog"}) == {"history": ""}
         memory.save_context({"input": FACT}, {"output": "Noted!"})
