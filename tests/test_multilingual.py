@@ -130,3 +130,21 @@ def test_reranker_reads_the_speaker_and_the_date(tmp_path, local_embedder, serve
         memory.retrieve("lin", "猫叫什么名字？")
     documents = server.requests_to(RERANK)[-1].json["documents"]
     assert documents == ["[9 March 2024] 林晓雯: 我的猫叫橘子。"]
+
+
+def test_noise_floors_differ_across_languages_and_never_cut_cross_lingual_matches(tmp_path, e5):
+    """e5 puts a Chinese question and an unrelated English statement at about 0.71, two unrelated
+    Chinese texts at 0.82: the relevance floor reads each memory against the lower one across
+    languages, so a Chinese question keeps its English memories."""
+    from memoryscope_plugins.retrieval.noise_floor import noise_floor
+    assert noise_floor(e5, "zh", second_language="en") < noise_floor(e5, "zh") - 0.05
+    with MemoryScope(Settings(language="zh"), path=tmp_path / "m.db", embedder=e5) as memory:
+        floors = memory._noise_floors("zh")
+        assert floors["en"] == pytest.approx(noise_floor(e5, "zh", second_language="en"))
+        assert floors["zh"] == pytest.approx(noise_floor(e5, "zh"))
+        english_question = memory._noise_floors("en")
+        assert english_question["zh"] == min(noise_floor(e5, "en", second_language="zh"), noise_floor(e5, "en"))
+        for text in EN_MEMORIES:
+            memory.add("tom", text, created_at=WHEN)
+        found = memory.retrieve("tom", "他的兄弟在准备什么考试？").memories
+        assert found and found[0].memory.content == EN_MEMORIES[2]

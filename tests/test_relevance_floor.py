@@ -106,3 +106,10 @@ def test_noise_floor_is_per_language_and_never_breaks_a_query(engine, local_embe
     monkeypatch.setattr(local_embedder, "name", "an-embedder-whose-floor-cannot-be-measured")
     monkeypatch.setattr(local_embedder, "embed", flaky)
     assert engine.retrieve("anna", question).memories[0].memory.content == FACTS[0]
+
+
+def test_a_floor_per_memory_language():
+    from memoryscope_plugins.retrieval.ranking import relevant
+    items = [_item("en", "I went hiking.", cosine=0.76), _item("zh", "我去爬山了。", cosine=0.76)]
+    floors = {"en": 0.71, "zh": 0.82}  # a Chinese question: English memories sit lower
+    assert [i.memory.id for i in relevant(items, 0.1, noise_floor=floors)] == ["en"]

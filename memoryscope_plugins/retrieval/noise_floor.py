@@ -36,18 +36,26 @@ _FLOORS: dict[tuple[str, str, str, int], float] = {}
 _LOCK = threading.Lock()
 
 
-def noise_floor(embedder: Any, language: str, *,
+def noise_floor(embedder: Any, language: str, *, second_language: str | None = None,
                 pairs: Mapping[str, Sequence[tuple[str, str]]] = UNRELATED_QUERIES,
                 second: Literal["document", "query"] = "document") -> float:
     """The mean cosine of `pairs` in `language` (English pairs for other languages): the first
-    text of each pair embedded as a query, the second as `second`. Cached per embedder name."""
-    key = (str(getattr(embedder, "name", type(embedder).__name__)), language, second, id(pairs))
+    text of each pair embedded as a query, the second, taken from the pairs of
+    `second_language` (default: the same), as `second`. Cached per embedder name.
+
+    Across languages the floor differs: multilingual-e5 puts a Chinese question and an unrelated
+    English statement at 0.71, two unrelated Chinese texts at 0.82; a floor measured in the
+    query's language alone would cut every cross-lingual match."""
+    second_language = second_language or language
+    key = (str(getattr(embedder, "name", type(embedder).__name__)), f"{language}>{second_language}", second,
+           id(pairs))
     with _LOCK:
         if key in _FLOORS:
             return _FLOORS[key]
     chosen = pairs.get(language) or pairs["en"]
+    others = pairs.get(second_language) or pairs["en"]  # the same topics in order: pair i stays unrelated
     firsts = embedder.embed([first for first, _ in chosen], kind="query")
-    seconds = embedder.embed([other for _, other in chosen], kind=second)
+    seconds = embedder.embed([other for _, other in others], kind=second)
     floor = float(sum(float(firsts[i] @ seconds[i]) for i in range(len(chosen))) / len(chosen))
     floor = min(0.9, max(0.0, floor))
     with _LOCK:

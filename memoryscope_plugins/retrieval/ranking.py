@@ -17,7 +17,7 @@ import math
 import re
 from functools import lru_cache
 from datetime import datetime, timedelta
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ..indexing import full_text
 from ..settings import RetrievalSettings
@@ -184,7 +184,8 @@ def prefer_recent(ranked: list[ScoredMemory], half_life_days: float, weight: flo
     return ranked
 
 
-def relevant(ranked: list[ScoredMemory], min_relevance: float, *, noise_floor: float = 0.0,
+def relevant(ranked: list[ScoredMemory], min_relevance: float, *,
+             noise_floor: float | Mapping[str, float] = 0.0,
              cjk_terms: frozenset[str] | None = None) -> list[ScoredMemory]:
     """The memories that meet the relevance floor: they share a word with the query (BM25 > 0), or
     their cosine to the query, calibrated to the embedder's `noise_floor` (0 = unrelated texts,
@@ -192,6 +193,10 @@ def relevant(ranked: list[ScoredMemory], min_relevance: float, *, noise_floor: f
     ("what happened in March?"), or they are the turn just before or after one that does (the
     answer next to the matching question). Fused scores cannot say this: they are scaled per
     query, so the best candidate of an unrelated query ("hello") scores high too.
+
+    `noise_floor` may be one value, or one per memory language (``{"en": 0.72, "zh": 0.71}``: the
+    floor between the query's language and the memory's, which a memory written in CJK text reads
+    as "zh", any other as "en").
 
     `cjk_terms`, for a Chinese (Japanese, Korean) query: its analysed terms (`query_cjk_terms`).
     One shared character (好, 天, 去) is no shared word: a memory shares a word when it has one of
@@ -204,9 +209,14 @@ def relevant(ranked: list[ScoredMemory], min_relevance: float, *, noise_floor: f
             return False
         return cjk_terms is None or _shares_cjk_word(cjk_terms, full_text(item.memory).casefold())
 
+    def floor_for(item: ScoredMemory) -> float:
+        if not isinstance(noise_floor, Mapping):
+            return noise_floor
+        return noise_floor["zh" if CJK.search(item.memory.content) else "en"]
+
     def own(item: ScoredMemory) -> bool:
         cosine = item.scores.get("cosine")
-        if cosine is not None and calibrated(cosine, noise_floor) >= min_relevance:
+        if cosine is not None and calibrated(cosine, floor_for(item)) >= min_relevance:
             return True
         return item.scores.get("time_match", 0.0) >= 1.0 or shares_a_word(item)
 
