@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import ConfigError, ModelError
 from .base import EmbedKind, ThreadedAsyncMixin, l2_normalise
+from .e5_q4_file import E5Q4File, dequantise
 
 MODEL_NAME_INT8 = "local:multilingual-e5-small-q4-ort-dq:384"
 MODEL_NAME_FLOAT = "local:multilingual-e5-small-q4-ort:384"
@@ -108,7 +109,6 @@ class E5OnnxEmbedder(ThreadedAsyncMixin):
                 import onnxruntime as ort
             except ImportError as exc:  # pragma: no cover - core dependency
                 raise ConfigError(f"the multilingual embedder needs onnxruntime: {exc}") from exc
-            from .e5_q4_file import E5Q4File
             path = self._model_path or _packaged_model_path()
             options = ort.SessionOptions()
             options.intra_op_num_threads = self._threads
@@ -203,7 +203,6 @@ class E5OnnxEmbedder(ThreadedAsyncMixin):
     def _feeds(self, batch: list[_Window]) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """The graph's inputs for `batch`, padded to its longest window, and the token mask."""
         assert self._file is not None and self._word is not None and self._position_type is not None
-        from .e5_q4_file import dequantise
         length = max(len(w.ids) for w in batch)
         ids = np.full((len(batch), length), self._file.pad, dtype=np.int64)
         mask = np.zeros((len(batch), length), dtype=np.float32)
