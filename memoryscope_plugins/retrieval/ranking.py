@@ -209,14 +209,20 @@ def relevant(ranked: list[ScoredMemory], min_relevance: float, *,
             return False
         return cjk_terms is None or _shares_cjk_word(cjk_terms, full_text(item.memory).casefold())
 
-    def floor_for(item: ScoredMemory) -> float:
-        if not isinstance(noise_floor, Mapping):
-            return noise_floor
-        return noise_floor["zh" if CJK.search(item.memory.content) else "en"]
+    floors = noise_floor if isinstance(noise_floor, Mapping) else {"en": noise_floor, "zh": noise_floor}
+    lowest, highest = min(floors.values()), max(floors.values())
+
+    def close_enough(item: ScoredMemory, cosine: float) -> bool:
+        if calibrated(cosine, highest) >= min_relevance:
+            return True
+        if calibrated(cosine, lowest) < min_relevance:
+            return False
+        # in between: the memory's language decides (the regex runs for these few only)
+        return calibrated(cosine, floors["zh" if CJK.search(item.memory.content) else "en"]) >= min_relevance
 
     def own(item: ScoredMemory) -> bool:
         cosine = item.scores.get("cosine")
-        if cosine is not None and calibrated(cosine, floor_for(item)) >= min_relevance:
+        if cosine is not None and close_enough(item, cosine):
             return True
         return item.scores.get("time_match", 0.0) >= 1.0 or shares_a_word(item)
 
