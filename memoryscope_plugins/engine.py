@@ -381,7 +381,7 @@ class MemoryScope:
         if cfg.present_half_life_days and asks_about_present(query):
             ranked = prefer_recent(ranked, cfg.present_half_life_days, cfg.present_weight)
         if floor > -1:
-            noise = {"en": 0.0, "zh": 0.0} if vector is None else self._noise_floors(parsed.language)
+            noise = 0.0 if vector is None else self._noise_floors(parsed.language)
             ranked = relevant(ranked, floor, noise_floor=noise, cjk_terms=query_cjk_terms(text))
         reranking = self.reranker is not None and (rerank is None or rerank)
         depth = max(top_k, self.settings.reranker.candidates) if reranking else top_k
@@ -399,7 +399,7 @@ class MemoryScope:
         return RetrievalResult(query=query, memories=chosen, context=context, time_range=parsed.range,
                                timings_ms=timings)
 
-    def _noise_floors(self, language: str) -> dict[str, float]:
+    def _noise_floors(self, language: str) -> dict[str, float] | float:
         """The embedder's cosine for unrelated texts between a query in `language` and a memory in
         English or Chinese (measured once, then cached); 0 when it cannot be measured now (the
         floor then reads raw cosines)."""
@@ -411,7 +411,7 @@ class MemoryScope:
             return {other: floor if other == language else min(floor, same) for other, floor in floors.items()}
         except ModelError as exc:
             log.warning("could not measure the embedder's noise floor (%s); using raw cosines", type(exc).__name__)
-            return {"en": 0.0, "zh": 0.0}
+            return 0.0
 
     def _rerank(self, query: str, ranked: list[ScoredMemory]) -> list[ScoredMemory]:
         cfg = self.settings.reranker

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ..retrieval.time_calendar import shift_years
 from ..retrieval.time_parser import parse_time
 from ..types import TimeRange
 
@@ -66,12 +67,7 @@ def _inside(inner: TimeRange, outer: TimeRange) -> bool:
 
 
 def _shift_years(moment: datetime | None, years: int) -> datetime | None:
-    if moment is None:
-        return None
-    try:
-        return moment.replace(year=moment.year + years)
-    except ValueError:  # 29 February
-        return moment.replace(year=moment.year + years, day=28)
+    return None if moment is None else shift_years(moment, years)
 
 
 def resolve_event_time(expression: object, llm_date: object, message_time: datetime) -> EventTime | None:

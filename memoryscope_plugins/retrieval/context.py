@@ -15,11 +15,10 @@ HEADERS = {
 
 
 def memory_line(item: ScoredMemory, language: str = "en", *, with_time: bool = False) -> str:
-    """"[2023-05-08 Mon] Caroline: I went to ..." — the event time when known, else the message time.
-
-    A turn always shows when it was said: its own words ("yesterday", "上周六") are relative to that."""
+    """"[2023-05-08 Mon] Caroline: I went to ..." — the event time when known (a turn: when it was
+    said), else the message time."""
     memory = item.memory
-    if memory.event_start is not None and memory.type is not MemoryType.TURN:
+    if _dated_by_event(memory):
         when = format_time_span(memory.event_start, memory.event_end, language)
     else:
         when = format_memory_time(memory.created_at, language, with_time=with_time)
@@ -42,6 +41,10 @@ def format_context(items: Sequence[ScoredMemory], language: str = "en", *, with_
 
 
 def _timeline_moment(memory: Memory) -> datetime:
-    if memory.event_start is not None and memory.type is not MemoryType.TURN:
-        return memory.event_start
-    return memory.created_at
+    return memory.event_start if _dated_by_event(memory) else memory.created_at  # type: ignore[return-value]
+
+
+def _dated_by_event(memory: Memory) -> bool:
+    """A memory is placed at its event time, except a turn: its own words ("yesterday", "上周六")
+    are relative to when it was said."""
+    return memory.event_start is not None and memory.type is not MemoryType.TURN

@@ -22,6 +22,7 @@ import re
 from datetime import datetime, timedelta
 
 from ..types import TimeRange, as_aware
+from .time_calendar import shift_years
 from .time_parser import parse_time
 
 MAX_MENTIONED_DAYS = 92  # a season or a quarter; a year is too broad to point at one event
@@ -32,7 +33,6 @@ _RECURRING = re.compile(
     r"每|逢|常常|经常|总是",
     re.IGNORECASE,
 )
-
 
 # time words tied to a year or to the moment of speaking ("2024年", "去年", "last June", "上周六",
 # "yesterday"): their range is already the right one
@@ -45,7 +45,7 @@ _ANCHORED = re.compile(
 
 def is_recurring(text: str | None) -> bool:
     """Whether time words name a repeating time ("every Easter", "on Tuesdays", "每周一")."""
-    return bool(text) and bool(_RECURRING.search(text or ""))
+    return bool(text and _RECURRING.search(text))
 
 
 def mentioned_range(text: str, said_at: datetime) -> TimeRange | None:
@@ -74,17 +74,10 @@ def _nearer_occurrence(found: TimeRange, said: datetime) -> TimeRange:
     """A yearless date's next occurrence when that lies nearer to when it was said."""
     assert found.start is not None and found.end is not None
     try:
-        later = TimeRange(_next_year(found.start), _next_year(found.end))
-    except ValueError:
+        later = TimeRange(shift_years(found.start, 1), shift_years(found.end, 1))
+    except ValueError:  # past year 9999
         return found
     assert later.start is not None
     if abs(as_aware(later.start) - said) < abs(said - as_aware(found.start)):
         return later
     return found
-
-
-def _next_year(moment: datetime) -> datetime:
-    try:
-        return moment.replace(year=moment.year + 1)
-    except ValueError:  # 29 February
-        return moment.replace(year=moment.year + 1, day=28)

@@ -25,6 +25,7 @@ from ..storage.base import Candidate
 from ..storage.text_analysis import CJK, analyse
 from ..types import MemoryType, ScoredMemory, TimeRange, as_aware
 from .noise_floor import calibrated
+from .time_parser import detect_language
 
 
 def fuse(candidates: Sequence[Candidate], cfg: RetrievalSettings) -> list[ScoredMemory]:
@@ -195,8 +196,7 @@ def relevant(ranked: list[ScoredMemory], min_relevance: float, *,
     query, so the best candidate of an unrelated query ("hello") scores high too.
 
     `noise_floor` may be one value, or one per memory language (``{"en": 0.72, "zh": 0.71}``: the
-    floor between the query's language and the memory's, which a memory written in CJK text reads
-    as "zh", any other as "en").
+    floor between the query's language and the memory's, as `detect_language` reads it).
 
     `cjk_terms`, for a Chinese (Japanese, Korean) query: its analysed terms (`query_cjk_terms`).
     One shared character (好, 天, 去) is no shared word: a memory shares a word when it has one of
@@ -218,7 +218,7 @@ def relevant(ranked: list[ScoredMemory], min_relevance: float, *,
         if calibrated(cosine, lowest) < min_relevance:
             return False
         # in between: the memory's language decides (the regex runs for these few only)
-        return calibrated(cosine, floors["zh" if CJK.search(item.memory.content) else "en"]) >= min_relevance
+        return calibrated(cosine, floors[detect_language(item.memory.content)]) >= min_relevance
 
     def own(item: ScoredMemory) -> bool:
         cosine = item.scores.get("cosine")

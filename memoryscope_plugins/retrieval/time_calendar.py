@@ -72,6 +72,14 @@ def add_years(day: date, delta: int) -> date:
     return add_months(day, 12 * delta)
 
 
+def shift_years(moment: datetime, delta: int) -> datetime:
+    """The same moment `delta` years away (29 February -> 28 February); ValueError past year 9999."""
+    try:
+        return moment.replace(year=moment.year + delta)
+    except ValueError:
+        return moment.replace(year=moment.year + delta, day=28)
+
+
 def month_days(year: int, month: int) -> DaySpan:
     """The calendar month as a day span."""
     next_year, next_month = shift_month(year, month, 1)
