@@ -255,6 +255,16 @@ def test_close_without_flush_leaves_work_pending_and_a_new_engine_resumes_it(tmp
         second.close()
 
 
+def _observations_in(path: Path) -> int:
+    """Committed observations in the child's SQLite file, read beside it (WAL allows a reader)."""
+    import sqlite3
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as conn:
+            return conn.execute("SELECT count(*) FROM memories WHERE type = 'observation'").fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet, or busy
+        return 0
+
+
 CHILD = textwrap.dedent("""
     import sys, time
     from memoryscope_plugins import MemoryScope, Settings
@@ -298,7 +308,7 @@ def test_a_crash_mid_way_resumes_on_restart_without_duplicates(tmp_path, server,
         assert child.stdout.readline().strip() == "recorded", child.stderr.read()
         assert first_done.wait(20)
         assert wait_for(lambda: calls["n"] >= 2)
-        time.sleep(0.5)  # the first step commits
+        assert wait_for(lambda: _observations_in(store) > 0)  # the first step commits (slow under load)
         child.send_signal(signal.SIGKILL)
         child.wait(10)
     finally:
