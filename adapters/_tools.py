@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 
-from memoryscope_plugins.adapters._common import log
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.errors import NotFoundError
+
+from ._common import log
 
 __all__ = ["MemoryTools"]
 

@@ -52,7 +52,10 @@ except ImportError as exc:
                       "pip install 'memoryscope-plugins[ag2]'. For ag2 0.x (`import autogen`, "
                       "ConversableAgent) use memoryscope_plugins.adapters.autogen_classic.") from exc
 
-from memoryscope_plugins.adapters._common import (
+from memoryscope_plugins.engine import MemoryScope
+from memoryscope_plugins.types import MemoryType
+
+from ._common import (
     DEFAULT_TEMPLATE,
     MemoryBridge,
     MemoryConfig,
@@ -61,9 +64,7 @@ from memoryscope_plugins.adapters._common import (
     text_of,
     turn,
 )
-from memoryscope_plugins.adapters._tools import MemoryTools
-from memoryscope_plugins.engine import MemoryScope
-from memoryscope_plugins.types import MemoryType
+from ._tools import MemoryTools
 
 __all__ = ["DEFAULT_TOOL_INSTRUCTIONS", "SPEAKER_VARIABLE", "USER_VARIABLE", "MemoryScopeMiddleware",
            "MemoryScopePlugin", "memory_tools"]
@@ -312,6 +313,8 @@ async def _channel_human(context: Context) -> str | None:
     hub = context.dependencies.get(_NETWORK_HUB)
     channel = context.dependencies.get(_NETWORK_CHANNEL)
     try:
+        if hub is None or channel is None:
+            raise LookupError("the context has no network hub or channel")
         humans = []
         for participant in channel.metadata.participants:
             passport = await hub.get_agent(participant.agent_id)
@@ -393,7 +396,8 @@ def memory_tools(memory: MemoryScope, *, user_id: UserSource = None, agent_id: s
         tools = await scoped(ctx)
         return no_user if tools is None else await tools.adelete_memory(memory_id)
 
-    chosen = [(search_memory, MemoryTools.search_memory), (add_memory, MemoryTools.add_memory)]
+    chosen: list[tuple[Callable[..., Any], Callable[..., Any]]] = [
+        (search_memory, MemoryTools.search_memory), (add_memory, MemoryTools.add_memory)]
     chosen += [(update_memory, MemoryTools.update_memory)] if update else []
     chosen += [(delete_memory, MemoryTools.delete_memory)] if delete else []
     return [tool(func, name=func.__name__, description=_summary(documented)) for func, documented in chosen]

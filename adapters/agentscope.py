@@ -30,17 +30,19 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncGenerator, Callable, Sequence
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentscope.message import AssistantMsg, HintBlock, Msg, TextBlock, ToolResultState
 from agentscope.middleware import MiddlewareBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, ToolBase, ToolChunk
-from memoryscope_plugins.adapters._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, log, turn
 
 from memoryscope_plugins.engine import MemoryScope, detect_language
 from memoryscope_plugins.retrieval.context import format_context
 from memoryscope_plugins.types import MemoryType, ScoredMemory
+
+from ._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, log, turn
 
 if TYPE_CHECKING:
     from agentscope.agent import Agent
@@ -241,7 +243,7 @@ class MemoryScopeMiddleware(MiddlewareBase):
                     merged[item.memory.id] = item
         if not merged:
             return _chunk("(no relevant memories found)")
-        language = engine.settings.language
+        language: str = engine.settings.language
         if language == "auto":
             language = detect_language(" ".join(keywords))
         return _chunk(format_context(list(merged.values()), language))
@@ -271,7 +273,7 @@ class MemoryScopeMiddleware(MiddlewareBase):
 
 
     def _tools(self) -> Any:
-        from memoryscope_plugins.adapters._tools import MemoryTools
+        from ._tools import MemoryTools
         return MemoryTools(self.bridge.memory, user_id=self.user_id, agent_id=self._tool_agent(),
                            scope_to_agent=self.config.scope_to_agent, min_relevance=self.config.min_relevance)
 
@@ -328,7 +330,7 @@ def _team_leader() -> str | None:
     AgentScope hands a member its task as ``UserMsg(name="user")``, indistinguishable from the
     human's own message; the pipeline's assignment runner (``run_group`` inside
     ``TeamPipeline._run_assignments``) is on the call stack then, and knows the leader."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         if code.co_name == "run_group" and "_team_pipeline" in code.co_filename:

@@ -28,7 +28,7 @@ come from the environment (``MEMORYSCOPE_*``) when it is loaded, never from the 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any, Literal
 
 from autogen_agentchat.agents import AssistantAgent
@@ -38,13 +38,14 @@ from autogen_core import CancellationToken, Component
 from autogen_core.memory import Memory, MemoryContent, MemoryMimeType, MemoryQueryResult, UpdateContextResult
 from autogen_core.model_context import ChatCompletionContext
 from autogen_core.models import SystemMessage, UserMessage
-from memoryscope_plugins.adapters._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, text_of, turn
 from pydantic import BaseModel, Field, SecretStr
 from typing_extensions import Self
 
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.settings import Settings
 from memoryscope_plugins.types import MemoryType, ScoredMemory
+
+from ._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, text_of, turn
 
 __all__ = ["MemoryAssistantAgent", "MemoryScopeMemory", "MemoryScopeMemoryConfig", "memory_tools",
            "run_stream_with_memory", "run_with_memory"]
@@ -312,14 +313,14 @@ def memory_tools(memory: MemoryScopeMemory, *, update: bool = True, delete: bool
     ``delete_memory``. Give them to ``AssistantAgent(tools=...)`` or a ``StaticWorkbench``."""
     from autogen_core.tools import FunctionTool
 
-    from memoryscope_plugins.adapters._tools import MemoryTools
+    from ._tools import MemoryTools
     if not isinstance(memory, MemoryScopeMemory):
         raise TypeError("memory_tools needs a MemoryScopeMemory")
     cfg = memory._config
     tools = MemoryTools(memory.engine, user_id=memory.user_id, agent_id=memory.agent_id,
                         scope_to_agent=cfg.scope_to_agent,
                         min_relevance=cfg.min_relevance if min_relevance is None else min_relevance)
-    chosen = [tools.asearch_memory, tools.aadd_memory]
+    chosen: list[Callable[..., Any]] = [tools.asearch_memory, tools.aadd_memory]
     chosen += [tools.aupdate_memory] if update else []
     chosen += [tools.adelete_memory] if delete else []
     return [FunctionTool(func, description=(getattr(tools, func.__name__[1:]).__doc__ or "").split("\n\n")[0],

@@ -39,7 +39,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from autogen import Agent, ConversableAgent
-from memoryscope_plugins.adapters._common import (
+
+from memoryscope_plugins.engine import MemoryScope
+from memoryscope_plugins.types import MemoryType
+
+from ._common import (
     DEFAULT_TEMPLATE,
     IdSource,
     MemoryBridge,
@@ -48,9 +52,6 @@ from memoryscope_plugins.adapters._common import (
     text_of,
     turn,
 )
-
-from memoryscope_plugins.engine import MemoryScope
-from memoryscope_plugins.types import MemoryType
 
 _is_async: Callable[[Any], bool]
 try:  # the predicate ConversableAgent itself uses
@@ -222,10 +223,10 @@ def register_memory_tools(memory: MemoryScope, *, caller: ConversableAgent, exec
     ``delete_memory``; `executor` runs them. All are scoped to `user_id`. Returns the tool names."""
     from autogen import register_function
 
-    from memoryscope_plugins.adapters._tools import MemoryTools
+    from ._tools import MemoryTools
     tools = MemoryTools(memory, user_id=user_id, agent_id=agent_id or caller.name, scope_to_agent=scope_to_agent,
                         min_relevance=min_relevance)
-    chosen = [tools.search_memory, tools.add_memory]
+    chosen: list[Callable[..., Any]] = [tools.search_memory, tools.add_memory]
     chosen += [tools.update_memory] if update else []
     chosen += [tools.delete_memory] if delete else []
     for func in chosen:

@@ -33,7 +33,12 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, Callba
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.retrievers import BaseRetriever
-from memoryscope_plugins.adapters._common import (
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from memoryscope_plugins.engine import MemoryScope
+from memoryscope_plugins.types import MemoryType, RetrievalResult
+
+from ._common import (
     DEFAULT_TEMPLATE,
     IdSource,
     MemoryBridge,
@@ -42,10 +47,6 @@ from memoryscope_plugins.adapters._common import (
     text_of,
     turn,
 )
-from pydantic import ConfigDict, Field, PrivateAttr
-
-from memoryscope_plugins.engine import MemoryScope
-from memoryscope_plugins.types import MemoryType, RetrievalResult
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -252,7 +253,8 @@ class MemoryScopeRetriever(BaseRetriever):
         """Build the fail-safe engine wrapper."""
         super().model_post_init(context)
         config = MemoryConfig(user_id=self.user_id, agent_id=self.agent_id, top_k=self.k, types=self.types,
-                              scope_to_agent=self.scope_to_agent, on_error=self.on_error, min_relevance=self.min_relevance)
+                              scope_to_agent=self.scope_to_agent, on_error=self.on_error,
+                              min_relevance=self.min_relevance)
         self._bridge = MemoryBridge(self.memory, config, "langchain")
 
     def invoke(self, input: str, config: Any = None, **kwargs: Any) -> list[Document]:
@@ -318,8 +320,8 @@ class MemoryScopeChatMemory(BaseChatMemory):
     (default ``"history"``, the variable ``ConversationChain``'s prompt expects): the memory
     block as a string, or ``[SystemMessage(block)]`` with ``return_messages=True`` (empty when
     nothing is found). ``save_context`` records the exchange; ``clear`` starts a new conversation and
-    keeps long-term memory (delete it with ``engine.delete_all``). It keeps no short-term buffer: combine it with a buffer memory
-    (``CombinedMemory``) for the running conversation.
+    keeps long-term memory (delete it with ``engine.delete_all``). It keeps no short-term buffer: combine it with a
+    buffer memory (``CombinedMemory``) for the running conversation.
 
     ``BaseChatMemory`` is deprecated by LangChain (removal planned for 2.0); prefer
     `MemoryScopeMiddleware` with ``create_agent`` for new code.

@@ -146,6 +146,7 @@ class MemoryScopeStore(BaseStore):
         prefix = tuple(op.namespace_prefix)
         user = self._user(prefix)
         wanted = op.offset + op.limit
+        scored: list[tuple[Memory, float | None]]
         if op.query:
             # ask for more than needed: memories outside the prefix or the filter are dropped
             result = self.memory.retrieve(user, op.query, types=[MemoryType.CUSTOM],
@@ -175,7 +176,8 @@ class MemoryScopeStore(BaseStore):
 def _item(memory: Memory, score: float | None = None) -> Item | SearchItem:
     entry = memory.metadata.get(_META) or {}
     namespace = tuple(entry.get("namespace") or (memory.user_id,))
-    value = entry.get("value") if isinstance(entry.get("value"), dict) else {"content": memory.content}
+    stored = entry.get("value")
+    value: dict[str, Any] = stored if isinstance(stored, dict) else {"content": memory.content}
     if isinstance(value.get("content"), str) and value["content"] != memory.content:
         value = {**value, "content": memory.content}  # edited through the engine since
     created, updated = _aware(memory.created_at), _aware(memory.updated_at or memory.created_at)

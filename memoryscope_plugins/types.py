@@ -95,7 +95,7 @@ class Memory:
 
     def copy(self) -> "Memory":
         """An independent copy (its metadata and source list are copied too)."""
-        values = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        values = {name: getattr(self, name) for name in self.__slots__}
         values["metadata"] = dict(self.metadata)
         values["source_ids"] = list(self.source_ids)
         return Memory(**values)
@@ -103,7 +103,7 @@ class Memory:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (times as ISO 8601), the shape used by export and import."""
         out: dict[str, Any] = {}
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        for name in self.__slots__:
             value = getattr(self, name)
             if isinstance(value, datetime):
                 value = value.isoformat()
@@ -119,7 +119,7 @@ class Memory:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Memory":
         """Inverse of `to_dict`; unknown keys are rejected so a typo never loses a field silently."""
-        known = set(cls.__slots__)  # type: ignore[attr-defined]
+        known = set(cls.__slots__)
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown memory fields: {sorted(unknown)}")

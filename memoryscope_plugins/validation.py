@@ -90,7 +90,7 @@ def check_name(value: Any, what: str) -> str | None:
     if value is None:
         return None
     name = check_optional_text(value, what, MAX_NAME_CHARS)
-    if not name.strip():
+    if name is None or not name.strip():
         raise ValidationError(f"{what} must not be blank")
     return name
 
@@ -259,7 +259,7 @@ def check_source_ids(value: Any, what: str = "source_ids") -> list[str]:
 
 # -- import lines ---------------------------------------------------------------------------------
 
-_MEMORY_FIELDS = frozenset(Memory.__slots__)  # type: ignore[attr-defined]
+_MEMORY_FIELDS = frozenset(Memory.__slots__)
 
 
 def memory_from_record(data: Any, *, user_id: str, max_content_chars: int,

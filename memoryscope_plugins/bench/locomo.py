@@ -163,7 +163,7 @@ def _stale_first(ranked: list[list[str]], gold: set[str], stale: list[str]) -> b
     (a gold turn outside the results ranks last)? None when the question names no stale turn."""
     if not stale:
         return None
-    first = {}
+    first: dict[str, int] = {}
     for rank, ids in enumerate(ranked):
         for i in ids:
             first.setdefault(i, rank)

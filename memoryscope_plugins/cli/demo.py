@@ -50,13 +50,16 @@ def run_demo(out: TextIO, *, settings: Settings | None = None, store_path: Path 
             for item in demo["questions"]:
                 result = memory.retrieve(user, item["query"], now=item["now"], top_k=top_k)
                 rng = result.time_range
-                span = f" (time range {rng.start:%Y-%m-%d} .. {rng.end:%Y-%m-%d})" if rng and rng.start and rng.end else ""
+                span = (f" (time range {rng.start:%Y-%m-%d} .. {rng.end:%Y-%m-%d})"
+                        if rng and rng.start and rng.end else "")
                 out.write(f"Q: {item['query']}  [now {item['now'][:10]}]{span}\n")
                 out.write(f"   retrieved in {result.timings_ms['total_ms']:.1f} ms "
-                          f"(embedding {result.timings_ms['embed_ms']:.1f} ms, search {result.timings_ms['search_ms']:.1f} ms)\n")
+                          f"(embedding {result.timings_ms['embed_ms']:.1f} ms, "
+                          f"search {result.timings_ms['search_ms']:.1f} ms)\n")
                 for line in result.context.splitlines()[1:]:
                     out.write(f"   {line}\n")
                 out.write("\n")
                 recalled[item["query"]] = [m.memory.content for m in result.memories]
-        out.write(f"done in {(time.perf_counter() - start):.1f} s. Next: `memoryscope-plugins chat`, or see README.md.\n")
+        out.write(f"done in {(time.perf_counter() - start):.1f} s. "
+                  "Next: `memoryscope-plugins chat`, or see README.md.\n")
     return recalled

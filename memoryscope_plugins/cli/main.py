@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("demo", help="the offline demo: record a short conversation, then recall").set_defaults(func=cmd_demo)
+    sub.add_parser("demo", help="the offline demo: record a short conversation, then recall"
+                   ).set_defaults(func=cmd_demo)
 
     p = sub.add_parser("chat", help="chat with memory in the terminal (slash commands: /help)")
     p.add_argument("--user", default="user")

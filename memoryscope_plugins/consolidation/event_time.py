@@ -41,7 +41,8 @@ def parse_llm_date(text: object, reference: datetime) -> TimeRange | None:
     match = _DATE_RE.match(text)
     if match is None:
         return None
-    year, month, day = (int(g) if g else None for g in match.groups())
+    year = int(match.group(1))
+    month, day = (int(g) if g else None for g in match.groups()[1:])
     zone = reference.tzinfo
     try:
         if month is None:

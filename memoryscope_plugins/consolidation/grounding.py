@@ -28,14 +28,16 @@ _GENERIC_WORDS = """hobbies hobby preferences preference family families work jo
     routines general summary likes dislikes activities activity sports sport free time leisure daily
     character personality situation status current news changes change people social living lifestyle
     finances money studies study hometown residence location places place trips trip goals goal"""
-_GENERIC_ZH = "爱好 偏好 喜好 家人 家庭 工作 职业 健康 饮食 习惯 计划 兴趣 生活 信息 情况 宠物 出行 旅行 朋友 日程 近况 " \
-              "个人 背景 教育 学习 经历 性格 状态 变化 社交 居住 住处 财务 目标 业余 时间 日常 的 和 与"
+_GENERIC_ZH = ("爱好 偏好 喜好 家人 家庭 工作 职业 健康 饮食 习惯 计划 兴趣 生活 信息 情况 宠物 "
+               "出行 旅行 朋友 日程 近况 个人 背景 教育 学习 经历 性格 状态 变化 社交 居住 住处 "
+               "财务 目标 业余 时间 日常 的 和 与")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 GENERIC_TERMS = frozenset(analyse(_GENERIC_WORDS) + analyse(_GENERIC_ZH))
 MIN_GROUNDED_SHARE = 0.5
 
 
-def unfounded_insight(subject: str, value: str, sources: Sequence[Memory], prompt: PromptSet | None = None) -> str | None:
+def unfounded_insight(subject: str, value: str, sources: Sequence[Memory],
+                      prompt: PromptSet | None = None) -> str | None:
     """Why the insight must be refused, or None when it is founded (see the module docstring)."""
     if _MARKUP.search(subject) or _MARKUP.search(value):
         return "prompt markup"

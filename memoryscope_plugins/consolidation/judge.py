@@ -65,7 +65,8 @@ _UNRELATED = {
     "en": [("The weather is nice today.", "My computer broke down."),
            ("She plays the violin.", "The train leaves at noon."),
            ("I bought new shoes.", "Our dog is afraid of thunder.")],
-    "zh": [("今天天气很好。", "我的电脑坏了。"), ("她会拉小提琴。", "火车中午出发。"), ("我买了新鞋。", "我们的狗怕打雷。")],
+    "zh": [("今天天气很好。", "我的电脑坏了。"), ("她会拉小提琴。", "火车中午出发。"),
+           ("我买了新鞋。", "我们的狗怕打雷。")],
 }
 ANSWER_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"still_true": {"type": "boolean"}},
                                  "required": ["still_true"]}

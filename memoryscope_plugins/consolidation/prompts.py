@@ -105,7 +105,7 @@ def _read_yaml(text: str, where: str) -> dict[str, Any]:
 
 
 def _packaged(name: str, language: str) -> dict[str, Any]:
-    resource = resources.files(__package__).joinpath("prompts", language, f"{name}.yaml")
+    resource = resources.files(__package__).joinpath("prompts").joinpath(language).joinpath(f"{name}.yaml")
     try:
         text = resource.read_text(encoding="utf-8")
     except FileNotFoundError:

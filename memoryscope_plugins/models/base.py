@@ -24,8 +24,11 @@ class Embedder(Protocol):
     re-embeds when it changes, so two embedders with the same name must produce the same vectors.
     """
 
-    name: str
-    dim: int
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
 
     def embed(self, texts: Sequence[str], *, kind: EmbedKind = "document") -> np.ndarray: ...
 
@@ -36,7 +39,8 @@ class Embedder(Protocol):
 class Reranker(Protocol):
     """Scores (query, document) pairs; a higher score means more relevant."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def rerank(self, query: str, documents: Sequence[str]) -> list[float]: ...
 
@@ -81,20 +85,27 @@ ChatMessages = Sequence[dict]  # [{"role": "system"|"user"|"assistant", "content
 
 
 @runtime_checkable
-class ChatModel(Protocol):
-    """A chat completion model. `json_mode` asks for a JSON object where the endpoint supports it.
+class ChatCompleter(Protocol):
+    """The part of a `ChatModel` that structured output needs: one whole answer per call, sync and async
+    (a wrapper that meters calls implements just this)."""
 
-    Our clients also take ``schema=`` (a JSON schema the answer must follow), sent the strongest
-    way the endpoint accepts; a model without that keyword is asked with ``json_mode`` only.
-    """
-
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def chat(self, messages: ChatMessages, *, json_mode: bool = False,
              temperature: float | None = None, max_tokens: int | None = None) -> ChatResult: ...
 
     async def achat(self, messages: ChatMessages, *, json_mode: bool = False,
                     temperature: float | None = None, max_tokens: int | None = None) -> ChatResult: ...
+
+
+@runtime_checkable
+class ChatModel(ChatCompleter, Protocol):
+    """A chat completion model. `json_mode` asks for a JSON object where the endpoint supports it.
+
+    Our clients also take ``schema=`` (a JSON schema the answer must follow), sent the strongest
+    way the endpoint accepts; a model without that keyword is asked with ``json_mode`` only.
+    """
 
     def stream(self, messages: ChatMessages, *, temperature: float | None = None,
                max_tokens: int | None = None) -> Iterator[str]: ...

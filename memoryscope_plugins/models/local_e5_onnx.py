@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -92,9 +92,9 @@ class E5OnnxEmbedder(ThreadedAsyncMixin):
         self._max_chars = max_chars
         self._int8_compute = int8_compute
         self._model_path = model_path
-        self._file = None
-        self._session = None
-        self._word = None
+        self._file: E5Q4File | None = None
+        self._session: Any = None  # an onnxruntime.InferenceSession once loaded (onnxruntime has no types)
+        self._word: np.ndarray | None = None
         self._position_type: np.ndarray | None = None
         self._lock = threading.Lock()
 
@@ -320,10 +320,10 @@ def build_encoder(model_file, *, int8_weights: bool = True, smoothing: dict[str,
     for index in range(cfg.layers):
         p = f"l{index}"
 
-        def f32(name: str) -> np.ndarray:
+        def f32(name: str, p: str = p) -> np.ndarray:
             return model_file.floats(f"{p}.{name}")
 
-        def q4(name: str, columns: int) -> np.ndarray:
+        def q4(name: str, columns: int, p: str = p) -> np.ndarray:
             return model_file.q4_matrix(f"{p}.{name}", columns)
 
         # one matrix for Q, K and V; the 1/sqrt(head size) of the scores is folded into Q

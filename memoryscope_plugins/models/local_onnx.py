@@ -10,12 +10,15 @@ from __future__ import annotations
 import os
 import threading
 from importlib import resources
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ..errors import ConfigError, ModelError
 from .base import EmbedKind, ThreadedAsyncMixin, l2_normalise
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 MODEL_NAME = "local:all-MiniLM-L6-v2-int8:384"
 # the same weights with int8 activations: vectors differ slightly, so they are a different space
@@ -44,8 +47,8 @@ class LocalOnnxEmbedder(ThreadedAsyncMixin):
         self._batch_size = batch_size
         self._max_tokens = max_tokens
         self._model_path = model_path
-        self._session = None
-        self._tokenizer = None
+        self._session: Any = None  # an onnxruntime.InferenceSession once loaded (onnxruntime has no types)
+        self._tokenizer: Tokenizer | None = None
         self._input_names: set[str] = set()
         self._lock = threading.Lock()
 

@@ -18,7 +18,7 @@ import threading
 from typing import Any, Sequence
 
 from ..errors import ModelError
-from .base import ChatMessages, ChatModel, ChatResult, JsonSchema, TokenUsage
+from .base import ChatCompleter, ChatMessages, ChatResult, JsonSchema, TokenUsage
 
 JsonValue = dict | list
 
@@ -196,7 +196,7 @@ def missing_keys(value: JsonValue, required_keys: Sequence[str]) -> list[str]:
 # chat_json / achat_json
 
 
-def chat_json(model: ChatModel, messages: ChatMessages, *, required_keys: Sequence[str] = (),
+def chat_json(model: ChatCompleter, messages: ChatMessages, *, required_keys: Sequence[str] = (),
               max_repairs: int = 1, temperature: float | None = None,
               max_tokens: int | None = None, schema: JsonSchema | None = None) -> tuple[JsonValue, TokenUsage]:
     """Ask ``model`` for JSON and return ``(value, usage summed over all attempts)``.
@@ -220,7 +220,7 @@ def chat_json(model: ChatModel, messages: ChatMessages, *, required_keys: Sequen
     raise _give_up(model, problem, max_repairs)
 
 
-async def achat_json(model: ChatModel, messages: ChatMessages, *,
+async def achat_json(model: ChatCompleter, messages: ChatMessages, *,
                      required_keys: Sequence[str] = (), max_repairs: int = 1,
                      temperature: float | None = None,
                      max_tokens: int | None = None, schema: JsonSchema | None = None) -> tuple[JsonValue, TokenUsage]:
@@ -239,7 +239,7 @@ async def achat_json(model: ChatModel, messages: ChatMessages, *,
     raise _give_up(model, problem, max_repairs)
 
 
-def takes_schema(model: ChatModel) -> bool:
+def takes_schema(model: ChatCompleter) -> bool:
     """Whether ``model.chat`` accepts ``schema=`` (our clients do; a user's own model may not)."""
     try:
         parameters = inspect.signature(model.chat).parameters
@@ -248,7 +248,7 @@ def takes_schema(model: ChatModel) -> bool:
     return "schema" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
-def _options(model: ChatModel, temperature: float | None, max_tokens: int | None,
+def _options(model: ChatCompleter, temperature: float | None, max_tokens: int | None,
              schema: JsonSchema | None) -> dict[str, Any]:
     options: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
     if schema is not None and takes_schema(model):
@@ -256,7 +256,7 @@ def _options(model: ChatModel, temperature: float | None, max_tokens: int | None
     return options
 
 
-def _complete(model: ChatModel, result: ChatResult) -> str:
+def _complete(model: ChatCompleter, result: ChatResult) -> str:
     """The answer's text, or `IncompleteAnswerError` when it stopped at the token cap."""
     if getattr(result, "truncated", False):
         name = getattr(model, "name", type(model).__name__)
@@ -297,7 +297,7 @@ def _repair_request(conversation: list[dict], answer: str, problem: str) -> list
     ]
 
 
-def _give_up(model: ChatModel, problem: str | None, max_repairs: int) -> ModelError:
+def _give_up(model: ChatCompleter, problem: str | None, max_repairs: int) -> ModelError:
     name = getattr(model, "name", type(model).__name__)
     reason = (problem or "").replace("Your previous answer was ", "the answer was ")
     return ModelError(f"chat model '{name}' gave no usable JSON after {max_repairs + 1} "

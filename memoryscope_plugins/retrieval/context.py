@@ -18,7 +18,7 @@ def memory_line(item: ScoredMemory, language: str = "en", *, with_time: bool = F
     """"[2023-05-08 Mon] Caroline: I went to ..." — the event time when known (a turn: when it was
     said), else the message time."""
     memory = item.memory
-    if _dated_by_event(memory):
+    if memory.event_start is not None and _dated_by_event(memory):
         when = format_time_span(memory.event_start, memory.event_end, language)
     else:
         when = format_memory_time(memory.created_at, language, with_time=with_time)

@@ -9,7 +9,7 @@ Measured on the Chinese dev set (docs/benchmarks.md); English queries are never 
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 from ..settings import RetrievalSettings
 
@@ -21,7 +21,8 @@ MULTILINGUAL_DEFAULTS: Mapping[str, Mapping[str, float]] = {
 
 def ranking_settings(cfg: RetrievalSettings, query_language: str, *, multilingual: bool) -> RetrievalSettings:
     """`cfg` with the overrides for `query_language` applied (the same object when there are none)."""
-    table = cfg.by_language if cfg.by_language is not None else (MULTILINGUAL_DEFAULTS if multilingual else {})
+    table: Mapping[Any, Mapping[str, float]] = (
+        cfg.by_language if cfg.by_language is not None else (MULTILINGUAL_DEFAULTS if multilingual else {}))
     overrides = table.get(query_language)
     if not overrides:
         return cfg

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 import re
-from functools import lru_cache
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Mapping, Sequence
 
 from ..indexing import full_text
@@ -144,13 +144,13 @@ def adjust(ranked: list[ScoredMemory], cfg: RetrievalSettings, *, time_range: Ti
            now: datetime) -> list[ScoredMemory]:
     """Apply type weights, the time boost and recency, in place; returns the list sorted."""
     boosting = time_range is not None and cfg.time_mode == "boost" and cfg.time_boost > 0
-    fuzzy = widen(time_range, cfg.time_fuzz_days) if boosting else None
+    fuzzy = widen(time_range, cfg.time_fuzz_days) if boosting and time_range is not None else None
     now = as_aware(now)
     type_weight = {kind: cfg.type_weights.get(kind.value, 1.0) for kind in MemoryType}
     for item in ranked:
         memory = item.memory
         factor = type_weight[memory.type]
-        if boosting and fuzzy is not None:
+        if time_range is not None and fuzzy is not None:  # i.e. boosting
             # the full boost inside the range, half of it in the fuzzy margin around it
             if meets(memory.event_start, memory.event_end, memory.created_at, time_range):
                 factor *= 1.0 + cfg.time_boost

@@ -234,7 +234,7 @@ def unit_ago(ctx: Context, unit: str, count: int) -> Span:
 
 def recent_day_of_month(today: date, day: int) -> date | None:
     """Latest date with this day-of-month on or before today (skips months without that day)."""
-    for back in range(0, 13):
+    for back in range(13):
         year, month = shift_month(today.year, today.month, -back)
         candidate = safe_date(year, month, day)
         if candidate is not None and candidate <= today:

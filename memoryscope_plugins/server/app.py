@@ -95,6 +95,11 @@ async def _json(request: Request) -> dict[str, Any]:
     return body
 
 
+def _given(body: dict[str, Any], name: str) -> Any:
+    """A body field as sent (None when absent), for the engine to check."""
+    return body.get(name)
+
+
 def _int_param(request: Request, name: str, default: int) -> int:
     raw = request.query_params.get(name)
     if raw is None:
@@ -139,7 +144,7 @@ def build_routes(engine: MemoryScope) -> list[Route]:
         body = await _json(request)
         allowed = {"content", "type", "agent_id", "event_start", "event_end", "created_at", "metadata"}
         _reject_unknown(body, allowed)
-        memory = await run_in_threadpool(lambda: engine.add(user, body.get("content"),
+        memory = await run_in_threadpool(lambda: engine.add(user, _given(body, "content"),
                                                             **{k: v for k, v in body.items() if k != "content"}))
         return JSONResponse(public_memory(memory, key.tenant), status_code=201)
 
@@ -183,12 +188,12 @@ def build_routes(engine: MemoryScope) -> list[Route]:
     async def record(request: Request) -> Response:
         """
         summary: Record conversation messages (body messages [{role, content, name?, timestamp?}], agent_id?, session_id?).
-        """
+        """  # noqa: E501 - one line of the OpenAPI schema
         key = _key(request)
         user = store_user(key, request.path_params["user"])
         body = await _json(request)
         _reject_unknown(body, {"messages", "agent_id", "session_id"})
-        ids = await run_in_threadpool(lambda: engine.record(user, body.get("messages"),
+        ids = await run_in_threadpool(lambda: engine.record(user, _given(body, "messages"),
                                                             agent_id=body.get("agent_id", "assistant"),
                                                             session_id=body.get("session_id")))
         return JSONResponse({"ids": ids}, status_code=201)
@@ -196,12 +201,12 @@ def build_routes(engine: MemoryScope) -> list[Route]:
     async def retrieve(request: Request) -> Response:
         """
         summary: What memory recalls for a query, with scores (body query, top_k?, types?, include_expired?, now?, agent_id?).
-        """
+        """  # noqa: E501 - one line of the OpenAPI schema
         key = _key(request)
         user = store_user(key, request.path_params["user"])
         body = await _json(request)
         _reject_unknown(body, {"query", "top_k", "types", "include_expired", "now", "agent_id", "rerank"})
-        result = await run_in_threadpool(lambda: engine.retrieve(user, body.get("query"),
+        result = await run_in_threadpool(lambda: engine.retrieve(user, _given(body, "query"),
                                                                  **{k: v for k, v in body.items() if k != "query"}))
         span = result.time_range
         return JSONResponse({
@@ -303,7 +308,7 @@ def _report(report) -> dict[str, Any]:
     if hasattr(report, "to_dict"):
         return report.to_dict()
     from dataclasses import asdict, is_dataclass
-    return asdict(report) if is_dataclass(report) else {"report": str(report)}
+    return asdict(report) if is_dataclass(report) and not isinstance(report, type) else {"report": str(report)}
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:

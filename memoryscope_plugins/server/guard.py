@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from .auth import ApiKey, KeyRing, RateLimiter
 
@@ -13,7 +13,7 @@ SCOPE_KEY = "memoryscope.api_key"
 
 def key_from_headers(headers: dict[bytes, bytes] | Any) -> str | None:
     """The key from ``Authorization: Bearer <key>`` or ``X-API-Key`` (never from the URL, which logs keep)."""
-    getter = headers.get
+    getter: Callable[[Any], Any] = headers.get
     auth = getter(b"authorization") if isinstance(headers, dict) else getter("authorization")
     if auth:
         auth = auth.decode("latin-1") if isinstance(auth, bytes) else auth
@@ -26,7 +26,7 @@ def key_from_headers(headers: dict[bytes, bytes] | Any) -> str | None:
     return None
 
 
-def current_key(scope: dict) -> ApiKey | None:
+def current_key(scope: Mapping[str, Any]) -> ApiKey | None:
     return scope.get(SCOPE_KEY)
 
 

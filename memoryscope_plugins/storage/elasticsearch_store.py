@@ -3,7 +3,8 @@
 Indices (the prefix is configurable, default ``memoryscope``):
 
 - ``<prefix>-memories``: one document per memory (``_id`` = the memory id). Full text goes to a
-  ``search_text`` field (`indexing.full_text`: date, the turn answered, speaker, content) analysed with the ``english`` analyzer, with a
+  ``search_text`` field (`indexing.full_text`: date, the turn answered, speaker, content) analysed with the
+  ``english`` analyzer, with a
   ``search_text.cjk`` subfield analysed by the ``cjk`` analyzer (bigrams), so Chinese, Japanese and
   Korean queries match without a segmenter. Filters use keyword fields (user, agent, type, status,
   session, embedding model) and integer microsecond times (message time, event start, event end),
@@ -31,26 +32,35 @@ ones restored) and `StoreError` names the ids that failed.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import logging
 import re
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
 
 try:
-    from elasticsearch import ApiError, Elasticsearch, TransportError
-    from elasticsearch import ConflictError, NotFoundError as ESNotFoundError
+    from elasticsearch import ApiError, ConflictError, Elasticsearch, NotFoundError as ESNotFoundError, TransportError
 except ImportError as exc:  # pragma: no cover - the engine turns this into a ConfigError
     raise ImportError("the elasticsearch backend needs: pip install 'memoryscope-plugins[elasticsearch]'") from exc
 
 from ..errors import NotFoundError, SchemaVersionError, StoreError
-from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
 from ..indexing import full_text
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, merge_batch, message_ids_for, vector_rows as _as_rows
+from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
+from .base import (
+    Candidate,
+    MemoryFilter,
+    SearchRequest,
+    StoredMessage,
+    VectorRows,
+    merge_batch,
+    message_ids_for,
+    vector_rows as _as_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +183,7 @@ class ElasticsearchStore:
         client: a ready `Elasticsearch` client instead of the arguments above.
     """
 
-    text_statistics = "index"  # see MemoryStore
+    text_statistics: Literal["user", "index"] = "index"  # see MemoryStore
 
     def __init__(self, hosts: str | list[str] | None = None, *, embedding_model: str | None = None,
                  index_prefix: str = "memoryscope", api_key: str | None = None,
@@ -441,7 +451,7 @@ class ElasticsearchStore:
         return ops, undo
 
     # -- writes -----------------------------------------------------------------------------
-    def put(self, memories: Sequence[Memory], vectors: np.ndarray | None = None) -> None:
+    def put(self, memories: Sequence[Memory], vectors: VectorRows | None = None) -> None:
         ops, undo = self._memory_ops(memories, vectors)
         self._bulk(ops, undo, "put")
 
@@ -565,7 +575,7 @@ class ElasticsearchStore:
                 return
 
     def list(self, user_id: str, flt: MemoryFilter, *, limit: int = 100, offset: int = 0,
-             newest_first: bool = True) -> list[Memory]:
+             newest_first: bool = True) -> builtins.list[Memory]:
         if limit <= 0:
             return []
         order = "desc" if newest_first else "asc"
@@ -608,20 +618,21 @@ class ElasticsearchStore:
                           aggs={"d": {"terms": {"field": field, "size": 65_536}}})
         return {b["key"] for b in resp["aggregations"]["d"]["buckets"]}
 
-    def users(self) -> list[str]:
+    def users(self) -> builtins.list[str]:
         users = self._distinct(self.memories_index, "user_id") | self._distinct(self.messages_index, "user_id")
         return sorted(users, key=lambda u: u.encode("utf-8"))
 
-    def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[list[Memory]]:
+    def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
         """Batches of memories in insertion order, of one user or (None) of all users."""
         query = {"match_all": {}} if user_id is None else {"bool": {"filter": [{"term": {"user_id": user_id}}]}}
-        for hits in self._scan(self.memories_index, query, [{"seq": "asc"}], page=batch_size, excludes=self._NO_VECTORS):
+        for hits in self._scan(self.memories_index, query, [{"seq": "asc"}], page=batch_size,
+                               excludes=self._NO_VECTORS):
             yield [_source_to_memory(h["_source"]) for h in hits]
 
     def _needing_query(self) -> dict[str, Any]:
         return {"bool": {"must_not": [{"term": {"embedding_model": self.embedding_model or ""}}]}}
 
-    def iter_needing_vectors(self, batch_size: int = 1000) -> Iterator[list[Memory]]:
+    def iter_needing_vectors(self, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
         """Batches of memories whose vector is missing or from another embedding model."""
         for hits in self._scan(self.memories_index, self._needing_query(), [{"seq": "asc"}], page=batch_size,
                                excludes=self._NO_VECTORS):
@@ -631,7 +642,7 @@ class ElasticsearchStore:
         return int(self._call(self.es.count, index=self.memories_index, query=self._needing_query())["count"])
 
     # -- search -----------------------------------------------------------------------------
-    def search(self, request: SearchRequest) -> list[Candidate]:
+    def search(self, request: SearchRequest) -> builtins.list[Candidate]:
         limit = max(1, min(int(request.limit), 10_000))
         filters = self._filters(request.user_id, request.filter)
         searches: list[dict[str, Any]] = []
@@ -678,7 +689,7 @@ class ElasticsearchStore:
     def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
                         session_id: str | None = None, memories: Sequence[Memory] = (),
                         vectors: np.ndarray | None = None, *, state: str = "pending",
-                        message_ids: Sequence[str] | None = None) -> list[str]:
+                        message_ids: Sequence[str] | None = None) -> builtins.list[str]:
         ids = message_ids_for(messages, message_ids)
         mem_ops, mem_undo = self._memory_ops(memories, vectors)
         first = self._reserve("message_seq", len(messages))
@@ -695,10 +706,10 @@ class ElasticsearchStore:
         self._bulk(ops + mem_ops, undo + mem_undo, "append_messages")
         return ids
 
-    def _message_query(self, clauses: list[dict[str, Any]]) -> dict[str, Any]:
+    def _message_query(self, clauses: builtins.list[dict[str, Any]]) -> dict[str, Any]:
         return {"bool": {"filter": clauses}}
 
-    def pending_messages(self, user_id: str, limit: int = 100) -> list[StoredMessage]:
+    def pending_messages(self, user_id: str, limit: int = 100) -> builtins.list[StoredMessage]:
         query = self._message_query([{"term": {"user_id": user_id}}, {"term": {"state": "pending"}}])
         out: list[StoredMessage] = []
         for hits in self._scan(self.messages_index, query, [{"seq": "asc"}], limit=limit, page=min(limit, 1000) or 1):
@@ -706,7 +717,7 @@ class ElasticsearchStore:
         return out
 
     def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
-                        limit: int) -> list[StoredMessage]:
+                        limit: int) -> builtins.list[StoredMessage]:
         clauses: list[dict[str, Any]] = [{"term": {"user_id": user_id}}]
         if agent_id is not None:
             clauses.append({"term": {"agent_id": agent_id}})
@@ -718,7 +729,8 @@ class ElasticsearchStore:
             out.extend(_source_to_message(h["_source"]) for h in hits)
         return list(reversed(out))
 
-    def _message_ops(self, ids: Sequence[str], state: str) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None]]:
+    def _message_ops(self, ids: Sequence[str], state: str
+                     ) -> tuple[builtins.list[dict[str, Any]], builtins.list[dict[str, Any] | None]]:
         if not ids:
             return [], []
         docs = self._call(self.es.mget, index=self.messages_index, ids=list(dict.fromkeys(ids)))["docs"]
@@ -740,14 +752,14 @@ class ElasticsearchStore:
         ops, undo = self._message_ops(ids, state)
         self._bulk(ops, undo, "mark_messages")
 
-    def commit_consolidation(self, memories: Sequence[Memory], vectors: np.ndarray | None,
+    def commit_consolidation(self, memories: Sequence[Memory], vectors: VectorRows | None,
                              done_message_ids: Sequence[str]) -> None:
         """Store what consolidation made and mark its messages done, all or nothing (see module doc)."""
         mem_ops, mem_undo = self._memory_ops(memories, vectors)
         msg_ops, msg_undo = self._message_ops(done_message_ids, "done")
         self._bulk(mem_ops + msg_ops, mem_undo + msg_undo, "commit_consolidation")
 
-    def users_with_pending(self) -> list[str]:
+    def users_with_pending(self) -> builtins.list[str]:
         return sorted(self._distinct(self.messages_index, "user_id", {"term": {"state": "pending"}}))
 
     # -- leases -----------------------------------------------------------------------------

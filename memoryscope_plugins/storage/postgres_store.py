@@ -30,6 +30,7 @@ an advisory lock inside one transaction at start; a database written by a newer 
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import logging
@@ -38,7 +39,7 @@ import struct
 import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
 
@@ -52,9 +53,18 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
     raise ImportError("the postgres backend needs: pip install 'memoryscope-plugins[postgres]'") from exc
 
 from ..errors import NotFoundError, SchemaVersionError, StoreError, StoreLockedError
-from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
 from ..indexing import full_text
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, merge_batch, message_ids_for, vector_rows as _as_rows
+from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
+from .base import (
+    Candidate,
+    MemoryFilter,
+    SearchRequest,
+    StoredMessage,
+    VectorRows,
+    merge_batch,
+    message_ids_for,
+    vector_rows as _as_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +156,14 @@ def _parse_iso(text: str | None) -> datetime | None:
     return None if text is None else datetime.fromisoformat(text)
 
 
+def _scalar(cursor: psycopg.Cursor[Any]) -> Any:
+    """The first value of a query that always returns a row (a count, to_regclass, a type's oid)."""
+    row = cursor.fetchone()
+    if row is None:
+        raise StoreError("PostgreSQL returned no row for a query that always returns one")
+    return row[0]
+
+
 def _row_to_memory(row: Sequence[Any]) -> Memory:
     return Memory(
         id=row[0], user_id=row[1], agent_id=row[2], type=MemoryType(row[3]),
@@ -206,7 +224,7 @@ class PostgresStore:
         connect_kwargs: extra keyword arguments for `psycopg.connect` (user, password, sslmode ...).
     """
 
-    text_statistics = "user"  # see MemoryStore
+    text_statistics: Literal["user", "index"] = "user"  # see MemoryStore
 
     # rows of a user over which the average memory length is computed (exact below, estimated above)
     _AVGDL_SAMPLE = 2000
@@ -288,8 +306,7 @@ class PostgresStore:
 
     def _configure(self, conn: psycopg.Connection) -> None:
         if self._vector_oid is None:
-            row = conn.execute("SELECT 'vector'::regtype::oid").fetchone()
-            self._vector_oid = int(row[0])
+            self._vector_oid = int(_scalar(conn.execute("SELECT 'vector'::regtype::oid")))
         conn.adapters.register_dumper(_PgVector, _vector_dumper(self._vector_oid))
         conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
@@ -351,7 +368,7 @@ class PostgresStore:
                     f"the PostgreSQL tables {self.prefix}* have schema version {version}; this library knows "
                     f"up to {SCHEMA_VERSION}. Upgrade memoryscope-plugins.")
             if version == 0:
-                exists = conn.execute("SELECT to_regclass(%s)", (self.prefix + "memories",)).fetchone()[0]
+                exists = _scalar(conn.execute("SELECT to_regclass(%s)", (self.prefix + "memories",)))
                 if exists is not None:
                     raise SchemaVersionError(f"a table {self.prefix}memories exists but has no schema version; "
                                              "use another table prefix")
@@ -363,7 +380,7 @@ class PostgresStore:
                 if target <= version:
                     continue
                 for step in steps:
-                    conn.execute(step.format(p=self.prefix, cfg=cfg_literal))  # type: ignore[arg-type]
+                    conn.execute(step.format(p=self.prefix, cfg=cfg_literal))
                 conn.execute(self._q("INSERT INTO {meta}(key, value) VALUES('schema_version', %s) "
                                      "ON CONFLICT (key) DO UPDATE SET value = excluded.value"), (str(target),))
                 version = target
@@ -550,7 +567,7 @@ class PostgresStore:
                                  ([p[1] for p in params], list({p[2] for p in params}))).fetchall()
             raise ValueError(f"memory id {owned[0][0] if owned else '?'!r} belongs to another user")
 
-    def put(self, memories: Sequence[Memory], vectors: np.ndarray | None = None) -> None:
+    def put(self, memories: Sequence[Memory], vectors: VectorRows | None = None) -> None:
         if not memories:
             return
         with self._tx() as conn:
@@ -595,7 +612,8 @@ class PostgresStore:
         if not ids:
             return []
         with self._tx() as conn:
-            rows = conn.execute(self._q(f"SELECT {_MEMORY_COLUMNS} FROM {{memories}} WHERE user_id=%s AND id = ANY(%s)"),
+            rows = conn.execute(self._q(f"SELECT {_MEMORY_COLUMNS} FROM {{memories}} "
+                                        "WHERE user_id=%s AND id = ANY(%s)"),
                                 (user_id, list(ids))).fetchall()
         found = {r[0]: _row_to_memory(r) for r in rows}
         return [found[i] for i in ids if i in found]
@@ -631,7 +649,7 @@ class PostgresStore:
         return " AND ".join(clauses)
 
     def list(self, user_id: str, flt: MemoryFilter, *, limit: int = 100, offset: int = 0,
-             newest_first: bool = True) -> list[Memory]:
+             newest_first: bool = True) -> builtins.list[Memory]:
         params: dict[str, Any] = {"limit": limit, "offset": offset}
         where = self._where(user_id, flt, params)
         order = "DESC" if newest_first else "ASC"
@@ -645,16 +663,16 @@ class PostgresStore:
         params: dict[str, Any] = {}
         where = self._where(user_id, flt, params)
         with self._tx() as conn:
-            return int(conn.execute(self._q(f"SELECT count(*) FROM {{memories}} m WHERE {where}"), params).fetchone()[0])
+            return int(_scalar(conn.execute(self._q(f"SELECT count(*) FROM {{memories}} m WHERE {where}"), params)))
 
-    def users(self) -> list[str]:
+    def users(self) -> builtins.list[str]:
         with self._tx() as conn:
             rows = conn.execute(self._q(
                 "SELECT user_id FROM (SELECT DISTINCT user_id FROM {memories} UNION SELECT DISTINCT user_id "
                 "FROM {messages}) u ORDER BY user_id COLLATE \"C\"")).fetchall()
         return [r[0] for r in rows]
 
-    def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[list[Memory]]:
+    def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
         """Batches of memories in insertion order, of one user or (None) of all users."""
         last = 0
         while True:
@@ -673,7 +691,7 @@ class PostgresStore:
 
     _NEEDS = "(embedding_model IS NULL OR embedding_model < %(model)s OR embedding_model > %(model)s)"
 
-    def iter_needing_vectors(self, batch_size: int = 1000) -> Iterator[list[Memory]]:
+    def iter_needing_vectors(self, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
         """Batches of memories whose vector is missing or from another embedding model."""
         last = 0
         while True:
@@ -689,11 +707,11 @@ class PostgresStore:
 
     def count_needing_vectors(self) -> int:
         with self._tx() as conn:
-            return int(conn.execute(self._q(f"SELECT count(*) FROM {{memories}} WHERE {self._NEEDS}"),
-                                    {"model": self.embedding_model or ""}).fetchone()[0])
+            return int(_scalar(conn.execute(self._q(f"SELECT count(*) FROM {{memories}} WHERE {self._NEEDS}"),
+                                            {"model": self.embedding_model or ""})))
 
     # -- search -----------------------------------------------------------------------------
-    def search(self, request: SearchRequest) -> list[Candidate]:
+    def search(self, request: SearchRequest) -> builtins.list[Candidate]:
         want_text = bool(request.text and request.text.strip())
         model = self.embedding_model
         query_vector = None
@@ -787,7 +805,7 @@ class PostgresStore:
     def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
                         session_id: str | None = None, memories: Sequence[Memory] = (),
                         vectors: np.ndarray | None = None, *, state: str = "pending",
-                        message_ids: Sequence[str] | None = None) -> list[str]:
+                        message_ids: Sequence[str] | None = None) -> builtins.list[str]:
         ids = message_ids_for(messages, message_ids)
         with self._tx() as conn:
             if messages:
@@ -807,15 +825,16 @@ class PostgresStore:
         conn.execute(self._q("SELECT 1 FROM {messages} WHERE id = ANY(%s) ORDER BY id FOR UPDATE"),
                      (sorted(set(ids)),))
 
-    def pending_messages(self, user_id: str, limit: int = 100) -> list[StoredMessage]:
+    def pending_messages(self, user_id: str, limit: int = 100) -> builtins.list[StoredMessage]:
         with self._tx() as conn:
             rows = conn.execute(self._q(f"SELECT {_MESSAGE_COLUMNS} FROM {{messages}} WHERE user_id=%s AND "
                                         "state='pending' ORDER BY seq LIMIT %s"), (user_id, limit)).fetchall()
         return [_row_to_stored(r) for r in rows]
 
     def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
-                        limit: int) -> list[StoredMessage]:
-        clauses, params = ["user_id=%s"], [user_id]
+                        limit: int) -> builtins.list[StoredMessage]:
+        clauses: builtins.list[str] = ["user_id=%s"]
+        params: builtins.list[str | int] = [user_id]
         if agent_id is not None:
             clauses.append("agent_id=%s")
             params.append(agent_id)
@@ -837,7 +856,7 @@ class PostgresStore:
             conn.execute(self._q("UPDATE {messages} SET state=%s, attempts = attempts + (CASE WHEN %s = 'failed' "
                                  "THEN 1 ELSE 0 END) WHERE id = ANY(%s)"), (state, state, sorted(set(ids))))
 
-    def commit_consolidation(self, memories: Sequence[Memory], vectors: np.ndarray | None,
+    def commit_consolidation(self, memories: Sequence[Memory], vectors: VectorRows | None,
                              done_message_ids: Sequence[str]) -> None:
         """Store what consolidation made and mark its messages done, in one transaction."""
         with self._tx() as conn:
@@ -847,9 +866,10 @@ class PostgresStore:
                 conn.execute(self._q("UPDATE {messages} SET state='done' WHERE id = ANY(%s)"),
                              (sorted(set(done_message_ids)),))
 
-    def users_with_pending(self) -> list[str]:
+    def users_with_pending(self) -> builtins.list[str]:
         with self._tx() as conn:
-            return [r[0] for r in conn.execute(self._q("SELECT DISTINCT user_id FROM {messages} WHERE state='pending'"))]
+            return [r[0] for r in
+                    conn.execute(self._q("SELECT DISTINCT user_id FROM {messages} WHERE state='pending'"))]
 
     # -- leases -----------------------------------------------------------------------------
     def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:

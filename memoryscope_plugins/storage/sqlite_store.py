@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -24,14 +25,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
 
 from ..errors import NotFoundError, SchemaVersionError, StoreCorruptError, StoreError, StoreLockedError
-from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, message_ids_for
 from ..indexing import full_text
+from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows, message_ids_for
 from .term_index import TermIndex
 from .text_analysis import analyse
 
@@ -184,7 +185,7 @@ class SQLiteStore:
             a power cut.
     """
 
-    text_statistics = "user"  # see MemoryStore
+    text_statistics: Literal["user", "index"] = "user"  # see MemoryStore
 
     def __init__(self, path: str | os.PathLike[str], *, embedding_model: str | None = None,
                  busy_timeout_s: float = 10.0, vector_cache_rows: int = 250_000,
@@ -404,7 +405,8 @@ class SQLiteStore:
 
     def set_meta(self, key: str, value: str) -> None:
         with self._write() as conn:
-            conn.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            conn.execute("INSERT INTO meta(key, value) VALUES(?, ?) "
+                         "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                          (key, value))
 
     # -- writes -----------------------------------------------------------------------------
@@ -415,7 +417,7 @@ class SQLiteStore:
                            (count,)).fetchone()
         return int(row[0]) - count + 1
 
-    def _put_in(self, conn: sqlite3.Connection, memories: Sequence[Memory], vectors: np.ndarray | None) -> None:
+    def _put_in(self, conn: sqlite3.Connection, memories: Sequence[Memory], vectors: VectorRows | None) -> None:
         if not memories:
             return
         if vectors is not None and len(vectors) != len(memories):
@@ -426,11 +428,12 @@ class SQLiteStore:
             blob = None
             model = None
             clear_vector = False
-            if vectors is not None and vectors[i] is not None:
-                if np.size(vectors[i]) == 0:  # an empty row clears a stale vector (re-embedded later)
+            row = None if vectors is None else vectors[i]
+            if row is not None:
+                if np.size(row) == 0:  # an empty row clears a stale vector (re-embedded later)
                     clear_vector = True
                 else:
-                    blob = np.asarray(vectors[i], dtype=np.float16).tobytes()
+                    blob = np.asarray(row, dtype=np.float16).tobytes()
                     model = self.embedding_model
             old = conn.execute("SELECT rowid, user_id FROM memories WHERE id=?", (memory.id,)).fetchone()
             if old is not None and old[1] != memory.user_id:
@@ -468,7 +471,7 @@ class SQLiteStore:
                 "INSERT INTO users(user_id, rev, epoch) VALUES(?, 1, ?) ON CONFLICT(user_id) DO UPDATE SET "
                 "rev = rev + 1, epoch = epoch + ?", (user_id, int(deletion), int(deletion)))
 
-    def put(self, memories: Sequence[Memory], vectors: np.ndarray | None = None) -> None:
+    def put(self, memories: Sequence[Memory], vectors: VectorRows | None = None) -> None:
         with self._write() as conn:
             self._put_in(conn, memories, vectors)
 
@@ -554,7 +557,7 @@ class SQLiteStore:
         return " AND ".join(clauses), params
 
     def list(self, user_id: str, flt: MemoryFilter, *, limit: int = 100, offset: int = 0,
-             newest_first: bool = True) -> list[Memory]:
+             newest_first: bool = True) -> builtins.list[Memory]:
         where, params = self._where(user_id, flt)
         order = "DESC" if newest_first else "ASC"
         with self._read() as conn:
@@ -569,12 +572,12 @@ class SQLiteStore:
         with self._read() as conn:
             return int(conn.execute(f"SELECT COUNT(*) FROM memories m WHERE {where}", params).fetchone()[0])
 
-    def users(self) -> list[str]:
+    def users(self) -> builtins.list[str]:
         with self._read() as conn:
             return [r[0] for r in conn.execute(
                 "SELECT DISTINCT user_id FROM memories UNION SELECT DISTINCT user_id FROM messages ORDER BY 1")]
 
-    def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[list[Memory]]:
+    def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
         """Batches of memories in insertion order, of one user or (None) of all users."""
         last = 0
         while True:
@@ -590,7 +593,7 @@ class SQLiteStore:
             last = rows[-1][0]
             yield [_row_to_memory(r[1:]) for r in rows]
 
-    def iter_needing_vectors(self, batch_size: int = 1000) -> Iterator[list[Memory]]:
+    def iter_needing_vectors(self, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
         """Batches of memories whose vector is missing or from another embedding model."""
         last = 0
         while True:
@@ -612,7 +615,7 @@ class SQLiteStore:
                                     "embedding_model < ? OR embedding_model > ?", (model, model)).fetchone()[0])
 
     # -- search -----------------------------------------------------------------------------
-    def search(self, request: SearchRequest) -> list[Candidate]:
+    def search(self, request: SearchRequest) -> builtins.list[Candidate]:
         found: dict[int, Candidate] = {}
         index = self._user_index(request.user_id)
         if index is None or len(index.rowids) == 0:
@@ -639,7 +642,7 @@ class SQLiteStore:
                 out.append(cand)
         return out
 
-    def _rows_by_rowid(self, user_id: str, rowids: list[int],
+    def _rows_by_rowid(self, user_id: str, rowids: builtins.list[int],
                        index: _UserIndex | None = None) -> dict[int, Memory]:
         """Records by rowid, from the user's cache where they were read before (callers must not
         mutate them: the engine copies what it returns)."""
@@ -672,7 +675,7 @@ class SQLiteStore:
         return top[np.argsort(-scores[top], kind="stable")]
 
     def _text_search(self, request: SearchRequest, index: _UserIndex,
-                     mask: np.ndarray | None) -> list[tuple[int, float]]:
+                     mask: np.ndarray | None) -> builtins.list[tuple[int, float]]:
         terms = analyse(request.text or "")
         if not terms:
             return []
@@ -684,7 +687,7 @@ class SQLiteStore:
         return [(int(index.rowids[i]), float(scores[i])) for i in top]
 
     def _vector_search(self, request: SearchRequest, index: _UserIndex,
-                       mask: np.ndarray | None) -> list[tuple[int, float]]:
+                       mask: np.ndarray | None) -> builtins.list[tuple[int, float]]:
         if not index.has_vector.any():
             return []
         query = np.asarray(request.vector, dtype=np.float32).reshape(-1)
@@ -758,7 +761,7 @@ class SQLiteStore:
             rows = conn.execute(self._INDEX_ROW + "WHERE m.user_id=? ORDER BY m.rowid", (user_id,)).fetchall()
         return self._build(rows, rev, epoch)
 
-    def _build(self, rows: list[tuple], rev: int, epoch: int, dim: int | None = None,
+    def _build(self, rows: builtins.list[tuple], rev: int, epoch: int, dim: int | None = None,
                with_terms: bool = True) -> _UserIndex:
         n = len(rows)
         model = self.embedding_model or ""
@@ -829,7 +832,7 @@ class SQLiteStore:
     def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
                         session_id: str | None = None, memories: Sequence[Memory] = (),
                         vectors: np.ndarray | None = None, *, state: str = "pending",
-                        message_ids: Sequence[str] | None = None) -> list[str]:
+                        message_ids: Sequence[str] | None = None) -> builtins.list[str]:
         ids = message_ids_for(messages, message_ids)
         with self._write() as conn:
             for message_id, message in zip(ids, messages):
@@ -850,17 +853,19 @@ class SQLiteStore:
                             timestamp=datetime.fromisoformat(row[7]), metadata=json.loads(row[8])),
             seq=row[9], state=row[10], attempts=row[11])
 
-    _MESSAGE_COLUMNS = "id, user_id, agent_id, session_id, role, name, content, timestamp, metadata, seq, state, attempts"
+    _MESSAGE_COLUMNS = ("id, user_id, agent_id, session_id, role, name, content, timestamp, metadata, seq, state, "
+                        "attempts")
 
-    def pending_messages(self, user_id: str, limit: int = 100) -> list[StoredMessage]:
+    def pending_messages(self, user_id: str, limit: int = 100) -> builtins.list[StoredMessage]:
         with self._read() as conn:
             rows = conn.execute(f"SELECT {self._MESSAGE_COLUMNS} FROM messages WHERE user_id=? AND state='pending' "
                                 "ORDER BY seq LIMIT ?", (user_id, limit)).fetchall()
         return [self._row_to_stored(r) for r in rows]
 
     def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
-                        limit: int) -> list[StoredMessage]:
-        clauses, params = ["user_id=?"], [user_id]
+                        limit: int) -> builtins.list[StoredMessage]:
+        clauses: builtins.list[str] = ["user_id=?"]
+        params: builtins.list[str | int] = [user_id]
         if agent_id is not None:
             clauses.append("agent_id=?")
             params.append(agent_id)
@@ -879,7 +884,7 @@ class SQLiteStore:
             conn.executemany("UPDATE messages SET state=?, attempts=attempts + (? = 'failed') WHERE id=?",
                              ((state, state, i) for i in ids))
 
-    def commit_consolidation(self, memories: Sequence[Memory], vectors: np.ndarray | None,
+    def commit_consolidation(self, memories: Sequence[Memory], vectors: VectorRows | None,
                              done_message_ids: Sequence[str]) -> None:
         """Store what consolidation made (new and changed memories; `vectors` aligned with
         `memories`, a None row keeps the stored vector) and mark its messages done, in one
@@ -888,7 +893,7 @@ class SQLiteStore:
             self._put_in(conn, memories, vectors)
             conn.executemany("UPDATE messages SET state='done' WHERE id=?", ((i,) for i in done_message_ids))
 
-    def users_with_pending(self) -> list[str]:
+    def users_with_pending(self) -> builtins.list[str]:
         with self._read() as conn:
             return [r[0] for r in conn.execute("SELECT DISTINCT user_id FROM messages WHERE state='pending'")]
 
