@@ -439,7 +439,8 @@ class MemoryScopePlugin(Plugin):
             raise TypeError("tool_instructions must be a string")
         self.middleware = MemoryScopeMiddleware(memory, **options)
         config = self.middleware.config
-        given_tools = memory_tools(memory, user_id=config.user_id, agent_id=config.agent_id,  # type: ignore[arg-type]
+        agent_id = config.agent_id if isinstance(config.agent_id, str) else None
+        given_tools = memory_tools(memory, user_id=config.user_id, agent_id=agent_id,
                                    scope_to_agent=config.scope_to_agent,
                                    min_relevance=config.min_relevance) if tools else []
         super().__init__(prompt=[tool_instructions] if tools and tool_instructions.strip() else [],

@@ -126,7 +126,9 @@ class MemoryScopeMiddleware(MiddlewareBase):
     @property
     def user_id(self) -> str:
         """Whose memories this middleware reads and writes."""
-        return self.config.user_id  # type: ignore[return-value]
+        user_id = self.config.user_id
+        assert isinstance(user_id, str)  # __init__ takes a non-empty string only
+        return user_id
 
     # -- hooks -------------------------------------------------------------------------------------
     async def on_reply(self, agent: Agent, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator]

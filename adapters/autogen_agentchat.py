@@ -133,7 +133,9 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
     @property
     def user_id(self) -> str:
         """Whose memories this is."""
-        return self._config.user_id  # type: ignore[return-value]
+        user_id = self._config.user_id
+        assert isinstance(user_id, str)  # __init__ takes a non-empty string only
+        return user_id
 
     @property
     def agent_id(self) -> str:

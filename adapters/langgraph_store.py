@@ -154,9 +154,9 @@ class MemoryScopeStore(BaseStore):
             scored = [(m.memory, m.score) for m in result.memories]
         else:
             scored = [(m, None) for m in self.memory.list(user, types=[MemoryType.CUSTOM], limit=_SCAN)]
-        items = [_item(memory, score) for memory, score in scored
+        items = [_search_item(memory, score) for memory, score in scored
                  if _in(memory, prefix) and _matches(memory, op.filter)]
-        return items[op.offset:wanted]  # type: ignore[return-value]
+        return items[op.offset:wanted]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         found: set[tuple[str, ...]] = set()
@@ -173,7 +173,7 @@ class MemoryScopeStore(BaseStore):
 
 # -- helpers ----------------------------------------------------------------------------------------
 
-def _item(memory: Memory, score: float | None = None) -> Item | SearchItem:
+def _item(memory: Memory) -> Item:
     entry = memory.metadata.get(_META) or {}
     namespace = tuple(entry.get("namespace") or (memory.user_id,))
     stored = entry.get("value")
@@ -181,11 +181,16 @@ def _item(memory: Memory, score: float | None = None) -> Item | SearchItem:
     if isinstance(value.get("content"), str) and value["content"] != memory.content:
         value = {**value, "content": memory.content}  # edited through the engine since
     created, updated = _aware(memory.created_at), _aware(memory.updated_at or memory.created_at)
-    if score is None:
-        return Item(value=value, key=entry.get("key", memory.id), namespace=namespace, created_at=created,
-                    updated_at=updated)
-    return SearchItem(namespace=namespace, key=entry.get("key", memory.id), value=value, created_at=created,
-                      updated_at=updated, score=score)
+    return Item(value=value, key=entry.get("key", memory.id), namespace=namespace, created_at=created,
+                updated_at=updated)
+
+
+def _search_item(memory: Memory, score: float | None) -> SearchItem:
+    """A search result: the item with its relevance (None for a search without a query, as in
+    langgraph's own stores)."""
+    item = _item(memory)
+    return SearchItem(namespace=item.namespace, key=item.key, value=item.value, created_at=item.created_at,
+                      updated_at=item.updated_at, score=score)
 
 
 def _aware(moment: datetime) -> datetime:

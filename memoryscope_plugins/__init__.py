@@ -8,16 +8,16 @@
 
 from .engine import MemoryScope
 from .errors import (
-                     ConfigError,
-                     MemoryScopeError,
-                     ModelAuthError,
-                     ModelError,
-                     ModelNotFoundError,
-                     NotFoundError,
-                     SchemaVersionError,
-                     StoreError,
-                     StoreLockedError,
-                     ValidationError,
+    ConfigError,
+    MemoryScopeError,
+    ModelAuthError,
+    ModelError,
+    ModelNotFoundError,
+    NotFoundError,
+    SchemaVersionError,
+    StoreError,
+    StoreLockedError,
+    ValidationError,
 )
 from .settings import Settings
 from .types import Memory, MemoryStatus, MemoryType, Message, RetrievalResult, ScoredMemory, TimeRange

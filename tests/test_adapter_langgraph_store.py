@@ -7,6 +7,7 @@ import pytest
 pytest.importorskip("langgraph.store.base", reason="pip install 'memoryscope-plugins[langchain]'")
 
 from langchain_core.messages import AIMessage
+from langgraph.store.base import SearchItem
 from memoryscope_plugins.adapters.langgraph_store import MemoryScopeStore
 
 
@@ -23,7 +24,10 @@ def test_put_get_update_delete_and_search(engine):
     assert hits[0].key == "dog" and hits[0].score is not None
     assert all("Rex" not in h.value.get("content", "") for h in hits)
     assert [h.key for h in store.search(("anna",), filter={"kind": "work"})] == ["job"]
-    assert {h.key for h in store.search(("anna",))} == {"dog", "job", "city"}
+    listed = store.search(("anna",))
+    assert {h.key for h in listed} == {"dog", "job", "city"}
+    # BaseStore.search returns SearchItems; without a query their score is None (as in langgraph's InMemoryStore)
+    assert all(isinstance(h, SearchItem) and h.score is None for h in listed)
     store.put(("anna", "memories"), "dog", {"content": "Anna's dog is called Pretzel."})
     assert store.get(("anna", "memories"), "dog").value["content"] == "Anna's dog is called Pretzel."
     assert engine.count("anna") == 3  # updated in place, not duplicated

@@ -57,7 +57,8 @@ def test_parse_json_loose(text, expected):
     assert parse_json_loose(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "   ", "I cannot help with that.", "just a number 42"])
+@pytest.mark.parametrize("text", ["", "   ", "I cannot help with that.", "just a number 42",
+                                  '{"pet": 猫}', '{"city": Zürich}', '{"note": é}'])  # a bare non-ASCII word
 def test_parse_json_loose_rejects(text):
     with pytest.raises(JsonParseError):
         parse_json_loose(text)
@@ -99,6 +100,13 @@ def test_malformed_then_good_json_on_reask(server):
     assert second[-1]["role"] == "user"
     assert second[-1]["content"].startswith("Your previous answer was not valid JSON: ")
     assert second[-1]["content"].endswith("answer with only the JSON object")
+
+
+def test_bare_chinese_word_is_asked_again_not_a_crash(server):
+    server.script(OPENAI_CHAT, answers('{"facts": [猫]}', '{"facts": ["猫"]}'))
+    value, _ = chat_json(make_chat(server), ASK, required_keys=("facts",))
+    assert value == {"facts": ["猫"]}
+    assert len(server.requests_to(OPENAI_CHAT)) == 2
 
 
 def test_missing_required_keys_trigger_reask(server):

@@ -203,7 +203,7 @@ def run_locomo(data: str | Path, *, mode: str = "turns", settings: Settings | No
     conversations = load_conversations(data)[:limit_conversations]
     settings = settings or Settings()
     tmp = tempfile.TemporaryDirectory(prefix="memoryscope-bench-") if workdir is None else None
-    folder = Path(tmp.name if tmp else workdir)  # type: ignore[arg-type]
+    folder = Path(tmp.name) if tmp is not None else Path(workdir or ".")
     folder.mkdir(parents=True, exist_ok=True)
     store_path = folder / "locomo.db"
     for suffix in ("", "-wal", "-shm"):

@@ -71,6 +71,12 @@ def _shift_years(moment: datetime | None, years: int) -> datetime | None:
     return None if moment is None else shift_years(moment, years)
 
 
+def _event(found: TimeRange, source: str) -> EventTime:
+    # both sources have a start here: parse_llm_date always gives one, a rule range without one is dropped
+    assert found.start is not None
+    return EventTime(found.start, found.end, source)
+
+
 def resolve_event_time(expression: object, llm_date: object, message_time: datetime) -> EventTime | None:
     """The event range for an observation said at ``message_time`` (see the module docstring)."""
     rule: TimeRange | None = None
@@ -81,14 +87,14 @@ def resolve_event_time(expression: object, llm_date: object, message_time: datet
     llm = parse_llm_date(llm_date, message_time)
     if rule is not None and llm is not None:
         if _inside(llm, rule):
-            return EventTime(llm.start, llm.end, "rule+llm")  # type: ignore[arg-type]
+            return _event(llm, "rule+llm")
         for years in (1, -1):
             shifted = TimeRange(_shift_years(rule.start, years), _shift_years(rule.end, years))
             if _inside(llm, shifted):
-                return EventTime(llm.start, llm.end, "llm")  # type: ignore[arg-type]
-        return EventTime(rule.start, rule.end, "rule")  # type: ignore[arg-type]
+                return _event(llm, "llm")
+        return _event(rule, "rule")
     if rule is not None:
-        return EventTime(rule.start, rule.end, "rule")  # type: ignore[arg-type]
+        return _event(rule, "rule")
     if llm is not None:
-        return EventTime(llm.start, llm.end, "llm")  # type: ignore[arg-type]
+        return _event(llm, "llm")
     return None

@@ -117,11 +117,11 @@ class ChatModel(ChatCompleter, Protocol):
 class ThreadedAsyncMixin:
     """Async twins that run the sync implementation in a worker thread (one implementation, two faces)."""
 
-    async def aembed(self, texts: Sequence[str], *, kind: EmbedKind = "document") -> np.ndarray:
-        return await asyncio.to_thread(self.embed, texts, kind=kind)  # type: ignore[attr-defined]
+    async def aembed(self: Embedder, texts: Sequence[str], *, kind: EmbedKind = "document") -> np.ndarray:
+        return await asyncio.to_thread(self.embed, texts, kind=kind)
 
-    async def arerank(self, query: str, documents: Sequence[str]) -> list[float]:
-        return await asyncio.to_thread(self.rerank, query, documents)  # type: ignore[attr-defined]
+    async def arerank(self: Reranker, query: str, documents: Sequence[str]) -> list[float]:
+        return await asyncio.to_thread(self.rerank, query, documents)
 
 
 def l2_normalise(vectors: np.ndarray) -> np.ndarray:

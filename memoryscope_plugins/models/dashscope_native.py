@@ -72,8 +72,8 @@ def classify_transport(exc: BaseException) -> Failure | None:
     try:
         import requests
     except ImportError:  # pragma: no cover
-        requests = None  # type: ignore[assignment]
-    if requests is not None:
+        pass
+    else:
         if isinstance(exc, requests.exceptions.Timeout):
             return Failure("timeout")
         if isinstance(exc, (requests.exceptions.ConnectionError,
@@ -82,10 +82,10 @@ def classify_transport(exc: BaseException) -> Failure | None:
     try:
         import aiohttp
     except ImportError:  # pragma: no cover
-        aiohttp = None  # type: ignore[assignment]
-    if aiohttp is not None and isinstance(exc, (aiohttp.ClientConnectionError,
-                                                aiohttp.ClientPayloadError)):
-        return Failure("connection")
+        pass
+    else:
+        if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)):
+            return Failure("connection")
     if isinstance(exc, ConnectionError):
         return Failure("connection")
     return None

@@ -25,7 +25,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Awaitable, Callable, Generic, Literal, Mapping, TypeVar
+from typing import Any, Awaitable, Callable, Generic, Literal, Mapping, TypeVar
 
 from ..errors import ModelAuthError, ModelError, ModelNotFoundError
 
@@ -127,9 +127,9 @@ class RetryPolicy:
             raise ValueError("delays must be >= 0")
 
     @classmethod
-    def from_max_retries(cls, max_retries: int, **overrides: object) -> "RetryPolicy":
+    def from_max_retries(cls, max_retries: int, **overrides: Any) -> "RetryPolicy":
         """The policy for a client configured with ``max_retries`` retries after the first try."""
-        return cls(max_attempts=max(0, int(max_retries)) + 1, **overrides)  # type: ignore[arg-type]
+        return cls(max_attempts=max(0, int(max_retries)) + 1, **overrides)
 
     def is_retryable(self, failure: Failure) -> bool:
         if failure.kind == "timeout":

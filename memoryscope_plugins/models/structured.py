@@ -153,8 +153,8 @@ def _normalise(span: str) -> str:
             else:
                 out.append(char)
                 index += 1
-        elif char.isalpha():
-            word = re.match(r"[A-Za-z_]+", span[index:]).group(0)  # type: ignore[union-attr]
+        elif char.isalpha() and (word_match := re.match(r"[A-Za-z_]+", span[index:])) is not None:
+            word = word_match.group(0)
             out.append(_PY_LITERALS.get(word, word))
             index += len(word)
         else:
@@ -213,9 +213,10 @@ def chat_json(model: ChatCompleter, messages: ChatMessages, *, required_keys: Se
     for _ in range(max(0, max_repairs) + 1):
         result = model.chat(conversation, json_mode=True, **options)
         usage += result.usage
-        value, problem = _evaluate(_complete(model, result), required_keys)
-        if problem is None:
-            return value, usage  # type: ignore[return-value]
+        outcome = _evaluate(_complete(model, result), required_keys)
+        if not isinstance(outcome, str):
+            return outcome, usage
+        problem = outcome
         conversation = _repair_request(conversation, result.text, problem)
     raise _give_up(model, problem, max_repairs)
 
@@ -232,9 +233,10 @@ async def achat_json(model: ChatCompleter, messages: ChatMessages, *,
     for _ in range(max(0, max_repairs) + 1):
         result = await model.achat(conversation, json_mode=True, **options)
         usage += result.usage
-        value, problem = _evaluate(_complete(model, result), required_keys)
-        if problem is None:
-            return value, usage  # type: ignore[return-value]
+        outcome = _evaluate(_complete(model, result), required_keys)
+        if not isinstance(outcome, str):
+            return outcome, usage
+        problem = outcome
         conversation = _repair_request(conversation, result.text, problem)
     raise _give_up(model, problem, max_repairs)
 
@@ -277,17 +279,16 @@ def _with_json_hint(messages: ChatMessages) -> list[dict]:
     return conversation
 
 
-def _evaluate(text: str, required_keys: Sequence[str]) -> tuple[JsonValue | None, str | None]:
-    """``(value, None)`` when usable, else ``(None, what is wrong)``."""
+def _evaluate(text: str, required_keys: Sequence[str]) -> JsonValue | str:
+    """The value when usable, else what is wrong with the answer (a string)."""
     try:
         value = parse_json_loose(text)
     except JsonParseError as exc:
-        return None, f"Your previous answer was not valid JSON: {exc}"
+        return f"Your previous answer was not valid JSON: {exc}"
     absent = missing_keys(value, required_keys)
     if absent:
-        return None, ("Your previous answer was missing the required keys: "
-                      + ", ".join(absent))
-    return value, None
+        return "Your previous answer was missing the required keys: " + ", ".join(absent)
+    return value
 
 
 def _repair_request(conversation: list[dict], answer: str, problem: str) -> list[dict]:

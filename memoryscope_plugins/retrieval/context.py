@@ -41,7 +41,9 @@ def format_context(items: Sequence[ScoredMemory], language: str = "en", *, with_
 
 
 def _timeline_moment(memory: Memory) -> datetime:
-    return memory.event_start if _dated_by_event(memory) else memory.created_at  # type: ignore[return-value]
+    if memory.event_start is not None and _dated_by_event(memory):
+        return memory.event_start
+    return memory.created_at
 
 
 def _dated_by_event(memory: Memory) -> bool:

@@ -251,12 +251,12 @@ def _compose_anchored(text: str, chosen: list[_Found]) -> list[_Found]:
         low = out[-1].start if out else 0
         anchor = _ANCHORED_EN.search(text, max(low, item.start - 60), item.start)
         span = _count_from(anchor, start, end) if anchor and start and end else None
-        if span is None or any(other.start < anchor.start() < other.end for other in out):  # type: ignore[union-attr]
+        if anchor is None or span is None or any(other.start < anchor.start() < other.end for other in out):
             out.append(item)
             continue
-        while out and out[-1].start >= anchor.start():  # type: ignore[union-attr]
+        while out and out[-1].start >= anchor.start():
             out.pop()
-        out.append(_Found(anchor.start(), item.end, span, "en_anchored"))  # type: ignore[union-attr]
+        out.append(_Found(anchor.start(), item.end, span, "en_anchored"))
     return out
 
 
@@ -303,9 +303,10 @@ def _part_key(word: str) -> str:
 
 def _attach_day_part(text: str, item: _Found, low: int, high: int) -> None:
     """Narrow a one-day expression to a part of that day ("yesterday afternoon", "昨天下午")."""
-    if not _is_whole_day(item.span):
+    first = item.span[0]
+    if first is None or not _is_whole_day(item.span):
         return
-    day: date = item.span[0].date()  # type: ignore[union-attr]
+    day: date = first.date()
     for pattern in (_PART_AFTER_EN, _PART_AFTER_ZH):
         match = pattern.match(text, item.end, high)
         if match and _part_key(match["part"]) in DAY_PARTS:
@@ -354,9 +355,11 @@ def _apply_zh_modifiers(text: str, item: _Found, low: int, high: int) -> bool:
         kind = "until" if before["mod"] in ("截至", "截止到", "截止", "直到") else "since"
         item.span = _open_side(kind, start, end)
         item.start = before.start()
-        if after_mod in ("起", "开始", "以来", "至今"):
-            item.end = after.end()  # type: ignore[union-attr]
+        if after is not None and after_mod in ("起", "开始", "以来", "至今"):
+            item.end = after.end()
         return True
+    if after is None:
+        return False
     if after_mod in ("以来", "至今"):
         kind = "since"
     elif after_mod in ("之前", "以前", "前"):
@@ -366,7 +369,7 @@ def _apply_zh_modifiers(text: str, item: _Found, low: int, high: int) -> bool:
     else:
         return False
     item.span = _open_side(kind, start, end)
-    item.end = after.end()  # type: ignore[union-attr]
+    item.end = after.end()
     return True
 
 
@@ -384,8 +387,10 @@ def _union(spans: list[Span], zone: tzinfo | None) -> TimeRange:
     """Hull of all spans; an open side anywhere keeps the union open on that side."""
     starts = [start for start, _ in spans]
     ends = [end for _, end in spans]
-    start = None if any(value is None for value in starts) else min(starts)  # type: ignore[type-var]
-    end = None if any(value is None for value in ends) else max(ends)  # type: ignore[type-var]
+    known_starts = [value for value in starts if value is not None]
+    known_ends = [value for value in ends if value is not None]
+    start = min(known_starts) if len(known_starts) == len(starts) else None
+    end = max(known_ends) if len(known_ends) == len(ends) else None
     return TimeRange(
         start=start.replace(tzinfo=zone) if start is not None else None,
         end=end.replace(tzinfo=zone) if end is not None else None,

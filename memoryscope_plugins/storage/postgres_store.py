@@ -761,8 +761,8 @@ class PostgresStore:
         else:
             ctes.append("t AS (SELECT NULL::bigint AS rowid, NULL::real AS score, NULL::bigint AS rank WHERE FALSE)")
         if want_vector:
-            assert dim is not None and model is not None
-            params["vec"] = _PgVector(query_vector)  # type: ignore[arg-type]
+            assert dim is not None and model is not None and query_vector is not None
+            params["vec"] = _PgVector(query_vector)
             params["model"] = model
             params["exact_rows"] = self.exact_vector_rows
             cast = f"m.embedding::vector({int(dim)})"

@@ -616,31 +616,22 @@ class SQLiteStore:
 
     # -- search -----------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> builtins.list[Candidate]:
-        found: dict[int, Candidate] = {}
+        found: dict[int, dict[str, Any]] = {}  # rowid -> its ranks and scores (Candidate fields)
         index = self._user_index(request.user_id)
         if index is None or len(index.rowids) == 0:
             return []
         mask = self._mask(index, request.filter)
         if request.text:
             for rank, (rowid, score) in enumerate(self._text_search(request, index, mask), start=1):
-                found[rowid] = Candidate(memory=None, text_rank=rank, text_score=score)  # type: ignore[arg-type]
+                found[rowid] = {"text_rank": rank, "text_score": score}
         if request.vector is not None:
             for rank, (rowid, score) in enumerate(self._vector_search(request, index, mask), start=1):
-                cand = found.get(rowid)
-                if cand is None:
-                    found[rowid] = Candidate(memory=None, vector_rank=rank, vector_score=score)  # type: ignore[arg-type]
-                else:
-                    cand.vector_rank, cand.vector_score = rank, score
+                found.setdefault(rowid, {}).update(vector_rank=rank, vector_score=score)
         if not found:
             return []
         rows = self._rows_by_rowid(request.user_id, list(found), index)
-        out = []
-        for rowid, cand in found.items():
-            row = rows.get(rowid)
-            if row is not None:  # deleted between the two reads
-                cand.memory = row
-                out.append(cand)
-        return out
+        # a row deleted between the two reads is left out
+        return [Candidate(memory=rows[rowid], **fields) for rowid, fields in found.items() if rowid in rows]
 
     def _rows_by_rowid(self, user_id: str, rowids: builtins.list[int],
                        index: _UserIndex | None = None) -> dict[int, Memory]:
