@@ -11,24 +11,28 @@ import contextlib
 import io
 import json
 import logging
+from urllib.parse import quote
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
-from starlette.routing import Mount, Route
+from starlette.routing import Route
 from starlette.schemas import SchemaGenerator
 
 from ..engine import MemoryScope
-from ..errors import ConfigError, MemoryScopeError, NotFoundError, ValidationError
+from ..errors import ConfigError, MemoryScopeError, ModelError, NotFoundError, StoreError, ValidationError
+from . import safe_json
 from .auth import ApiKey, KeyRing, RateLimiter
-from .guard import GuardMiddleware, current_key
-from .mcp_tools import build_mcp
+from .guard import GuardMiddleware, current_key, default_allowed_hosts, request_id
+from .mcp_tools import build_mcp, mcp_security
+from .pipeline import RequestIdMiddleware
 
 log = logging.getLogger(__name__)
 SEPARATOR = "/"
@@ -36,13 +40,24 @@ SEPARATOR = "/"
 
 @dataclass
 class ServerConfig:
-    """How the service guards itself. Defaults are the safe ones (no CORS, 1 MiB bodies, 20 req/s per key)."""
+    """How the service guards itself. Defaults are the safe ones (no CORS, 1 MiB bodies, JSON nested 64 deep
+    at most, 20 req/s per key, 20 failed authentications per client address then 1 per second, loopback
+    Host names only)."""
 
     max_body_bytes: int = 1 << 20
     rate_per_second: float = 20.0
     rate_burst: int = 40
     cors_origins: list[str] = field(default_factory=list)
-    allowed_hosts: list[str] | None = None  # Host headers MCP accepts (None: loopback names only)
+    # Host headers served on every route: None means the loopback names plus `bind_host`; "name" allows any
+    # port, "name:443" one port, "*" any host (only behind a proxy that checks it)
+    allowed_hosts: list[str] | None = None
+    bind_host: str | None = None
+    auth_failure_rate: float = 1.0
+    auth_failure_burst: int = 20
+    max_json_depth: int = safe_json.MAX_DEPTH
+
+    def hosts(self) -> list[str]:
+        return list(self.allowed_hosts) if self.allowed_hosts else default_allowed_hosts(self.bind_host)
 
 
 class ApiError(Exception):
@@ -87,8 +102,10 @@ def _admin(request: Request) -> ApiKey:
 
 async def _json(request: Request) -> dict[str, Any]:
     try:
-        body = await request.json()
-    except (ValueError, UnicodeDecodeError):
+        body = safe_json.loads(await request.body())
+    except safe_json.TooDeep as exc:
+        raise ApiError(400, str(exc)) from None
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise ApiError(400, "the body must be a JSON object") from None
     if not isinstance(body, dict):
         raise ApiError(400, "the body must be a JSON object")
@@ -105,9 +122,12 @@ def _int_param(request: Request, name: str, default: int) -> int:
     if raw is None:
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         raise ApiError(400, f"{name} must be an integer") from None
+    if not 0 <= value <= 1_000_000_000:
+        raise ApiError(400, f"{name} must be between 0 and 1000000000")
+    return value
 
 
 def build_routes(engine: MemoryScope) -> list[Route]:
@@ -228,9 +248,9 @@ def build_routes(engine: MemoryScope) -> list[Route]:
                 for memory in batch:
                     yield json.dumps(public_memory(memory, key.tenant), ensure_ascii=False) + "\n"
 
-        name = request.path_params["user"].encode("ascii", "replace").decode().replace('"', "_")
         return StreamingResponse(lines(), media_type="application/x-ndjson",
-                                 headers={"Content-Disposition": f'attachment; filename="{name}.jsonl"'})
+                                 headers={"Content-Disposition": content_disposition(
+                                     request.path_params["user"] + ".jsonl")})
 
     async def import_(request: Request) -> Response:
         """
@@ -304,6 +324,13 @@ def _own_lines(text: str, public_user: str, store_user_id: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def content_disposition(filename: str) -> str:
+    """``attachment`` with an ASCII fallback name (letters, digits, '.', '-', '_' only) and the exact name
+    percent-encoded as RFC 6266 ``filename*``: no byte of a user id reaches the header unescaped."""
+    fallback = "".join(c if c.isascii() and (c.isalnum() or c in ".-_") else "_" for c in filename)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
+
+
 def _report(report) -> dict[str, Any]:
     if hasattr(report, "to_dict"):
         return report.to_dict()
@@ -311,15 +338,36 @@ def _report(report) -> dict[str, Any]:
     return asdict(report) if is_dataclass(report) and not isinstance(report, type) else {"report": str(report)}
 
 
+def _error(request: Request, status: int, message: str) -> Response:
+    return JSONResponse({"error": message, "request_id": request_id(request.scope)}, status_code=status)
+
+
 async def _api_error(request: Request, exc: Exception) -> Response:
+    """JSON for every error. An unexpected exception is a 500 naming only the request id; it is re-raised
+    by Starlette afterwards and logged (type and request id) by `RequestIdMiddleware`."""
     if isinstance(exc, ApiError):
-        return JSONResponse({"error": exc.message}, status_code=exc.status)
+        return _error(request, exc.status, exc.message)
+    if isinstance(exc, HTTPException):
+        return _error(request, exc.status_code, str(exc.detail))
     if isinstance(exc, NotFoundError):
-        return JSONResponse({"error": "not found"}, status_code=404)
+        return _error(request, 404, "not found")
     if isinstance(exc, (ValidationError, ConfigError)):
-        return JSONResponse({"error": str(exc)}, status_code=400)
-    log.warning("request failed (%s)", type(exc).__name__)
-    return JSONResponse({"error": "internal error"}, status_code=500)
+        return _error(request, 400, str(exc))
+    if isinstance(exc, MemoryScopeError):  # not the client's fault; handled here, so logged here
+        log.warning("request %s failed (%s)", request_id(request.scope), type(exc).__name__)
+        if isinstance(exc, StoreError):  # locked, closed, ...: a retry may work
+            return _error(request, 503, "the memory store is not available; retry later")
+        if isinstance(exc, ModelError):
+            return _error(request, 502, "the model service failed")
+    return _error(request, 500, "internal error")
+
+
+class _Service(Starlette):
+    """Starlette with `RequestIdMiddleware` outside everything (outside even its ServerErrorMiddleware,
+    which re-raises what it handled)."""
+
+    def build_middleware_stack(self):
+        return RequestIdMiddleware(super().build_middleware_stack())
 
 
 def create_app(engine: MemoryScope, keys: KeyRing, config: ServerConfig | None = None) -> Starlette:
@@ -328,7 +376,7 @@ def create_app(engine: MemoryScope, keys: KeyRing, config: ServerConfig | None =
     or ``X-API-Key``)."""
     config = config or ServerConfig()
     schemas = SchemaGenerator({"openapi": "3.0.0", "info": {"title": "memoryscope-plugins", "version": "1"}})
-    mcp = build_mcp(engine, keys=keys, allowed_hosts=config.allowed_hosts)
+    mcp = build_mcp(engine, keys=keys, security=mcp_security(config.hosts()))
     mcp_app = mcp.streamable_http_app()
 
     async def health(request: Request) -> Response:
@@ -351,15 +399,17 @@ def create_app(engine: MemoryScope, keys: KeyRing, config: ServerConfig | None =
 
     routes = [Route("/health", health), Route("/openapi.json", openapi, include_in_schema=False),
               Route("/", browser, include_in_schema=False), *build_routes(engine),
-              Mount("/", app=mcp_app)]
-    middleware = [Middleware(GuardMiddleware, keys=keys, limiter=RateLimiter(config.rate_per_second,
-                                                                              config.rate_burst),
-                             max_body_bytes=config.max_body_bytes)]
+              *mcp_app.routes]  # the /mcp route itself, so unknown paths get this app's JSON 404
+    middleware = [Middleware(GuardMiddleware, keys=keys,
+                             limiter=RateLimiter(config.rate_per_second, config.rate_burst),
+                             max_body_bytes=config.max_body_bytes, allowed_hosts=config.hosts(),
+                             auth_failures=RateLimiter(config.auth_failure_rate, config.auth_failure_burst),
+                             max_json_depth=config.max_json_depth)]
     if config.cors_origins:
         middleware.insert(0, Middleware(CORSMiddleware, allow_origins=config.cors_origins,
                                         allow_methods=["GET", "POST", "PATCH", "DELETE"],
                                         allow_headers=["Authorization", "X-API-Key", "Content-Type",
                                                        "X-Memory-User", "Mcp-Session-Id"]))
-    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
-                     exception_handlers={Exception: _api_error, ApiError: _api_error,
-                                         MemoryScopeError: _api_error})
+    return _Service(routes=routes, middleware=middleware, lifespan=lifespan,
+                    exception_handlers={Exception: _api_error, ApiError: _api_error, HTTPException: _api_error,
+                                        MemoryScopeError: _api_error})

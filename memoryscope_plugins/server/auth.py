@@ -1,10 +1,16 @@
-"""API keys: stored as SHA-256 hashes, each bound to a tenant, optionally to users, optionally admin."""
+"""API keys: stored as SHA-256 hashes, each bound to a tenant, optionally to users, optionally admin.
+
+A `KeyRing` loaded from a file follows that file: every lookup checks (at most once a second, with one
+``stat``) whether the file changed (mtime, size or inode) and reloads it, so a key removed from the file, by
+``serve --revoke-key`` or by hand, stops working on every running instance within about a second.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
@@ -15,8 +21,39 @@ from pathlib import Path
 
 from ..errors import ValidationError
 
-TENANT_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+TENANT_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # always used with fullmatch
 KEY_PREFIX = "msk_"
+RELOAD_EVERY_S = 1.0
+log = logging.getLogger(__name__)
+
+
+def valid_tenant(tenant: object) -> bool:
+    """A tenant name is 1-64 letters, digits, '_', '-' or '.', the whole string (no trailing newline)."""
+    return isinstance(tenant, str) and TENANT_PATTERN.fullmatch(tenant) is not None
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically with mode 0600 whatever the umask (a stricter existing mode is kept)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o600 or 0o600
+    except FileNotFoundError:
+        mode = 0o600
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.fchmod(fd, mode)  # os.open's mode is masked by the umask; fchmod is not
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            fd = -1
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def hash_key(key: str) -> str:
@@ -42,38 +79,101 @@ class ApiKey:
                 "admin": self.admin, "name": self.name}
 
 
+def _parse(text: str) -> list[ApiKey]:
+    data = json.loads(text)
+    return [ApiKey(key_hash=k["key_hash"], tenant=k["tenant"], users=tuple(k.get("users") or ()),
+                   admin=bool(k.get("admin")), name=k.get("name", "")) for k in data.get("keys", [])]
+
+
+def _signature(file: Path) -> tuple[int, int, int] | None:
+    try:
+        info = file.stat()
+    except FileNotFoundError:
+        return None
+    return (info.st_mtime_ns, info.st_size, info.st_ino)
+
+
 @dataclass
 class KeyRing:
-    """The set of known keys (hashes only), loaded from and saved to a JSON file."""
+    """The set of known keys (hashes only), loaded from and saved to a JSON file.
+
+    A ring from `load` follows its file (see the module docstring); a ring built in code does not."""
 
     keys: list[ApiKey] = field(default_factory=list)
+    path: Path | None = None
+    _signature: tuple[int, int, int] | None = field(default=None, repr=False, compare=False)
+    _checked: float = field(default=0.0, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "KeyRing":
         file = Path(path)
-        if not file.exists():
-            return cls()
-        data = json.loads(file.read_text(encoding="utf-8"))
-        return cls([ApiKey(key_hash=k["key_hash"], tenant=k["tenant"], users=tuple(k.get("users") or ()),
-                           admin=bool(k.get("admin")), name=k.get("name", "")) for k in data.get("keys", [])])
+        signature = _signature(file)
+        if signature is None:
+            return cls(path=file)
+        return cls(_parse(file.read_text(encoding="utf-8")), path=file, _signature=signature,
+                   _checked=time.monotonic())
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        file = Path(path)
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_suffix(file.suffix + ".tmp")
-        tmp.write_text(json.dumps({"keys": [k.to_dict() for k in self.keys]}, indent=1), encoding="utf-8")
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, file)
+    def save(self, path: str | os.PathLike[str] | None = None) -> None:
+        """Write the ring (hashes only) atomically, mode 0600 whatever the umask."""
+        file = Path(path) if path is not None else self.path
+        if file is None:
+            raise ValueError("save needs a path for a ring not loaded from a file")
+        write_private(file, json.dumps({"keys": [k.to_dict() for k in self.keys]}, indent=1))
+        if file == self.path:
+            self._signature = _signature(file)
 
     def create(self, tenant: str, *, users: tuple[str, ...] = (), admin: bool = False, name: str = "") -> str:
         """Add a new key and return it in clear (the only time it is ever visible)."""
-        if not isinstance(tenant, str) or not TENANT_PATTERN.match(tenant):
+        if not valid_tenant(tenant):
             raise ValidationError("tenant must be 1-64 characters of letters, digits, '_', '-' or '.'")
         key = KEY_PREFIX + secrets.token_urlsafe(32)
         self.keys.append(ApiKey(hash_key(key), tenant, tuple(users), admin, name))
         return key
 
+    def revoke(self, which: str) -> list[ApiKey]:
+        """Remove the key given in clear, by its full hash, or by a unique hash prefix of 8+ characters;
+        returns what was removed (nothing when `which` matches no key or several)."""
+        which = which.strip()
+        if which.startswith(KEY_PREFIX):
+            matches = [k for k in self.keys if hmac.compare_digest(k.key_hash, hash_key(which))]
+        elif len(which) >= 8:
+            matches = [k for k in self.keys if k.key_hash.startswith(which.lower())]
+        else:
+            matches = []
+        if len(matches) != 1:
+            return []
+        self.keys = [k for k in self.keys if k.key_hash != matches[0].key_hash]
+        return matches
+
+    def refresh(self, *, force: bool = False) -> None:
+        """Reload the file if it changed since the last look (looks at most once per RELOAD_EVERY_S).
+        A missing file means no keys; an unreadable one keeps the keys in force and is retried."""
+        if self.path is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._checked < RELOAD_EVERY_S:
+            return
+        with self._lock:
+            if not force and now - self._checked < RELOAD_EVERY_S:
+                return
+            self._checked = now
+            signature = _signature(self.path)
+            if signature == self._signature:
+                return
+            if signature is None:
+                self.keys, self._signature = [], None
+                return
+            try:
+                self.keys = _parse(self.path.read_text(encoding="utf-8"))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                log.warning("the key file could not be read (%s); the keys loaded before stay in force",
+                            type(exc).__name__)
+                return
+            self._signature = signature
+
     def lookup(self, key: str | None) -> ApiKey | None:
+        self.refresh()
         if not key:
             return None
         digest = hash_key(key)
@@ -85,23 +185,46 @@ class KeyRing:
 
 
 class RateLimiter:
-    """A token bucket per key: `rate` requests per second with bursts of `burst` (per instance)."""
+    """A token bucket per key (or per client address): `rate` per second with bursts of `burst` (per
+    instance). Full buckets are forgotten once more than `max_tracked` are held."""
 
-    def __init__(self, rate: float, burst: int) -> None:
+    def __init__(self, rate: float, burst: int, *, max_tracked: int = 10_000) -> None:
         self.rate = rate
-        self.burst = burst
+        self.burst = max(1, burst)
+        self.max_tracked = max_tracked
         self._buckets: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
     def allow(self, who: str) -> bool:
+        return self.take(who) == 0.0
+
+    def take(self, who: str) -> float:
+        """Take a token: 0.0 when there was one, else the seconds until there will be (nothing is taken)."""
         if self.rate <= 0:
-            return True
+            return 0.0
         now = time.monotonic()
         with self._lock:
-            tokens, last = self._buckets.get(who, (float(self.burst), now))
-            tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+            tokens = self._level(who, now)
             if tokens < 1.0:
                 self._buckets[who] = (tokens, now)
-                return False
+                return (1.0 - tokens) / self.rate
             self._buckets[who] = (tokens - 1.0, now)
-            return True
+            if len(self._buckets) > self.max_tracked:
+                self._forget_full(now)
+            return 0.0
+
+    def wait(self, who: str) -> float:
+        """Seconds until `who` has a token again (0.0: has one now); takes nothing."""
+        if self.rate <= 0:
+            return 0.0
+        with self._lock:
+            tokens = self._level(who, time.monotonic())
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
+    def _level(self, who: str, now: float) -> float:
+        tokens, last = self._buckets.get(who, (float(self.burst), now))
+        return min(float(self.burst), tokens + (now - last) * self.rate)
+
+    def _forget_full(self, now: float) -> None:
+        for who in [w for w in self._buckets if self._level(w, now) >= self.burst]:
+            del self._buckets[who]

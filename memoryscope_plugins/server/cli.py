@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
     p.add_argument("--keys", type=Path, default=None, help="key file (default ~/.memoryscope/server-keys.json)")
     p.add_argument("--create-key", metavar="TENANT", help="create a key for TENANT, print it once, and exit")
+    p.add_argument("--revoke-key", metavar="KEY_OR_HASH",
+                   help="remove a key (the key itself, its hash, or 8+ leading characters of its hash, as "
+                        "--list-keys shows) and exit; running servers stop accepting it within ~1 s")
+    p.add_argument("--list-keys", action="store_true", help="list the keys (hash prefix, tenant, users, admin)")
     p.add_argument("--key-user", action="append", default=[], help="with --create-key: bind the key to this user")
     p.add_argument("--admin", action="store_true", help="with --create-key: an admin key")
     p.add_argument("--cors-origin", action="append", default=[], help="allow browser calls from this origin")
@@ -32,7 +39,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=20.0, help="requests per second per key (0: no limit)")
     p.add_argument("--burst", type=int, default=40, help="burst size of the rate limit")
     p.add_argument("--allowed-host", action="append", default=[],
-                   help="Host header MCP accepts when not on loopback (e.g. memory.example.com:443)")
+                   help="a Host header the server answers (every route); repeat for several. Default: localhost, "
+                        "127.0.0.1, [::1] and --host. 'name' allows any port, 'name:443' one port, '*' any host "
+                        "(only behind a proxy that checks Host itself)")
     p.add_argument("--stdio", action="store_true", help="serve MCP over stdio for one --tenant/--user instead")
     p.add_argument("--tenant", default="default", help="with --stdio: the tenant")
     p.add_argument("--user", help="with --stdio: the user the tools act on")
@@ -52,11 +61,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..cli.main import _engine
 
     keys_file = args.keys or default_keys_file()
-    if args.create_key:
+    if args.create_key is not None:  # "" is a (refused) tenant name, not "no --create-key"
         ring = KeyRing.load(keys_file)
         key = ring.create(args.create_key, users=tuple(args.key_user), admin=args.admin)
         ring.save(keys_file)
         print(key)
+        return 0
+    if args.revoke_key is not None:
+        ring = KeyRing.load(keys_file)
+        removed = ring.revoke(args.revoke_key)
+        if not removed:
+            print("error: no single key matches (give the key, its hash, or 8+ leading characters of the hash "
+                  "that match one key; see --list-keys)", file=sys.stderr)
+            return 1
+        ring.save(keys_file)
+        print(f"revoked {removed[0].key_hash[:12]} (tenant {removed[0].tenant})", file=sys.stderr)
+        return 0
+    if args.list_keys:
+        for item in KeyRing.load(keys_file).keys:
+            users = ",".join(item.users) or "*"
+            print(f"{item.key_hash[:12]}  tenant={item.tenant}  users={users}  admin={item.admin}  {item.name}")
         return 0
     if args.stdio:
         if not args.user:
@@ -67,6 +91,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
 
     import uvicorn
+
+    from .pipeline import scrub_log_records
     ring = KeyRing.load(keys_file)
     if not ring.keys:
         key = ring.create("default", admin=True, name="first start")
@@ -74,9 +100,44 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"created an admin key for tenant 'default' (stored hashed in {keys_file}); it is shown once:\n"
               f"  {key}", file=sys.stderr)
     config = ServerConfig(max_body_bytes=args.max_body, rate_per_second=args.rate, rate_burst=args.burst,
-                          cors_origins=args.cors_origin, allowed_hosts=args.allowed_host or None)
+                          cors_origins=args.cors_origin, allowed_hosts=args.allowed_host or None,
+                          bind_host=args.host)
+    scrub_log_records()  # no traceback, no raw control character in any log line of this process
     with _engine(args) as engine:
         app = create_app(engine, ring, config)
+        server = _Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
+                                        access_log=False))
         print(f"serving on http://{args.host}:{args.port}/ (browser), /v1 (API), /mcp (MCP)", file=sys.stderr)
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+        server.run()
+        # leaving the block stops the worker and closes the store (SQLite checkpoints and removes its WAL)
+    if not server.started:
+        return 1
+    print("stopped", file=sys.stderr)
     return 0
+
+
+def _server_class() -> type:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, except that SIGTERM/SIGINT only stop it: uvicorn re-raises the signal after
+        its shutdown, which would kill the process before the engine is closed (exit -15, WAL left)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            handled = (signal.SIGINT, signal.SIGTERM)
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
+
+    return Server
+
+
+def _Server(config):  # noqa: N802 (a class made on first use, so the CLI imports without uvicorn)
+    return _server_class()(config)

@@ -7,15 +7,19 @@ tenant and user the process was started for.
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import Any, Callable
 
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.transport_security import TransportSecuritySettings
 
 from ..engine import MemoryScope
-from ..errors import ValidationError
+from ..errors import MemoryScopeError, NotFoundError, StoreError, ValidationError
 from .auth import KeyRing
-from .guard import key_from_headers
+from .guard import AmbiguousCredentials, current_key, key_from_headers, request_id
+
+log = logging.getLogger(__name__)
 
 INSTRUCTIONS = ("Long-term memory of the user you are talking to. Call search_memories before answering "
                 "anything that may depend on the past; save_memory for facts worth keeping; "
@@ -27,7 +31,12 @@ def _http_user(keys: KeyRing) -> Callable[[Context], tuple[str, str]]:
         request = ctx.request_context.request
         if request is None:
             raise ValidationError("no HTTP request for this call")
-        key = keys.lookup(key_from_headers(request.headers))
+        key = current_key(request.scope)  # what the guard found, under the same one-credential rule
+        if key is None:
+            try:
+                key = keys.lookup(key_from_headers(request.headers))
+            except AmbiguousCredentials as exc:
+                raise ValidationError(str(exc)) from None
         if key is None:
             raise ValidationError("missing or unknown API key")
         user = request.headers.get("x-memory-user") or (key.users[0] if len(key.users) == 1 else None)
@@ -39,8 +48,47 @@ def _http_user(keys: KeyRing) -> Callable[[Context], tuple[str, str]]:
     return resolve
 
 
+def mcp_security(allowed_hosts: list[str]) -> TransportSecuritySettings:
+    """The SDK's DNS-rebinding protection with the service's Host allow-list (see guard.host_allowed);
+    browsers' Origin must name an allowed host too. ``*`` turns both checks off (a proxy does them)."""
+    if "*" in allowed_hosts:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    hosts: list[str] = []
+    origins: list[str] = []
+    for entry in allowed_hosts:
+        bare = entry.endswith("]") or ":" not in entry  # "name" or "[v6]": any port
+        name = entry if bare else entry.rsplit(":", 1)[0]
+        hosts += [entry, f"{entry}:*"] if bare else [entry]
+        for scheme in ("http", "https"):
+            origins += [f"{scheme}://{name}", f"{scheme}://{name}:*"]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=origins)
+
+
+def _tool_errors(tool: Callable[..., Any]) -> Callable[..., Any]:
+    """What a tool may tell its caller: the engine's validation message, "not found", or (for anything
+    else) that it failed, with the request id; the log gets the exception type and the request id."""
+    @functools.wraps(tool)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return tool(*args, **kwargs)
+        except ValidationError:
+            raise
+        except NotFoundError:
+            raise ValidationError("not found") from None
+        except Exception as exc:
+            ctx = kwargs.get("ctx")
+            request = getattr(getattr(ctx, "request_context", None), "request", None)
+            rid = request_id(request.scope) if request is not None else "-"
+            log.error("MCP tool %s failed in request %s (%s)", tool.__name__, rid, type(exc).__name__)
+            what = "the memory store is not available; retry later" if isinstance(exc, StoreError) else \
+                "internal error" if not isinstance(exc, MemoryScopeError) else "the request failed"
+            raise RuntimeError(f"{what} (request id {rid})") from None
+    return wrapper
+
+
 def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: tuple[str, str] | None = None,
-              allowed_hosts: list[str] | None = None) -> FastMCP:
+              security: TransportSecuritySettings | None = None) -> FastMCP:
     """An MCP server over `engine`. Give `keys` (HTTP) or `fixed_user` = (tenant, user) (stdio)."""
     if fixed_user is not None:
         tenant, user = fixed_user
@@ -49,10 +97,7 @@ def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: t
         resolve = _http_user(keys)
     else:
         raise ValueError("build_mcp needs keys or fixed_user")
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=allowed_hosts or ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*"])
+    security = security or mcp_security(["localhost", "127.0.0.1", "[::1]"])
     mcp = FastMCP("memoryscope", instructions=INSTRUCTIONS, stateless_http=True, json_response=True,
                   streamable_http_path="/mcp", transport_security=security, log_level="WARNING")
 
@@ -66,6 +111,7 @@ def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: t
         return out
 
     @mcp.tool()
+    @_tool_errors
     def search_memories(query: str, ctx: Context, top_k: int = 8) -> dict[str, Any]:
         """Search the user's memories the way retrieval before a turn does; returns the ranked memories
         with scores and a dated context block."""
@@ -74,18 +120,21 @@ def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: t
         return {"context": result.context, "memories": [brief(m.memory, m.score) for m in result.memories]}
 
     @mcp.tool()
+    @_tool_errors
     def save_memory(content: str, ctx: Context, event_start: str | None = None) -> dict[str, Any]:
         """Save a fact about the user (searchable at once). event_start: ISO 8601 date when it happened."""
         user, _ = resolve(ctx)
         return brief(engine.add(user, content, event_start=event_start))
 
     @mcp.tool()
+    @_tool_errors
     def update_memory(memory_id: str, content: str, ctx: Context) -> dict[str, Any]:
         """Correct the text of one of the user's memories."""
         user, _ = resolve(ctx)
         return brief(engine.update(user, memory_id, content=content))
 
     @mcp.tool()
+    @_tool_errors
     def forget_memory(memory_id: str, ctx: Context) -> dict[str, Any]:
         """Delete one of the user's memories for good."""
         user, _ = resolve(ctx)
@@ -93,6 +142,7 @@ def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: t
         return {"deleted": memory_id}
 
     @mcp.tool()
+    @_tool_errors
     def list_memories(ctx: Context, limit: int = 20) -> dict[str, Any]:
         """The user's most recent memories, newest first."""
         user, _ = resolve(ctx)

@@ -210,6 +210,7 @@ class SQLiteStore:
                 raise StoreError(f"cannot create the folder of the store {self.path}: "
                                  f"{getattr(exc, 'strerror', None) or type(exc).__name__}") from None
             self._check_file()
+            self._create_private()
         self._init_schema()
         if str(self.path) != ":memory:":
             self._check_pages()
@@ -218,6 +219,21 @@ class SQLiteStore:
     _SQLITE_HEADER = b"SQLite format 3\x00"
     _WHAT_TO_DO = ("Restore the file from a backup, or move it aside to start an empty store; "
                    "`sqlite3 <file> .recover` may save what is readable.")
+
+    def _create_private(self) -> None:
+        """Create a new store file with mode 0600 whatever the umask, before SQLite creates it with the
+        umask's mode; SQLite gives its -wal and -shm files the database file's mode. An existing file
+        keeps its mode."""
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return
+        except OSError as exc:
+            raise StoreError(f"cannot create the store {self.path}: {exc.strerror or type(exc).__name__}") from None
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
 
     def _check_file(self) -> None:
         """Refuse a file that exists but is not an SQLite database (empty, truncated header, other
