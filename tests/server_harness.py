@@ -27,7 +27,7 @@ class RunningServer:
                                                     port=self.port, log_level="warning", access_log=False))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def __enter__(self) -> "RunningServer":
+    def __enter__(self) -> RunningServer:
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:
@@ -75,3 +75,64 @@ def seed(engine, tenant: str = "acme", user: str = "anna") -> dict[str, str]:
     batch = [old, new, hobby, insight]
     engine.store.put(batch, engine.embedder.embed([m.content for m in batch], kind="document"))
     return {m.id: m.content for m in batch}
+
+
+class ServeProcess:
+    """A real `memoryscope-plugins serve` process (its own store, key file and home in `folder`), for the
+    tests that need the CLI's own startup, signals, logging and file creation. Its output goes to `log`."""
+
+    def __init__(self, folder, *extra: str, umask: int = 0o022) -> None:
+        import os
+        import sys
+        from pathlib import Path
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.env = {**os.environ, "MEMORYSCOPE_HOME": str(self.folder / "home")}
+        self.store = self.folder / "memory.db"
+        self.keys_file = self.folder / "keys.json"
+        self.cli = [sys.executable, "-m", "memoryscope_plugins", "--store", str(self.store), "serve",
+                    "--keys", str(self.keys_file)]
+        self.extra = list(extra)
+        self.umask = umask
+        self.log = self.folder / "serve.log"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = None
+
+    def run_cli(self, *args: str, timeout: float = 60):
+        import subprocess
+        return subprocess.run(self.cli + list(args), env=self.env, capture_output=True, text=True,
+                              timeout=timeout, umask=self.umask)
+
+    def create_key(self, tenant: str, *args: str) -> str:
+        done = self.run_cli("--create-key", tenant, *args)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def start(self, timeout: float = 120) -> ServeProcess:
+        import subprocess
+
+        import httpx
+        with open(self.log, "a") as log:
+            self.process = subprocess.Popen(self.cli + ["--port", str(self.port), *self.extra], env=self.env,
+                                            stdout=log, stderr=log, umask=self.umask)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                httpx.get(self.url + "/health", timeout=5)
+                return self
+            except httpx.HTTPError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"serve did not start (exit {self.process.poll()}): {self.log.read_text()}")
+            time.sleep(0.1)
+
+    def stop(self, sig=None, timeout: float = 120) -> int:
+        import signal
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(sig or signal.SIGTERM)
+        return self.process.wait(timeout=timeout)
+
+    def log_text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")

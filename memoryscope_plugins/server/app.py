@@ -11,10 +11,10 @@ import contextlib
 import io
 import json
 import logging
-from urllib.parse import quote
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool

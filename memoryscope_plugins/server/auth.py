@@ -106,7 +106,7 @@ class KeyRing:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "KeyRing":
+    def load(cls, path: str | os.PathLike[str]) -> KeyRing:
         file = Path(path)
         signature = _signature(file)
         if signature is None:

@@ -105,8 +105,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     scrub_log_records()  # no traceback, no raw control character in any log line of this process
     with _engine(args) as engine:
         app = create_app(engine, ring, config)
-        server = _Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
-                                        access_log=False))
+        server = _make_server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
+                                             access_log=False))
         print(f"serving on http://{args.host}:{args.port}/ (browser), /v1 (API), /mcp (MCP)", file=sys.stderr)
         server.run()
         # leaving the block stops the worker and closes the store (SQLite checkpoints and removes its WAL)
@@ -139,5 +139,6 @@ def _server_class() -> type:
     return Server
 
 
-def _Server(config):  # noqa: N802 (a class made on first use, so the CLI imports without uvicorn)
+def _make_server(config):
+    """uvicorn.Server with clean signal handling (the class is made on first use: the CLI imports without uvicorn)."""
     return _server_class()(config)

@@ -13,7 +13,7 @@ from itertools import accumulate
 from typing import Any
 
 MAX_DEPTH = 64  # arrays/objects inside each other, counting the outermost
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = bytes(c for c in range(256) if c not in b"[]{}")
 _STEP = [0] * 256
 for _c in b"[{":
