@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .auth import ApiKey, KeyRing, RateLimiter
@@ -55,11 +56,11 @@ def _credential_headers(headers: Any) -> list[tuple[bytes, str]]:
     return out
 
 
-def current_key(scope: dict) -> ApiKey | None:
+def current_key(scope: Mapping[str, Any]) -> ApiKey | None:
     return scope.get(SCOPE_KEY)
 
 
-def request_id(scope: dict) -> str:
+def request_id(scope: Mapping[str, Any]) -> str:
     return scope.get(REQUEST_ID, "-")
 
 
@@ -104,7 +105,8 @@ def host_allowed(host: str | None, allowed: list[str]) -> bool:
     return False
 
 
-async def reply(send, scope: dict, status: int, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
+async def reply(send, scope: Mapping[str, Any], status: int, message: str,
+                headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     """A JSON error response naming the request id."""
     body = json.dumps({"error": message, "request_id": request_id(scope)}).encode()
     await send({"type": "http.response.start", "status": status,
