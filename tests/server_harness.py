@@ -58,7 +58,7 @@ def make_keys() -> Keys:
 
 def seed(engine, tenant: str = "acme", user: str = "anna") -> dict[str, str]:
     """Turns, an observation, an expired observation replaced by a newer one, an insight with sources."""
-    store_user = f"{tenant}/{user}"
+    store_user = f"{tenant}:{user}"
     engine.record(store_user, [{"role": "user", "content": "I moved to Lisbon last May.",
                                 "timestamp": "2026-06-01T10:00:00+00:00"},
                                {"role": "assistant", "content": "How do you like Lisbon?",
@@ -75,3 +75,57 @@ def seed(engine, tenant: str = "acme", user: str = "anna") -> dict[str, str]:
     batch = [old, new, hobby, insight]
     engine.store.put(batch, engine.embedder.embed([m.content for m in batch], kind="document"))
     return {m.id: m.content for m in batch}
+
+
+class ServeProcess:
+    """A real ``memoryscope-plugins serve`` process on a free loopback port (its own Python, its
+    own engine over `store`), stopped with SIGINT at the end. Its stderr goes to `log_path`."""
+
+    def __init__(self, store, keys: KeyRing, workdir, *extra: str) -> None:
+        import os
+        import sys
+        from pathlib import Path
+        self.workdir = Path(workdir)
+        self.keys_file = self.workdir / "keys.json"
+        keys.save(self.keys_file)
+        self.log_path = self.workdir / "serve.log"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.argv = [sys.executable, "-m", "memoryscope_plugins", "--store", str(store), "serve",
+                     "--port", str(self.port), "--keys", str(self.keys_file), *extra]
+        self.env = dict(os.environ, MEMORYSCOPE_HOME=str(self.workdir / "home"))
+        self.process = None
+
+    def __enter__(self) -> "ServeProcess":
+        import subprocess
+        import httpx
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(self.argv, env=self.env, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120  # the process loads the local embedding model first
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"serve exited with {self.process.returncode}: {self.log()}")
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.__exit__()
+                raise RuntimeError("serve did not answer /health in time")
+            time.sleep(0.2)
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def __exit__(self, *exc) -> None:
+        import signal
+        import subprocess
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()

@@ -150,12 +150,38 @@ def test_import_is_all_or_nothing(engine):
     assert engine.count("anna") == 300
 
 
-def test_import_refuses_an_id_of_another_users_memory(engine):
+def test_an_id_of_another_users_memory_is_treated_like_a_fresh_one(engine):
+    """No id oracle: whether bob holds an id changes nothing anna's import sees or stores."""
+    from memoryscope_plugins.transfer import derived_id
     other = engine.add("bob", "bob's secret")
-    with pytest.raises(ValidationError, match="nothing stored"):
-        engine.import_("anna", io.StringIO(_line(id="new-one") + _line(id=other.id)))
+    result = engine.import_with_ids("anna", io.StringIO(_line(id="new-one") + _line(id=other.id, content="mine")))
+    assert result.imported == 2
+    assert result.ids == {"new-one": derived_id("anna", "new-one"), other.id: derived_id("anna", other.id)}
+    assert engine.get("anna", derived_id("anna", other.id)).content == "mine"
+    assert engine.count("anna") == 2 and engine.get("bob", other.id).content == "bob's secret"
+    # the user's own ids are kept (a re-import of the user's own export updates in place)
+    kept = engine.import_with_ids("anna", io.StringIO(_line(id=derived_id("anna", other.id), content="mine 2")))
+    assert kept.ids == {derived_id("anna", other.id): derived_id("anna", other.id)} and engine.count("anna") == 2
+
+
+def test_import_maps_references_with_the_ids_they_name(engine):
+    from memoryscope_plugins.transfer import derived_id
+    old = engine.add("anna", "Anna lived in Porto.")  # anna's own: kept
+    lines = (_line(id="obs-new", content="Anna lives in Lisbon.", type="observation", previous_id=old.id)
+             + _line(id="ins", content="Anna likes the coast.", type="insight", source_ids=["obs-new", old.id])
+             + _line(id="obs-old", content="Anna lived in Braga.", status="expired", superseded_by="obs-new"))
+    ids = engine.import_with_ids("anna", io.StringIO(lines)).ids
+    assert ids[old.id] == old.id and ids["obs-new"] == derived_id("anna", "obs-new")
+    assert engine.get("anna", ids["ins"]).source_ids == [ids["obs-new"], old.id]
+    assert engine.get("anna", ids["obs-old"]).superseded_by == ids["obs-new"]
+    assert engine.get("anna", ids["obs-new"]).previous_id == old.id
+
+
+@pytest.mark.parametrize("bad", ["../../bob", "a/b", "..", ".", "a\\b", "x\r\ny", "x\u2028y", "x\u202ey", " ", "\t"])
+def test_import_refuses_ids_that_break_the_identifier_rule(engine, bad):
+    with pytest.raises(ValidationError, match="line 2: id"):
+        engine.import_("anna", io.StringIO(_line(id="fine") + _line(id=bad)))
     assert engine.count("anna") == 0
-    assert engine.get("bob", other.id).content == "bob's secret"
 
 
 # -- size limits ------------------------------------------------------------------------------------

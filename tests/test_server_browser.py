@@ -79,19 +79,19 @@ def test_browse_search_edit_expire_delete(engine, browser, tmp_path):
         alert.send_keys("Anna surfs every Sunday.")
         alert.accept()
         wait.until(lambda d: "Anna surfs every Sunday." in d.find_element(By.ID, "timeline").text)
-        assert engine.get("acme/anna", "obs-surf").content == "Anna surfs every Sunday."
+        assert engine.get("acme:anna", "obs-surf").content == "Anna surfs every Sunday."
 
         # expire
         browser.find_element(By.CSS_SELECTOR, '#timeline .mem[data-id="obs-new"] button.expire').click()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#timeline .mem.expired[data-id="obs-new"]'))
-        assert engine.get("acme/anna", "obs-new").status.value == "expired"
+        assert engine.get("acme:anna", "obs-new").status.value == "expired"
 
         # delete (confirm())
         browser.find_element(By.CSS_SELECTOR, '#timeline .mem[data-id="obs-old"] button.delete').click()
         wait.until(EC.alert_is_present())
         browser.switch_to.alert.accept()
         wait.until(lambda d: not d.find_elements(By.CSS_SELECTOR, '#timeline .mem[data-id="obs-old"]'))
-        assert "obs-old" not in {m.id for m in engine.list("acme/anna")}
+        assert "obs-old" not in {m.id for m in engine.list("acme:anna")}
 
         # a wrong key is told so, and sees nothing
         browser.find_element(By.ID, "key").send_keys("msk_wrong")

@@ -16,6 +16,7 @@ from ..engine import MemoryScope
 from ..errors import ValidationError
 from .auth import KeyRing
 from .guard import key_from_headers
+from .tenancy import migrate_legacy_users, store_user_id
 
 INSTRUCTIONS = ("Long-term memory of the user you are talking to. Call search_memories before answering "
                 "anything that may depend on the past; save_memory for facts worth keeping; "
@@ -33,9 +34,10 @@ def _http_user(keys: KeyRing) -> Callable[[Context], tuple[str, str]]:
         user = request.headers.get("x-memory-user") or (key.users[0] if len(key.users) == 1 else None)
         if not user:
             raise ValidationError("say which user with the X-Memory-User header")
+        stored = store_user_id(key.tenant, user)  # the identifier rule, before the prefix
         if not key.may_reach(user):
             raise ValidationError("this key may not reach that user")
-        return f"{key.tenant}/{user}", key.tenant
+        return stored, key.tenant
     return resolve
 
 
@@ -44,7 +46,9 @@ def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: t
     """An MCP server over `engine`. Give `keys` (HTTP) or `fixed_user` = (tenant, user) (stdio)."""
     if fixed_user is not None:
         tenant, user = fixed_user
-        resolve: Callable[[Context], tuple[str, str]] = lambda ctx: (f"{tenant}/{user}", tenant)  # noqa: E731
+        stored = store_user_id(tenant, user)
+        migrate_legacy_users(engine)  # as `create_app` does: older versions stored "<tenant>/<user>"
+        resolve: Callable[[Context], tuple[str, str]] = lambda ctx: (stored, tenant)  # noqa: E731
     elif keys is not None:
         resolve = _http_user(keys)
     else:
