@@ -94,7 +94,9 @@ def test_a_store_in_the_old_layout_is_migrated_on_start_and_can_be_cleaned(tmp_p
              Memory(id="obs-2", user_id="globex/anna", agent_id="assistant", content="Globex Anna likes jazz.",
                     type=MemoryType.OBSERVATION),
              Memory(id="odd-1", user_id="acme/x/y", agent_id="assistant", content="cannot be renamed"),
-             Memory(id="blank-1", user_id="acme/ ", agent_id="assistant", content="blank user part")]
+             Memory(id="blank-1", user_id="acme/ ", agent_id="assistant", content="blank user part"),
+             Memory(id="../../bob", user_id="acme/anna", agent_id="assistant", content="imported by an old version"),
+             Memory(id="bob-1", user_id="acme/bob", agent_id="assistant", content="Bob has a cat.")]
     old.put(facts, np.stack(local_embedder.embed([m.content for m in facts], kind="document")))
     old.append_messages("acme/anna", "assistant", [Message(role="user", content="I started learning Greek.")])
     old.close()
@@ -103,17 +105,22 @@ def test_a_store_in_the_old_layout_is_migrated_on_start_and_can_be_cleaned(tmp_p
     with ServeProcess(store_path, keys.ring, tmp_path) as srv:
         acme = {"Authorization": f"Bearer {keys.admin}"}
         with httpx.Client(base_url=srv.url, headers=acme, timeout=60) as http:
-            assert http.get("/v1/users").json()["users"] == ["anna"]
+            assert http.get("/v1/users").json()["users"] == ["anna", "bob"]
             assert http.get("/v1/users/anna/memories/obs-1").json()["content"] == "Anna lives in Lisbon."
+            # a memory id of the old rules: readable and deletable by its encoded id, not editable
+            assert http.get("/v1/users/anna/memories/..%2F..%2Fbob").json()["content"] == "imported by an old version"
+            assert http.patch("/v1/users/anna/memories/..%2F..%2Fbob", json={"content": "x"}).status_code in (400, 404)
+            assert http.delete("/v1/users/anna/memories/..%2F..%2Fbob").json() == {"deleted": "../../bob"}
+            assert [m["id"] for m in http.get("/v1/users/bob/memories").json()["memories"]] == ["bob-1"]
             found = http.post("/v1/users/anna/retrieve", json={"query": "Where does Anna live?"}).json()
             assert found["memories"][0]["memory"]["id"] == "obs-1"  # the vector moved with it
         other = {"Authorization": f"Bearer {keys.other}"}
         with httpx.Client(base_url=srv.url, headers=other, timeout=60) as http:
             assert [m["id"] for m in http.get("/v1/users/anna/memories").json()["memories"]] == ["obs-2"]
-        assert "2 user(s) renamed" in srv.log() and "2 legacy user(s) left" in srv.log()
+        assert "3 user(s) renamed" in srv.log() and "2 legacy user(s) left" in srv.log()
         assert "acme/x/y" not in srv.log() and "Lisbon" not in srv.log()  # counts only, never ids or text
     with MemoryScope(path=store_path, embedder=local_embedder) as engine:
-        assert sorted(engine.users()) == ["acme/ ", "acme/x/y", "acme:anna", "globex:anna"]
+        assert sorted(engine.users()) == ["acme/ ", "acme/x/y", "acme:anna", "acme:bob", "globex:anna"]
         pending = engine.store.pending_messages("acme:anna")
         assert [p.message.content for p in pending] == ["I started learning Greek."]
         # what could not be renamed: listed, readable, and removable or renamable by an admin
@@ -126,7 +133,7 @@ def test_a_store_in_the_old_layout_is_migrated_on_start_and_can_be_cleaned(tmp_p
             engine.add("acme/anna", "nothing new is stored under an old-layout id")
     with ServeProcess(store_path, keys.ring, tmp_path / "again") as srv:  # a second start changes nothing
         with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {keys.admin}"}) as http:
-            assert sorted(http.get("/v1/users").json()["users"]) == ["anna", "x-y"]
+            assert sorted(http.get("/v1/users").json()["users"]) == ["anna", "bob", "x-y"]
         assert "legacy" not in srv.log()
 
 

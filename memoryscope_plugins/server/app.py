@@ -275,9 +275,11 @@ def build_routes(engine: MemoryScope) -> list[Route]:
         Route(base, users, methods=["GET"]),
         Route(base + "/{user}/memories", list_memories, methods=["GET"]),
         Route(base + "/{user}/memories", add_memory, methods=["POST"]),
-        Route(base + "/{user}/memories/{memory_id}", get_memory, methods=["GET"]),
+        # reading and deleting also reach a memory id stored before the identifier rule ("a/b",
+        # sent as a%2Fb): the user is always the one path segment before /memories/
+        Route(base + "/{user}/memories/{memory_id:path}", get_memory, methods=["GET"]),
         Route(base + "/{user}/memories/{memory_id}", update_memory, methods=["PATCH"]),
-        Route(base + "/{user}/memories/{memory_id}", delete_memory, methods=["DELETE"]),
+        Route(base + "/{user}/memories/{memory_id:path}", delete_memory, methods=["DELETE"]),
         Route(base + "/{user}", delete_user, methods=["DELETE"]),
         Route(base + "/{user}/record", record, methods=["POST"]),
         Route(base + "/{user}/retrieve", retrieve, methods=["POST"]),
