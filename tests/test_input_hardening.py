@@ -405,3 +405,42 @@ def test_every_public_error_is_a_memoryscope_error():
     for error in (ValidationError, ConfigError, StoreError, StoreCorruptError, ModelError, ModelAuthError):
         assert issubclass(error, MemoryScopeError)
     assert issubclass(ValidationError, ValueError)  # callers catching ValueError keep working
+
+
+# -- the identifier rule (issue 20) -----------------------------------------------------------------
+
+UNSAFE_IDS = ["a/b", "../../bob", "..", ".", "a\\b", " ", "\t", "x\ry", "x\ny", "x\x00y", "x\u2028y", "x\u2029y",
+              "x\u202ey", "x\u200by", "x\x7fy", "x\x85y", "", "x" * 257]
+SAFE_IDS = ["anna", "an na", "q?x=1", "h#frag", "%2e%2e", "semi;colon", "acme:anna", "ünï", "用户", "...", ".a",
+            "x" * 256]
+
+
+@pytest.mark.parametrize("bad", UNSAFE_IDS)
+def test_no_entry_point_stores_an_unsafe_id(engine, bad):
+    kept = engine.add("anna", "Anna keeps bees.")
+    calls = {
+        "user_id": [lambda: engine.add(bad, "x"), lambda: engine.record(bad, [("user", "hi")]),
+                    lambda: engine.import_(bad, io.StringIO(_line())),
+                    lambda: engine.update(bad, kept.id, content="x")],
+        "agent_id": [lambda: engine.add("anna", "x", agent_id=bad),
+                     lambda: engine.record("anna", [("user", "hi")], agent_id=bad)],
+        "session_id": [lambda: engine.record("anna", [("user", "hi")], session_id=bad)],
+        "memory_id": [lambda: engine.add("anna", "x", memory_id=bad)],
+        "line 1": [lambda: engine.import_("anna", io.StringIO(_line(id=bad))),
+                   lambda: engine.import_("anna", io.StringIO(_line(agent_id=bad))),
+                   lambda: engine.import_("anna", io.StringIO(_line(session_id=bad))),
+                   lambda: engine.import_("anna", io.StringIO(_line(source_ids=[bad]))),
+                   lambda: engine.import_("anna", io.StringIO(_line(superseded_by=bad)))],
+    }
+    for what, entry_points in calls.items():
+        for call in entry_points:
+            with pytest.raises(ValidationError, match=what):
+                call()
+    assert engine.users() == ["anna"] and [m.id for m in engine.list("anna")] == [kept.id]
+
+
+@pytest.mark.parametrize("good", SAFE_IDS)
+def test_ids_hostile_to_urls_but_safe_are_kept_as_given(engine, good):
+    memory = engine.add(good, "Anna keeps bees.", agent_id=good, memory_id=good)
+    assert engine.get(good, good).content == "Anna keeps bees." and memory.agent_id == good
+    assert engine.users() == [good]
