@@ -5,6 +5,7 @@ Set BROWSER_SCREENSHOT=path.png to keep the screenshot (docs/server-browser.png 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -112,7 +113,6 @@ BOB = {"bob-1": "Bob lives in Oslo.", "bob-2": "Bob plays chess.", "bob-3": "Bob
 
 def _request_paths(driver) -> list[tuple[str, str]]:
     """(method, path as sent) of every request the page made, from Chromium's network log."""
-    import json
     from urllib.parse import urlsplit
     out = []
     for entry in driver.get_log("performance"):
@@ -151,7 +151,7 @@ def test_hostile_ids_and_text_never_send_a_request_outside_the_viewed_user(tmp_p
     with ServeProcess(store, keys.ring, tmp_path) as srv:
         # the old attack ids are refused at import, over HTTP too
         for attack in ["../../bob", "../../bob/memories/bob-1", "a/b"]:
-            line = '{"id": "%s", "content": "attack"}\n' % attack
+            line = json.dumps({"id": attack, "content": "attack"}) + "\n"
             answer = httpx.post(srv.url + "/v1/users/anna/import", content=line,
                                 headers={"Authorization": f"Bearer {keys.admin}"})
             assert answer.status_code == 400
@@ -196,10 +196,10 @@ def test_hostile_ids_and_text_never_send_a_request_outside_the_viewed_user(tmp_p
                     wait.until(EC.alert_is_present())
                     driver.switch_to.alert.send_keys(f"edited {n}")
                     driver.switch_to.alert.accept()
-                    wait.until(lambda d: f"edited {n}" in d.find_element(By.ID, "timeline").text)
+                    wait.until(lambda d, n=n: f"edited {n}" in d.find_element(By.ID, "timeline").text)
                 elif n % 3 == 1:  # expire
                     box(memory_id).find_element(By.CSS_SELECTOR, "button.expire").click()
-                    wait.until(lambda d: expired(memory_id))
+                    wait.until(lambda d, memory_id=memory_id: expired(memory_id))
                 else:  # delete (confirm)
                     box(memory_id).find_element(By.CSS_SELECTOR, "button.delete").click()
                     wait.until(EC.alert_is_present())
@@ -216,7 +216,6 @@ def test_hostile_ids_and_text_never_send_a_request_outside_the_viewed_user(tmp_p
 
     api = [(method, path) for method, path in sent if path.startswith("/v1/")]
     assert any(method == "DELETE" for method, _ in api) and any(method == "PATCH" for method, _ in api)
-    user_prefix = "/v1/users/" + VIEWED.encode().decode()
     for method, path in api:
         if path == "/v1/users":
             continue
@@ -224,7 +223,6 @@ def test_hostile_ids_and_text_never_send_a_request_outside_the_viewed_user(tmp_p
         assert unquote(parts[3]) == VIEWED, (method, path)
         if len(parts) > 5:
             assert parts[4] == "memories" and unquote(parts[5]) in HOSTILE_IDS and len(parts) == 6, (method, path)
-    assert user_prefix  # (the viewed user's id is itself hostile: ? # % ; and a space)
     with MemoryScope(path=store, embedder=local_embedder) as engine:
         assert {m.id: m.content for m in engine.list(bob)} == BOB  # bob untouched
         assert all(m.status.value == "active" for m in engine.list(bob))
