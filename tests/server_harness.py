@@ -78,54 +78,61 @@ def seed(engine, tenant: str = "acme", user: str = "anna") -> dict[str, str]:
 
 
 class ServeProcess:
-    """A real ``memoryscope-plugins serve`` process on a free loopback port (its own Python, its
-    own engine over `store`), stopped with SIGINT at the end. Its stderr goes to `log_path`."""
+    """A real `memoryscope-plugins serve` process (its own store, key file and home in `folder`), for the
+    tests that need the CLI's own startup, signals, logging and file creation. Its output goes to `log`."""
 
-    def __init__(self, store, keys: KeyRing, workdir, *extra: str) -> None:
+    def __init__(self, folder, *extra: str, umask: int = 0o022) -> None:
         import os
         import sys
         from pathlib import Path
-        self.workdir = Path(workdir)
-        self.keys_file = self.workdir / "keys.json"
-        keys.save(self.keys_file)
-        self.log_path = self.workdir / "serve.log"
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.env = {**os.environ, "MEMORYSCOPE_HOME": str(self.folder / "home")}
+        self.store = self.folder / "memory.db"
+        self.keys_file = self.folder / "keys.json"
+        self.cli = [sys.executable, "-m", "memoryscope_plugins", "--store", str(self.store), "serve",
+                    "--keys", str(self.keys_file)]
+        self.extra = list(extra)
+        self.umask = umask
+        self.log = self.folder / "serve.log"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.argv = [sys.executable, "-m", "memoryscope_plugins", "--store", str(store), "serve",
-                     "--port", str(self.port), "--keys", str(self.keys_file), *extra]
-        self.env = dict(os.environ, MEMORYSCOPE_HOME=str(self.workdir / "home"))
         self.process = None
 
-    def __enter__(self) -> "ServeProcess":
+    def run_cli(self, *args: str, timeout: float = 60):
         import subprocess
+        return subprocess.run(self.cli + list(args), env=self.env, capture_output=True, text=True,
+                              timeout=timeout, umask=self.umask)
+
+    def create_key(self, tenant: str, *args: str) -> str:
+        done = self.run_cli("--create-key", tenant, *args)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def start(self, timeout: float = 120) -> ServeProcess:
+        import subprocess
+
         import httpx
-        self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(self.argv, env=self.env, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120  # the process loads the local embedding model first
+        with open(self.log, "a") as log:
+            self.process = subprocess.Popen(self.cli + ["--port", str(self.port), *self.extra], env=self.env,
+                                            stdout=log, stderr=log, umask=self.umask)
+        deadline = time.monotonic() + timeout
         while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"serve exited with {self.process.returncode}: {self.log()}")
             try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return self
+                httpx.get(self.url + "/health", timeout=5)
+                return self
             except httpx.HTTPError:
                 pass
-            if time.monotonic() > deadline:
-                self.__exit__()
-                raise RuntimeError("serve did not answer /health in time")
-            time.sleep(0.2)
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"serve did not start (exit {self.process.poll()}): {self.log.read_text()}")
+            time.sleep(0.1)
 
-    def log(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def __exit__(self, *exc) -> None:
+    def stop(self, sig=None, timeout: float = 120) -> int:
         import signal
-        import subprocess
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(sig or signal.SIGTERM)
+        return self.process.wait(timeout=timeout)
+
+    def log_text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")

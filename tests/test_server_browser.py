@@ -129,9 +129,9 @@ def test_hostile_ids_and_text_never_send_a_request_outside_the_viewed_user(tmp_p
 
     from memoryscope_plugins import MemoryScope
     from memoryscope_plugins.errors import ValidationError
-    from server_harness import ServeProcess
+    from serve_context import serving
 
-    store = tmp_path / "memory.db"
+    store = tmp_path / "memory.db"  # where serving(tmp_path, ...) keeps its store
     viewed, bob = f"acme:{VIEWED}", "acme:bob"
     with MemoryScope(path=store, embedder=local_embedder) as engine:
         for i, memory_id in enumerate(HOSTILE_IDS):
@@ -148,7 +148,7 @@ def test_hostile_ids_and_text_never_send_a_request_outside_the_viewed_user(tmp_p
     for flag in FLAGS:
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
-    with ServeProcess(store, keys.ring, tmp_path) as srv:
+    with serving(tmp_path, keys.ring) as srv:
         # the old attack ids are refused at import, over HTTP too
         for attack in ["../../bob", "../../bob/memories/bob-1", "a/b"]:
             line = json.dumps({"id": attack, "content": "attack"}) + "\n"

@@ -20,7 +20,8 @@ httpx = pytest.importorskip("httpx")
 
 from mcp import ClientSession  # noqa: E402
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client  # noqa: E402
-from server_harness import ServeProcess, make_keys  # noqa: E402
+from serve_context import serving  # noqa: E402
+from server_harness import make_keys  # noqa: E402
 
 from memoryscope_plugins import MemoryScope  # noqa: E402
 from memoryscope_plugins.storage.sqlite_store import SQLiteStore  # noqa: E402
@@ -42,8 +43,8 @@ def _stored_users(store_path, embedder) -> list[str]:
 
 def test_unsafe_ids_are_refused_at_every_http_and_mcp_entry_point(tmp_path, local_embedder):
     keys = make_keys()
-    store = tmp_path / "memory.db"
-    with ServeProcess(store, keys.ring, tmp_path) as srv:
+    with serving(tmp_path, keys.ring) as srv:
+        store = srv.store
         h = {"Authorization": f"Bearer {keys.admin}"}
         with httpx.Client(base_url=srv.url, headers=h, timeout=60) as http:
             # user ids in the path: blank (the tenant prefix no longer hides it), dot segments, controls,
@@ -87,7 +88,7 @@ def test_unsafe_ids_are_refused_at_every_http_and_mcp_entry_point(tmp_path, loca
 
 def test_a_store_in_the_old_layout_is_migrated_on_start_and_can_be_cleaned(tmp_path, local_embedder):
     """The store as the server wrote it before the identifier rule: users "<tenant>/<user>"."""
-    store_path = tmp_path / "memory.db"
+    store_path = tmp_path / "memory.db"  # where serving(tmp_path, ...) keeps its store
     old = SQLiteStore(store_path, embedding_model=local_embedder.name)
     facts = [Memory(id="obs-1", user_id="acme/anna", agent_id="assistant", content="Anna lives in Lisbon.",
                     type=MemoryType.OBSERVATION),
@@ -102,7 +103,7 @@ def test_a_store_in_the_old_layout_is_migrated_on_start_and_can_be_cleaned(tmp_p
     old.close()
 
     keys = make_keys()
-    with ServeProcess(store_path, keys.ring, tmp_path) as srv:
+    with serving(tmp_path, keys.ring) as srv:
         acme = {"Authorization": f"Bearer {keys.admin}"}
         with httpx.Client(base_url=srv.url, headers=acme, timeout=60) as http:
             assert http.get("/v1/users").json()["users"] == ["anna", "bob"]
@@ -117,8 +118,9 @@ def test_a_store_in_the_old_layout_is_migrated_on_start_and_can_be_cleaned(tmp_p
         other = {"Authorization": f"Bearer {keys.other}"}
         with httpx.Client(base_url=srv.url, headers=other, timeout=60) as http:
             assert [m["id"] for m in http.get("/v1/users/anna/memories").json()["memories"]] == ["obs-2"]
-        assert "3 user(s) renamed" in srv.log() and "2 legacy user(s) left" in srv.log()
-        assert "acme/x/y" not in srv.log() and "Lisbon" not in srv.log()  # counts only, never ids or text
+        assert "3 user(s) renamed" in srv.log_text() and "2 legacy user(s) left" in srv.log_text()
+        assert "acme/x/y" not in srv.log_text() and "Lisbon" not in srv.log_text()  # counts only, never ids or text
+        first_log = len(srv.log_text())
     with MemoryScope(path=store_path, embedder=local_embedder) as engine:
         assert sorted(engine.users()) == ["acme/ ", "acme/x/y", "acme:anna", "acme:bob", "globex:anna"]
         pending = engine.store.pending_messages("acme:anna")
@@ -131,16 +133,15 @@ def test_a_store_in_the_old_layout_is_migrated_on_start_and_can_be_cleaned(tmp_p
         assert engine.legacy_users() == []
         with pytest.raises(Exception, match="identifier|id"):
             engine.add("acme/anna", "nothing new is stored under an old-layout id")
-    with ServeProcess(store_path, keys.ring, tmp_path / "again") as srv:  # a second start changes nothing
+    with serving(tmp_path, keys.ring) as srv:  # a second start changes nothing
         with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {keys.admin}"}) as http:
             assert sorted(http.get("/v1/users").json()["users"]) == ["anna", "bob", "x-y"]
-        assert "legacy" not in srv.log()
+        assert "legacy" not in srv.log_text()[first_log:]
 
 
 def test_no_id_oracle_across_tenants_on_import(tmp_path):
     keys = make_keys()
-    (tmp_path / "again").mkdir()
-    with ServeProcess(tmp_path / "memory.db", keys.ring, tmp_path) as srv:
+    with serving(tmp_path, keys.ring) as srv:
         globex = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {keys.other}"}, timeout=60)
         acme = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {keys.admin}"}, timeout=60)
         with globex, acme:
