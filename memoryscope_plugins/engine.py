@@ -537,7 +537,7 @@ class MemoryScope:
         """Every user with memories or messages in the store."""
         return self.store.users()
 
-    def legacy_users(self) -> list[str]:
+    def legacy_users(self) -> builtins.list[str]:
         """Users whose id breaks the identifier rule (`validation.ID_RULE`): written before the rule
         existed. They can be read (list, get, export) and removed (delete, delete_all), or given a
         safe id with `rename_user`; nothing new is ever stored under them."""

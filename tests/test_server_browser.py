@@ -24,7 +24,6 @@ from selenium.common.exceptions import StaleElementReferenceException  # noqa: E
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
-
 from server_harness import RunningServer, make_keys, seed  # noqa: E402
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -124,12 +123,13 @@ def _request_paths(driver) -> list[tuple[str, str]]:
 
 
 def test_hostile_ids_and_text_never_send_a_request_outside_the_viewed_user(tmp_path, local_embedder):
-    import httpx
     from urllib.parse import unquote
+
+    import httpx
+    from serve_context import serving
 
     from memoryscope_plugins import MemoryScope
     from memoryscope_plugins.errors import ValidationError
-    from serve_context import serving
 
     store = tmp_path / "memory.db"  # where serving(tmp_path, ...) keeps its store
     viewed, bob = f"acme:{VIEWED}", "acme:bob"

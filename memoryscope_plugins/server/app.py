@@ -47,9 +47,9 @@ class ServerConfig:
 
 # The page runs only its own script file (no inline script), sends forms nowhere else, cannot be
 # framed, and a <base> tag cannot move its relative URLs. Inline styles stay (style attributes).
-BROWSER_HEADERS = {"Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-                                              "base-uri 'none'; form-action 'self'; "
-                                              "frame-ancestors 'none'; object-src 'none'",
+BROWSER_HEADERS = {"Content-Security-Policy": "default-src 'self'; script-src 'self'; "
+                                              "style-src 'self' 'unsafe-inline'; base-uri 'none'; "
+                                              "form-action 'self'; frame-ancestors 'none'; object-src 'none'",
                    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
 
 
