@@ -79,6 +79,11 @@ def _check_id(value: Any, what: str) -> str:
     return validation.check_id(value, what)
 
 
+def _stored_id(value: Any, what: str) -> str:
+    """An id to read or remove by: also one stored before the identifier rule (see `check_stored_id`)."""
+    return validation.check_stored_id(value, what)
+
+
 class MemoryScope:
     """A long-term memory for LLM agents.
 
@@ -351,7 +356,7 @@ class MemoryScope:
         cfg = self.settings.retrieval
         timings: dict[str, float] = {}
         start = time.perf_counter()
-        user_id = _check_id(user_id, "user_id")
+        user_id = _stored_id(user_id, "user_id")
         query = self._check_text(query, "query")
         if agent_id is not None:
             agent_id = _check_id(agent_id, "agent_id")
@@ -465,7 +470,7 @@ class MemoryScope:
              include_expired: bool = True, limit: int = 100, offset: int = 0,
              newest_first: bool = True) -> builtins.list[Memory]:
         """A page of a user's memories, newest first by default (expired ones included)."""
-        user_id = _check_id(user_id, "user_id")
+        user_id = _stored_id(user_id, "user_id")
         limit = validation.check_int(limit, "limit", 1, validation.MAX_LIMIT)
         offset = validation.check_int(offset, "offset", 0, validation.MAX_OFFSET)
         agent_id = validation.check_optional_id(agent_id, "agent_id")
@@ -477,14 +482,14 @@ class MemoryScope:
 
     def count(self, user_id: str, *, include_expired: bool = True) -> int:
         """How many memories a user has."""
-        user_id = _check_id(user_id, "user_id")
+        user_id = _stored_id(user_id, "user_id")
         validation.check_bool(include_expired, "include_expired")
         return self.store.count(user_id, MemoryFilter(statuses=None if include_expired else (MemoryStatus.ACTIVE,)))
 
     def get(self, user_id: str, memory_id: str) -> Memory:
         """One memory of a user; `NotFoundError` if the user has no memory with that id."""
-        user_id = _check_id(user_id, "user_id")
-        memory_id = _check_id(memory_id, "memory_id")
+        user_id = _stored_id(user_id, "user_id")
+        memory_id = _stored_id(memory_id, "memory_id")
         found = self.store.get(user_id, [memory_id])
         if not found:
             raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
@@ -494,7 +499,7 @@ class MemoryScope:
                status: MemoryStatus | str | None = None, metadata: Mapping[str, Any] | None = None,
                event_start: datetime | str | None = None, event_end: datetime | str | None = None) -> Memory:
         """Change a memory; new content is re-embedded and re-indexed in the same transaction."""
-        memory = self.get(user_id, memory_id)
+        memory = self.get(_check_id(user_id, "user_id"), _check_id(memory_id, "memory_id"))
         if content is not None:
             memory.content = self._check_text(content, "content")
         if status is not None:
@@ -516,19 +521,54 @@ class MemoryScope:
         return memory
 
     def delete(self, user_id: str, memory_id: str) -> None:
-        """Delete one memory of a user; `NotFoundError` if there is none with that id."""
-        user_id = _check_id(user_id, "user_id")
-        memory_id = _check_id(memory_id, "memory_id")
+        """Delete one memory of a user; `NotFoundError` if there is none with that id (a memory id
+        stored before the identifier rule can still be deleted)."""
+        user_id = _stored_id(user_id, "user_id")
+        memory_id = _stored_id(memory_id, "memory_id")
         if self.store.delete(user_id, [memory_id]) == 0:
             raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
 
     def delete_all(self, user_id: str) -> int:
-        """Delete every memory and logged message of one user (and nobody else's); returns the count."""
-        return self.store.delete_user(_check_id(user_id, "user_id"))
+        """Delete every memory and logged message of one user (and nobody else's); returns the count.
+        A user id stored before the identifier rule is accepted, so such a user can be removed."""
+        return self.store.delete_user(_stored_id(user_id, "user_id"))
 
     def users(self) -> builtins.list[str]:
         """Every user with memories or messages in the store."""
         return self.store.users()
+
+    def legacy_users(self) -> builtins.list[str]:
+        """Users whose id breaks the identifier rule (`validation.ID_RULE`): written before the rule
+        existed. They can be read (list, get, export) and removed (delete, delete_all), or given a
+        safe id with `rename_user`; nothing new is ever stored under them."""
+        return [user for user in self.store.users() if not validation.is_safe_id(user)]
+
+    def rename_user(self, old_user_id: str, new_user_id: str) -> int:
+        """Move every memory and logged message of `old_user_id` to `new_user_id` in one transaction
+        (memory ids, vectors and pending consolidation are kept); returns how many memories moved.
+
+        The admin path for ids stored before the identifier rule: `old_user_id` may be such an id,
+        `new_user_id` must follow the rule and must have nothing stored yet. Holds the old user's
+        consolidation lease meanwhile; `ValidationError` when the user is being consolidated now.
+        """
+        old_user_id = _stored_id(old_user_id, "old_user_id")
+        new_user_id = _check_id(new_user_id, "new_user_id")
+        if old_user_id == new_user_id:
+            raise ValidationError("old_user_id and new_user_id are the same")
+        owner = f"rename-{uuid.uuid4().hex}"
+        if not self.store.acquire_lease(old_user_id, owner, 600.0):
+            raise ValidationError("the user is being consolidated now; try again when that is done")
+        try:
+            if not self.store.acquire_lease(new_user_id, owner, 600.0):
+                raise ValidationError("new_user_id is being consolidated now, so it is in use")
+            try:
+                return self.store.rename_user(old_user_id, new_user_id)
+            except ValueError as exc:
+                raise ValidationError(str(exc)) from None
+            finally:
+                self.store.release_lease(new_user_id, owner)
+        finally:
+            self.store.release_lease(old_user_id, owner)
 
     def export(self, user_id: str, destination: str | os.PathLike[str] | IO[str] | IO[bytes]) -> int:
         """Write a user's memories as JSON Lines (one memory per line); returns how many.
@@ -537,25 +577,41 @@ class MemoryScope:
         so a failed export never leaves a truncated file (nor replaces an earlier one). A text or
         binary stream is written as it goes (UTF-8).
         """
-        user_id = _check_id(user_id, "user_id")
+        user_id = _stored_id(user_id, "user_id")
         if isinstance(destination, (str, os.PathLike)):
             return transfer.export_to_path(self.store, user_id, destination)
         return transfer.export_to_stream(self.store, user_id, destination)
 
     def import_(self, user_id: str, source: str | os.PathLike[str] | IO[str] | IO[bytes], *,
                 progress: bool | None = None, batch_size: int = 256) -> int:
-        """Read memories from JSON Lines into a user (ids kept, so importing twice does not duplicate).
+        """Read memories from JSON Lines into a user; returns how many lines were stored.
 
         All or nothing: every line is checked as the engine checks its arguments before anything
         is written, and the memories are stored in one transaction. A bad line raises
         `ValidationError` naming the line, and nothing of the file is stored. `batch_size` is how
         many memories are embedded per embedder call.
+
+        Ids: an id is kept when it already names one of this user's memories (re-importing the
+        user's own export updates in place); any other id is stored as a stable id derived from
+        the user and the id, the same whether or not another user holds that id, so importing
+        twice never duplicates and nothing reveals other users' ids. `import_with_ids` also
+        returns the mapping.
         """
+        return self.import_with_ids(user_id, source, progress=progress, batch_size=batch_size).imported
+
+    def import_with_ids(self, user_id: str, source: str | os.PathLike[str] | IO[str] | IO[bytes], *,
+                        progress: bool | None = None, batch_size: int = 256) -> transfer.ImportResult:
+        """`import_`, also returning for every id the file names (memory ids and the ids they refer
+        to) the id it is stored under."""
         user_id = _check_id(user_id, "user_id")
         batch_size = validation.check_int(batch_size, "batch_size", 1, 100_000)
         progress = validation.check_optional_bool(progress, "progress")
         memories = transfer.read_memories(source, user_id, max_content_chars=self.settings.max_content_chars,
                                           max_metadata_chars=self.settings.max_metadata_chars)
+        named = transfer.named_ids(memories)
+        own = {m.id for start in range(0, len(named), 500)
+               for m in self.store.get(user_id, named[start:start + 500])}
+        mapping = transfer.import_ids(memories, user_id, own)
         bar = _progress(len(memories), "importing", progress if progress is not None else len(memories) > 1000)
         rows: list[Any] = []
         try:
@@ -566,13 +622,12 @@ class MemoryScope:
                 bar.update(len(batch))
         finally:
             bar.close()
-        if not memories:
-            return 0
-        try:
-            self.store.put(memories, rows)
-        except ValueError as exc:  # an id of another user's memory
-            raise ValidationError(f"import refused, nothing stored: {exc}") from None
-        return len(memories)
+        if memories:
+            try:
+                self.store.put(memories, rows)
+            except ValueError:  # only a derived id someone stored verbatim through the library can clash
+                raise ValidationError("import refused, nothing stored: an id clashes with a stored memory") from None
+        return transfer.ImportResult(len(memories), mapping)
 
     # -- consolidation ----------------------------------------------------------------------------
     def consolidate(self, user_id: str | None = None):
@@ -716,6 +771,7 @@ class MemoryScope:
     adelete_all = _async_twin(delete_all)
     aexport = _async_twin(export)
     aimport_ = _async_twin(import_)
+    aimport_with_ids = _async_twin(import_with_ids)
     aconsolidate = _async_twin(consolidate)
     areflect = _async_twin(reflect)
     aflush = _async_twin(flush)

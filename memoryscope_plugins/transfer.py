@@ -5,6 +5,13 @@ line is written, so a failure never leaves a truncated file. Lines are UTF-8 JSO
 store holds that is not valid Unicode (a lone surrogate written by an older version) is escaped
 (``\\udc80``) instead of failing the export. Import decodes and checks every line before the caller
 writes anything.
+
+Ids on import (`import_ids`): an id a line gives (its own, and those it refers to: previous_id,
+superseded_by, source_ids) is kept only when it already names one of the importing user's memories
+(a re-import of the user's own export). Every other id becomes ``derived_id(user, id)``, a stable
+UUID of the user and the id, whether or not another user or tenant holds a memory with that id: the
+caller cannot tell the two apart (no id oracle), a re-import of the same file is idempotent, and
+references inside the file stay consistent.
 """
 
 from __future__ import annotations
@@ -15,12 +22,12 @@ import os
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple
 
 from .errors import ValidationError
 from .storage.base import MemoryStore
 from .types import Memory
-from .validation import check_id, memory_from_record
+from .validation import memory_from_record
 
 MAX_LINE_CHARS = 16 * 1024 * 1024  # one memory: content + metadata + context stay far below this
 _LINE_BREAKS = {code: f"\\u{code:04x}" for code in (0x0B, 0x0C, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029)}
@@ -146,12 +153,7 @@ def read_memories(source: Any, user_id: str, *, max_content_chars: int, max_meta
         try:
             if isinstance(data, dict):
                 data = {k: v for k, v in data.items() if k != "embedding_model"}
-                if isinstance(data.get("id"), str):
-                    check_id(data["id"], "id")
-                if data.get("user_id") != user_id and isinstance(data.get("id"), str):
-                    # another user's export: derive new ids (stable, so a re-import is idempotent)
-                    data["id"] = uuid.uuid5(uuid.NAMESPACE_URL, f"{user_id}/{data['id']}").hex
-                data.pop("user_id", None)
+                data.pop("user_id", None)  # the importing user's; which ids are kept: see import_ids
             memories.append(memory_from_record(data, user_id=user_id, max_content_chars=max_content_chars,
                                                max_metadata_chars=max_metadata_chars))
         except ValidationError as exc:
@@ -159,4 +161,43 @@ def read_memories(source: Any, user_id: str, *, max_content_chars: int, max_meta
     return memories
 
 
-__all__ = ["export_to_path", "export_to_stream", "memory_line", "read_memories"]
+class ImportResult(NamedTuple):
+    """What an import stored: how many lines, and the stored id of every id the lines named."""
+
+    imported: int
+    ids: dict[str, str]
+
+
+def derived_id(user_id: str, memory_id: str) -> str:
+    """The id an imported memory id becomes for `user_id` when it is not already that user's."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"{user_id}/{memory_id}").hex
+
+
+def named_ids(memories: Iterable[Memory]) -> list[str]:
+    """Every id the imported memories name (their own and their references), each once, in order."""
+    seen: dict[str, None] = {}
+    for memory in memories:
+        for name in (memory.id, memory.previous_id, memory.superseded_by, *memory.source_ids):
+            if name is not None:
+                seen.setdefault(name)
+    return list(seen)
+
+
+def import_ids(memories: list[Memory], user_id: str, own: set[str]) -> dict[str, str]:
+    """Give `memories` their stored ids in place and return the mapping for every id they named.
+
+    `own`: which of those ids are already memories of `user_id` (found by a lookup scoped to that
+    user, so nothing about other users' ids can change the outcome)."""
+    mapping = {name: name if name in own else derived_id(user_id, name) for name in named_ids(memories)}
+    for memory in memories:
+        memory.id = mapping[memory.id]
+        if memory.previous_id is not None:
+            memory.previous_id = mapping[memory.previous_id]
+        if memory.superseded_by is not None:
+            memory.superseded_by = mapping[memory.superseded_by]
+        memory.source_ids = [mapping[name] for name in memory.source_ids]
+    return mapping
+
+
+__all__ = ["ImportResult", "derived_id", "export_to_path", "export_to_stream", "import_ids", "memory_line", "named_ids",
+           "read_memories"]

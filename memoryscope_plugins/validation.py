@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import unicodedata
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping
 
@@ -57,9 +59,64 @@ def _non_blank(value: Any, what: str, max_chars: int, too_long: str) -> str:
     return value
 
 
+# -- identifiers ----------------------------------------------------------------------------------
+# One rule for every id the engine stores (user, agent, session and memory ids, and what the server
+# builds from tenant names): it must be safe as one URL path segment once percent-encoded, as a file
+# name part, in a log line and in an HTTP header.
+ID_RULE = (f"1 to {MAX_ID_CHARS} characters, not blank, without '/' or '\\', not '.' or '..', and without "
+           "control, format or line/paragraph separator characters")
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})  # controls (CR, LF, NUL, ...), format (bidi,
+# zero-width), surrogates, U+2028/U+2029
+TENANT_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+TENANT_RULE = "1-64 characters of letters, digits, '_', '-' or '.', and not '.' or '..'"
+
+
+def id_problem(value: Any) -> str | None:
+    """Why `value` breaks the identifier rule (a phrase), or None when it is a safe id."""
+    if not isinstance(value, str):
+        return f"must be a string, not {_type_name(value)}"
+    if not value.strip():
+        return "must not be empty or blank"
+    if len(value) > MAX_ID_CHARS:
+        return f"is longer than {MAX_ID_CHARS} characters"
+    if "/" in value or "\\" in value:
+        return "must not contain '/' or '\\'"
+    if value in (".", ".."):
+        return "must not be '.' or '..'"
+    if any("\ud800" <= char <= "\udfff" for char in value):
+        return "contains a lone surrogate (not valid Unicode text)"
+    if any(unicodedata.category(char) in _UNSAFE_CATEGORIES for char in value):
+        return "must not contain control, format or line separator characters"
+    return None
+
+
+def is_safe_id(value: Any) -> bool:
+    return id_problem(value) is None
+
+
 def check_id(value: Any, what: str) -> str:
-    """A user, agent, session or memory id: a non-blank string of at most 256 characters."""
+    """A user, agent, session or memory id that follows the identifier rule (`ID_RULE`).
+
+    Every call that stores an id checks it here, so no entry point (engine, import, HTTP, MCP, CLI)
+    can store an id that is unsafe in a URL path, a file name, a header or a log line."""
+    problem = id_problem(value)
+    if problem is not None:
+        raise ValidationError(f"{what} {problem} (an id is {ID_RULE})")
+    return value
+
+
+def check_stored_id(value: Any, what: str) -> str:
+    """An id to look up, export or delete: any id a store may hold, including one written before
+    the identifier rule (a non-blank string of at most 256 characters without NUL). Nothing is
+    ever stored under an id that passes only this check."""
     return _non_blank(value, what, MAX_ID_CHARS, f"{what} is longer than {MAX_ID_CHARS} characters")
+
+
+def check_tenant(value: Any, what: str = "tenant") -> str:
+    """A tenant name (`TENANT_RULE`): a strict slug, so it never contains the server's separator."""
+    if not isinstance(value, str) or not TENANT_PATTERN.fullmatch(value) or value in (".", ".."):
+        raise ValidationError(f"{what} must be {TENANT_RULE}")
+    return value
 
 
 def check_optional_id(value: Any, what: str) -> str | None:

@@ -58,7 +58,7 @@ def make_keys() -> Keys:
 
 def seed(engine, tenant: str = "acme", user: str = "anna") -> dict[str, str]:
     """Turns, an observation, an expired observation replaced by a newer one, an insight with sources."""
-    store_user = f"{tenant}/{user}"
+    store_user = f"{tenant}:{user}"
     engine.record(store_user, [{"role": "user", "content": "I moved to Lisbon last May.",
                                 "timestamp": "2026-06-01T10:00:00+00:00"},
                                {"role": "assistant", "content": "How do you like Lisbon?",

@@ -185,6 +185,25 @@ def test_delete_user_removes_memories_messages_and_leases_of_that_user_only(stor
     assert len(store.pending_messages("bob")) == 1
 
 
+def test_rename_user_moves_memories_vectors_and_messages_of_that_user_only(store):
+    legacy = "acme/alice"  # the server's user layout before the identifier rule
+    store.put([mem("a1", user=legacy, content="alice likes tea"), mem("a2", user=legacy),
+               mem("b1", user="bob", content="bob likes tea")], np.stack([unit(1), unit(2), unit(1)]))
+    pending = store.append_messages(legacy, "agent", [Message(role="user", content="hi")])
+    text_search(store, legacy, "tea")  # warm any per-user cache
+    assert store.rename_user(legacy, "acme:alice") == 2
+    assert legacy not in store.users() and "acme:alice" in store.users()
+    assert store.count(legacy, MemoryFilter(statuses=None)) == 0 and store.pending_messages(legacy) == []
+    assert ids(store.get("acme:alice", ["a1", "a2"])) == ["a1", "a2"]
+    assert ids(text_search(store, "acme:alice", "tea")) == ["a1"]
+    assert ids(vector_search(store, "acme:alice", unit(2)))[0] == "a2"  # the vectors moved with them
+    assert [p.id for p in store.pending_messages("acme:alice")] == pending
+    assert ids(text_search(store, "bob", "tea")) == ["b1"] and text_search(store, legacy, "tea") == []
+    with pytest.raises(ValueError):  # never merges into a user that has data
+        store.rename_user("bob", "acme:alice")
+    assert ids(store.get("bob", ["b1"])) == ["b1"] and store.count("acme:alice", MemoryFilter(statuses=None)) == 2
+
+
 # -- list / count --------------------------------------------------------------------------------
 def test_list_orders_by_time_then_insertion_and_pages(store):
     batch = [mem(f"l{i:02d}", created_at=T0 + timedelta(hours=i // 2)) for i in range(20)]  # pairs share a time

@@ -52,6 +52,28 @@ def test_admin_commands(tmp_path, capsys):
     assert main(["--store", store, "delete-all", "bob", "--yes"]) == 0
 
 
+def test_the_identifier_rule_and_legacy_users_on_the_command_line(tmp_path, capsys):
+    from memoryscope_plugins.storage.sqlite_store import SQLiteStore
+    from memoryscope_plugins.types import Memory
+    store = str(tmp_path / "cli.db")
+    for bad in ["a/b", "..", " ", "x\ny"]:
+        assert main(["--store", store, "add", bad, "refused"]) == 1
+        assert "user_id" in capsys.readouterr().err
+    old = SQLiteStore(store)  # users written before the rule, as an older version could
+    old.put([Memory(id="m1", user_id="acme/anna", agent_id="a", content="Anna keeps bees."),
+             Memory(id="m2", user_id="x\ry", agent_id="a", content="odd")])
+    old.close()
+    assert main(["--store", store, "users", "--legacy"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["'acme/anna'", "'x\\ry'"]  # printed escaped
+    assert main(["--store", store, "rename-user", "acme/anna", "anna"]) == 0
+    assert "moved 1 memories" in capsys.readouterr().out
+    assert main(["--store", store, "rename-user", "x\ry", "anna"]) == 1  # never merges into a user with data
+    assert main(["--store", store, "delete-all", "x\ry", "--yes"]) == 0
+    capsys.readouterr()
+    assert main(["--store", store, "users"]) == 0
+    assert capsys.readouterr().out.split() == ["anna"]
+
+
 def _tiny_locomo(path):
     conversation = {
         "speaker_a": "Caroline", "speaker_b": "Melanie",

@@ -150,12 +150,38 @@ def test_import_is_all_or_nothing(engine):
     assert engine.count("anna") == 300
 
 
-def test_import_refuses_an_id_of_another_users_memory(engine):
+def test_an_id_of_another_users_memory_is_treated_like_a_fresh_one(engine):
+    """No id oracle: whether bob holds an id changes nothing anna's import sees or stores."""
+    from memoryscope_plugins.transfer import derived_id
     other = engine.add("bob", "bob's secret")
-    with pytest.raises(ValidationError, match="nothing stored"):
-        engine.import_("anna", io.StringIO(_line(id="new-one") + _line(id=other.id)))
+    result = engine.import_with_ids("anna", io.StringIO(_line(id="new-one") + _line(id=other.id, content="mine")))
+    assert result.imported == 2
+    assert result.ids == {"new-one": derived_id("anna", "new-one"), other.id: derived_id("anna", other.id)}
+    assert engine.get("anna", derived_id("anna", other.id)).content == "mine"
+    assert engine.count("anna") == 2 and engine.get("bob", other.id).content == "bob's secret"
+    # the user's own ids are kept (a re-import of the user's own export updates in place)
+    kept = engine.import_with_ids("anna", io.StringIO(_line(id=derived_id("anna", other.id), content="mine 2")))
+    assert kept.ids == {derived_id("anna", other.id): derived_id("anna", other.id)} and engine.count("anna") == 2
+
+
+def test_import_maps_references_with_the_ids_they_name(engine):
+    from memoryscope_plugins.transfer import derived_id
+    old = engine.add("anna", "Anna lived in Porto.")  # anna's own: kept
+    lines = (_line(id="obs-new", content="Anna lives in Lisbon.", type="observation", previous_id=old.id)
+             + _line(id="ins", content="Anna likes the coast.", type="insight", source_ids=["obs-new", old.id])
+             + _line(id="obs-old", content="Anna lived in Braga.", status="expired", superseded_by="obs-new"))
+    ids = engine.import_with_ids("anna", io.StringIO(lines)).ids
+    assert ids[old.id] == old.id and ids["obs-new"] == derived_id("anna", "obs-new")
+    assert engine.get("anna", ids["ins"]).source_ids == [ids["obs-new"], old.id]
+    assert engine.get("anna", ids["obs-old"]).superseded_by == ids["obs-new"]
+    assert engine.get("anna", ids["obs-new"]).previous_id == old.id
+
+
+@pytest.mark.parametrize("bad", ["../../bob", "a/b", "..", ".", "a\\b", "x\r\ny", "x\u2028y", "x\u202ey", " ", "\t"])
+def test_import_refuses_ids_that_break_the_identifier_rule(engine, bad):
+    with pytest.raises(ValidationError, match="line 2: id"):
+        engine.import_("anna", io.StringIO(_line(id="fine") + _line(id=bad)))
     assert engine.count("anna") == 0
-    assert engine.get("bob", other.id).content == "bob's secret"
 
 
 # -- size limits ------------------------------------------------------------------------------------
@@ -379,3 +405,42 @@ def test_every_public_error_is_a_memoryscope_error():
     for error in (ValidationError, ConfigError, StoreError, StoreCorruptError, ModelError, ModelAuthError):
         assert issubclass(error, MemoryScopeError)
     assert issubclass(ValidationError, ValueError)  # callers catching ValueError keep working
+
+
+# -- the identifier rule (issue 20) -----------------------------------------------------------------
+
+UNSAFE_IDS = ["a/b", "../../bob", "..", ".", "a\\b", " ", "\t", "x\ry", "x\ny", "x\x00y", "x\u2028y", "x\u2029y",
+              "x\u202ey", "x\u200by", "x\x7fy", "x\x85y", "", "x" * 257]
+SAFE_IDS = ["anna", "an na", "q?x=1", "h#frag", "%2e%2e", "semi;colon", "acme:anna", "ünï", "用户", "...", ".a",
+            "x" * 256]
+
+
+@pytest.mark.parametrize("bad", UNSAFE_IDS)
+def test_no_entry_point_stores_an_unsafe_id(engine, bad):
+    kept = engine.add("anna", "Anna keeps bees.")
+    calls = {
+        "user_id": [lambda: engine.add(bad, "x"), lambda: engine.record(bad, [("user", "hi")]),
+                    lambda: engine.import_(bad, io.StringIO(_line())),
+                    lambda: engine.update(bad, kept.id, content="x")],
+        "agent_id": [lambda: engine.add("anna", "x", agent_id=bad),
+                     lambda: engine.record("anna", [("user", "hi")], agent_id=bad)],
+        "session_id": [lambda: engine.record("anna", [("user", "hi")], session_id=bad)],
+        "memory_id": [lambda: engine.add("anna", "x", memory_id=bad)],
+        "line 1": [lambda: engine.import_("anna", io.StringIO(_line(id=bad))),
+                   lambda: engine.import_("anna", io.StringIO(_line(agent_id=bad))),
+                   lambda: engine.import_("anna", io.StringIO(_line(session_id=bad))),
+                   lambda: engine.import_("anna", io.StringIO(_line(source_ids=[bad]))),
+                   lambda: engine.import_("anna", io.StringIO(_line(superseded_by=bad)))],
+    }
+    for what, entry_points in calls.items():
+        for call in entry_points:
+            with pytest.raises(ValidationError, match=what):
+                call()
+    assert engine.users() == ["anna"] and [m.id for m in engine.list("anna")] == [kept.id]
+
+
+@pytest.mark.parametrize("good", SAFE_IDS)
+def test_ids_hostile_to_urls_but_safe_are_kept_as_given(engine, good):
+    memory = engine.add(good, "Anna keeps bees.", agent_id=good, memory_id=good)
+    assert engine.get(good, good).content == "Anna keeps bees." and memory.agent_id == good
+    assert engine.users() == [good]

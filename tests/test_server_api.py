@@ -57,7 +57,7 @@ def call(srv, method, path, body, key=None, **extra):
 
 
 def acme_anna_ids(engine):
-    return {m.id for m in engine.list("acme/anna", limit=1000)}
+    return {m.id for m in engine.list("acme:anna", limit=1000)}
 
 
 def test_health_openapi_and_page_need_no_key(running):
@@ -81,7 +81,7 @@ def test_every_route_refuses_no_key_and_a_wrong_key(running, engine, method, pat
 @pytest.mark.parametrize("method,path,body,admin", ROUTES, ids=[f"{m} {p}" for m, p, _, _ in ROUTES])
 def test_another_tenants_key_never_reaches_this_tenants_users(running, engine, keys, method, path, body, admin):
     before = acme_anna_ids(engine)
-    contents = {m.content for m in engine.list("acme/anna", limit=1000)}
+    contents = {m.content for m in engine.list("acme:anna", limit=1000)}
     extra = {"X-Memory-User": "anna"} if path == "/mcp" else {}
     response = call(running, method, path, body, key=keys.other, **extra)
     assert response.status_code in (200, 201, 404), response.text
@@ -90,7 +90,7 @@ def test_another_tenants_key_never_reaches_this_tenants_users(running, engine, k
         assert "anna" not in response.json()["users"]
     assert acme_anna_ids(engine) == before  # nothing of acme/anna changed or went away
     if path.endswith(("/memories", "/record")) and method == "POST":  # writes land in globex's own anna
-        assert engine.count("globex/anna") > 0
+        assert engine.count("globex:anna") > 0
 
 
 @pytest.mark.parametrize("method,path,body,admin", ROUTES, ids=[f"{m} {p}" for m, p, _, _ in ROUTES])
@@ -124,10 +124,17 @@ def test_round_trip_record_retrieve_update_expire_delete_export_import(running, 
         assert {m["id"] for m in lines} == set(ids) and all(m["user_id"] == "bob" for m in lines)
         assert http.delete("/v1/users/bob").json() == {"deleted": 2}
         assert http.get("/v1/users/bob/memories").json()["memories"] == []
-        assert http.post("/v1/users/bob/import", content=exported.text).json() == {"imported": 2}
-        assert http.get(f"/v1/users/bob/memories/{ids[0]}").json()["content"] == "Clara lives in Munich."
-        assert http.delete(f"/v1/users/bob/memories/{ids[0]}").status_code == 200
-        assert http.get(f"/v1/users/bob/memories/{ids[0]}").status_code == 404
+        restored = http.post("/v1/users/bob/import", content=exported.text).json()
+        assert restored["imported"] == 2 and set(restored["ids"]) == set(ids)  # every id the lines named
+        again = http.post("/v1/users/bob/import", content=exported.text).json()
+        assert again == restored  # idempotent: the same stored ids, no duplicates
+        assert len(http.get("/v1/users/bob/memories").json()["memories"]) == 2
+        moved = restored["ids"][ids[0]]
+        assert http.get(f"/v1/users/bob/memories/{moved}").json()["content"] == "Clara lives in Munich."
+        own = http.get("/v1/users/bob/export").text  # ids already bob's are kept
+        assert http.post("/v1/users/bob/import", content=own).json()["ids"] == {v: v for v in restored["ids"].values()}
+        assert http.delete(f"/v1/users/bob/memories/{moved}").status_code == 200
+        assert http.get(f"/v1/users/bob/memories/{moved}").status_code == 404
         assert sorted(http.get("/v1/users").json()["users"]) == ["anna", "bob"]
     with httpx.Client(base_url=running.url, headers={"Authorization": f"Bearer {keys.anna_only}"}) as http:
         assert http.get("/v1/users").json()["users"] == ["anna"]
@@ -156,7 +163,7 @@ def test_size_and_rate_limits(engine, keys):
         assert 429 in statuses
         # another key has its own bucket
         assert httpx.get(srv.url + "/v1/users", headers={"X-API-Key": keys.acme}).status_code == 200
-    assert engine.list("acme/anna") == []
+    assert engine.list("acme:anna") == []
 
 
 def test_cors_is_off_by_default_and_on_when_asked(engine, keys):

@@ -66,7 +66,7 @@ async def test_mcp_over_streamable_http_is_scoped_to_the_keys_user(engine):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
                     assert (await session.call_tool("list_memories", {})).isError
-    assert engine.count("acme/bob") == 0
+    assert engine.count("acme:bob") == 0
 
 
 async def test_mcp_over_stdio(tmp_path, engine):
@@ -82,4 +82,4 @@ async def test_mcp_over_stdio(tmp_path, engine):
             payload(await session.call_tool("save_memory", {"content": "Anna plays the cello."}))
     from memoryscope_plugins import MemoryScope
     with MemoryScope(path=store, embedder=engine.embedder) as check:
-        assert [m.content for m in check.list("acme/anna")] == ["Anna plays the cello."]
+        assert [m.content for m in check.list("acme:anna")] == ["Anna plays the cello."]

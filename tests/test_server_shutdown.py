@@ -53,6 +53,6 @@ def test_a_signal_closes_the_store(tmp_path, sig):
     from memoryscope_plugins.storage.sqlite_store import SQLiteStore
     store = SQLiteStore(proc.store)
     try:
-        assert {m.id for batch in store.iter_memories("acme/anna") for m in batch} == set(ids)
+        assert {m.id for batch in store.iter_memories("acme:anna") for m in batch} == set(ids)
     finally:
         store.close()

@@ -137,9 +137,16 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_users(args: argparse.Namespace) -> int:
+    from ..validation import is_safe_id
     with _engine(args) as memory:
-        for user in memory.users():
-            print(user)
+        for user in memory.legacy_users() if args.legacy else memory.users():
+            print(user if is_safe_id(user) else repr(user))  # an old id may hold CR, LF or other controls
+    return 0
+
+
+def cmd_rename_user(args: argparse.Namespace) -> int:
+    with _engine(args) as memory:
+        print(f"moved {memory.rename_user(args.old, args.new)} memories to {args.new}")
     return 0
 
 
@@ -226,7 +233,15 @@ def build_parser() -> argparse.ArgumentParser:
     from ..server.cli import add_parser as add_serve_parser
     add_serve_parser(sub)
 
-    sub.add_parser("users", help="list users").set_defaults(func=cmd_users)
+    p = sub.add_parser("users", help="list users")
+    p.add_argument("--legacy", action="store_true",
+                   help="only users whose id breaks the identifier rule (written by an older version)")
+    p.set_defaults(func=cmd_users)
+
+    p = sub.add_parser("rename-user", help="move a user's memories and messages to a new id (e.g. a legacy id)")
+    p.add_argument("old")
+    p.add_argument("new")
+    p.set_defaults(func=cmd_rename_user)
     sub.add_parser("reembed", help="re-embed memories made by another embedding model").set_defaults(func=cmd_reembed)
     return parser
 

@@ -1,8 +1,8 @@
 """The HTTP API (Starlette): JSON routes over one `MemoryScope`, scoped per tenant, plus MCP and the browser.
 
-Users of a tenant live in the store as ``"<tenant>/<user>"``; tenant names never contain "/", so a
-key of one tenant can never name another tenant's user. The process keeps no state besides the
-engine, so any number of instances can serve one PostgreSQL or Elasticsearch store.
+Users of a tenant live in the store as ``"<tenant>:<user>"`` (`tenancy`); tenant names never contain
+":", so a key of one tenant can never name another tenant's user. The process keeps no state besides
+the engine, so any number of instances can serve one PostgreSQL or Elasticsearch store.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from .auth import ApiKey, KeyRing, RateLimiter
 from .guard import GuardMiddleware, current_key, default_allowed_hosts, request_id
 from .mcp_tools import build_mcp, mcp_security
 from .pipeline import RequestIdMiddleware
+from .tenancy import migrate_legacy_users, public_user_id, store_user_id, strip_tenant
 
 log = logging.getLogger(__name__)
-SEPARATOR = "/"
 
 
 @dataclass
@@ -60,6 +60,14 @@ class ServerConfig:
         return list(self.allowed_hosts) if self.allowed_hosts else default_allowed_hosts(self.bind_host)
 
 
+# The page runs only its own script file (no inline script), sends forms nowhere else, cannot be
+# framed, and a <base> tag cannot move its relative URLs. Inline styles stay (style attributes).
+BROWSER_HEADERS = {"Content-Security-Policy": "default-src 'self'; script-src 'self'; "
+                                              "style-src 'self' 'unsafe-inline'; base-uri 'none'; "
+                                              "form-action 'self'; frame-ancestors 'none'; object-src 'none'",
+                   "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+
+
 class ApiError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -68,20 +76,19 @@ class ApiError(Exception):
 
 
 def store_user(key: ApiKey, user: str) -> str:
-    """The store's user id for a tenant's user, after checking the key may reach that user."""
-    if not user or len(user) > 200 or "\x00" in user:
-        raise ApiError(400, "bad user id")
+    """The store's user id for a tenant's user (the identifier rule checked: 400), after checking
+    the key may reach that user (403)."""
+    stored = store_user_id(key.tenant, user)
     if not key.may_reach(user):
         raise ApiError(403, "this key may not reach that user")
-    return f"{key.tenant}{SEPARATOR}{user}"
+    return stored
 
 
 def public_memory(memory, tenant: str) -> dict[str, Any]:
     data = memory.to_dict()
-    prefix = tenant + SEPARATOR
-    data["user_id"] = data["user_id"][len(prefix):]
-    if isinstance(data.get("speaker"), str) and data["speaker"].startswith(prefix):
-        data["speaker"] = data["speaker"][len(prefix):]
+    data["user_id"] = public_user_id(data["user_id"], tenant) or data["user_id"]
+    if isinstance(data.get("speaker"), str):
+        data["speaker"] = strip_tenant(data["speaker"], tenant)
     data.pop("context", None)
     return data
 
@@ -138,9 +145,8 @@ def build_routes(engine: MemoryScope) -> list[Route]:
         summary: The users of the key's tenant (only its own users for a user-bound key).
         """
         key = _key(request)
-        prefix = key.tenant + SEPARATOR
-        names = [u[len(prefix):] for u in await run_in_threadpool(engine.users) if u.startswith(prefix)]
-        return JSONResponse({"users": [u for u in names if key.may_reach(u)]})
+        names = [public_user_id(u, key.tenant) for u in await run_in_threadpool(engine.users)]
+        return JSONResponse({"users": [u for u in names if u is not None and key.may_reach(u)]})
 
     async def list_memories(request: Request) -> Response:
         """
@@ -254,7 +260,8 @@ def build_routes(engine: MemoryScope) -> list[Route]:
 
     async def import_(request: Request) -> Response:
         """
-        summary: Import JSON Lines into a user (admin key); ids are kept, so a re-import does not duplicate.
+        summary: Import JSON Lines into a user (admin key); answers {imported, ids} where ids maps every id the
+          lines name to the id it is stored under (kept when already the user's, else a stable derived one).
         """
         key = _admin(request)
         user = store_user(key, request.path_params["user"])
@@ -262,9 +269,8 @@ def build_routes(engine: MemoryScope) -> list[Route]:
             text = (await request.body()).decode("utf-8")
         except UnicodeDecodeError:
             raise ApiError(400, "the body must be UTF-8 JSON Lines") from None
-        text = _own_lines(text, request.path_params["user"], user)
-        count = await run_in_threadpool(lambda: engine.import_(user, io.StringIO(text), progress=False))
-        return JSONResponse({"imported": count})
+        result = await run_in_threadpool(lambda: engine.import_with_ids(user, io.StringIO(text), progress=False))
+        return JSONResponse({"imported": result.imported, "ids": result.ids})
 
     async def consolidate(request: Request) -> Response:
         """
@@ -289,9 +295,11 @@ def build_routes(engine: MemoryScope) -> list[Route]:
         Route(base, users, methods=["GET"]),
         Route(base + "/{user}/memories", list_memories, methods=["GET"]),
         Route(base + "/{user}/memories", add_memory, methods=["POST"]),
-        Route(base + "/{user}/memories/{memory_id}", get_memory, methods=["GET"]),
+        # reading and deleting also reach a memory id stored before the identifier rule ("a/b",
+        # sent as a%2Fb): the user is always the one path segment before /memories/
+        Route(base + "/{user}/memories/{memory_id:path}", get_memory, methods=["GET"]),
         Route(base + "/{user}/memories/{memory_id}", update_memory, methods=["PATCH"]),
-        Route(base + "/{user}/memories/{memory_id}", delete_memory, methods=["DELETE"]),
+        Route(base + "/{user}/memories/{memory_id:path}", delete_memory, methods=["DELETE"]),
         Route(base + "/{user}", delete_user, methods=["DELETE"]),
         Route(base + "/{user}/record", record, methods=["POST"]),
         Route(base + "/{user}/retrieve", retrieve, methods=["POST"]),
@@ -306,22 +314,6 @@ def _reject_unknown(body: dict[str, Any], allowed: set[str]) -> None:
     unknown = sorted(set(body) - allowed)
     if unknown:
         raise ApiError(400, f"unknown fields: {', '.join(unknown)}")
-
-
-def _own_lines(text: str, public_user: str, store_user_id: str) -> str:
-    """Exports name the user without the tenant; give such lines back their store id so ids are kept."""
-    out = []
-    for line in text.splitlines():
-        try:
-            data = json.loads(line)
-        except ValueError:
-            out.append(line)  # the engine reports the bad line by number
-            continue
-        if isinstance(data, dict) and data.get("user_id") == public_user:
-            data["user_id"] = store_user_id
-            line = json.dumps(data, ensure_ascii=False)
-        out.append(line)
-    return "\n".join(out) + "\n"
 
 
 def content_disposition(filename: str) -> str:
@@ -373,8 +365,10 @@ class _Service(Starlette):
 def create_app(engine: MemoryScope, keys: KeyRing, config: ServerConfig | None = None) -> Starlette:
     """The whole service as one ASGI app: /v1 JSON API, /mcp (MCP streamable HTTP), / (the browser),
     /health and /openapi.json. Every /v1 and /mcp request needs a key (``Authorization: Bearer``
-    or ``X-API-Key``)."""
+    or ``X-API-Key``). Users stored in the layout of older versions are renamed first
+    (`tenancy.migrate_legacy_users`)."""
     config = config or ServerConfig()
+    migrate_legacy_users(engine)  # "<tenant>/<user>" users of older versions -> "<tenant>:<user>"
     schemas = SchemaGenerator({"openapi": "3.0.0", "info": {"title": "memoryscope-plugins", "version": "1"}})
     mcp = build_mcp(engine, keys=keys, security=mcp_security(config.hosts()))
     mcp_app = mcp.streamable_http_app()
@@ -387,10 +381,11 @@ def create_app(engine: MemoryScope, keys: KeyRing, config: ServerConfig | None =
 
     async def browser(request: Request) -> Response:
         page = resources.files(__package__).joinpath("static/index.html").read_text(encoding="utf-8")
-        return HTMLResponse(page, headers={"Content-Security-Policy":
-                                           "default-src 'self'; style-src 'self' 'unsafe-inline'; "
-                                           "script-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
-                                           "X-Content-Type-Options": "nosniff"})
+        return HTMLResponse(page, headers=BROWSER_HEADERS)
+
+    async def browser_script(request: Request) -> Response:
+        script = resources.files(__package__).joinpath("static/browser.js").read_text(encoding="utf-8")
+        return Response(script, media_type="text/javascript; charset=utf-8", headers=BROWSER_HEADERS)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -398,7 +393,8 @@ def create_app(engine: MemoryScope, keys: KeyRing, config: ServerConfig | None =
             yield
 
     routes = [Route("/health", health), Route("/openapi.json", openapi, include_in_schema=False),
-              Route("/", browser, include_in_schema=False), *build_routes(engine),
+              Route("/", browser, include_in_schema=False),
+              Route("/static/browser.js", browser_script, include_in_schema=False), *build_routes(engine),
               *mcp_app.routes]  # the /mcp route itself, so unknown paths get this app's JSON 404
     middleware = [Middleware(GuardMiddleware, keys=keys,
                              limiter=RateLimiter(config.rate_per_second, config.rate_burst),

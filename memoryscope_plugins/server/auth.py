@@ -12,7 +12,6 @@ import hmac
 import json
 import logging
 import os
-import re
 import secrets
 import threading
 import time
@@ -20,16 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ValidationError
+from ..validation import check_tenant
 
-TENANT_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # always used with fullmatch
 KEY_PREFIX = "msk_"
 RELOAD_EVERY_S = 1.0
 log = logging.getLogger(__name__)
 
 
 def valid_tenant(tenant: object) -> bool:
-    """A tenant name is 1-64 letters, digits, '_', '-' or '.', the whole string (no trailing newline)."""
-    return isinstance(tenant, str) and TENANT_PATTERN.fullmatch(tenant) is not None
+    """A tenant name follows `validation.TENANT_RULE` (the whole string: no trailing newline, not '.' or '..')."""
+    try:
+        check_tenant(tenant)
+    except ValidationError:
+        return False
+    return True
 
 
 def write_private(path: Path, text: str) -> None:

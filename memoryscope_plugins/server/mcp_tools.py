@@ -19,6 +19,7 @@ from ..engine import MemoryScope
 from ..errors import MemoryScopeError, NotFoundError, StoreError, ValidationError
 from .auth import KeyRing
 from .guard import AmbiguousCredentials, current_key, key_from_headers, request_id
+from .tenancy import migrate_legacy_users, store_user_id
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +44,10 @@ def _http_user(keys: KeyRing) -> Callable[[Context], tuple[str, str]]:
         user = request.headers.get("x-memory-user") or (key.users[0] if len(key.users) == 1 else None)
         if not user:
             raise ValidationError("say which user with the X-Memory-User header")
+        stored = store_user_id(key.tenant, user)  # the identifier rule, before the prefix
         if not key.may_reach(user):
             raise ValidationError("this key may not reach that user")
-        return f"{key.tenant}/{user}", key.tenant
+        return stored, key.tenant
     return resolve
 
 
@@ -93,7 +95,9 @@ def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: t
     """An MCP server over `engine`. Give `keys` (HTTP) or `fixed_user` = (tenant, user) (stdio)."""
     if fixed_user is not None:
         tenant, user = fixed_user
-        resolve: Callable[[Context], tuple[str, str]] = lambda ctx: (f"{tenant}/{user}", tenant)  # noqa: E731
+        stored = store_user_id(tenant, user)
+        migrate_legacy_users(engine)  # as `create_app` does: older versions stored "<tenant>/<user>"
+        resolve: Callable[[Context], tuple[str, str]] = lambda ctx: (stored, tenant)  # noqa: E731
     elif keys is not None:
         resolve = _http_user(keys)
     else:

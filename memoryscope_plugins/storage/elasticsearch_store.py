@@ -500,6 +500,29 @@ class ElasticsearchStore:
             self._call(self.es.delete_by_query, index=index, refresh=True, conflicts="proceed", query=query)
         return int(resp.get("deleted", 0))
 
+    def rename_user(self, old_user_id: str, new_user_id: str) -> int:
+        """Re-index the old user's documents under the new id in one bulk request (undone as a whole
+        when any item fails, like every write here)."""
+        new_query = {"bool": {"filter": [{"term": {"user_id": new_user_id}}]}}
+        for index in (self.memories_index, self.messages_index):
+            if int(self._call(self.es.count, index=index, query=new_query)["count"]):
+                raise ValueError("the new user id already has memories or messages")
+        old_query = {"bool": {"filter": [{"term": {"user_id": old_user_id}}]}}
+        ops: list[dict[str, Any]] = []
+        undo: list[dict[str, Any] | None] = []
+        moved = 0
+        for index in (self.memories_index, self.messages_index):
+            for hits in self._scan(index, old_query, [{"seq": "asc"}]):
+                for hit in hits:
+                    source = dict(hit["_source"], user_id=new_user_id)
+                    ops.append({"_op_type": "index", "_index": index, "_id": hit["_id"], "_source": source})
+                    undo.append({"_op_type": "index", "_index": index, "_id": hit["_id"], "_source": hit["_source"]})
+                    moved += index == self.memories_index
+        self._bulk(ops, undo, "rename_user")
+        self._call(self.es.delete_by_query, index=self.leases_index, refresh=True, conflicts="proceed",
+                   query=old_query)
+        return moved
+
     # -- reads ------------------------------------------------------------------------------
     _NO_VECTORS = [_VEC + "*"]
 

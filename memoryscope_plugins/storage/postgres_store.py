@@ -607,6 +607,20 @@ class PostgresStore:
             conn.execute(self._q("DELETE FROM {leases} WHERE user_id=%s"), (user_id,))
         return deleted
 
+    def rename_user(self, old_user_id: str, new_user_id: str) -> int:
+        with self._tx() as conn:
+            conn.execute(self._q("SELECT 1 FROM {memories} WHERE user_id = ANY(%s) ORDER BY id FOR UPDATE"),
+                         ([old_user_id, new_user_id],))
+            taken = conn.execute(self._q("SELECT 1 FROM {memories} WHERE user_id=%s UNION ALL SELECT 1 FROM "
+                                         "{messages} WHERE user_id=%s LIMIT 1"), (new_user_id, new_user_id)).fetchone()
+            if taken is not None:
+                raise ValueError("the new user id already has memories or messages")
+            moved = conn.execute(self._q("UPDATE {memories} SET user_id=%s WHERE user_id=%s"),
+                                 (new_user_id, old_user_id)).rowcount
+            conn.execute(self._q("UPDATE {messages} SET user_id=%s WHERE user_id=%s"), (new_user_id, old_user_id))
+            conn.execute(self._q("DELETE FROM {leases} WHERE user_id=%s"), (old_user_id,))
+        return moved
+
     # -- reads ------------------------------------------------------------------------------
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         if not ids:

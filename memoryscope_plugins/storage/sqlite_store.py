@@ -531,6 +531,22 @@ class SQLiteStore:
             self._cache.pop(user_id, None)
         return removed
 
+    def rename_user(self, old_user_id: str, new_user_id: str) -> int:
+        with self._write() as conn:
+            taken = conn.execute("SELECT 1 FROM memories WHERE user_id=? UNION ALL SELECT 1 FROM messages "
+                                 "WHERE user_id=? LIMIT 1", (new_user_id, new_user_id)).fetchone()
+            if taken is not None:
+                raise ValueError("the new user id already has memories or messages")
+            moved = conn.execute("UPDATE memories SET user_id=? WHERE user_id=?",
+                                 (new_user_id, old_user_id)).rowcount
+            conn.execute("UPDATE messages SET user_id=? WHERE user_id=?", (new_user_id, old_user_id))
+            conn.execute("DELETE FROM leases WHERE user_id=?", (old_user_id,))
+            self._bump(conn, {old_user_id, new_user_id}, deletion=True)
+        with self._cache_lock:
+            self._cache.pop(old_user_id, None)
+            self._cache.pop(new_user_id, None)
+        return moved
+
     # -- reads ------------------------------------------------------------------------------
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         if not ids:
