@@ -11,20 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import MemoryScopeError
-
-
-def _settings(args: argparse.Namespace):
-    from ..settings import Settings
-    settings = Settings.load(args.config) if args.config else Settings()
-    if args.store:
-        settings = settings.model_copy(update={"store": settings.store.model_copy(
-            update={"backend": "sqlite", "path": Path(args.store)})})
-    return settings
-
-
-def _engine(args: argparse.Namespace, **kwargs):
-    from ..engine import MemoryScope
-    return MemoryScope(_settings(args), **kwargs)
+from .engine_args import engine_from_args as _engine, settings_from_args as _settings
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

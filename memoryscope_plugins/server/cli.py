@@ -58,7 +58,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"error: serve needs: pip install 'memoryscope-plugins[server]' ({exc.name} is missing)",
               file=sys.stderr)
         return 1
-    from ..cli.main import _engine
+    from ..cli.engine_args import engine_from_args as _engine
 
     keys_file = args.keys or default_keys_file()
     if args.create_key is not None:  # "" is a (refused) tenant name, not "no --create-key"
