@@ -126,7 +126,10 @@ def cmd_delete_all(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     with _engine(args) as memory:
-        print(f"exported {memory.export(args.user, args.file)} memories to {args.file}")
+        count = memory.export(args.user, args.file)
+    # with FILE "-" the memories went to standard output: the count goes to stderr, apart from them
+    print(f"exported {count} memories to {'standard output' if args.file == '-' else args.file}",
+          file=sys.stderr if args.file == "-" else sys.stdout)
     return 0
 
 
@@ -213,7 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="export a user's memories as JSON Lines")
     p.add_argument("user")
-    p.add_argument("file")
+    p.add_argument("file", help="a file (replaced atomically), a symbolic link (written through), a FIFO or "
+                                "device (written directly), or - for standard output")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import", help="import memories from JSON Lines")
