@@ -42,6 +42,14 @@ def cmd_parse_time(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_report(out: str, report: dict) -> None:
+    """A benchmark report to --out, by export's rules (a file replaced whole, a link written through)."""
+    from ..safe_write import open_for_writing
+    with open_for_writing(out, what="report") as handle:
+        handle.write(json.dumps(report, indent=1, ensure_ascii=False))
+    print(f"report written to {out}", file=sys.stderr)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from ..bench.locomo import format_table, run_locomo
     settings = _settings(args)
@@ -49,8 +57,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                         on_progress=lambda line: print(line, file=sys.stderr))
     print(format_table(report))
     if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
-        print(f"report written to {args.out}", file=sys.stderr)
+        _write_report(args.out, report)
     return 0
 
 
@@ -60,8 +67,7 @@ def cmd_bench_consolidation(args: argparse.Namespace) -> int:
     report = run_consolidation_bench(args.scenarios, settings, on_progress=lambda line: print(line, file=sys.stderr))
     print(format_table(report))
     if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
-        print(f"report written to {args.out}", file=sys.stderr)
+        _write_report(args.out, report)
     return 0
 
 
