@@ -28,7 +28,8 @@ import os
 import stat
 import sys
 import tempfile
-from typing import IO, Iterator
+from collections.abc import Iterator
+from typing import IO
 
 from .errors import MemoryScopeError, ValidationError
 

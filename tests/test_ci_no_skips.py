@@ -56,7 +56,7 @@ def run_pytest(folder: Path, *, ci: str | None, ini: str = "") -> subprocess.Com
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "ci_no_skips", "-p", "no:cacheprovider",
                            "-rA", "--rootdir", str(folder), str(folder)],
-                          cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+                          check=False, cwd=folder, env=env, capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture

@@ -235,16 +235,11 @@ def calls(draw):
                     event_end=pick(good_times, times))
         return op, lambda m: m.update(user, _existing_id(m, user), **args)
     if op == "import":
-        source = draw(st.one_of(import_sources(clean), file_paths)) if not clean else draw(import_sources(clean))
+        source = draw(import_sources(clean))
         batch = pick(st.integers(1, 300), small_ints)
         return op, lambda m: m.import_(user, source, batch_size=batch)
-    target = pick(st.sampled_from(["text", "bytes", "file"]), st.sampled_from(["junk", "path"]))
-    if target == "path":
-        path = draw(file_paths)
-        return op, lambda m: m.export(user, path)
-    if target == "file":
-        name = draw(st.sampled_from(["out.jsonl", "sub/out.jsonl", "link.jsonl"]))
-        return op, lambda m: m.export(user, SCRATCH[0] / name)
+    # (paths as export destinations and import sources: test_export_and_import_paths_raise_only_our_errors)
+    target = pick(st.sampled_from(["text", "bytes"]), st.just("junk"))
     return op, lambda m: m.export(user, io.StringIO() if target == "text" else io.BytesIO() if target == "bytes"
                                   else 5)
 
