@@ -258,7 +258,7 @@ class MemoryScopeRetriever(BaseRetriever):
                                         description="relevance floor (default: none, k documents)")
     search_type: Literal["similarity", "similarity_score_threshold"] = "similarity"
     search_kwargs: dict[str, Any] = Field(default_factory=dict,
-                                          description="k and score_threshold (or min_relevance), as VectorStoreRetriever")
+                                          description="k, score_threshold (or min_relevance)")
     on_error: Literal["warn", "raise"] = "warn"
     _bridge: MemoryBridge = PrivateAttr()
 

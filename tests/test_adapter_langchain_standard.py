@@ -173,4 +173,5 @@ def test_user_and_k_per_call(shared_engine):
 def test_no_floor_by_default(shared_engine):
     retriever = MemoryScopeRetriever(memory=shared_engine, user_id="anna")
     assert len(retriever.invoke("What is 2 + 2?")) == 5  # every memory of anna, none of bob's
-    assert len(MemoryScopeRetriever(memory=shared_engine, user_id="anna", min_relevance=0).invoke("What is 2 + 2?")) == 5
+    floor_zero = MemoryScopeRetriever(memory=shared_engine, user_id="anna", min_relevance=0)
+    assert len(floor_zero.invoke("What is 2 + 2?")) == 5

@@ -259,7 +259,7 @@ def _every_user_still_works(memory: MemoryScope) -> None:
         STATS["checks"] += 1
     folder = SCRATCH[0]
     assert (folder / "sub").is_dir() and (folder / "link.jsonl").is_symlink()  # nothing damaged by an export
-    assert not [p for p in folder.rglob("*.part")]  # nor a temporary file left
+    assert not list(folder.rglob("*.part"))  # nor a temporary file left
 
 
 def _export_imports_back(memory: MemoryScope, user: str) -> None:
