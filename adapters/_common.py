@@ -158,21 +158,25 @@ class MemoryBridge:
         self.framework = framework
 
     # -- retrieval ----------------------------------------------------------------------------
-    def _retrieve_args(self, query: str, agent_id: str | None, top_k: int | None) -> dict[str, Any] | None:
+    def _retrieve_args(self, query: str, agent_id: str | None, top_k: int | None,
+                       min_relevance: float | None) -> dict[str, Any] | None:
         query = query.strip()
         if not query:
             return None
         limit = self.memory.settings.max_content_chars
         return {"query": query[-limit:], "agent_id": agent_id if self.config.scope_to_agent else None,
-                "top_k": top_k if top_k is not None else self.config.top_k,
-                "types": self.config.types, "min_relevance": self.config.min_relevance}
+                "top_k": top_k if top_k is not None else self.config.top_k, "types": self.config.types,
+                "min_relevance": min_relevance if min_relevance is not None else self.config.min_relevance}
 
     def retrieve(self, user_id: str | None, query: str | None, *, agent_id: str | None = None,
-                 top_k: int | None = None) -> RetrievalResult:
-        """Memories of `user_id` relevant to `query` (empty when there is no user, query or store)."""
+                 top_k: int | None = None, min_relevance: float | None = None) -> RetrievalResult:
+        """Memories of `user_id` relevant to `query` (empty when there is no user, query or store).
+
+        `top_k` and `min_relevance` override the config's for this call (None keeps it; a
+        `min_relevance` of -1 turns the floor off)."""
         if not self.config.retrieve or not user_id or not query:
             return empty_result(query or "")
-        kwargs = self._retrieve_args(query, agent_id, top_k)
+        kwargs = self._retrieve_args(query, agent_id, top_k, min_relevance)
         if kwargs is None:
             return empty_result(query)
         try:
@@ -182,11 +186,11 @@ class MemoryBridge:
             return empty_result(query)
 
     async def aretrieve(self, user_id: str | None, query: str | None, *, agent_id: str | None = None,
-                        top_k: int | None = None) -> RetrievalResult:
+                        top_k: int | None = None, min_relevance: float | None = None) -> RetrievalResult:
         """Async twin of `retrieve`."""
         if not self.config.retrieve or not user_id or not query:
             return empty_result(query or "")
-        kwargs = self._retrieve_args(query, agent_id, top_k)
+        kwargs = self._retrieve_args(query, agent_id, top_k, min_relevance)
         if kwargs is None:
             return empty_result(query)
         try:

@@ -220,6 +220,11 @@ def _thread_id(runtime: Any) -> str | None:
 
 # -- retriever ----------------------------------------------------------------------------------------
 
+NO_FLOOR = -1.0  # `MemoryScope.retrieve`'s min_relevance that turns the relevance floor off
+SEARCH_KWARGS = frozenset({"k", "score_threshold", "min_relevance"})
+CALL_OPTIONS = frozenset({"k", "top_k", "user_id", "score_threshold", "min_relevance"})
+
+
 class MemoryScopeRetriever(BaseRetriever):
     """A user's long-term memories as LangChain ``Document`` objects.
 
@@ -227,9 +232,18 @@ class MemoryScopeRetriever(BaseRetriever):
     ``event_start``/``event_end`` (when known), ``speaker`` and ``score``. A failing backend
     returns no documents (logged) unless ``on_error="raise"``.
 
-    Per call: ``invoke(query, k=3)`` (or ``top_k=``) sets how many documents, and the user comes
-    from ``user_id=`` or ``config={"configurable": {"user_id": ...}}`` (else the instance's
-    `user_id`; with neither, no documents).
+    As LangChain retrievers do, it returns the `k` best documents (fewer only when the user has
+    fewer memories); a relevance floor is opt-in, as with ``VectorStoreRetriever``:
+    ``min_relevance=0.1`` (or ``search_kwargs={"score_threshold": 0.1}``) keeps only memories
+    that share a word with the query, reach that calibrated similarity (0 = unrelated texts,
+    1 = the same text; see `MemoryScope.retrieve`) or fall in the time the query names, and
+    ``search_type="similarity_score_threshold"`` without a threshold applies the engine's own
+    floor (``retrieval.min_relevance``).
+
+    Per call: ``invoke(query, k=3)`` (or ``top_k=``) sets how many documents,
+    ``min_relevance=`` (or ``score_threshold=``) the floor (-1: none), and the user comes from
+    ``user_id=`` or ``config={"configurable": {"user_id": ...}}`` (else the instance's `user_id`;
+    with neither, no documents).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True)
@@ -240,7 +254,11 @@ class MemoryScopeRetriever(BaseRetriever):
     k: int | None = Field(None, gt=0, le=1000, alias="top_k", description="documents per query")
     types: list[str] | None = None
     scope_to_agent: bool = False
-    min_relevance: float | None = Field(None, ge=-1, le=1, description="relevance floor (default: the engine's)")
+    min_relevance: float | None = Field(None, ge=-1, le=1,
+                                        description="relevance floor (default: none, k documents)")
+    search_type: Literal["similarity", "similarity_score_threshold"] = "similarity"
+    search_kwargs: dict[str, Any] = Field(default_factory=dict,
+                                          description="k, score_threshold (or min_relevance)")
     on_error: Literal["warn", "raise"] = "warn"
     _bridge: MemoryBridge = PrivateAttr()
 
@@ -250,11 +268,15 @@ class MemoryScopeRetriever(BaseRetriever):
         return self.k
 
     def model_post_init(self, context: Any) -> None:
-        """Build the fail-safe engine wrapper."""
+        """Check `search_kwargs` and build the fail-safe engine wrapper."""
         super().model_post_init(context)
+        unknown = set(self.search_kwargs) - SEARCH_KWARGS
+        if unknown:
+            raise ValueError(f"unknown search_kwargs {sorted(unknown)}; expected {sorted(SEARCH_KWARGS)}")
+        _check_k(self.search_kwargs.get("k"))
+        _floor_of(self.search_kwargs)
         config = MemoryConfig(user_id=self.user_id, agent_id=self.agent_id, top_k=self.k, types=self.types,
-                              scope_to_agent=self.scope_to_agent, on_error=self.on_error,
-                              min_relevance=self.min_relevance)
+                              scope_to_agent=self.scope_to_agent, on_error=self.on_error)
         self._bridge = MemoryBridge(self.memory, config, "langchain")
 
     def invoke(self, input: str, config: Any = None, **kwargs: Any) -> list[Document]:
@@ -265,27 +287,49 @@ class MemoryScopeRetriever(BaseRetriever):
         """Async twin of `invoke`."""
         return await super().ainvoke(input, config, **_call_options(config, kwargs))
 
-    def _call(self, kwargs: dict[str, Any]) -> tuple[str | None, int | None]:
-        unknown = set(kwargs) - {"k", "top_k", "user_id"}
+    def _call(self, kwargs: dict[str, Any]) -> tuple[str | None, int | None, float | None]:
+        """The user, k and floor of one call (floor None: the engine's ``retrieval.min_relevance``)."""
+        unknown = set(kwargs) - CALL_OPTIONS
         if unknown:
-            raise TypeError(f"unknown retriever options {sorted(unknown)}; expected k, top_k or user_id")
-        k = kwargs.get("k", kwargs.get("top_k"))
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= 1000):
-            raise ValueError("k must be an integer between 1 and 1000")
+            raise TypeError(f"unknown retriever options {sorted(unknown)}; expected {', '.join(sorted(CALL_OPTIONS))}")
+        k = _check_k(kwargs.get("k", kwargs.get("top_k")))
+        if k is None:
+            k = self.search_kwargs.get("k")
         user_id = kwargs.get("user_id") or self.user_id
         if user_id is not None and (not isinstance(user_id, str) or not user_id.strip()):
             raise ValueError("user_id must be a non-empty string")
-        return user_id, k
+        for floor in (_floor_of(kwargs), _floor_of(self.search_kwargs), self.min_relevance):
+            if floor is not None:
+                return user_id, k, floor
+        return user_id, k, None if self.search_type == "similarity_score_threshold" else NO_FLOOR
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 **kwargs: Any) -> list[Document]:
-        user_id, k = self._call(kwargs)
-        return _documents(self._bridge.retrieve(user_id, query, agent_id=self.agent_id, top_k=k))
+        user_id, k, floor = self._call(kwargs)
+        return _documents(self._bridge.retrieve(user_id, query, agent_id=self.agent_id, top_k=k, min_relevance=floor))
 
     async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
                                        **kwargs: Any) -> list[Document]:
-        user_id, k = self._call(kwargs)
-        return _documents(await self._bridge.aretrieve(user_id, query, agent_id=self.agent_id, top_k=k))
+        user_id, k, floor = self._call(kwargs)
+        return _documents(await self._bridge.aretrieve(user_id, query, agent_id=self.agent_id, top_k=k,
+                                                       min_relevance=floor))
+
+
+def _check_k(k: Any) -> int | None:
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= 1000):
+        raise ValueError("k must be an integer between 1 and 1000")
+    return k
+
+
+def _floor_of(options: dict[str, Any]) -> float | None:
+    """The floor `options` ask for (``min_relevance`` or LangChain's ``score_threshold``), or None."""
+    if "min_relevance" in options and "score_threshold" in options:
+        raise ValueError("give min_relevance or score_threshold, not both")
+    floor = options.get("min_relevance", options.get("score_threshold"))
+    if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float))
+                              or not -1 <= floor <= 1):
+        raise ValueError("min_relevance (score_threshold) must be a number between -1 and 1")
+    return None if floor is None else float(floor)
 
 
 def _call_options(config: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -573,9 +573,13 @@ class MemoryScope:
     def export(self, user_id: str, destination: str | os.PathLike[str] | IO[str] | IO[bytes]) -> int:
         """Write a user's memories as JSON Lines (one memory per line); returns how many.
 
-        To a path, the file is written beside its final name and renamed into place when complete,
-        so a failed export never leaves a truncated file (nor replaces an earlier one). A text or
-        binary stream is written as it goes (UTF-8).
+        To a path, nothing there is damaged: a regular file is written beside its final name and
+        renamed into place when complete, so a failed export never leaves a truncated file (nor
+        replaces an earlier one), and it keeps its mode (a new file gets 0600); a symbolic link is
+        written through (its target replaced, the link kept); a character device, a FIFO or ``"-"``
+        (standard output) is written directly; a folder, a block device or a socket is refused
+        with `ValidationError`, as is an invalid path. A text or binary stream is written as it
+        goes (UTF-8).
         """
         user_id = _stored_id(user_id, "user_id")
         if isinstance(destination, (str, os.PathLike)):

@@ -1,7 +1,9 @@
 """Export and import as JSON Lines: the file handling behind `MemoryScope.export` / `import_`.
 
-Export to a path writes a temporary file beside the target and renames it into place when every
-line is written, so a failure never leaves a truncated file. Lines are UTF-8 JSON; a string the
+Export to a path never damages what is there (`safe_write`): a regular file is replaced atomically
+(a temporary file beside it, renamed into place when every line is written, so a failure never
+leaves a truncated file), a symbolic link is written through, a character device, a FIFO or ``-``
+(standard output) is written directly, and anything else is refused. Lines are UTF-8 JSON; a string the
 store holds that is not valid Unicode (a lone surrogate written by an older version) is escaped
 (``\\udc80``) instead of failing the export. Import decodes and checks every line before the caller
 writes anything.
@@ -19,12 +21,11 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 import uuid
-from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple
 
 from .errors import ValidationError
+from .safe_write import open_for_writing
 from .storage.base import MemoryStore
 from .types import Memory
 from .validation import memory_from_record
@@ -52,39 +53,12 @@ def _lines(store: MemoryStore, user_id: str) -> Iterator[str]:
 
 
 def export_to_path(store: MemoryStore, user_id: str, destination: str | os.PathLike[str]) -> int:
-    try:
-        target = Path(os.fspath(destination))
-        folder = target.parent
-        if not folder.is_dir():
-            raise ValidationError(f"cannot export to {target}: the folder {folder} does not exist")
-        if target.is_dir():
-            raise ValidationError(f"cannot export to {target}: it is a folder")
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, ValidationError):
-            raise
-        raise ValidationError("the export destination is not a valid path") from None
+    """Write a user's memories to a path by the rules of `safe_write` (``-`` is standard output)."""
     count = 0
-    try:
-        handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", newline="\n", dir=folder,
-                                             prefix=f".{target.name}.", suffix=".part", delete=False)
-    except OSError as exc:
-        raise ValidationError(f"cannot write to {folder}: {exc.strerror or type(exc).__name__}") from None
-    try:
-        with handle:
-            for line in _lines(store, user_id):
-                handle.write(line)
-                count += 1
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(handle.name, target)
-    except BaseException as exc:
-        try:
-            os.unlink(handle.name)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise ValidationError(f"cannot write {target}: {exc.strerror or type(exc).__name__}") from None
-        raise
+    with open_for_writing(destination, what="export") as handle:
+        for line in _lines(store, user_id):
+            handle.write(line)
+            count += 1
     return count
 
 

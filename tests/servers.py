@@ -10,7 +10,7 @@
   on 127.0.0.1 and a free port and stopped by its PID.
 
 Each helper raises `ServerUnavailable` with a reason when the server cannot start here; test
-fixtures turn that into a skip.
+fixtures turn that into a skip (a failure under CI=true: tests/ci_no_skips.py).
 """
 
 from __future__ import annotations

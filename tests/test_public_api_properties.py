@@ -158,6 +158,29 @@ def import_sources(draw, clean: bool):
     return draw(junk)
 
 
+# export destinations and import sources given as paths, in a scratch folder (SCRATCH, set by the
+# fixture below): a file, one in a subfolder, a symbolic link to it, and invalid ones (NUL, a name
+# or path too long, a folder, a missing folder, a file used as a folder, empty, not encodable)
+SCRATCH: list[Path] = []
+PATH_NAMES = ["out.jsonl", "sub/out.jsonl", "link.jsonl", "bad\x00name.jsonl", "n" * 300, "/".join(["d" * 200] * 25),
+              "sub", ".", "missing/x.jsonl", "out.jsonl/x", "loop", f"{LONE_SURROGATE}.jsonl", "sub/"]
+file_paths = st.one_of(
+    st.sampled_from(PATH_NAMES).map(lambda name: SCRATCH[0] / name),
+    st.sampled_from(PATH_NAMES).map(lambda name: f"{SCRATCH[0]}/{name}"),
+    st.sampled_from(["", "nul\x00", b"bytes.jsonl", b"\x00"]))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def scratch(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("paths")
+    (folder / "sub").mkdir()
+    (folder / "link.jsonl").symlink_to(folder / "sub" / "out.jsonl")
+    (folder / "loop").symlink_to(folder / "loop")
+    SCRATCH[:] = [folder]
+    yield folder
+    SCRATCH.clear()
+
+
 def _existing_id(memory: MemoryScope, user) -> str:
     try:
         found = memory.list(user, limit=1) if user in USERS else []
@@ -215,6 +238,7 @@ def calls(draw):
         source = draw(import_sources(clean))
         batch = pick(st.integers(1, 300), small_ints)
         return op, lambda m: m.import_(user, source, batch_size=batch)
+    # (paths as export destinations and import sources: test_export_and_import_paths_raise_only_our_errors)
     target = pick(st.sampled_from(["text", "bytes"]), st.just("junk"))
     return op, lambda m: m.export(user, io.StringIO() if target == "text" else io.BytesIO() if target == "bytes"
                                   else 5)
@@ -233,6 +257,9 @@ def _every_user_still_works(memory: MemoryScope) -> None:
         for line in out.getvalue().splitlines():  # no other line breaks inside a line
             assert isinstance(json.loads(line), dict)
         STATS["checks"] += 1
+    folder = SCRATCH[0]
+    assert (folder / "sub").is_dir() and (folder / "link.jsonl").is_symlink()  # nothing damaged by an export
+    assert not list(folder.rglob("*.part"))  # nor a temporary file left
 
 
 def _export_imports_back(memory: MemoryScope, user: str) -> None:
@@ -299,9 +326,22 @@ def test_public_api_on_postgres(postgres_engine, program):
     run_program(postgres_engine, program)
 
 
+@settings(PROFILE, max_examples=80)
+@given(path=file_paths, user=good_users)
+def test_export_and_import_paths_raise_only_our_errors(sqlite_engine, path, user):
+    """Every path given to export and import, valid or not, either works or raises our error."""
+    for call in (lambda: sqlite_engine.export(user, path), lambda: sqlite_engine.import_(user, path)):
+        try:
+            call()
+        except MemoryScopeError:
+            STATS["raised"] += 1
+    _every_user_still_works(sqlite_engine)
+
+
 def test_report_generated_cases(capsys):
     """Prints how many generated examples and calls ran (visible with -s or in the CI log)."""
     with capsys.disabled():
         print(f"\n[public-api properties] {STATS['examples']} examples, {STATS['calls']} calls "
               f"({STATS['raised']} refused with our errors), {STATS['checks']} per-user checks; "
               f"succeeded by kind: {STATS['ok']}")
+

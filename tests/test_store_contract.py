@@ -6,7 +6,8 @@
 - elasticsearch: a real server when MEMORYSCOPE_TEST_ES_URL is set, otherwise the noida-db
   Elasticsearch 8.15 REST *emulator* (the test ids say so); each test gets its own index prefix.
 
-A server that cannot start here skips its tests with the reason; it never fails the suite.
+A server that cannot start here skips its tests with the reason; under CI=true that skip fails the
+run (tests/ci_no_skips.py).
 """
 
 from __future__ import annotations

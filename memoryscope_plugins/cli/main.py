@@ -7,7 +7,6 @@ import json
 import logging
 import sys
 from datetime import datetime
-from pathlib import Path
 from typing import Sequence
 
 from ..errors import MemoryScopeError
@@ -29,6 +28,14 @@ def cmd_parse_time(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_report(out: str, report: dict) -> None:
+    """A benchmark report to --out, by export's rules (a file replaced whole, a link written through)."""
+    from ..safe_write import open_for_writing
+    with open_for_writing(out, what="report") as handle:
+        handle.write(json.dumps(report, indent=1, ensure_ascii=False))
+    print(f"report written to {out}", file=sys.stderr)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from ..bench.locomo import format_table, run_locomo
     settings = _settings(args)
@@ -36,8 +43,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                         on_progress=lambda line: print(line, file=sys.stderr))
     print(format_table(report))
     if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
-        print(f"report written to {args.out}", file=sys.stderr)
+        _write_report(args.out, report)
     return 0
 
 
@@ -47,8 +53,7 @@ def cmd_bench_consolidation(args: argparse.Namespace) -> int:
     report = run_consolidation_bench(args.scenarios, settings, on_progress=lambda line: print(line, file=sys.stderr))
     print(format_table(report))
     if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
-        print(f"report written to {args.out}", file=sys.stderr)
+        _write_report(args.out, report)
     return 0
 
 
@@ -113,7 +118,10 @@ def cmd_delete_all(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     with _engine(args) as memory:
-        print(f"exported {memory.export(args.user, args.file)} memories to {args.file}")
+        count = memory.export(args.user, args.file)
+    # with FILE "-" the memories went to standard output: the count goes to stderr, apart from them
+    print(f"exported {count} memories to {'standard output' if args.file == '-' else args.file}",
+          file=sys.stderr if args.file == "-" else sys.stdout)
     return 0
 
 
@@ -207,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="export a user's memories as JSON Lines")
     p.add_argument("user")
-    p.add_argument("file")
+    p.add_argument("file", help="a file (replaced atomically), a symbolic link (written through), a FIFO or "
+                                "device (written directly), or - for standard output")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import", help="import memories from JSON Lines")

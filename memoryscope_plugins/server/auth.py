@@ -7,6 +7,7 @@ A `KeyRing` loaded from a file follows that file: every lookup checks (at most o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ValidationError
+from ..safe_write import open_for_writing
 from ..validation import check_tenant
 
 KEY_PREFIX = "msk_"
@@ -36,27 +38,18 @@ def valid_tenant(tenant: object) -> bool:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically with mode 0600 whatever the umask (a stricter existing mode is kept)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Write `text` to `path` atomically with mode 0600 whatever the umask (a stricter existing mode is kept).
+
+    By export's rules (`safe_write`): a symbolic link is written through (its target replaced, the
+    link kept); a folder, device, FIFO or socket, or an invalid path, is a `ValidationError`."""
+    with contextlib.suppress(OSError, ValueError):  # an invalid path is reported below, as ours
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
-        mode = path.stat().st_mode & 0o600 or 0o600
-    except FileNotFoundError:
+        mode = path.stat().st_mode & 0o600 or 0o600  # stat follows a link: the target's mode
+    except (OSError, ValueError):
         mode = 0o600
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        os.fchmod(fd, mode)  # os.open's mode is masked by the umask; fchmod is not
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            fd = -1
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
+    with open_for_writing(path, what="key file", streams=False, mode=mode) as handle:
+        handle.write(text)
 
 
 def hash_key(key: str) -> str:
