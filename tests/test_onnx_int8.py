@@ -62,7 +62,7 @@ def test_a_model_without_the_pattern_is_left_as_it_is(tmp_path):
 
 
 def test_shipped_model_embeds_nearly_as_the_float_path():
-    fast, exact = LocalOnnxEmbedder(), LocalOnnxEmbedder(int8_compute=False)
+    fast, exact = LocalOnnxEmbedder(int8_compute=True), LocalOnnxEmbedder()
     assert (fast.name, exact.name) == (MODEL_NAME_INT8, MODEL_NAME)  # two vector spaces, never mixed
     texts = ["When did Caroline go to the LGBTQ support group?", "上周三我做了什么",
              "I adopted a puppy named Max last spring and we hike every weekend."]
