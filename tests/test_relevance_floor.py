@@ -36,8 +36,8 @@ def _relevance(engine, query: str) -> dict[str, float]:
 
 
 def test_unrelated_queries_get_nothing_related_ones_keep_their_memories(filled):
-    # small talk: highest calibrated relevance 0.036 ("2 + 2") and 0.041 ("ok"; 0.081 before the query's own
-    # noise floor, 0.112 with int8 compute on a VNNI CPU, which let "My dog is called Biscuit." through)
+    # small talk: highest calibrated relevance 0.024 ("2 + 2") and 0.041 ("ok"; 0.069 against the embedder's
+    # floor alone, and about 0.11 with int8 compute on a VNNI CPU, which let "My dog is called Biscuit." through)
     for small_talk in ("What is 2 + 2?", "ok"):
         highest = max(_relevance(filled, small_talk).values())
         assert highest < DEFAULT_FLOOR - MARGIN, (small_talk, highest)
@@ -54,6 +54,16 @@ def test_unrelated_queries_get_nothing_related_ones_keep_their_memories(filled):
         relevance = _relevance(filled, question)
         assert relevance[fact] > max(r for content, r in relevance.items() if content != fact) + 0.2, relevance
         assert filled.retrieve("anna", question).memories[0].memory.content == fact
+
+
+def test_a_query_with_little_content_gets_a_higher_floor(local_embedder):
+    from memoryscope_plugins.retrieval.noise_floor import noise_floor, query_floor
+    model = noise_floor(local_embedder, "en")  # 0.056
+    own = {query: query_floor(local_embedder, local_embedder.embed([query], kind="query")[0], "en")
+           for query in ("ok", "hello", "what instrument do I play")}
+    # measured: ok 0.084, hello 0.141, the question 0.000 (it then keeps the embedder's floor)
+    assert own["ok"] > model + 0.02 and own["hello"] > model + 0.05, (model, own)
+    assert own["what instrument do I play"] < model - 0.03, (model, own)
 
 
 def test_floor_off_per_call_and_validated(filled):
