@@ -439,7 +439,8 @@ class MemoryScope:
             floors = {other: floor if other == language else min(floor, same) for other, floor in floors.items()}
             if query_vector is None:
                 return floors
-            return {other: max(floor, query_floor(self.embedder, query_vector, other)) for other, floor in floors.items()}
+            return {other: max(floor, query_floor(self.embedder, query_vector, other))
+                    for other, floor in floors.items()}
         except ModelError as exc:
             log.warning("could not measure the embedder's noise floor (%s); using raw cosines", type(exc).__name__)
             return 0.0
