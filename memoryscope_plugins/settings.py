@@ -58,7 +58,7 @@ class EmbedderSettings(BaseModel):
     max_retries: int = Field(4, ge=0)
     threads: int = Field(1, ge=1, description="ONNX Runtime threads for the local model")
     int8_compute: bool = Field(False, description="local model: multiply in int8 (2-4x faster queries, but "
-                               "vectors differ per CPU: cosine 0.99-0.996 to float; switching re-embeds the store)")
+                               "vectors differ per CPU: cosine 0.97-0.996 to float; switching re-embeds the store)")
 
 
 class RerankerSettings(BaseModel):

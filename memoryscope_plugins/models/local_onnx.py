@@ -40,7 +40,7 @@ class LocalOnnxEmbedder(ThreadedAsyncMixin):
         max_tokens: longer texts are truncated for embedding only (the stored text never is).
         model_path: an alternative .onnx file of the same model (for machines without the package).
         int8_compute: multiply in int8 too, not only store weights in int8 (2-4x faster for a
-            query; cosine 0.99-0.996 to the float result, depending on the CPU). See `onnx_int8`.
+            query; cosine 0.97-0.996 to the float result, depending on the CPU). See `onnx_int8`.
     """
 
     dim = 384

@@ -12,7 +12,7 @@ The rewrite happens in memory when the model loads (about 0.1 s); nothing is wri
 It is opt-in (`embedder.int8_compute`): ONNX Runtime chooses its int8 kernel by CPU, so the
 vectors differ between machines. On x86 CPUs without VNNI (AVX2 only) it sums pairs of u8 x s8
 products in int16, which saturates when both reach the ends of the int8 range (cosine 0.991-0.996
-to the float path measured on such a CPU); with AVX-512 VNNI, 0.973-0.999 over the 60 reference
+to the float path measured on such a CPU); with AVX-512 VNNI, 0.973 at worst (mean 0.991) over the 60 reference
 texts of tests/data/embedding_reference. The default float path gives the same vectors everywhere.
 """
 
