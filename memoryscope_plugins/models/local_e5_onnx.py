@@ -31,6 +31,7 @@ import numpy as np
 from ..errors import ConfigError, ModelError
 from .base import EmbedKind, ThreadedAsyncMixin, l2_normalise
 from .e5_q4_file import E5Q4File, dequantise
+from .onnx_session import cpu_session_options
 
 MODEL_NAME_INT8 = "local:multilingual-e5-small-q4-ort-dq:384"
 MODEL_NAME_FLOAT = "local:multilingual-e5-small-q4-ort:384"
@@ -110,10 +111,7 @@ class E5OnnxEmbedder(ThreadedAsyncMixin):
             except ImportError as exc:  # pragma: no cover - core dependency
                 raise ConfigError(f"the multilingual embedder needs onnxruntime: {exc}") from exc
             path = self._model_path or _packaged_model_path()
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = self._threads
-            options.inter_op_num_threads = 1
-            options.log_severity_level = 3
+            options = cpu_session_options(self._threads)
             try:
                 model_file = E5Q4File(path)
                 cfg = model_file.config

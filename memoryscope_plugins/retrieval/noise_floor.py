@@ -13,7 +13,13 @@ document for retrieval, two statements for consolidation) from a few fixed pairs
 from __future__ import annotations
 
 import threading
+from datetime import datetime, timezone
 from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+
+from ..indexing import embedding_text
+from ..types import Memory
 
 # A question or request and a statement about something else, the shape of a retrieval query
 # against a stored memory.
@@ -61,6 +67,33 @@ def noise_floor(embedder: Any, language: str, *, second_language: str | None = N
     with _LOCK:
         _FLOORS[key] = floor
     return floor
+
+
+# the date the anchors of `query_floor` carry (memories are embedded dated, see indexing.dated_text)
+_ANCHOR_DATE = datetime(2000, 1, 1, tzinfo=timezone.utc)
+_ANCHORS: dict[tuple[str, str], np.ndarray] = {}
+
+
+def query_floor(embedder: Any, query_vector: np.ndarray, memory_language: str, *,
+                pairs: Mapping[str, Sequence[tuple[str, str]]] = UNRELATED_QUERIES) -> float:
+    """This query's own noise floor: its mean cosine to statements about other things in
+    `memory_language` (the second texts of `pairs`), embedded the way memories are (dated, with a
+    speaker). The embedder's floor is a mean over content-bearing questions; a query with little
+    content of its own ("ok", "hello", "thanks!") sits closer to every memory, and to these
+    statements alike, so measured against them it clears no memory by much. The statements'
+    vectors are embedded once per embedder and cached."""
+    key = (str(getattr(embedder, "name", type(embedder).__name__)), memory_language)
+    with _LOCK:
+        anchors = _ANCHORS.get(key)
+    if anchors is None:
+        statements = [statement for _, statement in (pairs.get(memory_language) or pairs["en"])]
+        texts = [embedding_text(Memory(id="anchor", user_id="anchor", agent_id="anchor", content=statement,
+                                       speaker="user", created_at=_ANCHOR_DATE), embedder)
+                 for statement in statements]
+        anchors = np.asarray(embedder.embed(texts, kind="document"), dtype=np.float32)
+        with _LOCK:
+            _ANCHORS[key] = anchors
+    return min(0.9, max(0.0, float((anchors @ np.asarray(query_vector, dtype=np.float32)).mean())))
 
 
 def calibrated(cosine: float, floor: float) -> float:

@@ -1,0 +1,60 @@
+"""Per-query cost of retrieval with the local embedder, float32 and int8 compute, one thread.
+
+    OMP_NUM_THREADS=1 taskset -c 1 python bench/query_latency.py ../shared/data/locomo_dev.json
+    OMP_NUM_THREADS=1 taskset -c 1 python bench/query_latency.py ../shared/data/zh_memory_dev.json zh
+
+Ingests the first two conversations, then times `retrieve` and the query embedding alone for each
+question, in wall time and in the thread's CPU time. On a shared machine the CPU time is the figure
+to read: it leaves out the time spent waiting for a core (not the slowdown of sharing its caches).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+
+from memoryscope_plugins import MemoryScope, Settings
+from memoryscope_plugins.bench.locomo import _ingest, load_conversations
+
+
+def _summary(seconds: list[float]) -> str:
+    return f"p50 {np.percentile(seconds, 50) * 1e3:.2f} ms, p95 {np.percentile(seconds, 95) * 1e3:.2f} ms"
+
+
+def main() -> None:
+    data = sys.argv[1]
+    language = sys.argv[2] if len(sys.argv) > 2 else "auto"
+    conversations = load_conversations(data)[:2]
+    print("load average", " ".join(Path("/proc/loadavg").read_text().split()[:3]))
+    for int8 in (False, True):
+        with tempfile.TemporaryDirectory() as folder:
+            settings = Settings.model_validate({
+                "language": language, "embedder": {"int8_compute": int8},
+                "store": {"path": str(Path(folder) / "m.db")}, "consolidation": {"enabled": False}})
+            with MemoryScope(settings) as memory:
+                memory.retrieve("warm-up", "warm up the query path")
+                cpu, wall, embed = [], [], []
+                for conversation in conversations:
+                    _ingest(memory, conversation, "turns")
+                    now = conversation.sessions[-1].when + timedelta(days=1)
+                    for question in conversation.questions:
+                        started, started_wall = time.thread_time(), time.perf_counter()
+                        memory.retrieve(conversation.id, question.text, top_k=20, now=now)
+                        cpu.append(time.thread_time() - started)
+                        wall.append(time.perf_counter() - started_wall)
+                        started = time.thread_time()
+                        memory.embedder.embed([question.text], kind="query")
+                        embed.append(time.thread_time() - started)
+                print(f"{'int8' if int8 else 'float32'} ({memory.embedder.name}), {len(cpu)} questions: "
+                      f"retrieve CPU {_summary(cpu)}; query embedding CPU {_summary(embed)}; "
+                      f"retrieve wall {_summary(wall)}")
+    print("load average", " ".join(Path("/proc/loadavg").read_text().split()[:3]))
+
+
+if __name__ == "__main__":
+    main()
