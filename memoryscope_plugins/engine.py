@@ -30,7 +30,6 @@ from .retrieval.context_times import MENTIONS_KEY, time_mentions
 from .retrieval.language_profile import ranking_settings
 from .retrieval.mentioned_time import mentioned_range
 from .retrieval.neighbours import turn_neighbours
-from .retrieval.second_hop import merge_second_hop, named_terms
 from .retrieval.noise_floor import noise_floor
 from .retrieval.present import asks_about_present
 from .retrieval.ranking import (
@@ -415,10 +414,6 @@ class MemoryScope:
         if floor > -1:
             noise = 0.0 if vector is None else self._noise_floors(parsed.language)
             ranked = relevant(ranked, floor, noise_floor=noise, cjk_terms=query_cjk_terms(text))
-        if cfg.second_hop_hits and ranked:
-            t = time.perf_counter()
-            ranked = self._second_hop(user_id, query, ranked, flt, rank_cfg)
-            timings["second_hop_ms"] = _ms(t)
         reranking = self.reranker is not None and (rerank is None or rerank)
         depth = max(top_k, self.settings.reranker.candidates) if reranking else top_k
         ranked = deduplicate(ranked, depth) if cfg.deduplicate else ranked[:depth]
@@ -438,18 +433,6 @@ class MemoryScope:
         timings["total_ms"] = _ms(start)
         return RetrievalResult(query=query, memories=chosen, context=context, time_range=parsed.range,
                                timings_ms=timings, neighbours=neighbours)
-
-    def _second_hop(self, user_id: str, query: str, ranked: list[ScoredMemory], flt: MemoryFilter,
-                    rank_cfg: Any) -> list[ScoredMemory]:
-        """`ranked` with what a full-text search for the names in its best hits finds (see
-        `retrieval.second_hop`)."""
-        cfg = self.settings.retrieval
-        terms = named_terms(ranked[:cfg.second_hop_hits], query, limit=cfg.second_hop_terms)
-        if not terms:
-            return ranked
-        found = self.store.search(SearchRequest(user_id=user_id, text=" ".join(terms), vector=None, filter=flt,
-                                                limit=20))
-        return merge_second_hop(ranked, fuse([c for c in found if c.text_score], rank_cfg), cfg.second_hop_weight)
 
     def _noise_floors(self, language: str) -> dict[str, float] | float:
         """The embedder's cosine for unrelated texts between a query in `language` and a memory in

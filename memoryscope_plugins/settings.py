@@ -136,11 +136,6 @@ class RetrievalSettings(BaseModel):
                                  "same text), is at least this, or it falls in the time the query names, or it is "
                                  "the turn next to one that does (-1: no floor)")
     include_expired: bool = False
-    second_hop_hits: int = Field(0, ge=0, le=100, description="a second full-text search over the names the best "
-                                 "this many first results mention (capitalised words; see docs/retrieval.md); 0: off")
-    second_hop_terms: int = Field(4, ge=1, le=20, description="names searched in the second hop at most")
-    second_hop_weight: float = Field(0.5, ge=0, le=2, description="a second-hop memory's score: this x its share of "
-                                     "the second hop's best score x the first hop's best score")
     context_with_time: bool = False
     context_neighbours: int = Field(5, ge=0, le=1000, description="the best this many retrieved turns bring the "
                                     "turn before them (the one they answer) and after them into the context as "
