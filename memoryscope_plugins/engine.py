@@ -425,11 +425,13 @@ class MemoryScope:
         chosen = ranked[:top_k]
         for item in chosen:  # stores may share records between calls: the caller gets its own
             item.memory = item.memory.copy()
+        t = time.perf_counter()
         neighbours = turn_neighbours(chosen, (c.memory for c in candidates),
                                      lambda ids: self.store.get(user_id, ids), hits=cfg.context_neighbours,
                                      after=cfg.context_next_turn, statuses=statuses)
         context = format_context([*chosen, *neighbours], lang, with_time=cfg.context_with_time, now=moment,
                                  resolve_times=cfg.context_resolve_times)
+        timings["context_ms"] = _ms(t)
         timings["total_ms"] = _ms(start)
         return RetrievalResult(query=query, memories=chosen, context=context, time_range=parsed.range,
                                timings_ms=timings, neighbours=neighbours)
