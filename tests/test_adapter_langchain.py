@@ -112,8 +112,8 @@ def test_the_injected_block_dates_resolves_and_shows_the_turn_a_hit_answers(engi
     system = str(second.prompts[-1][0].content)
     block = system[system.index(BLOCK):]
     assert re.search(r"Today is \d{4}-\d\d-\d\d \w{3}\. Relevant memories", block)  # the day the agent runs
-    assert "[2023-05-08 Mon] Anna: We adopted a puppy yesterday! (yesterday = 2023-05-07 Sun)" in block
-    assert "[2023-05-08 Mon] assistant: Any news this week?" in block  # the turn it answers
+    assert "[2023-05-08 Mon] Anna: We adopted a puppy yesterday (= 2023-05-07 Sun)!" in block
+    assert "[2023-05-08 Mon] assistant: Any news this week (= 2023-05-08 Mon – 2023-05-14 Sun)?" in block  # it answers
 
 
 def test_history_stays_clean_and_every_turn_is_recorded(engine):

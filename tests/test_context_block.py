@@ -35,6 +35,7 @@ def _stored_turn(content: str, speaker: str = "Caroline", said: datetime = SAID)
     ("Yesterday I hiked, and last Saturday I swam.",
      [("Yesterday", "2023-05-07 Sun"), ("last Saturday", "2023-05-06 Sat")]),
     ("On 3 June 2023 we marry.", []),  # already absolute
+    ("We fly to Paris on 3 June.", [("3 June", "2023-06-03 Sat")]),  # yearless: the nearer one, not 2022
     ("I go running every Saturday morning.", []),  # a habit
     ("I feel great today.", []),  # the day it was said: the line's date says it
     ("I love green tea.", []),
@@ -48,6 +49,7 @@ def test_english_relative_times_resolve_against_when_they_were_said(text, expect
     ("上周六我们去爬山了。", [("上周六", "2023年5月6日 周六")]),
     ("去年我在杭州工作。", [("去年", "2022年")]),
     ("下个月我要去北京。", [("下个月", "2023年6月")]),
+    ("国庆去大理，10月1号出发。", [("国庆", "2023年10月1日 – 10月7日"), ("10月1号", "2023年10月1日 周日")]),
     ("每周一去游泳。", []),
     ("2022年我去过日本。", []),
 ])
@@ -56,10 +58,16 @@ def test_chinese_relative_times_resolve_against_when_they_were_said(text, expect
 
 
 def test_a_turn_line_shows_the_day_said_the_speaker_and_the_resolved_time():
-    line = memory_line(_stored_turn("I went to a LGBTQ support group yesterday."), "en")
-    assert line == "[2023-05-08 Mon] Caroline: I went to a LGBTQ support group yesterday. (yesterday = 2023-05-07 Sun)"
-    line = memory_line(_stored_turn("我昨天去了三岔湖钓鱼。", speaker="王伟"), "zh")
-    assert line == "[2023年5月8日 周一] 王伟: 我昨天去了三岔湖钓鱼。（昨天 = 2023年5月7日 周日）"
+    line = memory_line(_stored_turn("I went to a LGBTQ support group yesterday and it was powerful."), "en")
+    assert line == "[2023-05-08 Mon] Caroline: I went to a LGBTQ support group yesterday (= 2023-05-07 Sun) and " \
+                   "it was powerful."
+    line = memory_line(_stored_turn("我昨天去了三岔湖，上周六去了千岛湖。", speaker="王伟"), "zh")
+    assert line == "[2023年5月8日 周一] 王伟: 我昨天（= 2023年5月7日 周日）去了三岔湖，" \
+                   "上周六（= 2023年5月6日 周六）去了千岛湖。"
+    # a stored expression the words no longer contain is noted at the end
+    moved = _turn("We met at the lake.", metadata={"time_mentions": [
+        {"text": "last Saturday", "start": "2023-05-06T00:00:00+00:00", "end": "2023-05-07T00:00:00+00:00"}]})
+    assert memory_line(moved, "en") == "[2023-05-08 Mon] Caroline: We met at the lake. (last Saturday = 2023-05-06 Sat)"
     assert memory_line(_stored_turn("I went there yesterday."), "en", resolve_times=False) == \
         "[2023-05-08 Mon] Caroline: I went there yesterday."
 
@@ -84,7 +92,7 @@ def test_the_block_starts_with_today_and_lists_each_memory_once_in_the_order_sai
     block = format_context([ScoredMemory(later, 1.0), ScoredMemory(first, 0.5), first], "en", now=NOW)
     assert block.splitlines() == [
         "Today is 2023-10-23 Mon. Relevant memories, oldest first ([date] = when it was said):",
-        "[2023-05-08 Mon] Caroline: I went to a support group yesterday. (yesterday = 2023-05-07 Sun)",
+        "[2023-05-08 Mon] Caroline: I went to a support group yesterday (= 2023-05-07 Sun).",
         "[2023-05-11 Thu] Melanie: Melanie painted a sunset.",
     ]
     zh = format_context([first], "zh", now=NOW)
@@ -96,7 +104,7 @@ def test_the_block_starts_with_today_and_lists_each_memory_once_in_the_order_sai
 
 def test_an_older_turn_without_stored_times_is_resolved_when_it_had_a_mentioned_time():
     legacy = _turn("I went to a support group yesterday.", metadata={"event_time_source": "mentioned"})
-    assert memory_line(legacy, "en").endswith("(yesterday = 2023-05-07 Sun)")
+    assert memory_line(legacy, "en").endswith("yesterday (= 2023-05-07 Sun).")
 
 
 @pytest.mark.parametrize("stored", ["yesterday", [{"text": "yesterday"}], [{"text": "x", "start": "soon", "end": 1}],
@@ -138,8 +146,8 @@ def test_record_stores_the_resolved_times_and_retrieve_shows_them_with_today(eng
     result = engine.retrieve("mel", "When did Melanie paint the lake sunrise?", now=NOW, top_k=1)
     lines = result.context.splitlines()
     assert lines[0].startswith("Today is 2023-10-23 Mon.")
-    assert "[2023-05-08 Mon] Melanie: Yeah, I painted that lake sunrise last year! It's special to me. " \
-           "(last year = 2022)" in lines
+    assert "[2023-05-08 Mon] Melanie: Yeah, I painted that lake sunrise last year (= 2022)! It's special to me." \
+        in lines
 
 
 def test_a_hit_brings_the_turn_it_answers_and_the_reply_it_got_into_the_context_only(engine):
@@ -150,8 +158,7 @@ def test_a_hit_brings_the_turn_it_answers_and_the_reply_it_got_into_the_context_
     lines = result.context.splitlines()[1:]
     assert lines == [
         "[2023-05-08 Mon] Caroline: Is this your own painting? It looks great.",
-        "[2023-05-08 Mon] Melanie: Yeah, I painted that lake sunrise last year! It's special to me. "
-        "(last year = 2022)",
+        "[2023-05-08 Mon] Melanie: Yeah, I painted that lake sunrise last year (= 2022)! It's special to me.",
         "[2023-05-08 Mon] Caroline: Wow, the colours really blend nicely.",
     ]
     assert [m.content for m in result.neighbours] == [

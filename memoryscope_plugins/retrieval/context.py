@@ -5,13 +5,13 @@ What a (small) answering model needs to read, measured with LoCoMo questions (do
 
     Today is 2023-06-10 Sat. Relevant memories, oldest first ([date] = when it was said):
     [2023-05-08 Mon] Melanie: How did the weekend go?
-    [2023-05-08 Mon] Caroline: I went to a LGBTQ support group yesterday. (yesterday = 2023-05-07 Sun)
+    [2023-05-08 Mon] Caroline: I went to a LGBTQ support group yesterday (= 2023-05-07 Sun).
     [2023-05-09 Tue] Caroline moved to Boston. (event: 2023-05-01 Mon)
 
 - the question's own date first, so "how long ago" and "last week" in the question have an anchor;
 - every line dated by when it was said, a turn with who said it by name;
-- relative times in a memory's words resolved beside them (`context_times`): a small model copies
-  the line's date instead of subtracting a day;
+- relative times in a memory's words resolved right after them (`context_times`): a small model
+  copies the line's date instead of subtracting a day;
 - a memory with an event time of its own (an observation) shows it labelled "event";
 - the turns next to a hit (the question it answers, the reply it got) as plain lines, once each.
 """
@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Sequence
 
 from ..types import Memory, MemoryType, ScoredMemory
-from .context_times import MENTIONS_KEY, annotation, resolved_times
+from .context_times import MENTIONS_KEY, resolved_times, with_resolved_times
 from .time_format import format_memory_time, format_time_span
 
 HEADERS = {
@@ -39,15 +39,13 @@ def _zh(language: str) -> bool:
 
 def memory_line(item: ScoredMemory | Memory, language: str = "en", *, with_time: bool = False,
                 resolve_times: bool = True) -> str:
-    """"[2023-05-08 Mon] Caroline: I went to ... yesterday. (yesterday = 2023-05-07 Sun)": the day it
-    was said, who said it, the words, then the relative times resolved (a turn) or the event time
-    (a memory dated by an event, such as an observation)."""
+    """"[2023-05-08 Mon] Caroline: I went to ... yesterday (= 2023-05-07 Sun).": the day it was said,
+    who said it, the words with their relative times resolved (a turn), or the words and the event
+    time (a memory dated by an event, such as an observation)."""
     memory = item.memory if isinstance(item, ScoredMemory) else item
     lang = "zh" if _zh(language) else "en"
     said = format_memory_time(memory.created_at, lang, with_time=with_time)
     text = memory.content
-    if memory.type is MemoryType.TURN and memory.speaker:
-        text = f"{memory.speaker}: {text}"
     note = ""
     if _dated_by_event(memory):
         assert memory.event_start is not None
@@ -55,8 +53,10 @@ def memory_line(item: ScoredMemory | Memory, language: str = "en", *, with_time:
         if when != format_memory_time(memory.created_at, lang):
             note = EVENT_LABEL[lang].format(when=when)
     elif resolve_times and _may_mention_time(memory):
-        note = annotation(resolved_times(memory.content, memory.created_at, lang,
-                                         mentions=memory.metadata.get(MENTIONS_KEY)), lang)
+        pairs = resolved_times(memory.content, memory.created_at, lang, mentions=memory.metadata.get(MENTIONS_KEY))
+        text = with_resolved_times(text, pairs, lang)
+    if memory.type is MemoryType.TURN and memory.speaker:
+        text = f"{memory.speaker}: {text}"
     return f"[{said}] {text}{note}"
 
 

@@ -2,11 +2,12 @@
 
 "I went to a support group yesterday", said on Monday 8 May 2023, reads to a small model as if it
 happened on 8 May: it copies the line's date instead of subtracting a day. The context therefore
-spells each relative time out beside the words: "(yesterday = 2023-05-07 Sun)",
-"（昨天 = 2023年5月7日 周日）". Every expression is resolved on its own against the moment the
-memory was said (the same rule-based parser the query and `mentioned_time` use), so "last year"
-becomes "2022" even though it is too broad to be the turn's event time. Absolute dates ("3 June
-2023", "2023年6月3日"), habits ("every Monday") and the day itself ("today", "now") get nothing.
+writes each relative time's date right after it: "yesterday (= 2023-05-07 Sun)",
+"昨天（= 2023年5月7日 周日）". Every expression is resolved on its own against the moment the
+memory was said (the same rule-based parser the query and `mentioned_time` use, a yearless date
+read as its nearer occurrence as there), so "last year" becomes "2022" even though it is too
+broad to be the turn's event time. Absolute dates ("3 June 2023", "2023年6月3日"), habits
+("every Monday") and the day itself ("today", "now") get nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 from datetime import datetime, timedelta
 
 from ..types import TimeRange, as_aware
-from .mentioned_time import is_recurring
+from .mentioned_time import is_recurring, nearer_if_yearless
 from .time_format import format_memory_time, format_time_span
 from .time_parser import parse_time
 
@@ -35,6 +36,7 @@ _ABSOLUTE = re.compile(
     r"\d{4}年(?:\d{1,2}月(?:\d{1,2}[日号])?)?)\s*$",
     re.IGNORECASE,
 )
+_TRAILING = ".,;:!?。，；：！？、"
 _MAX_EXPRESSIONS = 3  # a line with more time words than this names a schedule; the first three suffice
 
 
@@ -56,10 +58,11 @@ def time_mentions(text: str, said_at: datetime) -> list[dict[str, str]]:
         return []
     out: list[dict[str, str]] = []
     seen: set[str] = set()
-    for expression in parsed.expressions:
+    for raw in parsed.expressions:
         if len(out) >= _MAX_EXPRESSIONS:
             break
-        key = expression.strip().lower()
+        expression = raw.strip().rstrip(_TRAILING)  # "on 2 August." -> "on 2 August"
+        key = expression.lower()
         if not key or key in seen or _ABSOLUTE.match(expression) or is_recurring(expression):
             continue
         seen.add(key)
@@ -67,9 +70,13 @@ def time_mentions(text: str, said_at: datetime) -> list[dict[str, str]]:
             found = parse_time(expression, said_at).range
         except (OverflowError, ValueError):
             continue
-        if found is None or found.start is None or found.end is None or _is_the_day_itself(found, said_at):
+        if found is None or found.start is None or found.end is None:
             continue
-        out.append({"text": expression.strip(), "start": found.start.isoformat(), "end": found.end.isoformat()})
+        found = nearer_if_yearless(found, [expression], said_at)
+        assert found.start is not None and found.end is not None
+        if _is_the_day_itself(found, said_at):
+            continue
+        out.append({"text": expression, "start": found.start.isoformat(), "end": found.end.isoformat()})
     return out
 
 
@@ -121,11 +128,21 @@ def describe_range(found: TimeRange, language: str = "en") -> str:
     return format_time_span(start, end, language)
 
 
-def annotation(pairs: list[tuple[str, str]], language: str = "en") -> str:
-    """The inline note: " (yesterday = 2023-05-07 Sun; last year = 2022)" or
-    "（昨天 = 2023年5月7日 周日）"; "" when there is nothing to resolve."""
-    if not pairs:
-        return ""
-    if language.lower().startswith("zh"):
-        return "（" + "；".join(f"{expression} = {when}" for expression, when in pairs) + "）"
-    return " (" + "; ".join(f"{expression} = {when}" for expression, when in pairs) + ")"
+def with_resolved_times(text: str, pairs: list[tuple[str, str]], language: str = "en") -> str:
+    """`text` with each resolved time written right after its expression: "I went there yesterday
+    (= 2023-05-07 Sun) and ...", "我昨天（= 2023年5月7日 周日）去了..." (a model that copies the words
+    copies the date with them). An expression not found in `text` is noted at its end."""
+    zh = language.lower().startswith("zh")
+    out, position, missing = text, 0, []
+    for expression, when in pairs:
+        note = f"（= {when}）" if zh else f" (= {when})"
+        at = out.find(expression, position)
+        if at < 0:
+            missing.append(f"{expression} = {when}")
+            continue
+        end = at + len(expression)
+        out = out[:end] + note + out[end:]
+        position = end + len(note)
+    if missing:
+        out += ("（" + "；".join(missing) + "）") if zh else (" (" + "; ".join(missing) + ")")
+    return out
