@@ -40,7 +40,7 @@ from agentscope.tool import FunctionTool, ToolBase, ToolChunk
 
 from memoryscope_plugins.engine import MemoryScope, detect_language
 from memoryscope_plugins.retrieval.context import format_context
-from memoryscope_plugins.types import MemoryType, ScoredMemory
+from memoryscope_plugins.types import MemoryType, ScoredMemory, utc_now
 
 from ._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, log, turn
 
@@ -248,7 +248,11 @@ class MemoryScopeMiddleware(MiddlewareBase):
         language: str = engine.settings.language
         if language == "auto":
             language = detect_language(" ".join(keywords))
-        return _chunk(format_context(list(merged.values()), language))
+        # the block the keywords' own contexts would show: their hits, the turns beside them, today's date
+        neighbours = [m for result in results for m in result.neighbours if m.id not in merged]
+        return _chunk(format_context([*merged.values(), *neighbours], language, now=utc_now(),
+                                     with_time=engine.settings.retrieval.context_with_time,
+                                     resolve_times=engine.settings.retrieval.context_resolve_times))
 
     async def record_to_memory(self, thinking: str, content: list[str]) -> ToolChunk:
         """Record important information about the user to long-term memory. Be specific and concise:

@@ -26,8 +26,10 @@ from .errors import ConfigError, ModelError, NotFoundError, ValidationError
 from .indexing import dated_text, embedding_text
 from .models.base import ChatModel, Embedder, Reranker
 from .retrieval.context import format_context
+from .retrieval.context_times import MENTIONS_KEY, time_mentions
 from .retrieval.language_profile import ranking_settings
 from .retrieval.mentioned_time import mentioned_range
+from .retrieval.neighbours import turn_neighbours
 from .retrieval.noise_floor import noise_floor, query_floor
 from .retrieval.present import asks_about_present
 from .retrieval.ranking import (
@@ -279,6 +281,9 @@ class MemoryScope:
             if mentioned is not None:
                 memory.event_start, memory.event_end = mentioned.start, mentioned.end
                 memory.metadata["event_time_source"] = "mentioned"
+            mentions = time_mentions(message.content, message.timestamp)
+            if mentions:  # resolved once here, shown beside the words in every context
+                memory.metadata[MENTIONS_KEY] = mentions
             if prior is not None:
                 memory.previous_id = prior.id
                 memory.context = f"{prior.speaker}: {prior.content}" if prior.speaker else prior.content
@@ -425,10 +430,16 @@ class MemoryScope:
         chosen = ranked[:top_k]
         for item in chosen:  # stores may share records between calls: the caller gets its own
             item.memory = item.memory.copy()
-        context = format_context(chosen, lang, with_time=cfg.context_with_time)
+        t = time.perf_counter()
+        neighbours = turn_neighbours(chosen, (c.memory for c in candidates),
+                                     lambda ids: self.store.get(user_id, ids), hits=cfg.context_neighbours,
+                                     after=cfg.context_next_turn, statuses=statuses)
+        context = format_context([*chosen, *neighbours], lang, with_time=cfg.context_with_time, now=moment,
+                                 resolve_times=cfg.context_resolve_times)
+        timings["context_ms"] = _ms(t)
         timings["total_ms"] = _ms(start)
         return RetrievalResult(query=query, memories=chosen, context=context, time_range=parsed.range,
-                               timings_ms=timings)
+                               timings_ms=timings, neighbours=neighbours)
 
     def _noise_floors(self, language: str, query_vector: np.ndarray | None = None) -> dict[str, float] | float:
         """The cosine for unrelated texts between this query (in `language`) and a memory in

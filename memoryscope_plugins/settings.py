@@ -137,6 +137,12 @@ class RetrievalSettings(BaseModel):
                                  "the turn next to one that does (-1: no floor)")
     include_expired: bool = False
     context_with_time: bool = False
+    context_neighbours: int = Field(5, ge=0, le=1000, description="the best this many retrieved turns bring the "
+                                    "turn before them (the one they answer) and after them into the context as "
+                                    "extra lines (not into the ranked memories); 0: none")
+    context_next_turn: bool = Field(True, description="with context_neighbours, also the turn after a hit")
+    context_resolve_times: bool = Field(True, description="resolve a memory's relative times beside its words in "
+                                        "the context: '... yesterday (yesterday = 2023-05-07 Sun)'")
     by_language: dict[Literal["en", "zh"], dict[str, float]] | None = Field(
         None, description="per query language, overrides of text_weight, vector_weight, neighbour_weight, "
         "speaker_boost, time_boost; None: {'zh': {'text_weight': 0.2, 'neighbour_weight': 0.25}} with a "

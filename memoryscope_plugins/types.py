@@ -155,6 +155,7 @@ class RetrievalResult:
     context: str
     time_range: TimeRange | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+    neighbours: list[Memory] = field(default_factory=list)  # turns shown in the context beside the hits
 
     def __iter__(self):
         return iter(self.memories)

@@ -6,6 +6,7 @@ Real LangChain / LangGraph objects with LangChain's own offline fake chat models
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -97,6 +98,22 @@ def test_fact_from_session_one_reaches_a_new_agent_in_session_two(engine):
     prompt = second.prompts[-1]
     assert isinstance(prompt[0], SystemMessage) and prompt[0].content.startswith("You are helpful.")
     assert blocks(prompt) == 1 and "Biscuit" in prompt[0].content
+
+
+def test_the_injected_block_dates_resolves_and_shows_the_turn_a_hit_answers(engine):
+    from datetime import datetime, timezone
+    said = datetime(2023, 5, 8, 12, tzinfo=timezone.utc)  # a Monday
+    engine.record("anna", [{"role": "assistant", "content": "Any news this week?", "timestamp": said},
+                           {"role": "user", "name": "Anna", "content": "We adopted a puppy yesterday!",
+                            "timestamp": said.replace(second=5)}], session_id="old")
+    second = model("On 7 May 2023.")
+    agent_with(second, MemoryScopeMiddleware(engine, user_id="anna", top_k=1)).invoke(
+        ask("When did we adopt the puppy?"), thread("new"))
+    system = str(second.prompts[-1][0].content)
+    block = system[system.index(BLOCK):]
+    assert re.search(r"Today is \d{4}-\d\d-\d\d \w{3}\. Relevant memories", block)  # the day the agent runs
+    assert "[2023-05-08 Mon] Anna: We adopted a puppy yesterday (= 2023-05-07 Sun)!" in block
+    assert "[2023-05-08 Mon] assistant: Any news this week (= 2023-05-08 Mon – 2023-05-14 Sun)?" in block  # it answers
 
 
 def test_history_stays_clean_and_every_turn_is_recorded(engine):

@@ -87,9 +87,10 @@ def test_a_turn_said_days_later_is_found_by_the_time_it_mentions(memory):
     assert holiday.memory.event_start == _day(2024, 10, 3)
     assert september.memory.event_start == _day(2024, 9, 1)
     assert holiday.memory.metadata["event_time_source"] == "mentioned"
-    # the context shows when the turn was said: its "十月三号" is read from that date
+    # the context dates the turn by when it was said and resolves its "十月三号" beside the words
     line = next(line for line in result.context.splitlines() if "三岔湖" in line)
-    assert "2024年10月20日" in line and "10月3日" not in line
+    assert line.startswith("[2024年10月20日 周日] ")
+    assert "十月三号（= 2024年10月3日 周四）我又去三岔湖钓鱼了" in line
 
 
 def test_turns_without_time_words_get_no_event_time(memory):

@@ -88,7 +88,9 @@ def test_event_time_counts_as_well_as_message_time(tmp_path, local_embedder):
                    created_at=datetime(2026, 2, 1, 9, tzinfo=timezone.utc))
         result = memory.retrieve("anna", "sailing last weekend", now=NOW, top_k=2)
         assert result.memories[0].memory.content == "Anna went sailing with her father."
-        assert "[2026-04-11 Sat" in result.context
+        # dated by when it was told, the event time labelled beside it
+        assert "[2026-04-13 Mon] Anna went sailing with her father. (event: 2026-04-11 Sat – 2026-04-12 Sun)" \
+            in result.context.splitlines()
 
 
 def test_context_in_chinese_uses_chinese_dates(diary):

@@ -65,9 +65,16 @@ def mentioned_range(text: str, said_at: datetime) -> TimeRange | None:
     said = as_aware(said_at)
     if as_aware(found.start) <= said < as_aware(found.end) and found.end - found.start <= timedelta(days=1):
         return None  # "today", "now": the message time already says it
-    if not any(_ANCHORED.search(expression) for expression in parsed.expressions):
-        found = _nearer_occurrence(found, said)
-    return found
+    return nearer_if_yearless(found, parsed.expressions, said)
+
+
+def nearer_if_yearless(found: TimeRange, expressions: tuple[str, ...] | list[str], said: datetime) -> TimeRange:
+    """`found` for expressions said at `said`: when none is tied to a year or to the moment of
+    speaking ("10月1号", "国庆", "3 June"), the nearer occurrence (a conversation talks of the weeks
+    around it); else `found` as it is."""
+    if any(_ANCHORED.search(expression) for expression in expressions):
+        return found
+    return _nearer_occurrence(found, as_aware(said))
 
 
 def _nearer_occurrence(found: TimeRange, said: datetime) -> TimeRange:

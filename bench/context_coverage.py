@@ -1,0 +1,81 @@
+"""How much of the evidence reaches the context block, and at what size, per `top_k` and
+`context_neighbours` (no LLM): the share of a LoCoMo question's evidence turns among the block's
+memories and neighbour turns, and the block's length.
+
+    python bench/context_coverage.py --data ../shared/data/locomo_dev.json \
+        --configs 10:5,10:0,5:5,15:0        # top_k:context_neighbours
+    MEMORYSCOPE_LANGUAGE=zh python bench/context_coverage.py --data ../shared/data/zh_memory_dev.json
+
+Conversations are recorded once into --db (a fresh temporary store unless given; reused when it
+exists), as `bench locomo` records them. Categories 1-4; each question asked the day after its
+conversation's last session. Tokens are estimated as characters / 4 (CJK: one per character).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+from memoryscope_plugins import MemoryScope
+from memoryscope_plugins.bench.locomo import _covered, _ingest, load_conversations
+from memoryscope_plugins.settings import Settings
+
+
+def _tokens(text: str) -> float:
+    cjk = sum(1 for ch in text if "\u3400" <= ch <= "\u9fff")
+    return cjk + (len(text) - cjk) / 4.0
+
+
+def _configs(text: str) -> list[tuple[int, int]]:
+    out = []
+    for part in text.split(","):
+        top_k, _, neighbours = part.partition(":")
+        out.append((int(top_k), int(neighbours or 0)))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True, type=Path)
+    parser.add_argument("--configs", default="5:0,5:5,8:4,10:0,10:3,10:5,10:10,15:0,15:5,20:0")
+    parser.add_argument("--db", type=Path, help="store to record into or reuse (default: a temporary one)")
+    args = parser.parse_args()
+    conversations = load_conversations(args.data)
+    with tempfile.TemporaryDirectory(prefix="memoryscope-coverage-") as tmp:
+        db = args.db or Path(tmp) / "coverage.db"
+        fresh = not db.exists()
+        settings = Settings()
+        settings = settings.model_copy(update={
+            "store": settings.store.model_copy(update={"backend": "sqlite", "path": db}),
+            "consolidation": settings.consolidation.model_copy(update={"enabled": False})})
+        with MemoryScope(settings) as memory:
+            if fresh:
+                for conv in conversations:
+                    _ingest(memory, conv, "turns")
+            print("| top_k | neighbours of the best | evidence in the block | tokens | c1 | c2 | c3 | c4 |")
+            print("|---|---|---|---|---|---|---|---|")
+            for top_k, neighbours in _configs(args.configs):
+                memory.settings.retrieval = memory.settings.retrieval.model_copy(
+                    update={"context_neighbours": neighbours})
+                rows = []
+                for conv in conversations:
+                    now = conv.sessions[-1].when + timedelta(days=1)
+                    for question in conv.questions:
+                        if question.category not in (1, 2, 3, 4):
+                            continue
+                        result = memory.retrieve(conv.id, question.text, top_k=top_k, now=now)
+                        shown = {i for item in result.memories for i in _covered(item.memory.metadata)}
+                        shown |= {i for m in result.neighbours for i in _covered(m.metadata)}
+                        gold = set(question.gold)
+                        rows.append((question.category, len(gold & shown) / len(gold), _tokens(result.context)))
+                by_category = [statistics.fmean([r[1] for r in rows if r[0] == c] or [0.0]) for c in (1, 2, 3, 4)]
+                print(f"| {top_k} | {neighbours} | {statistics.fmean(r[1] for r in rows):.3f} | "
+                      f"{statistics.fmean(r[2] for r in rows):.0f} | "
+                      + " | ".join(f"{v:.3f}" for v in by_category) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
