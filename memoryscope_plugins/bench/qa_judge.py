@@ -53,6 +53,7 @@ _HEDGES = re.compile(
     r"\b(not sure|unsure|don'?t know|do not know|unknown|not mentioned|no information|not specified|"
     r"cannot (?:be )?determine|can'?t (?:be )?determine|unclear|no mention|not provided|maybe|perhaps|"
     r"possibly|either|or)\b|不知道|不清楚|没有提到|未提及|无法确定|不确定|也许|可能|或者|还是", re.IGNORECASE)
+_SEPARATORS = re.compile(r"[,;、，；]")
 _DATE_FILLER = {"on", "in", "around", "about", "approximately", "of", "during", "circa", "year", "month", "day",
                 "sometime", "at", "early", "mid", "late", "s"}
 _WEEKDAYS = {"monday": 0, "tuesday": 1, "wednesday": 2, "thursday": 3, "friday": 4, "saturday": 5, "sunday": 6}
@@ -206,7 +207,8 @@ def deterministic_verdict(answer: str, gold: str) -> Verdict | None:
             and all(p.within(relative) for p in answer_dates):
         return Verdict(True, "relative_date")
     long_answer = len(answer_tokens) > 3 * len(gold_tokens) + 12
-    if not hedged and not long_answer and contains(text, gold) and gold_period is None:
+    listing = len(_SEPARATORS.findall(text)) - len(_SEPARATORS.findall(gold)) >= 2  # a list of guesses
+    if not hedged and not long_answer and not listing and contains(text, gold) and gold_period is None:
         return Verdict(True, "contains")
     return None
 
