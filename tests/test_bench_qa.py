@@ -11,11 +11,21 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from fakes.fake_model_server import OPENAI_CHAT, FakeModelServer, RecordedRequest, Reply, openai_completion
+from fakes.fake_model_server import (
+    OPENAI_CHAT,
+    FakeModelServer,
+    RecordedRequest,
+    Reply,
+    openai_completion,
+)
 
 from memoryscope_plugins.bench.locomo import load_conversations
 from memoryscope_plugins.bench.qa import stratified_sample
-from memoryscope_plugins.bench.qa_judge import deterministic_verdict, parse_verdict, relative_gold_period
+from memoryscope_plugins.bench.qa_judge import (
+    deterministic_verdict,
+    parse_verdict,
+    relative_gold_period,
+)
 from memoryscope_plugins.bench.qa_metrics import contains, token_f1
 from memoryscope_plugins.cli.main import main
 
@@ -264,8 +274,8 @@ def test_a_rerun_with_another_sample_is_refused_and_leaves_the_file(tmp_path, se
 @pytest.mark.parametrize("content", [
     '{"not": "a list"}',
     '[{"sample_id": "x", "qa": []}]',
-    '[{"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "yesterday",'
-    ' "session_1": []}, "qa": []}]',
+    ('[{"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "yesterday",'
+     ' "session_1": []}, "qa": []}]'),
     "not json at all",
 ])
 def test_a_file_not_in_locomo_format_is_a_one_line_error(tmp_path, server, capsys, content):

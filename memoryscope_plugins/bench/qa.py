@@ -49,7 +49,14 @@ from ..models.factory import build_llm
 from ..retrieval.time_format import format_memory_time
 from ..retrieval.time_parser import detect_language
 from ..settings import LLMSettings, Settings
-from .locomo import CATEGORY_NAMES, Conversation, Question, _ingest, _percentile, load_conversations
+from .locomo import (
+    CATEGORY_NAMES,
+    Conversation,
+    Question,
+    _ingest,
+    _percentile,
+    load_conversations,
+)
 from .qa_judge import deterministic_verdict, judge_messages, parse_verdict
 from .qa_metrics import contains, token_f1
 
@@ -385,7 +392,10 @@ class QARun:
     def _context(self, stores: _Stores, conv: Conversation, question: Question, name: str,
                  language: str) -> tuple[str, float]:
         """The memory block of a configuration and the retrieval time in ms."""
-        from ..adapters._common import MemoryBridge, MemoryConfig  # the adapters' own injection
+        from ..adapters._common import (  # the adapters' own injection
+            MemoryBridge,
+            MemoryConfig,
+        )
         now = question_time(conv)
         start = time.perf_counter()
         if name == "none":
@@ -607,8 +617,9 @@ def format_table(report: dict[str, Any]) -> str:
     categories = sorted({row["category"] for row in report["questions"]})
     head = ["config", "n", "J", "F1", "contains", *[f"J c{c}" for c in categories], "prompt tok", "context tok",
             "answer s p50", "skipped"]
-    lines = [f"bench qa: {len(report['questions'])} questions, model {report['llm'].get('model')}, "
-             f"judge {report['llm'].get('judge_model')}", "",
+    title = (f"bench qa: {len(report['questions'])} questions, model {report['llm'].get('model')}, "
+             f"judge {report['llm'].get('judge_model')}")
+    lines = [title, "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def cell(value: Any, digits: int = 3) -> str:
@@ -621,8 +632,8 @@ def format_table(report: dict[str, Any]) -> str:
                                         cell(entry["context_tokens_mean"], 0), cell(entry["answer_s_p50"], 1),
                                         str(entry["skipped"])]) + " |")
     llm = report["llm"]
-    lines += ["", f"LLM: {llm['calls']} calls, {llm['tokens']:,} tokens; {report['seconds']:.0f} s"
-              + ("" if report.get("complete") else " (incomplete: rerun the same command to continue)")]
+    tail = "" if report.get("complete") else " (incomplete: rerun the same command to continue)"
+    lines += ["", f"LLM: {llm['calls']} calls, {llm['tokens']:,} tokens; {report['seconds']:.0f} s{tail}"]
     return "\n".join(lines)
 
 

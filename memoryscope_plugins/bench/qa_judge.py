@@ -69,10 +69,10 @@ class Period:
     first: date
     last: date
 
-    def within(self, other: "Period") -> bool:
+    def within(self, other: Period) -> bool:
         return other.first <= self.first and self.last <= other.last
 
-    def overlaps(self, other: "Period") -> bool:
+    def overlaps(self, other: Period) -> bool:
         return self.first <= other.last and other.first <= self.last
 
 
@@ -95,7 +95,7 @@ def find_dates(text: str) -> tuple[list[Period], str]:
     found: list[Period] = []
     rest = text
     for pattern, shape in _DATE_PATTERNS:
-        def take(match: re.Match[str]) -> str:
+        def take(match: re.Match[str], shape: str = shape) -> str:
             g = match.groups()
             if shape == "ymd":
                 value = _period(int(g[0]), int(g[1]), int(g[2]))
