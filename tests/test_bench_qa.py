@@ -397,3 +397,14 @@ def test_stratified_sample_is_proportional_deterministic_and_in_file_order():
     picks = {tuple(id(q) for _c, q in stratified_sample(pool, 6, seed=s)) for s in range(8)}
     assert len(picks) > 1  # the seed matters
     assert stratified_sample(pool, 100, seed=0) == pool
+
+
+def test_estimate_calls_no_model_and_writes_nothing(tmp_path, server, capsys):
+    out = tmp_path / "qa.json"
+    assert run_cli(tmp_path, server, "--out", str(out), "--estimate", "--max-context-tokens", "200",
+                   configs="none,full,turns") == 0
+    printed = capsys.readouterr().out
+    assert "| turns | 13 |" in printed and "| none | 13 |" in printed
+    assert "| full | 0 | 0 | 0 | 13 |" in printed  # both conversations are over 200 tokens
+    assert "judge: at most 26 calls" in printed
+    assert not server.requests and not out.exists()

@@ -34,7 +34,8 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -512,23 +513,59 @@ class QARun:
             self._save()
         return self.state
 
-    def _answer_all(self, todo: list[tuple[Conversation, Question, str]], bar: Any) -> None:
+    @contextmanager
+    def _open_stores(self) -> Iterator[_Stores]:
+        """Fresh turn and observation stores in a temporary folder (no LLM, no consolidation)."""
         with tempfile.TemporaryDirectory(prefix="memoryscope-bench-qa-") as tmp:
             base = self.settings.model_copy(update={
-                "consolidation": self.settings.consolidation.model_copy(update={"enabled": False})})
-            turn_settings = base.model_copy(update={"store": base.store.model_copy(
-                update={"backend": "sqlite", "path": Path(tmp) / "turns.db"})})
-            with MemoryScope(turn_settings) as turn_store:
-                obs_settings = base.model_copy(update={"store": base.store.model_copy(
-                    update={"backend": "sqlite", "path": Path(tmp) / "observations.db"})})
-                with MemoryScope(obs_settings, embedder=turn_store.embedder) as obs_store:
-                    stores = _Stores(turn_store, obs_store)
-                    for conv, question, name in _call_order(todo):
-                        row = self._rows[question_id(conv, question)]
-                        row["answers"][name] = self._answer(stores, conv, question, name)
-                        self._account()
-                        self._save()
-                        bar.update(1)
+                "consolidation": self.settings.consolidation.model_copy(update={"enabled": False}),
+                "llm": LLMSettings()})
+
+            def at(name: str) -> Settings:
+                return base.model_copy(update={"store": base.store.model_copy(
+                    update={"backend": "sqlite", "path": Path(tmp) / name})})
+
+            with MemoryScope(at("turns.db")) as turn_store, \
+                    MemoryScope(at("observations.db"), embedder=turn_store.embedder) as obs_store:
+                yield _Stores(turn_store, obs_store)
+
+    def _answer_all(self, todo: list[tuple[Conversation, Question, str]], bar: Any) -> None:
+        with self._open_stores() as stores:
+            for conv, question, name in _call_order(todo):
+                row = self._rows[question_id(conv, question)]
+                row["answers"][name] = self._answer(stores, conv, question, name)
+                self._account()
+                self._save()
+                bar.update(1)
+
+    def estimate(self) -> dict[str, Any]:
+        """What the run would cost, without calling a model: per configuration the answer calls
+        and their estimated prompt tokens (the memory blocks are really built), and the judge calls
+        at most (one per answer; deterministic rules and repeated answers save some)."""
+        per_config: dict[str, dict[str, Any]] = {}
+        todo = [(c, q, n) for c, q in self.items for n in ANSWER_ORDER if n in self.options.configs]
+        with self._open_stores() as stores:
+            for conv, question, name in _call_order(todo):
+                language = self._rows[question_id(conv, question)]["language"]
+                block, _ms = self._context(stores, conv, question, name, language)
+                messages = answer_messages(block, question.text, "2023-05-08 Mon", language)
+                tokens = sum(estimate_tokens(m["content"]) for m in messages)
+                entry = per_config.setdefault(name, {"calls": 0, "prompt_tokens": 0.0, "skipped": 0})
+                if name == "full" and tokens > self.options.max_context_tokens:
+                    entry["skipped"] += 1
+                    continue
+                entry["calls"] += 1
+                entry["prompt_tokens"] += tokens
+        answers = sum(e["calls"] for e in per_config.values())
+        judge_tokens = estimate_tokens(judge_messages("q" * 60, "g" * 30, "a" * 60, "2023-05-08")[0]["content"])
+        for entry in per_config.values():
+            entry["prompt_tokens"] = round(entry["prompt_tokens"])
+            entry["prompt_tokens_mean"] = round(entry["prompt_tokens"] / max(1, entry["calls"]))
+        return {"questions": len(self.items), "configs": per_config, "answer_calls": answers,
+                "judge_calls_at_most": answers, "judge_prompt_tokens_at_most": round(answers * judge_tokens),
+                "prompt_tokens_total": round(sum(e["prompt_tokens"] for e in per_config.values())
+                                             + answers * judge_tokens),
+                "note": "tokens estimated: a CJK character one token, other text four characters one token"}
 
     def _account(self) -> None:
         """The LLM figures and seconds of every run on this file so far."""
@@ -634,6 +671,20 @@ def format_table(report: dict[str, Any]) -> str:
     llm = report["llm"]
     tail = "" if report.get("complete") else " (incomplete: rerun the same command to continue)"
     lines += ["", f"LLM: {llm['calls']} calls, {llm['tokens']:,} tokens; {report['seconds']:.0f} s{tail}"]
+    return "\n".join(lines)
+
+
+def format_estimate(estimate: dict[str, Any]) -> str:
+    """The cost estimate as a Markdown table."""
+    lines = [f"bench qa estimate: {estimate['questions']} questions", "",
+             "| config | answer calls | prompt tokens | mean per call | skipped |", "|---|---|---|---|---|"]
+    for name, entry in estimate["configs"].items():
+        lines.append(f"| {name} | {entry['calls']} | {entry['prompt_tokens']:,} | {entry['prompt_tokens_mean']:,} | "
+                     f"{entry['skipped']} |")
+    judge = (f"judge: at most {estimate['judge_calls_at_most']} calls, about "
+             f"{estimate['judge_prompt_tokens_at_most']:,} prompt tokens; in all about "
+             f"{estimate['prompt_tokens_total']:,} prompt tokens ({estimate['note']})")
+    lines += ["", judge]
     return "\n".join(lines)
 
 

@@ -85,6 +85,10 @@ def cmd_bench_qa(args: argparse.Namespace) -> int:
                             out=Path(args.out) if args.out else None, limit=args.limit, seed=args.seed,
                             categories=parse_categories(args.categories), top_k=args.top_k,
                             max_context_tokens=args.max_context_tokens)
+        if args.estimate:
+            from ..bench.qa import QARun, format_estimate
+            print(format_estimate(QARun(options, settings, _judge_settings(args, settings)).estimate()))
+            return 0
         report = run_qa(options, settings, _judge_settings(args, settings), progress=not args.no_progress)
     except QAInputError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
@@ -231,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--judge-model", help="the judge's model")
     p.add_argument("--judge-base-url", help="the judge's endpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--estimate", action="store_true",
+                   help="print the expected calls and prompt tokens, call no model, write nothing")
     p.set_defaults(func=cmd_bench_qa)
 
     p = sub.add_parser("list", help="list a user's memories, newest first")
