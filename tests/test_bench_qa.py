@@ -408,3 +408,23 @@ def test_estimate_calls_no_model_and_writes_nothing(tmp_path, server, capsys):
     assert "| full | 0 | 0 | 0 | 13 |" in printed  # both conversations are over 200 tokens
     assert "judge: at most 26 calls" in printed
     assert not server.requests and not out.exists()
+
+
+def test_hand_labels_measure_the_judge(tmp_path, server, capsys):
+    server.route(OPENAI_CHAT, ScriptedModel())
+    out = tmp_path / "qa.json"
+    assert run_cli(tmp_path, server, "--out", str(out), configs="none,turns") == 0
+    labels = tmp_path / "labels.json"
+    assert main(["bench", "qa-label", "--in", str(out), "--out", str(labels), "--limit", "8"]) == 0
+    items = json.loads(labels.read_text(encoding="utf-8"))
+    assert len(items) == 8 and all(item["label"] is None for item in items)
+    assert items[0]["judged_by"] == "llm" and len({item["judged_by"] for item in items}) >= 4
+    for number, item in enumerate(items):  # a person agrees with all but the first LLM verdict
+        item["label"] = 1 - item["j"] if number == 0 else item["j"]
+    labels.write_text(json.dumps(items), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["bench", "qa-label", "--in", str(out), "--out", str(labels)]) == 0
+    printed = capsys.readouterr().out
+    assert "judge agreement: 7/8 (88%)" in printed
+    llm_labelled = sum(1 for item in items if item["judged_by"] == "llm")
+    assert f"| llm | {llm_labelled} | {llm_labelled - 1} |" in printed

@@ -219,7 +219,7 @@ def build_spec(options: QAOptions, settings: Settings, judge: LLMSettings, ids: 
     }
 
 
-def write_atomically(path: Path, state: dict[str, Any]) -> None:
+def write_atomically(path: Path, state: Any) -> None:
     """Replace `path` with `state` as JSON in one step (a crash leaves the old file or the new one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

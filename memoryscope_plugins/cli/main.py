@@ -103,6 +103,22 @@ def cmd_bench_qa(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_qa_label(args: argparse.Namespace) -> int:
+    from ..bench.qa import QAInputError
+    from ..bench.qa_label import format_agreement, run_label
+    try:
+        result = run_label(Path(args.input), Path(args.out), limit=args.limit, seed=args.seed)
+    except QAInputError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    if result is None:
+        print(f"wrote answers to label to {args.out}: set each \"label\" to 1 (correct) or 0 (wrong), "
+              "then run the same command again")
+    else:
+        print(format_agreement(result))
+    return 0
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
     from .chat import run_chat
     with _engine(args) as memory:
@@ -238,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--estimate", action="store_true",
                    help="print the expected calls and prompt tokens, call no model, write nothing")
     p.set_defaults(func=cmd_bench_qa)
+    p = bench.add_parser("qa-label", help="hand labels for bench qa's judge: write a sample, then measure agreement")
+    p.add_argument("--in", dest="input", required=True, help="a bench qa result")
+    p.add_argument("--out", required=True, help="the labels file (written if absent, read if present)")
+    p.add_argument("--limit", type=int, default=60, help="answers to label (default 60)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_bench_qa_label)
 
     p = sub.add_parser("list", help="list a user's memories, newest first")
     p.add_argument("user")
