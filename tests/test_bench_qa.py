@@ -18,6 +18,7 @@ from fakes.fake_model_server import (
     Reply,
     openai_completion,
 )
+from test_consolidation_helpers import Brain, parse_prompt
 
 from memoryscope_plugins.bench.locomo import load_conversations
 from memoryscope_plugins.bench.qa import stratified_sample
@@ -77,6 +78,8 @@ _GRADED = re.compile(r"(?:Answer to grade: |待评判的回答：)(.*)")
 
 def kind_of(request: RecordedRequest) -> str:
     messages = request.json["messages"]
+    if parse_prompt(messages).kind != "chat":
+        return "consolidation"
     if messages[0]["role"] == "system":
         return "answer"
     text = messages[0]["content"]
@@ -91,6 +94,7 @@ class ScriptedModel:
         self.fail_answer_number = fail_answer_number
         self.error_first_answer = error_first_answer
         self.judged: Counter[str] = Counter()
+        self.brain = Brain()  # consolidation prompts: one observation per message
 
     def __call__(self, server: FakeModelServer, request: RecordedRequest) -> Reply:
         messages = request.json["messages"]
@@ -98,6 +102,8 @@ class ScriptedModel:
         cjk = len(re.findall(r"[\u4e00-\u9fff]", text))  # a CJK character is about a token
         tokens = cjk + (len(text) - cjk) // 4 + 1
         kind = kind_of(request)
+        if kind == "consolidation":
+            return self.brain(server, request)
         if kind == "probe":
             return Reply(json=openai_completion("OK", prompt_tokens=tokens))
         if kind == "judge":
@@ -269,6 +275,29 @@ def test_a_rerun_with_another_sample_is_refused_and_leaves_the_file(tmp_path, se
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "questions_sha256" in err and "seed" in err
     assert out.read_bytes() == before
+
+
+def test_consolidated_answers_from_our_own_consolidation(tmp_path, server):
+    model = ScriptedModel()
+    server.route(OPENAI_CHAT, model)
+    out = tmp_path / "qa.json"
+    assert run_cli(tmp_path, server, "--out", str(out), configs="none,consolidated") == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    consolidation = report["consolidation"]
+    assert set(consolidation) == {"tiny-en", "tiny-zh"}
+    for stats in consolidation.values():
+        assert stats["llm_calls"] > 0 and stats["left_pending"] == 0 and stats["memories"] > 0
+    kinds = [kind_of(r) for r in server.requests_to(OPENAI_CHAT)]
+    assert report["llm"]["calls"] == len(kinds)  # consolidation calls are counted too
+    # the consolidated block holds the model's observations ("<speaker> said: ...")
+    blocks = [r.json["messages"][0]["content"] for r in answer_requests(server)
+              if "<long_term_memory>" in r.json["messages"][0]["content"]]
+    assert len(blocks) == 13 and all("said:" in block for block in blocks)
+    # each conversation is consolidated right before its own consolidated questions
+    first_en_answer = next(i for i, r in enumerate(server.requests_to(OPENAI_CHAT))
+                           if kind_of(r) == "answer" and "<long_term_memory>" in r.json["messages"][0]["content"])
+    assert "consolidation" in kinds[:first_en_answer]
+    assert report["configs"]["consolidated"]["n"] == 13
 
 
 @pytest.mark.parametrize("content", [

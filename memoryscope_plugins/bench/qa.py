@@ -12,7 +12,10 @@ answered by the configured `llm` once per configuration, each from a different c
 * ``turns``: our default ``retrieve`` over the recorded turns, the context block exactly as the
   adapters inject it (`MemoryBridge.block`);
 * ``observations``: LoCoMo's own observations as memories (like ``bench locomo --mode
-  observations``), through ``retrieve`` and the same block.
+  observations``), through ``retrieve`` and the same block;
+* ``consolidated``: the turns recorded into a store whose consolidation runs with the configured
+  `llm` (observations, insights), then ``retrieve`` and the same block (slow: many LLM calls per
+  conversation, counted apart in ``consolidation``).
 
 Every configuration gets the same prompt (`answer_messages`): the memory block in the system
 message, then the current date and the question in the user message. Each question is asked
@@ -35,7 +38,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -61,9 +64,9 @@ from .locomo import (
 from .qa_judge import deterministic_verdict, judge_messages, parse_verdict
 from .qa_metrics import contains, token_f1
 
-CONFIGS = ("none", "full", "vector", "turns", "observations")
+CONFIGS = ("none", "full", "vector", "turns", "observations", "consolidated")
 # per conversation: the short prompts first, `full` last (its long prefix then stays cached)
-ANSWER_ORDER = ("none", "vector", "turns", "observations", "full")
+ANSWER_ORDER = ("none", "vector", "turns", "observations", "consolidated", "full")
 FORMAT = "memoryscope-bench-qa/1"
 ANSWER_MAX_TOKENS = 96
 JUDGE_MAX_TOKENS = 48
@@ -257,21 +260,35 @@ def _load_previous(path: Path | None, spec: dict[str, Any]) -> dict[str, Any] | 
 
 @dataclass
 class _Stores:
-    """The conversation stores: turns (for `turns` and `vector`) and observations, one user per
-    conversation, each recorded once per run and only when a configuration still needs it."""
+    """The conversation stores: turns (for `turns` and `vector`), observations, and consolidated
+    (when asked for), one user per conversation, each filled once per run and only when a
+    configuration still needs it."""
 
     turns: MemoryScope
     observations: MemoryScope
+    consolidated: MemoryScope | None = None
     recorded: set[tuple[str, str]] = field(default_factory=set)
     turn_vectors: dict[str, tuple[list[str], np.ndarray]] = field(default_factory=dict)
+    consolidation: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def ensure(self, conv: Conversation, kind: str) -> None:
         if (conv.id, kind) in self.recorded:
             return
         if kind == "turns":
             _ingest(self.turns, conv, "turns")
-        else:
+        elif kind == "observations":
             _ingest(self.observations, conv, "observations")
+        else:
+            assert self.consolidated is not None
+            _ingest(self.consolidated, conv, "turns")
+            report = self.consolidated.consolidate(conv.id)
+            pending = self.consolidated.store.recent_messages(conv.id, None, None, 1_000_000)
+            self.consolidation[conv.id] = {
+                "llm_calls": report.llm_calls, "prompt_tokens": report.prompt_tokens,
+                "completion_tokens": report.completion_tokens, "messages": report.messages,
+                "failed_messages": report.failed_messages, "errors": len(report.errors),
+                "left_pending": sum(1 for m in pending if m.state == "pending"),
+                "memories": len(self.consolidated.list(conv.id, types=["observation", "insight"], limit=10_000))}
         self.recorded.add((conv.id, kind))
 
     def vector_lines(self, conv: Conversation, language: str) -> tuple[list[str], np.ndarray]:
@@ -331,6 +348,7 @@ class QARun:
         self._previous_llm = dict(self.state.get("llm") or {})
         self._previous_seconds = float(self.state.get("seconds") or 0.0)
         self._started = time.perf_counter()
+        self._stores: _Stores | None = None
 
     def _load_sample(self) -> list[tuple[Conversation, Question]]:
         path = self.options.data
@@ -413,9 +431,9 @@ class QARun:
             order = np.argsort(-scores, kind="stable")[:top_k]
             chosen = [lines[i] for i in order]
             return config.render("\n".join(chosen)) if chosen else "", (time.perf_counter() - start) * 1000
-        kind = "turns" if name == "turns" else "observations"
-        stores.ensure(conv, kind)
-        engine = stores.turns if kind == "turns" else stores.observations
+        stores.ensure(conv, name)
+        engine = {"turns": stores.turns, "observations": stores.observations}.get(name) or stores.consolidated
+        assert engine is not None
         bridge = MemoryBridge(engine, config, "bench-qa")
         start = time.perf_counter()
         result = engine.retrieve(conv.id, question.text, top_k=config.top_k, now=now)
@@ -514,26 +532,36 @@ class QARun:
         return self.state
 
     @contextmanager
-    def _open_stores(self) -> Iterator[_Stores]:
-        """Fresh turn and observation stores in a temporary folder (no LLM, no consolidation)."""
-        with tempfile.TemporaryDirectory(prefix="memoryscope-bench-qa-") as tmp:
+    def _open_stores(self, consolidated: bool = False) -> Iterator[_Stores]:
+        """Fresh stores in a temporary folder: turns and observations (no LLM, no consolidation),
+        and with `consolidated` one whose consolidation the caller runs with the configured llm."""
+        with tempfile.TemporaryDirectory(prefix="memoryscope-bench-qa-") as tmp, ExitStack() as stack:
             base = self.settings.model_copy(update={
                 "consolidation": self.settings.consolidation.model_copy(update={"enabled": False}),
                 "llm": LLMSettings()})
 
-            def at(name: str) -> Settings:
-                return base.model_copy(update={"store": base.store.model_copy(
+            def at(settings: Settings, name: str) -> Settings:
+                return settings.model_copy(update={"store": settings.store.model_copy(
                     update={"backend": "sqlite", "path": Path(tmp) / name})})
 
-            with MemoryScope(at("turns.db")) as turn_store, \
-                    MemoryScope(at("observations.db"), embedder=turn_store.embedder) as obs_store:
-                yield _Stores(turn_store, obs_store)
+            turn_store = stack.enter_context(MemoryScope(at(base, "turns.db")))
+            obs_store = stack.enter_context(MemoryScope(at(base, "observations.db"), embedder=turn_store.embedder))
+            stores = _Stores(turn_store, obs_store)
+            if consolidated:
+                driven = self.settings.model_copy(update={"consolidation": self.settings.consolidation.model_copy(
+                    update={"enabled": True, "worker": "none", "flush_on_close": False})})
+                stores.consolidated = stack.enter_context(
+                    MemoryScope(at(driven, "consolidated.db"), embedder=turn_store.embedder))
+            yield stores
 
     def _answer_all(self, todo: list[tuple[Conversation, Question, str]], bar: Any) -> None:
-        with self._open_stores() as stores:
+        with self._open_stores(consolidated=any(name == "consolidated" for _c, _q, name in todo)) as stores:
+            self._stores = stores
             for conv, question, name in _call_order(todo):
                 row = self._rows[question_id(conv, question)]
                 row["answers"][name] = self._answer(stores, conv, question, name)
+                if stores.consolidation:
+                    self.state.setdefault("consolidation", {}).update(stores.consolidation)
                 self._account()
                 self._save()
                 bar.update(1)
@@ -543,7 +571,8 @@ class QARun:
         and their estimated prompt tokens (the memory blocks are really built), and the judge calls
         at most (one per answer; deterministic rules and repeated answers save some)."""
         per_config: dict[str, dict[str, Any]] = {}
-        todo = [(c, q, n) for c, q in self.items for n in ANSWER_ORDER if n in self.options.configs]
+        todo = [(c, q, n) for c, q in self.items for n in ANSWER_ORDER
+                if n in self.options.configs and n != "consolidated"]  # its cost depends on the model
         with self._open_stores() as stores:
             for conv, question, name in _call_order(todo):
                 language = self._rows[question_id(conv, question)]["language"]
@@ -573,6 +602,11 @@ class QARun:
         for model in {id(m): m for m in (self.answer_model, self.judge_model) if m is not None}.values():
             for key in counts:
                 counts[key] += model.counts[key]
+        if self._stores is not None:
+            for stats in self._stores.consolidation.values():
+                counts["calls"] += stats["llm_calls"]
+                counts["prompt_tokens"] += stats["prompt_tokens"]
+                counts["completion_tokens"] += stats["completion_tokens"]
         total = {key: int(self._previous_llm.get(key, 0)) + counts[key] for key in counts}
         self.state["llm"] = {**total, "tokens": total["prompt_tokens"] + total["completion_tokens"],
                              "model": self.settings.llm.model, "judge_model": self.judge_settings.model}

@@ -78,7 +78,14 @@ def _judge_settings(args: argparse.Namespace, settings):
 
 
 def cmd_bench_qa(args: argparse.Namespace) -> int:
-    from ..bench.qa import QAInputError, QAOptions, format_table, parse_categories, parse_configs, run_qa
+    from ..bench.qa import (
+        QAInputError,
+        QAOptions,
+        format_table,
+        parse_categories,
+        parse_configs,
+        run_qa,
+    )
     try:
         settings = _settings(args)
         options = QAOptions(data=Path(args.data), configs=parse_configs(args.configs),
