@@ -245,7 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = bench.add_parser("qa", help="question answering on LoCoMo-format data, judged (J, F1), per context")
     p.add_argument("--data", required=True, help="a file in LoCoMo's locomo10.json format (with answers)")
     p.add_argument("--configs", default="none,vector,turns",
-                   help="comma-separated: none, full, vector, turns, observations (default none,vector,turns)")
+                   help="comma-separated: none, full, vector, turns, observations, consolidated "
+                        "(default none,vector,turns)")
     p.add_argument("--limit", type=int, help="a sample of N questions stratified over the categories")
     p.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     p.add_argument("--categories", default="1,2,3,4", help="question categories (default 1,2,3,4)")
