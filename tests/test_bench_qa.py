@@ -388,6 +388,10 @@ def test_deterministic_rules(answer, gold, expected):
     ("Lisbon or Porto", "Lisbon"),              # a list of guesses
     ("14 April 2024 or 13 April 2024", "The sunday before 20 April 2024"),
     ("yesterday", "5 March 2024"),
+    ("the day before 7 May 2023", "7 May 2023"),  # names the gold's day but means the 6th
+    ("the day before 14 April 2024", "The sunday before 20 April 2024"),
+    ("No, she would never say yes", "yes"),      # negated where the gold is not
+    ("她不住在杭州西湖边", "杭州西湖边"),
     ("She is a nurse, a teacher, a cook, a driver, a pilot, a painter, a singer, a writer, a baker", "nurse"),
 ])
 def test_unsure_cases_go_to_the_llm(answer, gold):

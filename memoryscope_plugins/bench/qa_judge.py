@@ -5,11 +5,12 @@
 * ``empty``: no answer at all -> WRONG;
 * ``exact`` / ``contains``: the normalised gold answer is the answer, or appears in it as whole
   words (characters for Chinese) -> CORRECT, unless the answer hedges ("I don't know", "not
-  mentioned", "不知道") or is far longer than the gold (a list of guesses): those go to the LLM;
+  mentioned", "不知道"), negates where the gold does not ("No, ... yes"), lists several items or
+  is far longer than the gold (a list of guesses): those go to the LLM;
 * ``date``: the gold answer is only a date ("7 May 2023", "May 2023", "2022", "2023年5月7日")
   and every date the answer names lies inside it, in any format ("2023-05-07", "May 7th,
-  2023") -> CORRECT; every date the answer names lies outside it and the answer has no relative
-  words -> WRONG (``date_mismatch``);
+  2023") -> CORRECT; every date the answer names lies outside it -> WRONG (``date_mismatch``);
+  an answer with relative words ("the day before 7 May 2023", "last week") goes to the LLM;
 * ``relative_date``: the gold answer is "the week/weekend/day/<weekday> before|after <date>"
   (LoCoMo's style) and every date of the answer lies in the period that resolves to -> CORRECT.
 
@@ -53,6 +54,7 @@ _HEDGES = re.compile(
     r"\b(not sure|unsure|don'?t know|do not know|unknown|not mentioned|no information|not specified|"
     r"cannot (?:be )?determine|can'?t (?:be )?determine|unclear|no mention|not provided|maybe|perhaps|"
     r"possibly|either|or)\b|不知道|不清楚|没有提到|未提及|无法确定|不确定|也许|可能|或者|还是", re.IGNORECASE)
+_NEGATION = re.compile(r"\b(no|not|never|none|nothing|neither|nor)\b|n't\b|[不没未无别]", re.IGNORECASE)
 _SEPARATORS = re.compile(r"[,;、，；]")
 _DATE_FILLER = {"on", "in", "around", "about", "approximately", "of", "during", "circa", "year", "month", "day",
                 "sometime", "at", "early", "mid", "late", "s"}
@@ -196,19 +198,24 @@ def deterministic_verdict(answer: str, gold: str) -> Verdict | None:
         return Verdict(True, "exact")
     answer_dates, _ = find_dates(text)
     gold_period = _only_date(gold)
+    # "the day before 7 May 2023" names 7 May but means the 6th: relative answers go to the LLM
+    relative_answer = bool(_RELATIVE_WORDS.search(text))
     if gold_period is not None and answer_dates and not hedged:
+        if relative_answer:
+            return None
         if all(p.within(gold_period) for p in answer_dates):
             return Verdict(True, "date")
-        if not _RELATIVE_WORDS.search(text) and not any(p.overlaps(gold_period) for p in answer_dates):
+        if not any(p.overlaps(gold_period) for p in answer_dates):
             return Verdict(False, "date_mismatch")
         return None
     relative = relative_gold_period(gold) if gold_period is None else None
-    if relative is not None and answer_dates and not hedged \
+    if relative is not None and answer_dates and not hedged and not relative_answer \
             and all(p.within(relative) for p in answer_dates):
         return Verdict(True, "relative_date")
     long_answer = len(answer_tokens) > 3 * len(gold_tokens) + 12
     listing = len(_SEPARATORS.findall(text)) - len(_SEPARATORS.findall(gold)) >= 2  # a list of guesses
-    if not hedged and not long_answer and not listing and contains(text, gold) and gold_period is None:
+    negated = bool(_NEGATION.search(text)) and not _NEGATION.search(gold)  # "No, ... yes"
+    if not hedged and not long_answer and not listing and not negated and contains(text, gold) and gold_period is None:
         return Verdict(True, "contains")
     return None
 
