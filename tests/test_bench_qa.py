@@ -306,6 +306,8 @@ def test_consolidated_answers_from_our_own_consolidation(tmp_path, server):
     ('[{"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "yesterday",'
      ' "session_1": []}, "qa": []}]'),
     "not json at all",
+    ('[{"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B"}, "qa": [{"question": "q?",'
+     ' "answer": "a", "category": 4}]}]'),
 ])
 def test_a_file_not_in_locomo_format_is_a_one_line_error(tmp_path, server, capsys, content):
     server.route(OPENAI_CHAT, ScriptedModel())

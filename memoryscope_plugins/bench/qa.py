@@ -356,9 +356,14 @@ class QARun:
             raise QAInputError(f"{path}: no such file")
         try:
             conversations = load_conversations(path, require_evidence=False)
+        except OSError as exc:
+            raise QAInputError(f"cannot read {path}: {exc.strerror or exc}") from None
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-            detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0][:120]
+            detail = f"missing field {exc}" if isinstance(exc, KeyError) else (str(exc).splitlines() or [""])[0][:120]
             raise QAInputError(f"{path} is not a LoCoMo-format file ({detail})") from None
+        empty = [c.id for c in conversations if not c.sessions or not any(s.turns for s in c.sessions)]
+        if empty:
+            raise QAInputError(f"{path} is not a LoCoMo-format file (conversation {empty[0]} has no session turns)")
         pool = [(c, q) for c in conversations for q in c.questions
                 if q.category in self.options.categories and q.answer.strip()]
         if not pool:
