@@ -7,6 +7,10 @@
   words (characters for Chinese) -> CORRECT, unless the answer hedges ("I don't know", "not
   mentioned", "不知道"), negates where the gold does not ("No, ... yes"), lists several items or
   is far longer than the gold (a list of guesses): those go to the LLM;
+* ``content_words``: the same guards, and every content word of an English gold (stemmed; number
+  words as digits; filler such as "stuff", "nearly", "about" and function words left out)
+  appears in the answer in the same order ("Harry Potter series" for "The Harry Potter
+  stuff", "4 months" for "nearly four months") -> CORRECT;
 * ``date``: the gold answer is only a date ("7 May 2023", "May 2023", "2022", "2023年5月7日")
   and every date the answer names lies inside it, in any format ("2023-05-07", "May 7th,
   2023") -> CORRECT; every date the answer names lies outside it -> WRONG (``date_mismatch``);
@@ -55,6 +59,14 @@ _HEDGES = re.compile(
     r"cannot (?:be )?determine|can'?t (?:be )?determine|unclear|no mention|not provided|maybe|perhaps|"
     r"possibly|either|or)\b|不知道|不清楚|没有提到|未提及|无法确定|不确定|也许|可能|或者|还是", re.IGNORECASE)
 _NEGATION = re.compile(r"\b(no|not|never|none|nothing|neither|nor)\b|n't\b|[不没未无别]", re.IGNORECASE)
+_NUMBER_WORDS = {word: str(number) for number, word in enumerate([
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve"])}
+_FILLER_WORDS = frozenset({
+    "stuff", "thing", "things", "something", "some", "kind", "sort", "of", "to", "in", "on", "at", "for",
+    "with", "by", "from", "as", "her", "his", "their", "he", "she", "they", "it", "its", "is", "was", "were",
+    "are", "be", "been", "being", "that", "this", "these", "those", "very", "nearly", "almost", "about",
+    "around", "roughly", "approximately", "just", "also", "really", "probably", "likely"})
 _SEPARATORS = re.compile(r"[,;、，；]")
 _DATE_FILLER = {"on", "in", "around", "about", "approximately", "of", "during", "circa", "year", "month", "day",
                 "sometime", "at", "early", "mid", "late", "s"}
@@ -215,9 +227,33 @@ def deterministic_verdict(answer: str, gold: str) -> Verdict | None:
     long_answer = len(answer_tokens) > 3 * len(gold_tokens) + 12
     listing = len(_SEPARATORS.findall(text)) - len(_SEPARATORS.findall(gold)) >= 2  # a list of guesses
     negated = bool(_NEGATION.search(text)) and not _NEGATION.search(gold)  # "No, ... yes"
-    if not hedged and not long_answer and not listing and not negated and contains(text, gold) and gold_period is None:
+    if hedged or long_answer or listing or negated or gold_period is not None:
+        return None
+    if contains(text, gold):
         return Verdict(True, "contains")
+    if not chinese and _in_order(_content_words(gold), _content_words(text)):
+        return Verdict(True, "content_words")
     return None
+
+
+def _content_words(text: str) -> list[str]:
+    """The stemmed words that carry a short answer's meaning: number words as digits, without
+    filler ("stuff", "nearly", "about") and function words."""
+    words = [_NUMBER_WORDS.get(word, word) for word in normalise_en(text).split()]
+    return tokens(" ".join(word for word in words if word not in _FILLER_WORDS), False)
+
+
+def _in_order(needle: list[str], haystack: list[str]) -> bool:
+    """Every word of `needle` appears in `haystack`, in the same order (gaps allowed)."""
+    if not needle:
+        return False
+    position = 0
+    for word in needle:
+        try:
+            position = haystack.index(word, position) + 1
+        except ValueError:
+            return False
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
