@@ -467,3 +467,26 @@ def test_hand_labels_measure_the_judge(tmp_path, server, capsys):
     assert "judge agreement: 7/8 (88%)" in printed
     llm_labelled = sum(1 for item in items if item["judged_by"] == "llm")
     assert f"| llm | {llm_labelled} | {llm_labelled - 1} |" in printed
+
+
+def test_rejudge_applies_the_current_rules_and_keeps_llm_verdicts(tmp_path, server):
+    model = ScriptedModel()
+    server.route(OPENAI_CHAT, model)
+    out = tmp_path / "qa.json"
+    assert run_cli(tmp_path, server, "--out", str(out), configs="none,turns") == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    rows = {row["question"]: row for row in report["questions"]}
+    # as if an older rule had decided two answers, and the judge had once been unreadable
+    rows["What pet did Nora adopt?"]["answers"]["turns"].update(j=0, judged_by="old_rule")
+    rows["Would Nora likely enjoy caring for animals?"]["answers"]["turns"].update(j=0, judge_unparsed=True)
+    out.write_text(json.dumps(report), encoding="utf-8")
+    before = len(server.requests_to(OPENAI_CHAT))
+    assert run_cli(tmp_path, server, "--out", str(out), "--rejudge", configs="none,turns") == 0
+    calls = [kind_of(r) for r in server.requests_to(OPENAI_CHAT)[before:]]
+    # only the unreadable verdicts are asked again: this one (once) and the cut-off answer (twice)
+    assert calls == ["probe", "judge", "judge", "judge"]
+    rows = {row["question"]: row for row in json.loads(out.read_text(encoding="utf-8"))["questions"]}
+    assert rows["What pet did Nora adopt?"]["answers"]["turns"]["judged_by"] == "exact"
+    assert rows["What pet did Nora adopt?"]["answers"]["turns"]["j"] == 1
+    assert rows["Would Nora likely enjoy caring for animals?"]["answers"]["turns"]["j"] == 1
+    assert rows["What instrument does Felix play and where did he perform?"]["answers"]["turns"]["j"] == 1

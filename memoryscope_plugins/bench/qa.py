@@ -176,6 +176,7 @@ class QAOptions:
     categories: tuple[int, ...] = (1, 2, 3, 4)
     top_k: int | None = None
     max_context_tokens: int = 30000
+    rejudge: bool = False  # decide every answer again (after the rules changed); LLM verdicts are kept
 
 
 def parse_configs(text: str) -> list[str]:
@@ -412,6 +413,24 @@ class QARun:
                 if name in self.options.configs and name in row["answers"]
                 and row["answers"][name].get("text") is not None and row["answers"][name].get("j") is None]
 
+    def _reopen_verdicts(self) -> None:
+        """For --rejudge: the rules decide every answer again; an answer they still leave to the
+        LLM keeps its readable LLM verdict, the others (and unreadable ones) are judged again."""
+        for row in self.state["questions"]:
+            for name, answer in row["answers"].items():
+                if name not in self.options.configs or answer.get("text") is None:
+                    continue
+                verdict = deterministic_verdict(answer["text"], row["gold"])
+                if verdict is not None:
+                    answer.update(j=int(verdict.correct), judged_by=verdict.rule)
+                    answer.pop("judge_reply", None)
+                    answer.pop("judge_unparsed", None)
+                elif answer.get("judged_by") != "llm" or answer.get("judge_unparsed"):
+                    for key in ("j", "judged_by", "judge_reply", "judge_unparsed"):
+                        answer.pop(key, None)
+                    answer["j"] = None
+        self._save()
+
     # -- answering ------------------------------------------------------------------------------
     def _context(self, stores: _Stores, conv: Conversation, question: Question, name: str,
                  language: str) -> tuple[str, float]:
@@ -520,6 +539,8 @@ class QARun:
                       file=_stderr()) as bar:
                 if todo:
                     self._answer_all(todo, bar)
+            if self.options.rejudge:
+                self._reopen_verdicts()
             unjudged = self._unjudged()
             cache: dict[tuple[str, str], dict[str, Any]] = {}
             with tqdm(total=len(unjudged), desc="judging", unit="q", disable=not self.progress,

@@ -91,7 +91,7 @@ def cmd_bench_qa(args: argparse.Namespace) -> int:
         options = QAOptions(data=Path(args.data), configs=parse_configs(args.configs),
                             out=Path(args.out) if args.out else None, limit=args.limit, seed=args.seed,
                             categories=parse_categories(args.categories), top_k=args.top_k,
-                            max_context_tokens=args.max_context_tokens)
+                            max_context_tokens=args.max_context_tokens, rejudge=args.rejudge)
         if args.estimate:
             from ..bench.qa import QARun, format_estimate
             print(format_estimate(QARun(options, settings, _judge_settings(args, settings)).estimate()))
@@ -259,6 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--judge-model", help="the judge's model")
     p.add_argument("--judge-base-url", help="the judge's endpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--rejudge", action="store_true",
+                   help="decide every answer of --out again with the current rules (LLM verdicts the rules "
+                        "still leave to the LLM are kept)")
     p.add_argument("--estimate", action="store_true",
                    help="print the expected calls and prompt tokens, call no model, write nothing")
     p.set_defaults(func=cmd_bench_qa)
