@@ -241,6 +241,26 @@ def test_full_is_skipped_with_a_reason_above_the_token_limit(tmp_path, server):
     assert report["configs"]["full"]["skipped"] == 0 and report["configs"]["full"]["n"] == 13
 
 
+def test_a_conversation_the_server_cannot_hold_is_skipped_not_fatal(tmp_path, server):
+    model = ScriptedModel()
+
+    def small_context(fake: FakeModelServer, request: RecordedRequest) -> Reply:
+        system = request.json["messages"][0]["content"]
+        if kind_of(request) == "answer" and "Pepper chewed my running shoes" in system and "Ida" in system \
+                and request.json["messages"][0]["role"] == "system" and "Yesterday I adopted" in system:
+            return Reply(status=400, json={"error": {"code": 400, "type": "exceed_context_size_error",
+                                                     "message": "the request exceeds the available context size"}})
+        return model(fake, request)
+
+    server.route(OPENAI_CHAT, small_context)
+    out = tmp_path / "qa.json"
+    assert run_cli(tmp_path, server, "--out", str(out), configs="none,full") == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    full = report["configs"]["full"]
+    assert full["skipped"] == 9 and full["n"] == 4 and "refused the prompt" in full["skipped_reasons"][0]
+    assert report["complete"] is True
+
+
 def test_a_crash_mid_run_resumes_without_repeating_done_answers(tmp_path, server, capsys):
     model = ScriptedModel(fail_answer_number=20)
     server.route(OPENAI_CHAT, model)

@@ -34,6 +34,7 @@ import json
 import math
 import os
 import random
+import re
 import statistics
 import tempfile
 import time
@@ -47,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import MemoryScope
-from ..errors import MemoryScopeError
+from ..errors import MemoryScopeError, ModelError
 from ..models.base import ChatModel, ChatResult
 from ..models.factory import build_llm
 from ..retrieval.time_format import format_memory_time
@@ -69,7 +70,9 @@ CONFIGS = ("none", "full", "vector", "turns", "observations", "consolidated")
 ANSWER_ORDER = ("none", "vector", "turns", "observations", "consolidated", "full")
 FORMAT = "memoryscope-bench-qa/1"
 ANSWER_MAX_TOKENS = 96
+FULL_LOCAL_TIMEOUT_S = 3600.0
 JUDGE_MAX_TOKENS = 48
+_CONTEXT_REFUSED = re.compile(r"context|too long|too many tokens|maximum.{0,20}length|exceed", re.IGNORECASE)
 PROBE_MESSAGES = [{"role": "user", "content": "Reply with the word OK."}]
 
 
@@ -377,8 +380,12 @@ class QARun:
     # -- models ---------------------------------------------------------------------------------
     def connect(self) -> None:
         """Build the models and make one cheap call to each, so an unreachable one fails now."""
+        answer_settings = self.settings.llm
+        if "full" in self.options.configs and answer_settings.timeout_s is None and answer_settings.is_local():
+            # a CPU server reads a whole LoCoMo conversation (25k tokens) for many minutes
+            answer_settings = answer_settings.model_copy(update={"timeout_s": FULL_LOCAL_TIMEOUT_S})
         try:
-            answer = build_llm(self.settings.llm)
+            answer = build_llm(answer_settings)
             same = _model_identity(self.judge_settings) == _model_identity(self.settings.llm)
             judge = answer if same else build_llm(self.judge_settings)
         except MemoryScopeError as exc:
@@ -482,7 +489,15 @@ class QARun:
                         "skipped": f"about {estimate:,.0f} prompt tokens > --max-context-tokens "
                                    f"{self.options.max_context_tokens:,}"}
         start = time.perf_counter()
-        result = self.answer_model.chat(messages, max_tokens=self.settings.llm.max_tokens or ANSWER_MAX_TOKENS)
+        try:
+            result = self.answer_model.chat(messages, max_tokens=self.settings.llm.max_tokens or ANSWER_MAX_TOKENS)
+        except ModelError as exc:
+            # a whole conversation the server cannot hold (llama.cpp: "exceeds the available context
+            # size") is a skip with its reason, not the end of a long run
+            if name == "full" and _CONTEXT_REFUSED.search(str(exc)):
+                return {"text": None, "j": None, "f1": None,
+                        "skipped": f"the server refused the prompt: {' '.join(str(exc).split())[:200]}"}
+            raise
         seconds = time.perf_counter() - start
         prompt_tokens = result.usage.prompt_tokens
         rough = sum(estimate_tokens(m["content"]) for m in messages)
