@@ -528,15 +528,15 @@ class QARun:
         messages = judge_messages(row["question"], row["gold"], answer["text"], now_text)
         replies = []
         correct = None
-        for attempt in range(2):
+        nudge = "正确 还是 错误？只回复一个词。" if "标准答案" in messages[0]["content"] \
+            else "CORRECT or WRONG? Reply with one word."
+        for _attempt in range(2):  # an unreadable verdict is asked for once more
             reply = self.judge_model.chat(messages, max_tokens=JUDGE_MAX_TOKENS).text
             replies.append(reply[:200])
             correct = parse_verdict(reply)
             if correct is not None:
                 break
-            messages = [*messages, {"role": "assistant", "content": reply},
-                        {"role": "user", "content": "正确 还是 错误？只回复一个词。" if "标准答案" in messages[0]["content"]
-                         else "CORRECT or WRONG? Reply with one word."}]
+            messages = [*messages, {"role": "assistant", "content": reply}, {"role": "user", "content": nudge}]
         fields: dict[str, Any] = {"j": int(bool(correct)), "judged_by": "llm", "judge_reply": replies[-1]}
         if correct is None:
             fields["judge_unparsed"] = True
