@@ -67,6 +67,7 @@ _FILLER_WORDS = frozenset({
     "with", "by", "from", "as", "her", "his", "their", "he", "she", "they", "it", "its", "is", "was", "were",
     "are", "be", "been", "being", "that", "this", "these", "those", "very", "nearly", "almost", "about",
     "around", "roughly", "approximately", "just", "also", "really", "probably", "likely"})
+_BRACKETED = re.compile(r"\([^()]*\)|（[^（）]*）")
 _SEPARATORS = re.compile(r"[,;、，；]")
 _DATE_FILLER = {"on", "in", "around", "about", "approximately", "of", "during", "circa", "year", "month", "day",
                 "sometime", "at", "early", "mid", "late", "s"}
@@ -132,8 +133,9 @@ def find_dates(text: str) -> tuple[list[Period], str]:
 
 
 def _only_date(gold: str) -> Period | None:
-    """The gold answer's period when the gold is nothing but one date."""
-    periods, rest = find_dates(gold)
+    """The gold answer's period when the gold is nothing but one date (a remark in brackets
+    aside: "2025年1月1日（元旦）")."""
+    periods, rest = find_dates(_BRACKETED.sub(" ", gold))
     if len(periods) != 1:
         return None
     leftover = re.sub(r"[\s,.;:!?()，。、；：]+", " ", rest).strip().lower()
