@@ -348,7 +348,7 @@ class QARun:
         self._rows = {row["id"]: row for row in self.state["questions"]}
         self.answer_model: CountedModel | None = None
         self.judge_model: CountedModel | None = None
-        self._full_ratio: list[float] = []
+        self._token_ratios: list[float] = []  # the server's prompt tokens / our rough estimate, per call
         self._previous_llm = dict(self.state.get("llm") or {})
         self._previous_seconds = float(self.state.get("seconds") or 0.0)
         self._started = time.perf_counter()
@@ -457,6 +457,7 @@ class QARun:
         if name == "vector":
             stores.ensure(conv, "turns")
             lines, vectors = stores.vector_lines(conv, language)
+            start = time.perf_counter()  # the search alone, as for `turns`
             query = stores.turns.embedder.embed([question.text], kind="query")[0]
             scores = vectors @ np.asarray(query, dtype=np.float32) if len(lines) else np.zeros(0)
             order = np.argsort(-scores, kind="stable")[:top_k]
@@ -472,7 +473,7 @@ class QARun:
 
     def _estimate(self, messages: list[dict[str, str]]) -> float:
         rough = sum(estimate_tokens(m["content"]) for m in messages)
-        factor = statistics.median(self._full_ratio) if self._full_ratio else 1.0
+        factor = statistics.median(self._token_ratios) if self._token_ratios else 1.0
         return rough * factor
 
     def _answer(self, stores: _Stores, conv: Conversation, question: Question, name: str) -> dict[str, Any]:
@@ -502,7 +503,7 @@ class QARun:
         prompt_tokens = result.usage.prompt_tokens
         rough = sum(estimate_tokens(m["content"]) for m in messages)
         if prompt_tokens and rough:
-            self._full_ratio.append(prompt_tokens / rough)
+            self._token_ratios.append(prompt_tokens / rough)
         whole = sum(len(m["content"]) for m in messages)
         context_tokens = round(prompt_tokens * len(block) / whole) if prompt_tokens and whole else \
             round(estimate_tokens(block))
