@@ -513,3 +513,22 @@ def test_rejudge_applies_the_current_rules_and_keeps_llm_verdicts(tmp_path, serv
     assert rows["What pet did Nora adopt?"]["answers"]["turns"]["j"] == 1
     assert rows["Would Nora likely enjoy caring for animals?"]["answers"]["turns"]["j"] == 1
     assert rows["What instrument does Felix play and where did he perform?"]["answers"]["turns"]["j"] == 1
+
+
+def test_turns_context_is_the_block_the_adapters_inject(tmp_path, server, local_embedder):
+    from memoryscope_plugins import MemoryScope
+    from memoryscope_plugins.adapters._common import MemoryBridge, MemoryConfig
+    from memoryscope_plugins.bench.locomo import _ingest
+    from memoryscope_plugins.bench.qa import question_time
+
+    server.route(OPENAI_CHAT, ScriptedModel())
+    assert run_cli(tmp_path, server, "--out", str(tmp_path / "qa.json"), "--top-k", "3", configs="turns") == 0
+    systems = [r.json["messages"][0]["content"] for r in answer_requests(server)]
+    conv = load_conversations(DATA, require_evidence=False)[0]
+    question = conv.questions[0]
+    with MemoryScope(path=tmp_path / "check.db", embedder=local_embedder) as engine:
+        _ingest(engine, conv, "turns")
+        result = engine.retrieve(conv.id, question.text, top_k=3, now=question_time(conv))
+        block = MemoryBridge(engine, MemoryConfig(top_k=3), "check").block(result)
+    assert block.startswith("<long_term_memory>") and block.count("\n") >= 3
+    assert any(system.endswith("\n\n" + block) for system in systems)
