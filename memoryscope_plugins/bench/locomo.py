@@ -55,6 +55,8 @@ class Question:
     gold: list[str]
     tags: tuple[str, ...] = ()
     stale: list[str] = field(default_factory=list)  # superseded evidence of an `update` question
+    answer: str = ""  # the gold answer (bench qa); "" when the file gives none
+    number: int = -1  # the question's position in its conversation's `qa` list
 
 
 @dataclass
@@ -90,8 +92,9 @@ def normalise_evidence(evidence: Sequence[Any], valid_ids: set[str]) -> list[str
     return out
 
 
-def load_conversations(path: str | Path) -> list[Conversation]:
-    """Read a file in the format of LoCoMo's locomo10.json."""
+def load_conversations(path: str | Path, *, require_evidence: bool = True) -> list[Conversation]:
+    """Read a file in the format of LoCoMo's locomo10.json. Questions whose evidence names no turn
+    are dropped unless `require_evidence` is False (question answering needs only the answer)."""
     raw = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(raw, list):
         raise ValueError("a LoCoMo file is a JSON list of conversations")
@@ -116,11 +119,21 @@ def load_conversations(path: str | Path) -> list[Conversation]:
         valid = {t.dia_id for s in sessions for t in s.turns}
         questions = [Question(qa["question"], int(qa["category"]), normalise_evidence(qa.get("evidence", []), valid),
                               tuple(str(t) for t in qa.get("tags") or ()),
-                              normalise_evidence(qa.get("stale_evidence") or [], valid))
-                     for qa in sample["qa"]]
+                              normalise_evidence(qa.get("stale_evidence") or [], valid),
+                              _answer_text(qa.get("answer", qa.get("adversarial_answer"))), number)
+                     for number, qa in enumerate(sample["qa"])]
         conversations.append(Conversation(sample["sample_id"], (conv["speaker_a"], conv["speaker_b"]),
-                                          sessions, [q for q in questions if q.gold]))
+                                          sessions, [q for q in questions if q.gold or not require_evidence]))
     return conversations
+
+
+def _answer_text(value: Any) -> str:
+    """LoCoMo gives some answers as numbers (2022) or lists; the gold answer as one string."""
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return str(value)
 
 
 def _percentile(values: list[float], q: float) -> float:

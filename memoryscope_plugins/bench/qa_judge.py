@@ -1,0 +1,322 @@
+"""The judge of `bench qa`: deterministic checks first, an LLM only for what they cannot decide.
+
+`deterministic_verdict` decides an answer without a model when a rule is sure:
+
+* ``empty``: no answer at all -> WRONG;
+* ``exact`` / ``contains``: the normalised gold answer is the answer, or appears in it as whole
+  words (characters for Chinese) -> CORRECT, unless the answer hedges ("I don't know", "not
+  mentioned", "不知道"), negates where the gold does not ("No, ... yes"), lists several items or
+  is far longer than the gold (a list of guesses): those go to the LLM;
+* ``content_words``: the same guards, and every content word of an English gold (stemmed; number
+  words as digits; filler such as "stuff", "nearly", "about" and function words left out)
+  appears in the answer in the same order ("Harry Potter series" for "The Harry Potter
+  stuff", "4 months" for "nearly four months") -> CORRECT;
+* ``date``: the gold answer is only a date ("7 May 2023", "May 2023", "2022", "2023年5月7日")
+  and every date the answer names lies inside it, in any format ("2023-05-07", "May 7th,
+  2023") -> CORRECT; every date the answer names lies outside it -> WRONG (``date_mismatch``);
+  an answer with relative words ("the day before 7 May 2023", "last week") goes to the LLM;
+* ``relative_date``: the gold answer is "the week/weekend/day/<weekday> before|after <date>"
+  (LoCoMo's style) and every date of the answer lies in the period that resolves to -> CORRECT.
+
+Everything else goes to the LLM with `judge_messages` (English or Chinese, after the gold
+answer's language), whose reply `parse_verdict` reads robustly (prose around the word, lower
+case, 正确/错误, a JSON label).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+from .qa_metrics import contains, is_chinese, normalise_en, tokens
+
+_MONTHS = {name: number for number, names in enumerate(
+    [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
+     ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"),
+     ("october", "oct"), ("november", "nov"), ("december", "dec")], start=1) for name in names}
+_MONTH = r"(january|february|march|april|may|june|july|august|september|october|november|december|" \
+         r"jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"((?:19|20)\d{2})"
+# (pattern, groups -> (year, month, day)); tried in this order, matched spans are consumed
+_DATE_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(rf"\b{_YEAR}[-/.](\d{{1,2}})[-/.](\d{{1,2}})\b"), "ymd"),
+    (re.compile(r"((?:19|20)\d{2})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]"), "ymd"),
+    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE), "dmy"),
+    (re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.IGNORECASE), "mdy"),
+    (re.compile(r"((?:19|20)\d{2})\s*年\s*(\d{1,2})\s*月"), "ym"),
+    (re.compile(rf"\b{_YEAR}[-/](\d{{1,2}})\b"), "ym"),
+    (re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", re.IGNORECASE), "my"),
+    (re.compile(r"((?:19|20)\d{2})\s*年"), "y"),
+    (re.compile(rf"\b{_YEAR}\b"), "y"),
+]
+_RELATIVE_WORDS = re.compile(
+    r"\b(before|after|ago|last|next|yesterday|tomorrow|today|previous|earlier|later|week|weekend|since|"
+    r"recently|this)\b|[前后昨明今上下]|本周|这周", re.IGNORECASE)
+_HEDGES = re.compile(
+    r"\b(not sure|unsure|don'?t know|do not know|unknown|not mentioned|no information|not specified|"
+    r"cannot (?:be )?determine|can'?t (?:be )?determine|unclear|no mention|not provided|maybe|perhaps|"
+    r"possibly|either|or)\b|不知道|不清楚|没有提到|未提及|无法确定|不确定|也许|可能|或者|还是", re.IGNORECASE)
+_NEGATION = re.compile(r"\b(no|not|never|none|nothing|neither|nor)\b|n't\b|[不没未无别]", re.IGNORECASE)
+_NUMBER_WORDS = {word: str(number) for number, word in enumerate([
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve"])}
+_FILLER_WORDS = frozenset({
+    "stuff", "thing", "things", "something", "some", "kind", "sort", "of", "to", "in", "on", "at", "for",
+    "with", "by", "from", "as", "her", "his", "their", "he", "she", "they", "it", "its", "is", "was", "were",
+    "are", "be", "been", "being", "that", "this", "these", "those", "very", "nearly", "almost", "about",
+    "around", "roughly", "approximately", "just", "also", "really", "probably", "likely"})
+_BRACKETED = re.compile(r"\([^()]*\)|（[^（）]*）")
+_SEPARATORS = re.compile(r"[,;、，；]")
+_DATE_FILLER = {"on", "in", "around", "about", "approximately", "of", "during", "circa", "year", "month", "day",
+                "sometime", "at", "early", "mid", "late", "s"}
+_WEEKDAYS = {"monday": 0, "tuesday": 1, "wednesday": 2, "thursday": 3, "friday": 4, "saturday": 5, "sunday": 6}
+_RELATIVE_GOLD = re.compile(
+    r"^(?:on\s+)?(?:the\s+)?(?:(two|2)\s+)?(day|week|weekend|month|year|monday|tuesday|wednesday|thursday|friday|"
+    r"saturday|sunday)s?\s+(before|after|of)\s+(.+)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Period:
+    """A date at some granularity, as the inclusive days [first, last]."""
+
+    first: date
+    last: date
+
+    def within(self, other: Period) -> bool:
+        return other.first <= self.first and self.last <= other.last
+
+    def overlaps(self, other: Period) -> bool:
+        return self.first <= other.last and other.first <= self.last
+
+
+def _period(year: int, month: int | None = None, day: int | None = None) -> Period | None:
+    try:
+        if month is None:
+            return Period(date(year, 1, 1), date(year, 12, 31))
+        if day is None:
+            first = date(year, month, 1)
+            following = date(year + (month == 12), month % 12 + 1, 1)
+            return Period(first, following - timedelta(days=1))
+        return Period(date(year, month, day), date(year, month, day))
+    except ValueError:
+        return None
+
+
+def find_dates(text: str) -> tuple[list[Period], str]:
+    """The explicit dates a text names (any common English, ISO or Chinese format) and the text
+    with them removed."""
+    found: list[Period] = []
+    rest = text
+    for pattern, shape in _DATE_PATTERNS:
+        def take(match: re.Match[str], shape: str = shape) -> str:
+            g = match.groups()
+            if shape == "ymd":
+                value = _period(int(g[0]), int(g[1]), int(g[2]))
+            elif shape == "dmy":
+                value = _period(int(g[2]), _MONTHS[g[1].lower()], int(g[0]))
+            elif shape == "mdy":
+                value = _period(int(g[2]), _MONTHS[g[0].lower()], int(g[1]))
+            elif shape == "ym":
+                value = _period(int(g[0]), int(g[1]))
+            elif shape == "my":
+                value = _period(int(g[1]), _MONTHS[g[0].lower()])
+            else:
+                value = _period(int(g[0]))
+            if value is None:
+                return match.group(0)
+            found.append(value)
+            return " "
+        rest = pattern.sub(take, rest)
+    return found, rest
+
+
+def _only_date(gold: str) -> Period | None:
+    """The gold answer's period when the gold is nothing but one date (a remark in brackets
+    aside: "2025年1月1日（元旦）")."""
+    periods, rest = find_dates(_BRACKETED.sub(" ", gold))
+    if len(periods) != 1:
+        return None
+    leftover = re.sub(r"[\s,.;:!?()，。、；：]+", " ", rest).strip().lower()
+    if any(word not in _DATE_FILLER for word in leftover.split()):
+        return None
+    return periods[0]
+
+
+def relative_gold_period(gold: str) -> Period | None:
+    """The days a LoCoMo-style relative gold answer names: "The week before 9 June 2023" is 2-8
+    June, "the sunday before 25 May 2023" is 21 May, "the weekend of ..." that weekend."""
+    match = _RELATIVE_GOLD.match(gold.strip().rstrip("."))
+    if not match:
+        return None
+    count_word, unit, relation, anchor_text = match.groups()
+    anchor = _only_date(anchor_text)
+    if anchor is None or anchor.first != anchor.last:
+        return None
+    day, unit, relation = anchor.first, unit.lower(), relation.lower()
+    steps = 2 if count_word else 1
+    if unit == "day" and relation != "of":
+        shift = timedelta(days=steps)
+        target = day - shift if relation == "before" else day + shift
+        return Period(target, target)
+    if unit == "week":
+        if relation == "of":
+            start = day - timedelta(days=day.weekday())
+            return Period(start, start + timedelta(days=6))
+        span = timedelta(days=7 * steps)
+        return Period(day - span, day - timedelta(days=1)) if relation == "before" else \
+            Period(day + timedelta(days=1), day + span)
+    if unit == "weekend":
+        if relation == "of":
+            saturday = day + timedelta(days=(5 - day.weekday()) % 7) if day.weekday() < 5 else \
+                day - timedelta(days=day.weekday() - 5)
+            return Period(saturday, saturday + timedelta(days=1))
+        if relation == "before":
+            saturday = day - timedelta(days=(day.weekday() - 5) % 7 or 7)
+            saturday -= timedelta(days=7 * (steps - 1))
+        else:
+            saturday = day + timedelta(days=(5 - day.weekday()) % 7 or 7)
+            saturday += timedelta(days=7 * (steps - 1))
+        return Period(saturday, saturday + timedelta(days=1))
+    if unit in _WEEKDAYS and relation != "of":
+        target_day = _WEEKDAYS[unit]
+        if relation == "before":
+            target = day - timedelta(days=(day.weekday() - target_day) % 7 or 7)
+            target -= timedelta(days=7 * (steps - 1))
+        else:
+            target = day + timedelta(days=(target_day - day.weekday()) % 7 or 7)
+            target += timedelta(days=7 * (steps - 1))
+        return Period(target, target)
+    return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    correct: bool
+    rule: str  # the deterministic rule that decided, or "llm"
+
+
+def deterministic_verdict(answer: str, gold: str) -> Verdict | None:
+    """A verdict a rule is sure of (see the module docstring), or None: ask the LLM."""
+    text = answer.strip()
+    if not text:
+        return Verdict(False, "empty")
+    hedged = bool(_HEDGES.search(text))
+    chinese = is_chinese(gold)
+    gold_tokens = tokens(gold, chinese)
+    answer_tokens = tokens(text, chinese)
+    if gold_tokens and answer_tokens == gold_tokens:
+        return Verdict(True, "exact")
+    if not chinese and normalise_en(text) == normalise_en(gold) and normalise_en(gold):
+        return Verdict(True, "exact")
+    answer_dates, _ = find_dates(text)
+    gold_period = _only_date(gold)
+    # "the day before 7 May 2023" names 7 May but means the 6th: relative answers go to the LLM
+    relative_answer = bool(_RELATIVE_WORDS.search(text))
+    if gold_period is not None and answer_dates and not hedged:
+        if relative_answer:
+            return None
+        if all(p.within(gold_period) for p in answer_dates):
+            return Verdict(True, "date")
+        if not any(p.overlaps(gold_period) for p in answer_dates):
+            return Verdict(False, "date_mismatch")
+        return None
+    relative = relative_gold_period(gold) if gold_period is None else None
+    if relative is not None and answer_dates and not hedged and not relative_answer \
+            and all(p.within(relative) for p in answer_dates):
+        return Verdict(True, "relative_date")
+    long_answer = len(answer_tokens) > 3 * len(gold_tokens) + 12
+    listing = len(_SEPARATORS.findall(text)) - len(_SEPARATORS.findall(gold)) >= 2  # a list of guesses
+    negated = bool(_NEGATION.search(text)) and not _NEGATION.search(gold)  # "No, ... yes"
+    if hedged or long_answer or listing or negated or gold_period is not None:
+        return None
+    if contains(text, gold):
+        return Verdict(True, "contains")
+    if not chinese and _in_order(_content_words(gold), _content_words(text)):
+        return Verdict(True, "content_words")
+    return None
+
+
+def _content_words(text: str) -> list[str]:
+    """The stemmed words that carry a short answer's meaning: number words as digits, without
+    filler ("stuff", "nearly", "about") and function words."""
+    words = [_NUMBER_WORDS.get(word, word) for word in normalise_en(text).split()]
+    return tokens(" ".join(word for word in words if word not in _FILLER_WORDS), False)
+
+
+def _in_order(needle: list[str], haystack: list[str]) -> bool:
+    """Every word of `needle` appears in `haystack`, in the same order (gaps allowed)."""
+    if not needle:
+        return False
+    position = 0
+    for word in needle:
+        try:
+            position = haystack.index(word, position) + 1
+        except ValueError:
+            return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# The LLM judge
+
+JUDGE_EN = """You grade an answer to a question about earlier conversations.
+
+Question: {question}
+Gold answer: {gold}
+Answer to grade: {answer}
+The question was asked on {now}.
+
+Mark CORRECT when the answer says what the gold answer says: other wording, a synonym, a date \
+in another format, a more precise date inside the gold's period, or a relative date ("last \
+Saturday", "the week before 9 June 2023") that resolves to the gold's date all count, and extra \
+details are fine as long as they do not contradict the gold. Mark WRONG when the answer misses \
+the gold's point, names a different person, thing, place, number or date, only shares the topic, \
+says it does not know, or lists several guesses.
+
+Reply with one word: CORRECT or WRONG."""
+
+JUDGE_ZH = """你要评判一个关于过往对话的问题的回答是否正确。
+
+问题：{question}
+标准答案：{gold}
+待评判的回答：{answer}
+提问日期：{now}
+
+回答与标准答案意思相同即为正确：措辞不同、同义词、日期格式不同、落在标准答案时间范围内的更精确日期、\
+能推算到标准答案日期的相对时间（如"上周六"）都算正确；多出的细节只要不与标准答案矛盾也算正确。\
+回答没有说到标准答案的要点、说的是别的人/物/地点/数字/日期、只是话题相关、表示不知道、或列出多个猜测，都算错误。
+
+只回复一个词：正确 或 错误。"""
+
+_VERDICT_WORDS = re.compile(r"\bincorrect\b|\bnot correct\b|\bcorrect\b|\bwrong\b|不正确|正确|错误")
+_LABELLED = re.compile(r"(?:verdict|label|grade|judgement|judgment|result|判定|结论|评判|结果)\W{0,5}"
+                       r"(incorrect|not correct|correct|wrong|不正确|正确|错误)")
+_NEGATIVE = {"incorrect", "not correct", "wrong", "不正确", "错误"}
+
+
+def judge_messages(question: str, gold: str, answer: str, now: str) -> list[dict[str, str]]:
+    """The judge's prompt, in the gold answer's language."""
+    template = JUDGE_ZH if is_chinese(gold) or is_chinese(question) else JUDGE_EN
+    return [{"role": "user", "content": template.format(question=question, gold=gold, answer=answer, now=now)}]
+
+
+def parse_verdict(text: str) -> bool | None:
+    """CORRECT -> True, WRONG -> False, None when the reply gives no clear verdict."""
+    cleaned = re.sub(r"<think>.*?</think>", " ", text or "", flags=re.DOTALL).lower()
+    cleaned = cleaned.replace("*", "")
+    labelled = _LABELLED.search(cleaned)
+    if labelled:
+        return labelled.group(1) not in _NEGATIVE
+    words = _VERDICT_WORDS.findall(cleaned)
+    if not words:
+        return None
+    values = {word not in _NEGATIVE for word in words}
+    if len(values) == 1:
+        return values.pop()
+    first_line = next((line for line in cleaned.splitlines() if line.strip()), "")
+    first = _VERDICT_WORDS.findall(first_line)
+    if first and len({w not in _NEGATIVE for w in first}) == 1:
+        return first[0] not in _NEGATIVE
+    return None
