@@ -442,10 +442,9 @@ class QARun:
     def _context(self, stores: _Stores, conv: Conversation, question: Question, name: str,
                  language: str) -> tuple[str, float]:
         """The memory block of a configuration and the retrieval time in ms."""
-        from ..adapters._common import (  # the adapters' own injection
-            MemoryBridge,
-            MemoryConfig,
-        )
+        # the adapters' own injection; mypy checks adapters/ as its own top-level package, where this
+        # installed name (pyproject maps adapters/ to memoryscope_plugins.adapters) does not exist
+        from ..adapters._common import MemoryBridge, MemoryConfig  # type: ignore[import-not-found]
         now = question_time(conv)
         start = time.perf_counter()
         if name == "none":

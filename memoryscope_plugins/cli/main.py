@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 from datetime import datetime
+from pathlib import Path
 from typing import Sequence
 
 from ..errors import MemoryScopeError
