@@ -52,7 +52,9 @@ def test_unsafe_ids_are_refused_at_every_http_and_mcp_entry_point(tmp_path, loca
             for raw in ["%20", "%09", "%20%20", "..", "%2E%2E", ".", "x%0Dy", "x%0Ay", "x%00y", "x%E2%80%A8y",
                         "x%E2%80%AEy", "a%5Cb", "a%2Fb", "x%7Fy"]:
                 answer = http.post(f"/v1/users/{raw}/memories", json={"content": "hello"})
-                assert answer.status_code in (400, 404), (raw, answer.status_code)
+                # "." and ".." are removed from the path by the client (RFC 3986), so the request reaches
+                # another route: 404 or, where that route exists for other methods, 405; nothing is stored
+                assert answer.status_code in (400, 404, 405), (raw, answer.status_code)
                 if answer.status_code == 400:
                     assert "id" in answer.json()["error"]
             # ids in bodies
@@ -110,7 +112,10 @@ def test_a_store_in_the_old_layout_is_migrated_on_start_and_can_be_cleaned(tmp_p
             assert http.get("/v1/users/anna/memories/obs-1").json()["content"] == "Anna lives in Lisbon."
             # a memory id of the old rules: readable and deletable by its encoded id, not editable
             assert http.get("/v1/users/anna/memories/..%2F..%2Fbob").json()["content"] == "imported by an old version"
-            assert http.patch("/v1/users/anna/memories/..%2F..%2Fbob", json={"content": "x"}).status_code in (400, 404)
+            # the legacy-id route serves GET and DELETE only: PATCH is 405 (or 400/404 on other routings)
+            assert http.patch("/v1/users/anna/memories/..%2F..%2Fbob",
+                              json={"content": "x"}).status_code in (400, 404, 405)
+            assert http.get("/v1/users/anna/memories/..%2F..%2Fbob").json()["content"] == "imported by an old version"
             assert http.delete("/v1/users/anna/memories/..%2F..%2Fbob").json() == {"deleted": "../../bob"}
             assert [m["id"] for m in http.get("/v1/users/bob/memories").json()["memories"]] == ["bob-1"]
             found = http.post("/v1/users/anna/retrieve", json={"query": "Where does Anna live?"}).json()
