@@ -35,6 +35,15 @@ def _isolated_home(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMORYSCOPE_HOME", str(tmp_path / "home"))
 
 
+@pytest.fixture(autouse=True)
+def _fresh_endpoint_refusals():
+    """Each test starts with no remembered structured-output refusals (a fake server's port may be reused)."""
+    from memoryscope_plugins.models.response_format import forget_refusals
+    forget_refusals()
+    yield
+    forget_refusals()
+
+
 @pytest.fixture
 def engine(tmp_path, local_embedder):
     from memoryscope_plugins import MemoryScope

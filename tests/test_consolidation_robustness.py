@@ -14,11 +14,12 @@ import time
 
 import pytest
 from fakes.fake_model_server import OPENAI_CHAT, Reply, openai_completion
-from test_consolidation_helpers import (Brain, Prompt, assistant_msg, at, entries, make_engine, make_settings, obs,
-                                        parse_prompt, user_msg)
+from test_consolidation_helpers import (Brain, Prompt, assistant_msg, at, entries, fast_policy, make_engine,
+                                        make_settings, obs, parse_prompt, user_msg)
 
 from memoryscope_plugins import MemoryScope, MemoryStatus
 from memoryscope_plugins.models.factory import build_llm
+from memoryscope_plugins.models.openai_compat import OpenAIChatModel
 from memoryscope_plugins.settings import LLMSettings
 
 
@@ -344,6 +345,40 @@ def test_structured_output_steps_down_to_what_the_endpoint_accepts(tmp_path, ser
         assert engine.llm.formats.mode == "json_object"  # remembered for the next calls
     finally:
         engine.close()
+
+
+def test_a_refused_format_is_remembered_per_endpoint_across_engines(tmp_path, server, brain, local_embedder):
+    """llama-cpp-python refuses json_schema with a 500: the second engine on the same endpoint and
+    model must not ask for it again; another model on the same endpoint still may."""
+    refusal = Reply(status=500, json={"detail": "validation error: body.response_format.type: Input should be "
+                                                "'text' or 'json_object'"})
+
+    def refusing(fake, request):
+        if request.json.get("response_format", {}).get("type") == "json_schema":
+            return refusal
+        return brain(fake, request)
+
+    server.route(OPENAI_CHAT, refusing)
+
+    def schema_attempts():
+        return sum(1 for r in server.requests_to(OPENAI_CHAT)
+                   if r.json.get("response_format", {}).get("type") == "json_schema")
+
+    for run in range(2):
+        engine = make_engine(tmp_path / f"engine{run}", server, local_embedder)
+        try:
+            engine.record("anna", [user_msg(f"I collect stamps {run}.", at(1))])
+            assert engine.consolidate("anna").added
+        finally:
+            engine.close()
+    assert schema_attempts() == 1  # asked once for the process, not once per engine
+
+    other = OpenAIChatModel("another-model", base_url=server.url + "/v1", api_key="sk-test-0123456789",
+                            retry_policy=fast_policy(2))
+    assert other.formats.mode == "json_schema"  # refusals are per model, too
+    same = OpenAIChatModel("fake-llm", base_url=server.url + "/v1/", api_key="sk-test-0123456789",
+                           retry_policy=fast_policy(2))
+    assert same.formats.mode == "json_object_schema"
 
 
 def test_provider_options_from_settings_reach_every_request(tmp_path, server, brain, local_embedder):

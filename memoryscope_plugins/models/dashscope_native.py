@@ -29,7 +29,7 @@ from .base import (
     l2_normalise,
 )
 from .http_rerank import aligned_scores
-from .response_format import FormatLadder, StructuredMode
+from .response_format import FormatLadder, StructuredMode, endpoint_key
 from .retry import (
     CallTarget,
     Failure,
@@ -257,7 +257,7 @@ class DashScopeChatModel(_DashScopeBase):
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.extra_params = dict(extra_params or {})
-        self.formats = FormatLadder(structured_output)
+        self.formats = FormatLadder(structured_output, endpoint_key("dashscope", self._target.base_url, model))
 
     @property
     def json_mode_supported(self) -> bool:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import ConfigError, ModelError, ValidationError
 from .base import ChatMessages, ChatResult, EmbedKind, JsonSchema, TokenUsage, l2_normalise
-from .response_format import FormatLadder, StructuredMode
+from .response_format import FormatLadder, StructuredMode, endpoint_key
 from .retry import (
     CallTarget,
     Failure,
@@ -294,7 +294,7 @@ class OpenAIChatModel(_OpenAIClientBase):
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})
-        self.formats = FormatLadder(structured_output)
+        self.formats = FormatLadder(structured_output, endpoint_key("openai", self._target.base_url, model))
 
     @property
     def json_mode_supported(self) -> bool:

@@ -14,14 +14,16 @@ A client starts at the configured rung (``llm.structured_output``; ``auto`` is t
 the endpoint rejects a request because of its ``response_format`` (HTTP 400 or 422 naming it; a
 500 naming it, as llama-cpp-python's server answers),
 steps down one rung for good and asks again at once. A rejection costs one quick request, once
-per client.
+per endpoint and model for the life of the process: what an endpoint refused is remembered per
+(provider, base URL, model) (`endpoint_key`), so a second client of the same endpoint (a second
+engine, a restarted worker thread) starts on the rung that worked.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,37 @@ StructuredMode = Literal["auto", "json_schema", "json_object_schema", "json_obje
 LADDER: tuple[str, ...] = ("json_schema", "json_object_schema", "json_object", "none")
 REJECTION_MARKERS: tuple[str, ...] = ("response_format", "response format", "json_schema", "json_object",
                                       "json mode", "schema", "guided")
+
+
+class EndpointKey(NamedTuple):
+    """Which endpoint and model a ladder's refusals are remembered for."""
+
+    provider: str
+    base_url: str
+    model: str
+
+
+def endpoint_key(provider: str, base_url: str | None, model: str) -> EndpointKey:
+    """The key under which refusals are shared (trailing slashes and case of the URL ignored)."""
+    return EndpointKey(provider, (base_url or "").rstrip("/").lower(), model)
+
+
+# The lowest rung each endpoint has been seen to need: shared by every client of the process.
+_refused_below: dict[EndpointKey, int] = {}
+_refused_lock = threading.Lock()
+
+
+def remembered_rung(key: EndpointKey) -> str | None:
+    """The rung an endpoint was stepped down to in this process (None: it refused nothing yet)."""
+    with _refused_lock:
+        level = _refused_below.get(key)
+    return None if level is None else LADDER[level]
+
+
+def forget_refusals() -> None:
+    """Forget every endpoint's refusals (tests; or after an endpoint was upgraded)."""
+    with _refused_lock:
+        _refused_below.clear()
 
 
 def rejects_format(status: int | None, text: str) -> bool:
@@ -46,13 +79,25 @@ def rejects_format(status: int | None, text: str) -> bool:
 
 
 class FormatLadder:
-    """Where a client stands on the ladder (shared by its sync and async calls)."""
+    """Where a client stands on the ladder (shared by its sync and async calls).
 
-    def __init__(self, start: StructuredMode = "auto") -> None:
+    With an ``endpoint`` key, a step down is remembered for every ladder of the process with the
+    same key, and a new ladder starts below what that endpoint already refused.
+    """
+
+    def __init__(self, start: StructuredMode = "auto", endpoint: EndpointKey | None = None) -> None:
         if start not in ("auto",) + LADDER:
             raise ValueError(f"unknown structured output mode {start!r}")
-        self._level = 0 if start == "auto" else LADDER.index(start)
+        self._start = 0 if start == "auto" else LADDER.index(start)
+        self._endpoint = endpoint
         self._lock = threading.Lock()
+
+    @property
+    def _level(self) -> int:
+        if self._endpoint is None:
+            return self._start
+        with _refused_lock:
+            return max(self._start, _refused_below.get(self._endpoint, 0))
 
     @property
     def mode(self) -> str:
@@ -86,7 +131,10 @@ class FormatLadder:
         else:
             refused = LADDER.index("json_object")
         with self._lock:
-            self._level = max(self._level, refused + 1)
+            self._start = max(self._start, refused + 1)
+        if self._endpoint is not None:
+            with _refused_lock:
+                _refused_below[self._endpoint] = max(_refused_below.get(self._endpoint, 0), refused + 1)
         return True
 
     def refused(self, request: dict[str, Any], status: int | None, error: str, json_mode: bool,
