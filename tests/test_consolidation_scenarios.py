@@ -3,6 +3,8 @@ fake HTTP model that answers from the prompt it is actually sent."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 from test_consolidation_helpers import assistant_msg, at, make_engine, obs, user_msg
 
@@ -71,6 +73,49 @@ def test_llm_date_is_kept_when_it_agrees_and_is_more_precise(engine, brain):
     [memory] = observations(engine)
     assert memory.event_start.date().isoformat() == "2026-05-06"
     assert memory.metadata["event_time_source"] == "rule+llm"
+
+
+@pytest.mark.parametrize("job_kind, job_time", [("fact", None), ("fact", "last month"), ("event", "last month")])
+def test_time_words_date_the_event_not_the_state_beside_it(engine, brain, job_kind, job_time):
+    """Issue 21: "I moved ... last month and I work as a nurse": the move is dated, the job is not,
+    whatever time words or kind the model puts on the job."""
+    brain.extract = lambda p: [
+        obs("Tom moved to Hangzhou.", [1], about="Tom", kind="event", time="last month", date="2026-10"),
+        obs("Tom works as a nurse at a children's hospital.", [1], about="Tom", kind=job_kind, time=job_time,
+            date="2026-10" if job_time else None)]
+    said = datetime(2026, 11, 25, 9, 0, tzinfo=timezone.utc)
+    engine.record("tom", [user_msg("Hi, I'm Tom. I moved to Hangzhou last month and I work as a nurse at a "
+                                   "children's hospital.", said, name="Tom")])
+    engine.consolidate("tom")
+    by_text = {m.content: m for m in observations(engine, "tom")}
+    move, job = by_text["Tom moved to Hangzhou."], by_text["Tom works as a nurse at a children's hospital."]
+    assert (move.event_start.date().isoformat(), move.event_end.date().isoformat()) == ("2026-10-01", "2026-11-01")
+    assert job.event_start is None and job.event_end is None
+
+
+def test_a_state_dated_from_its_start_gets_the_start_only(engine, brain):
+    brain.extract = lambda p: [obs("Anna has worked as a nurse since May.", [1], kind="fact", time="since May",
+                                   date="2026-05")]
+    engine.record("anna", [user_msg("I've been working as a nurse since May.", at(13))])
+    engine.consolidate("anna")
+    [job] = observations(engine)
+    assert job.event_start.date().isoformat() == "2026-05-01" and job.event_end is None
+    assert job.metadata["event_time_kind"] == "start"
+
+
+def test_chinese_time_words_date_only_their_own_clause(tmp_path, server, brain, local_embedder):
+    brain.extract = lambda p: [obs("小汤上个月搬到了杭州。", [1], about="小汤", kind="event"),
+                               obs("小汤在一家儿童医院当护士。", [1], about="小汤", kind="fact")]
+    memory = make_engine(tmp_path, server, local_embedder, language="zh")
+    try:
+        said = datetime(2026, 11, 25, 9, 0, tzinfo=timezone.utc)
+        memory.record("xt", [user_msg("我上个月搬到了杭州，在一家儿童医院当护士。", said, name="小汤")])
+        memory.consolidate("xt")
+        by_text = {m.content: m for m in memory.list("xt", types=["observation"])}
+        assert by_text["小汤上个月搬到了杭州。"].event_start.date().isoformat() == "2026-10-01"
+        assert by_text["小汤在一家儿童医院当护士。"].event_start is None
+    finally:
+        memory.close()
 
 
 def test_fiction_never_becomes_a_fact_about_the_user(engine, brain):

@@ -48,6 +48,7 @@ from .event_time import resolve_event_time
 from .extract import Extracted, Extraction, speaker_of, user_display_name
 from .prompts import load_prompt
 from .report import ConsolidationReport
+from .time_scope import dates_a_start, time_scope
 from .wording import grounded, third_person, time_words_in
 
 log = logging.getLogger("memoryscope_plugins.consolidation")
@@ -320,7 +321,7 @@ def _checked_observations(user_id: str, batch: Sequence[StoredMessage],
             session_id=source.session_id, source_ids=[source.id],
             metadata={"kind": item.kind, "about": item.about, "said_by": speaker, "importance": item.importance,
                       "language": language, "mentions": 1, "reflected": False, "origin": "consolidation"})
-        _set_event_time(memory, item, source.message.content, when)
+        _set_event_time(memory, item, source.message.content, when, names)
         out.append(_New(item=item, source=source, memory=memory))
     return out, flagged, refused
 
@@ -330,20 +331,30 @@ def _previous_lines(messages: Sequence[StoredMessage]) -> dict[str, str]:
     return {later.id: earlier.message.content for earlier, later in zip(messages, messages[1:])}
 
 
-def _set_event_time(memory: Memory, item: Extracted, message: str, when: datetime) -> None:
-    """Event time only from time words the message holds; a habit ("every Easter") has none."""
-    expression = item.time if time_words_in(item.time, message) else None
-    llm_date = item.date if expression else None
+def _set_event_time(memory: Memory, item: Extracted, message: str, when: datetime, names: frozenset[str]) -> None:
+    """Event time only from time words the message holds, in the observation's own clause; a habit
+    ("every Easter") has none; a state (a job, a home) has none unless the words date its start,
+    and then only the start (`time_scope`)."""
+    quoted = item.time if time_words_in(item.time, message) else None
+    scope = time_scope(item.content, item.kind, message, quoted, names)
+    expression = scope.expression
     if expression is None:
-        expression = message  # the model quoted no words the message holds: read the message itself
+        return
+    llm_date = item.date if quoted is not None and expression == quoted else None
     if is_recurring(expression) or is_recurring(memory.content):
         return
+    start_only = dates_a_start(expression, when)  # "since May": open-ended, whatever the model's date
+    if scope.state and not start_only:
+        return  # "I work as a nurse" said with "last month" about something else: not an event
     resolved = resolve_event_time(expression, llm_date, when)
     if resolved is None:
         return
-    memory.event_start, memory.event_end = resolved.start, resolved.end
+    memory.event_start = resolved.start
+    memory.event_end = None if start_only else resolved.end
     memory.metadata["event_time_source"] = resolved.source
     memory.metadata["time_expression"] = item.time if llm_date else None
+    if start_only:
+        memory.metadata["event_time_kind"] = "start"
 
 
 @dataclass(slots=True)
