@@ -93,6 +93,18 @@ def test_time_words_date_the_event_not_the_state_beside_it(engine, brain, job_ki
     assert job.event_start is None and job.event_end is None
 
 
+def test_a_state_in_the_same_clause_as_an_event_still_gets_no_event_date(engine, brain):
+    brain.extract = lambda p: [
+        obs("Anna moved to Hangzhou.", [1], kind="event", time="last month", date="2026-04"),
+        obs("Anna works as a nurse at a children's hospital.", [1], kind="fact", time="last month", date="2026-04")]
+    engine.record("anna", [user_msg("I work as a nurse at a children's hospital after moving to Hangzhou last month.",
+                                    at(13))])
+    engine.consolidate("anna")
+    by_text = {m.content: m for m in observations(engine)}
+    assert by_text["Anna moved to Hangzhou."].event_start.date().isoformat() == "2026-04-01"
+    assert by_text["Anna works as a nurse at a children's hospital."].event_start is None
+
+
 def test_a_state_dated_from_its_start_gets_the_start_only(engine, brain):
     brain.extract = lambda p: [obs("Anna has worked as a nurse since May.", [1], kind="fact", time="since May",
                                    date="2026-05")]
