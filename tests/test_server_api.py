@@ -119,9 +119,11 @@ def test_round_trip_record_retrieve_update_expire_delete_export_import(running, 
         assert http.patch(f"/v1/users/bob/memories/{ids[1]}", json={"status": "expired"}).json()["status"] == "expired"
         active = http.get("/v1/users/bob/memories", params={"include_expired": "false"}).json()["memories"]
         assert [m["id"] for m in active] == [ids[0]]
+        assert active[0]["when"].startswith("said ")  # the listing says when it was said
         exported = http.get("/v1/users/bob/export")
         lines = [json.loads(line) for line in exported.text.splitlines()]
         assert {m["id"] for m in lines} == set(ids) and all(m["user_id"] == "bob" for m in lines)
+        assert not any("when" in m for m in lines)  # an export holds the stored fields only
         assert http.delete("/v1/users/bob").json() == {"deleted": 2}
         assert http.get("/v1/users/bob/memories").json()["memories"] == []
         restored = http.post("/v1/users/bob/import", content=exported.text).json()

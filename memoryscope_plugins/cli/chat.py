@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable
 
 from ..errors import MemoryScopeError
+from ..retrieval.time_labels import listing_line
 
 if TYPE_CHECKING:
     from ..engine import MemoryScope
@@ -97,9 +98,7 @@ class _Chat:
         if not items:
             self.say("(no memories)")
         for memory in items:
-            when = (memory.event_start or memory.created_at).strftime("%Y-%m-%d %a")
-            status = "" if memory.status.value == "active" else f" ({memory.status.value})"
-            self.say(f"{memory.id}  [{when}] {memory.type.value}{status}: {memory.content}")
+            self.say(listing_line(memory))
 
     def cmd_retrieve(self, arg: str) -> None:
         if not arg:

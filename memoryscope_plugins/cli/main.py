@@ -126,10 +126,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def _print_memory(memory, out=None) -> None:
+    from ..retrieval.time_labels import listing_line
     out = out or sys.stdout
-    when = (memory.event_start or memory.created_at).strftime("%Y-%m-%d %a")
-    status = "" if memory.status.value == "active" else f" ({memory.status.value})"
-    out.write(f"{memory.id}  [{when}] {memory.type.value}{status}: {memory.content}\n")
+    out.write(listing_line(memory) + "\n")
 
 
 def cmd_list(args: argparse.Namespace) -> int:

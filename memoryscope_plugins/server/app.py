@@ -28,6 +28,7 @@ from starlette.schemas import SchemaGenerator
 
 from ..engine import MemoryScope
 from ..errors import ConfigError, MemoryScopeError, ModelError, NotFoundError, StoreError, ValidationError
+from ..retrieval.time_labels import when_label
 from . import safe_json
 from .auth import ApiKey, KeyRing, RateLimiter
 from .guard import GuardMiddleware, current_key, default_allowed_hosts, request_id
@@ -84,12 +85,14 @@ def store_user(key: ApiKey, user: str) -> str:
     return stored
 
 
-def public_memory(memory, tenant: str) -> dict[str, Any]:
+def public_memory(memory, tenant: str, *, listing: bool = True) -> dict[str, Any]:
     data = memory.to_dict()
     data["user_id"] = public_user_id(data["user_id"], tenant) or data["user_id"]
     if isinstance(data.get("speaker"), str):
         data["speaker"] = strip_tenant(data["speaker"], tenant)
     data.pop("context", None)
+    if listing:  # not in an export: `import` takes the stored fields only
+        data["when"] = when_label(memory)  # "said 2026-11-25 Wed · event 2026-10": what a listing shows
     return data
 
 
@@ -252,7 +255,7 @@ def build_routes(engine: MemoryScope) -> list[Route]:
         def lines():
             for batch in engine.store.iter_memories(user):
                 for memory in batch:
-                    yield json.dumps(public_memory(memory, key.tenant), ensure_ascii=False) + "\n"
+                    yield json.dumps(public_memory(memory, key.tenant, listing=False), ensure_ascii=False) + "\n"
 
         return StreamingResponse(lines(), media_type="application/x-ndjson",
                                  headers={"Content-Disposition": content_disposition(

@@ -31,8 +31,7 @@ function memoryBox(m, score){
   meta.appendChild(el("span", "badge", m.type));
   if (m.status === "expired") meta.appendChild(el("span", "badge", "expired"));
   if (score !== undefined) meta.appendChild(el("span", "score", "score " + score.toFixed(4) + " "));
-  meta.appendChild(document.createTextNode((m.speaker ? m.speaker + " · " : "") + m.created_at.replace("T", " ").slice(0, 16)
-      + (m.event_start ? " · happened " + m.event_start.slice(0, 10) : "")));
+  meta.appendChild(document.createTextNode((m.speaker ? m.speaker + " · " : "") + (m.when || m.created_at.slice(0, 10))));
   box.appendChild(meta);
   if (m.superseded_by){
     const by = byId.get(m.superseded_by);
@@ -64,7 +63,7 @@ async function loadTimeline(){
   const shown = (await (await api("GET", userPath("memories") + "?" + q)).json()).memories;
   let day = "";
   for (const m of shown){
-    const d = (m.event_start || m.created_at).slice(0, 10);
+    const d = m.created_at.slice(0, 10);  // grouped by the day it was said; the event time is in its label
     if (d !== day){ day = d; tl.appendChild(el("div", "day", d)); }
     tl.appendChild(memoryBox(m));
   }
