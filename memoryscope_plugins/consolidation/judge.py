@@ -41,6 +41,10 @@ from .prompts import PromptSet
 # words in the other, and the meaning in common.
 REPEAT_MIN_CONTAINMENT = 0.75
 REPEAT_MIN_SIMILARITY = 0.8
+# ... or, when the message says it repeats itself ("as I mentioned", 我说过), half the words and a
+# fair similarity
+REPEAT_CUE_MIN_CONTAINMENT = 0.5
+REPEAT_CUE_MIN_SIMILARITY = 0.5
 ASK_MIN_SHARED_TERMS = 2  # related enough to ask about, without close vectors
 MAX_QUESTIONS_PER_STEP = 12
 _NEGATION = re.compile(r"\b(not|no|never|none|nobody|nothing|quit|quits|stopped|gave up|no longer|anymore|"
@@ -56,6 +60,9 @@ _VALUE = re.compile(
     r"fridays|saturdays|sundays|january|february|march|april|may|june|july|august|september|october|november|"
     r"december)\b|[周星期礼拜][一二三四五六日天]|[一二三四五六七八九十两]+[个只岁月年号点次天位本件条]",
     re.IGNORECASE)
+_AGAIN = re.compile(r"\b(?:as i (?:mentioned|said|told you)|like i (?:said|mentioned|told you)|i (?:already )?told you|"
+                    r"as you know|remember (?:that )?i)\b|我(?:之前|以前|上次)?(?:说过|提过|告诉过你)|之前(?:说过|提过|提到)|上次(?:说|提)",
+                    re.IGNORECASE)
 _PROPER = re.compile(r"\b[A-Z][a-z]+")
 _NOT_NAMES = frozenset({"the", "a", "an", "she", "he", "it", "they", "we", "i", "his", "her", "their", "mr", "mrs",
                         "ms", "dr", "and", "but", "also", "yes", "no"})
@@ -81,6 +88,7 @@ class Pair:
     old: Memory
     similarity: float  # of the two observations' own words, calibrated
     old_is_new: bool = False  # ``old`` is an earlier observation of this batch
+    decided: bool | None = None  # the engine's own "still true" (a correction it read): not asked
 
 
 def noise_floor(embedder: Any, language: str) -> float:
@@ -103,6 +111,11 @@ def negated(text: str) -> bool:
     return bool(_NEGATION.search(text))
 
 
+def says_again(message: str) -> bool:
+    """Whether a message says it repeats something ("as I mentioned", "like I said", 我说过, 之前提过)."""
+    return bool(_AGAIN.search(message))
+
+
 def states_change(text: str) -> bool:
     """Whether a text says something changed, stopped, started or was corrected."""
     return bool(_CHANGE.search(text))
@@ -114,12 +127,18 @@ def _values(text: str) -> set[str]:
     return found
 
 
+def distinct_values(a: str, b: str, names: frozenset[str] = frozenset()) -> tuple[set[str], set[str]]:
+    """The numbers, weekdays, months and names only ``a`` has, and those only ``b`` has."""
+    left = {v for v in _values(a) if not set(analyse(v)) <= names}
+    right = {v for v in _values(b) if not set(analyse(v)) <= names}
+    return left - right, right - left
+
+
 def conflicting_values(a: str, b: str, names: frozenset[str] = frozenset()) -> bool:
     """Whether each text has a number, weekday, month or name the other lacks ("Mondays" against
     "Tuesdays", "3 cats" against "2 cats")."""
-    left = {v for v in _values(a) if not set(analyse(v)) <= names}
-    right = {v for v in _values(b) if not set(analyse(v)) <= names}
-    return bool(left - right) and bool(right - left)
+    only_a, only_b = distinct_values(a, b, names)
+    return bool(only_a) and bool(only_b)
 
 
 def compare(new_text: str, old_text: str, similarity: float, names: frozenset[str], cfg: Any,
@@ -136,6 +155,9 @@ def compare(new_text: str, old_text: str, similarity: float, names: frozenset[st
     if not (opposite or other_value or change) and containment >= REPEAT_MIN_CONTAINMENT \
             and similarity >= REPEAT_MIN_SIMILARITY:
         return "repeat"
+    if not (opposite or other_value or change) and says_again(new_message) and \
+            containment >= REPEAT_CUE_MIN_CONTAINMENT and similarity >= REPEAT_CUE_MIN_SIMILARITY:
+        return "repeat"  # "As I mentioned, my dog Biscuit is a golden retriever."
     # a change said in the message but not in the observation counts only with shared terms
     if opposite or change or (common > 0 and (other_value or states_change(new_message))):
         return "ask"

@@ -47,6 +47,7 @@ from .backend import ConsolidationBackend
 from .event_time import resolve_event_time
 from .extract import Extracted, Extraction, speaker_of, user_display_name
 from .prompts import load_prompt
+from .cues import corrects_itself, framing, last_said, small_talk
 from .report import ConsolidationReport
 from .time_scope import dates_a_start, time_scope
 from .wording import grounded, third_person, time_words_in
@@ -304,7 +305,13 @@ def _checked_observations(user_id: str, batch: Sequence[StoredMessage],
     before = _previous_lines(list(context) + list(batch))
     for item in extraction.items:
         source = minable[item.message]
-        if item.reality != "real":  # hypothetical / fiction: never the user's fact
+        said = source.message.content
+        if small_talk(item.content, names):  # "Oskar says the weather is nice."
+            refused.append(item.content)
+            continue
+        cue = framing(item.content, said, speaker_of(source), names)
+        real = item.reality == "real" if cue == "model" else cue == "real"
+        if not real:  # a story's plot, a hypothetical, someone else's doing: never the user's fact
             flagged.append((source.id, item.content))
             continue
         if not grounded(item.content, source.message.content, before.get(source.id), names):
@@ -373,7 +380,9 @@ def _resolve(env: StepEnv, user_id: str, new: list[_New], language: str, user_na
     memories."""
     names = frozenset(analyse(f"{user_name} {FRAMING_WORDS}"))  # shared by all: no sign of a common topic
     pairs = _find_pairs(env, user_id, new, names, language)
-    answers = _ask_judge(env, user_id, new, pairs, language, user_name, report) if pairs else []
+    to_ask = [p for p in pairs if p.decided is None]
+    asked = iter(_ask_judge(env, user_id, new, to_ask, language, user_name, report) if to_ask else [])
+    answers = [p.decided if p.decided is not None else next(asked) for p in pairs]
     result = _Changes()
     changed = result.changed
     mentioned: set[str] = set()
@@ -442,7 +451,8 @@ def _find_pairs(env: StepEnv, user_id: str, new: list[_New], names: frozenset[st
                 break
             if verdict == "ask" and (other.source.seq != entry.source.seq or judge.conflicting_values(
                     entry.memory.content, other.memory.content, names)):  # "Wednesday, no, Thursday"
-                pairs.append(judge.Pair(new=index, old=other.memory, similarity=similarity, old_is_new=True))
+                pairs.append(judge.Pair(new=index, old=other.memory, similarity=similarity, old_is_new=True,
+                                        decided=_corrected(entry, other.memory, other.source.id, names)))
         if entry.repeat_of is not None:
             continue
         asked = 0
@@ -456,9 +466,28 @@ def _find_pairs(env: StepEnv, user_id: str, new: list[_New], names: frozenset[st
                 entry.repeat_of = memory
                 break
             if verdict == "ask" and asked < cfg.judge_candidates:
-                pairs.append(judge.Pair(new=index, old=memory, similarity=similarity))
+                same_session = memory.session_id is not None and memory.session_id == entry.memory.session_id
+                decided = _corrected(entry, memory, (memory.source_ids or [""])[0], names) if same_session else None
+                pairs.append(judge.Pair(new=index, old=memory, similarity=similarity, decided=decided))
                 asked += 1
     return [p for p in pairs if new[p.new].repeat_of is None]
+
+
+def _corrected(entry: _New, old: Memory, old_source_id: str, names: frozenset[str]) -> bool | None:
+    """False (the old one is no longer true) when the new observation's message corrects the old
+    one's value in the same conversation ("Sorry, Tuesday, not Monday", 哦不对，是周四): the message
+    says it corrects, each has a value the other lacks, and the new value is the one said last
+    (a later message always is, when it names the old value). None: not sure, ask the model."""
+    message = entry.source.message.content
+    if not corrects_itself(message):
+        return None
+    new_values, old_values = judge.distinct_values(entry.memory.content, old.content, names)
+    if not new_values or not old_values:
+        return None
+    if old_source_id != entry.source.id:
+        named = any(value in message.casefold() for value in old_values)
+        return False if named else None
+    return False if last_said(new_values, old_values, message) == "a" else None
 
 
 def _ask_judge(env: StepEnv, user_id: str, new: list[_New], pairs: list[judge.Pair], language: str,

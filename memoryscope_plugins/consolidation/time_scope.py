@@ -27,7 +27,7 @@ MAX_TIME_PHRASE_WORDS = 4
 MAX_TIME_PHRASE_CJK_CHARS = 5
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _REFERENCE = datetime(2000, 1, 1, tzinfo=timezone.utc)  # only whether the words are a time is asked
-_SENTENCE_END = re.compile(r"[.!?;\n。！？；]+")
+SENTENCE_END = re.compile(r"[.!?;\n。！？；]+")
 # a new subject starts a new clause: "..., and I work as", "...; but my sister", "..., we had"
 _EN_NEW_SUBJECT = re.compile(
     r"(?:,\s*|\s+)(?:and|but|while|whereas)\s+(?=(?:I|I'm|I've|my|we|he|she|they|our)\b)"
@@ -58,7 +58,7 @@ def clauses(message: str) -> list[str]:
     """The clauses of a message, in order (never empty for a non-blank message). A fronted time
     phrase ("Last week, on Wednesday, I went...", 上周六，我...) stays with the clause it dates."""
     out: list[str] = []
-    for sentence in _SENTENCE_END.split(message):
+    for sentence in SENTENCE_END.split(message):
         pieces: list[str] = []
         for part in _EN_NEW_SUBJECT.split(sentence):
             pieces.extend(_ZH_CLAUSE.split(part) if _CJK.search(part) else [part])
