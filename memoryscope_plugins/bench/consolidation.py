@@ -41,7 +41,7 @@ from ..errors import ConfigError, ValidationError
 from ..settings import Settings
 from ..types import Memory, MemoryStatus, MemoryType
 
-CHECK_TYPES = ("active", "not_active", "expired", "event", "recall", "count_max")
+CHECK_TYPES = ("active", "not_active", "expired", "event", "no_event", "recall", "count_max")
 MEMORY_TYPES = (MemoryType.OBSERVATION, MemoryType.INSIGHT, MemoryType.CUSTOM)
 MESSAGE_GAP = timedelta(seconds=30)
 # what a done message may have become without a memory resting on it: a verdict of the model, or
@@ -145,7 +145,11 @@ def evaluate(check: dict[str, Any], memories: list[Memory], recall: Callable[[di
         return False
     if kind == "event":
         day = date.fromisoformat(str(check["date"]))
-        return any(matches(m, check) and _holds_date(m, day) for m in active)
+        return any(matches(m, check) and _holds_date(m, day) and (not check.get("open") or m.event_end is None)
+                   for m in active)
+    if kind == "no_event":  # a state ("works as a nurse") is not dated as an event
+        found = [m for m in active if matches(m, check)]
+        return bool(found) and all(m.event_start is None for m in found)
     if kind == "recall":
         return any(matches(m, check) for m in recall(check))
     if kind == "count_max":

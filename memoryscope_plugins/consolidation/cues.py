@@ -36,13 +36,17 @@ _SMALL_TALK_ZH = re.compile(
     r"天气|今天|真|很|好|不错|晴|热|冷|谢谢|感谢|再见|拜拜|你好|早上好|晚上好|晚安|哈哈|嗯|问候|打招呼|道别|告别|助手|用户|说|表示|了|的|啊|呀|吧")
 _PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
 
-_FICTION_EN = re.compile(
+# a story, a dream, role-play: the clause it stands in is made up
+_STORY_EN = re.compile(
     r"\b(?:in my (?:new |next |latest |current |own )?(?:novel|book|story|stories|script|screenplay|game|poem|comic|"
     r"fanfic|fan fiction|dream)|(?:my|the) (?:novel|book|story)'s|the (?:main )?(?:character|protagonist|hero|heroine|"
-    r"villain)|if i (?:were|was|had|could|won|lived)|if i'd|i'd (?:buy|go|live|be|visit|move|quit)|"
-    r"i would (?:buy|go|live|be|visit|move|quit)|imagine|suppose|pretend|let's say|role-?play|in the game|"
-    r"i dreamt|i dreamed)\b", re.IGNORECASE)
-_FICTION_ZH = re.compile(r"假如|如果|要是|假设|小说里|小说中|故事里|故事中|书里|书中|剧本|主角|主人公|角色|想象|幻想|做梦|梦见|梦里|扮演")
+    r"villain)|role-?play|in the game|i dreamt|i dreamed)\b", re.IGNORECASE)
+_STORY_ZH = re.compile(r"小说里|小说中|故事里|故事中|书里|书中|剧本|主角|主人公|角色|梦里|梦见|扮演")
+# a condition: the whole sentence it opens is hypothetical ("If I were rich, I'd...", 假如我中了彩票，我就...)
+_CONDITION_EN = re.compile(
+    r"\b(?:if i (?:were|was|had|could|won|lived)|if i'd|i'd (?:buy|go|live|be|visit|move|quit)|"
+    r"i would (?:buy|go|live|be|visit|move|quit)|imagine|suppose|pretend|let's say)\b", re.IGNORECASE)
+_CONDITION_ZH = re.compile(r"假如|如果|要是|假设|想象|幻想")
 _ACTIVITY = re.compile(r"\b(?:writ\w*|author\w*|working on|publish\w*)\b|写|创作|出版", re.IGNORECASE)
 _ACTIVITY_WORDS = frozenset(analyse("novel novels book books story stories new next latest current own detective "
                                     "writes writing wrote write written author working publish spare time weekends "
@@ -78,8 +82,11 @@ def small_talk(content: str, names: frozenset[str]) -> bool:
     return bool(terms) and terms <= _SMALL_TALK_EN
 
 
-def _made_up(clause: str) -> bool:
-    return bool(_FICTION_EN.search(clause) or _FICTION_ZH.search(clause))
+def _made_up(clause: str, sentence: str | None = None) -> bool:
+    """A story cue in the clause, or a condition in its sentence."""
+    sentence = clause if sentence is None else sentence
+    return bool(_STORY_EN.search(clause) or _STORY_ZH.search(clause) or _CONDITION_EN.search(sentence)
+                or _CONDITION_ZH.search(sentence))
 
 
 def _own_clause(content: str, parts: list[str], names: frozenset[str]) -> int | None:
@@ -116,7 +123,7 @@ def framing(content: str, message: str, user_name: str, names: frozenset[str]) -
     if index is None:
         return "model"
     clause = parts[index]
-    if _made_up(_sentence_of(clause, message)):  # "假如我中了彩票，我就去冰岛": the whole sentence
+    if _made_up(clause, _sentence_of(clause, message)):
         shared = (_terms(content, names) & set(analyse(clause))) - _ACTIVITY_WORDS
         if _ACTIVITY.search(content) and not shared:
             return "real"  # "Lucía is writing a new book": the activity, not the plot
