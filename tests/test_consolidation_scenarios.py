@@ -130,6 +130,27 @@ def test_chinese_time_words_date_only_their_own_clause(tmp_path, server, brain, 
         memory.close()
 
 
+def test_a_reworded_repeat_refreshes_the_known_fact_and_small_talk_is_dropped(engine, brain):
+    """Issue 21: "As I mentioned, my dog Biscuit is a golden retriever." adds no copy: the known
+    observation gets a mention, a new updated_at and the new source; small talk adds nothing."""
+    wording = {"I have a golden retriever called Biscuit.": "Anna has a golden retriever called Biscuit.",
+               "As I mentioned, my dog Biscuit is a golden retriever.": "Anna's dog Biscuit is a golden retriever.",
+               "Lovely weather today, isn't it?": "Anna says the weather is lovely today."}
+    brain.extract = lambda p: [obs(wording[c], [n]) for n, _, _, c in p.new if c in wording]
+    engine.record("anna", [user_msg("I have a golden retriever called Biscuit.", at(1))])
+    engine.consolidate("anna")
+    [first] = observations(engine)
+    engine.record("anna", [user_msg("Lovely weather today, isn't it?", at(9)),
+                           user_msg("As I mentioned, my dog Biscuit is a golden retriever.", at(9))])
+    report = engine.consolidate("anna")
+    [known] = observations(engine)
+    assert known.id == first.id and known.content == "Anna has a golden retriever called Biscuit."
+    assert known.metadata["mentions"] == 2 and len(known.source_ids) == 2
+    assert known.updated_at > first.updated_at
+    assert report.added == [] and report.merged == [known.content]
+    assert not brain.of_kind("judge")  # a sure repeat: nothing asked
+
+
 def test_fiction_never_becomes_a_fact_about_the_user(engine, brain):
     engine.record("anna", [user_msg("In my novel, I'm a pilot.", at(2))])
     report = engine.consolidate("anna")
