@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 import pytest
 
 from memoryscope_plugins.consolidation.cues import corrects_itself, framing, last_said, small_talk
@@ -30,7 +28,8 @@ def test_small_talk(content, user, expected):
 
 
 LUCIA = "In my new book the detective is a retired opera singer who lives on a houseboat in Amsterdam."
-CASTLE = "Haha. If I were a millionaire I'd buy a castle in Scotland. For real though, I live in Valencia with my husband."
+CASTLE = ("Haha. If I were a millionaire I'd buy a castle in Scotland. "
+          "For real though, I live in Valencia with my husband.")
 
 
 @pytest.mark.parametrize("user, message, content, expected", [

@@ -60,9 +60,11 @@ _VALUE = re.compile(
     r"fridays|saturdays|sundays|january|february|march|april|may|june|july|august|september|october|november|"
     r"december)\b|[周星期礼拜][一二三四五六日天]|[一二三四五六七八九十两]+[个只岁月年号点次天位本件条]",
     re.IGNORECASE)
-_AGAIN = re.compile(r"\b(?:as i (?:mentioned|said|told you)|like i (?:said|mentioned|told you)|i (?:already )?told you|"
-                    r"as you know|remember (?:that )?i)\b|我(?:之前|以前|上次)?(?:说过|提过|告诉过你)|之前(?:说过|提过|提到)|上次(?:说|提)",
-                    re.IGNORECASE)
+_AGAIN = re.compile(
+    r"\b(?:as i (?:mentioned|said|told you)|like i (?:said|mentioned|told you)|i (?:already )?told you|"
+    r"as you know|remember (?:that )?i)\b|"
+    r"我(?:之前|以前|上次)?(?:说过|提过|告诉过你)|之前(?:说过|提过|提到)|上次(?:说|提)",
+    re.IGNORECASE)
 _PROPER = re.compile(r"\b[A-Z][a-z]+")
 _NOT_NAMES = frozenset({"the", "a", "an", "she", "he", "it", "they", "we", "i", "his", "her", "their", "mr", "mrs",
                         "ms", "dr", "and", "but", "also", "yes", "no"})

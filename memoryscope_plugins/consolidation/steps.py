@@ -44,10 +44,10 @@ from ..storage.text_analysis import analyse
 from ..types import Memory, MemoryStatus, MemoryType, as_aware, utc_now
 from . import extract, judge
 from .backend import ConsolidationBackend
+from .cues import corrects_itself, framing, last_said, small_talk
 from .event_time import resolve_event_time
 from .extract import Extracted, Extraction, speaker_of, user_display_name
 from .prompts import load_prompt
-from .cues import corrects_itself, framing, last_said, small_talk
 from .report import ConsolidationReport
 from .time_scope import dates_a_start, time_scope
 from .wording import grounded, third_person, time_words_in
