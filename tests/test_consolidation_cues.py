@@ -48,6 +48,8 @@ CASTLE = ("Haha. If I were a millionaire I'd buy a castle in Scotland. "
     ("林晓", "我在写一本武侠小说。小说里的主角是一个会飞的厨师。", "林晓在写一本武侠小说。", "real"),
     ("林晓", "我在写一本武侠小说。小说里的主角是一个会飞的厨师。", "林晓小说里的主角是一个会飞的厨师。", "made_up"),
     ("Anna", "I moved to Porto last year.", "Anna moved to Porto.", "model"),
+    ("Anna", "My brother works as a night nurse.", "Anna said: My brother works as a night nurse.", "model"),
+    ("Anna", "My brother works as a night nurse.", 'Anna said: "I work as a night nurse."', "someone_else"),
 ])
 def test_framing_of_the_clause_an_observation_comes_from(user, message, content, expected):
     assert framing(content, message, user, names(user)) == expected

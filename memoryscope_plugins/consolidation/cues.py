@@ -102,6 +102,10 @@ def _own_clause(content: str, parts: list[str], names: frozenset[str]) -> int | 
 def about_user(content: str, user_name: str) -> bool:
     """Whether the observation makes the user its subject ("Ben rides...", "王磊在...", "I ride...")."""
     text = content.strip().strip('"“”')
+    if user_name:  # reported speech ('Anna said: "My brother..."'): the quoted words decide
+        said = re.match(re.escape(user_name) + r"\s*(?:said|says|说|表示)\s*[:：,，]?\s*", text, re.IGNORECASE)
+        if said is not None:
+            return about_user(text[said.end():], "")
     if re.match(r"(?:I|I'm|I've|I'd|I'll)\b", text) or text.startswith("我") and not _OTHER_SUBJECT_ZH.match(text):
         return True
     if not user_name or not text.casefold().startswith(user_name.casefold()):
