@@ -106,3 +106,17 @@ def test_a_message_that_says_it_repeats_itself_lowers_the_bar_for_a_repeat():
     assert compare(new, old, 0.6, names("Oskar"), cfg, "My dog Biscuit is a golden retriever.") != "repeat"
     # a change is never a repeat, whatever the message says
     assert compare("Oskar's dog Biscuit is now a therapy dog.", old, 0.6, names("Oskar"), cfg, said) != "repeat"
+
+
+@pytest.mark.parametrize("content, message, reply, expected", [
+    ("Biscuit is a great name!", "Morning! I have a golden retriever called Biscuit.", "Aw, Biscuit is a great name!",
+     True),
+    ("祝出差顺利！", "下个月我要去新加坡出差。", "祝出差顺利！", True),
+    ("Oskar has a golden retriever called Biscuit.", "Morning! I have a golden retriever called Biscuit.",
+     "Aw, Biscuit is a great name!", False),
+    ("李娜对芒果过敏。", "请记住：我对芒果过敏。", "好的，我记住了，你对芒果过敏。", False),  # the reply repeats the fact
+    ("Biscuit is a great name!", "Morning! I have a golden retriever called Biscuit.", None, False),
+])
+def test_an_observation_copied_from_the_assistants_reply(content, message, reply, expected):
+    from memoryscope_plugins.consolidation.wording import copies_the_reply
+    assert copies_the_reply(content, message, reply, names("Oskar")) is expected

@@ -50,7 +50,7 @@ from .extract import Extracted, Extraction, speaker_of, user_display_name
 from .prompts import load_prompt
 from .report import ConsolidationReport
 from .time_scope import dates_a_start, time_scope
-from .wording import grounded, third_person, time_words_in
+from .wording import copies_the_reply, grounded, third_person, time_words_in
 
 log = logging.getLogger("memoryscope_plugins.consolidation")
 
@@ -303,11 +303,13 @@ def _checked_observations(user_id: str, batch: Sequence[StoredMessage],
     per_message: dict[int, int] = {}
     names = frozenset(analyse(f"{user_name} {FRAMING_WORDS}"))
     before = _previous_lines(list(context) + list(batch))
+    replies = {earlier.id: later.message.content for earlier, later in zip(batch, batch[1:])
+               if later.message.role not in MINED_ROLES}
     for item in extraction.items:
         source = minable[item.message]
         said = source.message.content
-        if small_talk(item.content, names):  # "Oskar says the weather is nice."
-            refused.append(item.content)
+        if small_talk(item.content, names) or copies_the_reply(item.content, said, replies.get(source.id), names):
+            refused.append(item.content)  # "Oskar says the weather is nice."; the assistant's "Great name!"
             continue
         cue = framing(item.content, said, speaker_of(source), names)
         real = item.reality == "real" if cue == "model" else cue == "real"

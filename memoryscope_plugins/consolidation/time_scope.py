@@ -103,7 +103,8 @@ def dates_a_start(expression: str, when: object) -> bool:
 
 
 def _own_clauses(content: str, parts: list[str], names: frozenset[str]) -> set[int]:
-    """The clauses sharing most of the observation's words (names aside); all when none shares any."""
+    """The clauses the observation tells (names aside): those sharing at least a third as many of its
+    words as the best one ("陈浩把车卖了，以后坐地铁上班" tells both clauses); all when none shares any."""
     terms = {t for t in analyse(content) if t not in names}
     scores = []
     for part in parts:
@@ -112,7 +113,7 @@ def _own_clauses(content: str, parts: list[str], names: frozenset[str]) -> set[i
     best = max(scores, default=0)
     if best == 0:
         return set(range(len(parts)))
-    return {i for i, score in enumerate(scores) if score == best}
+    return {i for i, score in enumerate(scores) if score > 0 and score * 3 >= best}
 
 
 def time_scope(content: str, kind: str, message: str, quoted: str | None, names: frozenset[str]) -> TimeScope:

@@ -21,6 +21,7 @@ from ..storage.text_analysis import analyse
 SHORT_REPLY_WORDS = 8  # a reply this short is read with the line it answers ("Yes, last week!")
 SHORT_REPLY_CJK_CHARS = 12
 MIN_GROUNDED_SHARE = 1 / 3  # paraphrases reword; a wrong message shares next to nothing
+ASSISTANT_COPY_SHARE = 0.6  # an observation this much made of the assistant's reply, and less of the user's words
 
 _FIRST_PERSON_EN = re.compile(r"(?:^|[^\w'])(?:I|I'm|I've|I'd|I'll|my|My|me|mine|myself)(?=$|[^\w'])")
 _FIRST_PERSON_ZH = re.compile(r"我(?!们)")
@@ -66,3 +67,19 @@ def grounded(content: str, message: str, answered: str | None, names: frozenset[
         source = f"{answered}\n{message}"
     available = set(analyse(source))
     return sum(term in available for term in terms) / len(terms) >= MIN_GROUNDED_SHARE
+
+
+def copies_the_reply(content: str, message: str, reply: str | None, names: frozenset[str]) -> bool:
+    """Whether an observation is the assistant's reply rather than the user's message ("Biscuit is a
+    great name!" under "I have a golden retriever called Biscuit."): most of its words (names aside)
+    are in the reply, and more of them than in the message."""
+    if not reply:
+        return False
+    terms = [t for t in analyse(content) if t not in names]
+    if not terms:
+        return False
+    in_reply = set(analyse(reply))
+    in_message = set(analyse(message))
+    reply_share = sum(term in in_reply for term in terms) / len(terms)
+    message_share = sum(term in in_message for term in terms) / len(terms)
+    return reply_share >= ASSISTANT_COPY_SHARE and reply_share > message_share
