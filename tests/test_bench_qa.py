@@ -26,6 +26,7 @@ from memoryscope_plugins.bench.qa_judge import (
     deterministic_verdict,
     parse_verdict,
     relative_gold_period,
+    zh_numerals_to_digits,
 )
 from memoryscope_plugins.bench.qa_metrics import contains, token_f1
 from memoryscope_plugins.cli.main import main
@@ -532,3 +533,31 @@ def test_turns_context_is_the_block_the_adapters_inject(tmp_path, server, local_
         block = MemoryBridge(engine, MemoryConfig(top_k=3), "check").block(result)
     assert block.startswith("<long_term_memory>") and block.count("\n") >= 3
     assert any(system.endswith("\n\n" + block) for system in systems)
+
+
+# -- the Chinese gold-core rule (made-up answers in the shape the local model gives) -----------------------------
+
+
+@pytest.mark.parametrize("answer,gold,expected", [
+    ("护士", "社区医院的护士", True),                                        # the core of a longer gold
+    ("杭州", "在杭州过年，因为父母已经搬来同住（往年都回老家）。", True),
+    ("六百零五", "总分605分，比上次涨了12分。", True),                         # numerals read as digits
+    ("三百一", "血糖降到310，医生说控制得不错。", True),
+    ("产品经理", "一家小公司的运营主管；之前是产品经理。", None),               # what used to be true: not the core
+    ("老家", "和女儿一家同住（以前一个人住在老家）。", None),                   # only in a bracketed remark
+    ("跑步", "游泳更合适。她跑步时伤过膝盖，之后一直坚持游泳。", None),         # only after the first sentence
+    ("是", "不是，她已经换到白班了。", None),                                  # too short to mean anything
+])
+def test_a_short_chinese_answer_is_right_when_it_is_part_of_the_gold_core(answer, gold, expected):
+    verdict = deterministic_verdict(answer, gold)
+    if expected is None:
+        assert verdict is None or verdict.rule != "in_gold_core"
+    else:
+        assert verdict is not None and verdict.correct and verdict.rule == "in_gold_core"
+
+
+@pytest.mark.parametrize("numerals,digits", [("六百二十一", "621"), ("四百一", "410"), ("一百零五", "105"),
+                                             ("十五", "15"), ("一千二", "1200"), ("两万三千", "23000"),
+                                             ("三个", "三个"), ("一起", "一起")])
+def test_chinese_numerals_with_a_unit_are_read_as_digits(numerals, digits):
+    assert zh_numerals_to_digits(numerals) == digits

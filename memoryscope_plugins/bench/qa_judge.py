@@ -16,7 +16,13 @@
   2023") -> CORRECT; every date the answer names lies outside it -> WRONG (``date_mismatch``);
   an answer with relative words ("the day before 7 May 2023", "last week") goes to the LLM;
 * ``relative_date``: the gold answer is "the week/weekend/day/<weekday> before|after <date>"
-  (LoCoMo's style) and every date of the answer lies in the period that resolves to -> CORRECT.
+  (LoCoMo's style) and every date of the answer lies in the period that resolves to -> CORRECT;
+* ``in_gold_core`` (Chinese): the same guards, and the short answer (at least two characters,
+  Chinese numerals read as digits: 六百二十一 = 621, 四百一 = 410) is part of the gold's main
+  statement: its first sentence or clause before "；", with bracketed remarks removed ("护士" for
+  "华西医院的护士", "成都" for "在成都过年，因为……"). The main statement only: Chinese golds go on
+  with what used to be true ("之前是电商公司的UI设计师", "以前一个人住在眉山老家"), which a stale
+  answer would otherwise match.
 
 Everything else goes to the LLM with `judge_messages` (English or Chinese, after the gold
 answer's language), whose reply `parse_verdict` reads robustly (prose around the word, lower
@@ -235,7 +241,59 @@ def deterministic_verdict(answer: str, gold: str) -> Verdict | None:
         return Verdict(True, "contains")
     if not chinese and _in_order(_content_words(gold), _content_words(text)):
         return Verdict(True, "content_words")
+    if chinese:
+        core = _compact_zh(gold_core_zh(gold))
+        short = _compact_zh(text)
+        if len(short) >= 2 and short in core:
+            return Verdict(True, "in_gold_core")
     return None
+
+
+_ZH_BRACKETS = re.compile(r"（[^）]*）|\([^)]*\)")
+_ZH_CORE_END = re.compile(r"[；;。!?！？]")
+_ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8,
+              "九": 9}
+_ZH_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10000}
+_ZH_NUMERAL_RUN = re.compile(r"[零〇一二两三四五六七八九十百千万]+")
+
+
+def gold_core_zh(gold: str) -> str:
+    """A Chinese gold answer's main statement: bracketed remarks removed, up to the first "；" or
+    sentence end."""
+    text = _ZH_BRACKETS.sub("", gold)
+    return _ZH_CORE_END.split(text, maxsplit=1)[0]
+
+
+def zh_numerals_to_digits(text: str) -> str:
+    """Chinese numbers written with a unit as digits ("六百二十一" -> "621", "四百一" -> "410",
+    "十五" -> "15"); runs without a unit ("一起", "三个") are left as they are."""
+    def convert(match: re.Match[str]) -> str:
+        run = match.group(0)
+        if not any(ch in _ZH_UNITS for ch in run):
+            return run
+        total, section, digit, last_unit, zero = 0, 0, None, None, False
+        for ch in run:
+            if ch in _ZH_DIGITS:
+                digit = _ZH_DIGITS[ch]
+                zero = zero or digit == 0
+                continue
+            unit = _ZH_UNITS[ch]
+            if unit == 10000:
+                total += (section + (digit or 0)) * unit
+                section, digit, last_unit = 0, None, None
+                continue
+            section += (1 if digit is None else digit) * unit
+            digit, last_unit, zero = None, unit, False
+        if digit is not None:  # "四百一" is 410, but "一百零五" 105: after 零 a digit counts as units
+            section += digit * (last_unit // 10 if last_unit and last_unit >= 100 and not zero else 1)
+        return str(total + section)
+    return _ZH_NUMERAL_RUN.sub(convert, text)
+
+
+def _compact_zh(text: str) -> str:
+    """Digits for numerals, no punctuation or spaces, lower case (for "UI", "PLUS")."""
+    text = zh_numerals_to_digits(text)
+    return "".join(ch for ch in text.lower() if ch.isalnum())
 
 
 def _content_words(text: str) -> list[str]:
