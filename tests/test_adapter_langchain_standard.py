@@ -87,20 +87,12 @@ class TestMemoryScopeRetrieverStandard(RetrieversIntegrationTests):
         return "What do I know about Anna's dog?"
 
 
-class TestMemoryScopeRetrieverStandardFewerThanKClearTheFloor(RetrieversIntegrationTests):
-    engine = None
+class TestMemoryScopeRetrieverStandardFewerThanKClearTheFloor(TestMemoryScopeRetrieverStandard):
+    """The same standard tests on a question where fewer than k facts clear the engine's floor."""
 
     @pytest.fixture(autouse=True)
     def _engine(self, six_facts):
         type(self).engine = six_facts
-
-    @property
-    def retriever_constructor(self) -> type[MemoryScopeRetriever]:
-        return MemoryScopeRetriever
-
-    @property
-    def retriever_constructor_params(self) -> dict:
-        return {"memory": self.engine, "user_id": "anna"}
 
     @property
     def retriever_query_example(self) -> str:
