@@ -46,7 +46,7 @@ ANSWERS = {
     "What did Felix's teacher tell him?": "To practise scales every morning.",
     "陈悦搬到了哪里？": "杭州西湖边的新家",
     "陈悦什么时候去黄山爬山的？": "2024-07-13",
-    "陈悦做什么工作？": "设计师",
+    "陈悦做什么工作？": "茶企的设计岗",  # not words of the gold (that would be `in_gold_core`): the LLM decides
     "和陈悦一起爬黄山的人在哪里读书？": "在上海读大学",
 }
 # The judge's replies per graded answer (a list: one per attempt).
@@ -55,7 +55,7 @@ VERDICTS = {
     "He plays the cello and performed at a concert": ["correct - it names the cello and the concert"],
     "Yes, she loves her rabbit": ["I think so.", "**Verdict:** CORRECT"],
     "Felix's sister lives in Os": ["Hmm, hard to say.", "It depends."],
-    "设计师": ["正确。回答与标准答案一致。"],
+    "茶企的设计岗": ["正确。回答与标准答案一致。"],
     "我不知道。": ["错误"],
 }
 EXPECTED_TURNS = {  # question -> (j, judged_by)
