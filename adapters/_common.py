@@ -19,14 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memoryscope_plugins.engine import MemoryScope
+from memoryscope_plugins.retrieval.injection import (
+    DEFAULT_TEMPLATE,
+    check_template,
+    is_block,
+    render_block,
+    result_block,
+)
 from memoryscope_plugins.types import MemoryType, RetrievalResult
 
 log = logging.getLogger("memoryscope_plugins.adapters")
-
-#: How a recalled context is wrapped before it reaches the model. ``{context}`` is replaced by
-#: the engine's ready-made context (a header line plus one dated line per memory). The opening
-#: tag also lets adapters recognise (and keep out of the framework's history) their own blocks.
-DEFAULT_TEMPLATE = "<long_term_memory>\n{context}\n</long_term_memory>"
 
 OnError = Literal["warn", "raise"]
 #: A user or agent id: a fixed string, or a callable the adapter calls with framework objects
@@ -78,8 +80,7 @@ class MemoryConfig:
             raise ValueError("top_k must be an integer between 1 and 1000, or None")
         if self.on_error not in ("warn", "raise"):
             raise ValueError("on_error must be 'warn' or 'raise'")
-        if "{context}" not in self.template:
-            raise ValueError("template must contain '{context}'")
+        check_template(self.template)
         if self.types is not None:
             self.types = tuple(MemoryType(t).value for t in self.types)
         for name in ("user_id", "agent_id"):
@@ -111,18 +112,11 @@ class MemoryConfig:
 
     def render(self, context: str) -> str:
         """The memory block for a retrieved context; "" when nothing was found."""
-        if not context.strip():
-            return ""
-        return self.template.replace("{context}", context)
+        return render_block(context, self.template)
 
     def is_block(self, text: Any) -> bool:
         """Whether `text` is a memory block rendered with this template."""
-        if not isinstance(text, str):
-            return False
-        prefix, _, suffix = self.template.partition("{context}")
-        if prefix.strip():
-            return text.startswith(prefix) and text.endswith(suffix)
-        return bool(suffix.strip()) and text.endswith(suffix)
+        return is_block(text, self.template)
 
 
 def _resolve(source: IdSource, args: tuple[Any, ...]) -> str | None:
@@ -201,7 +195,7 @@ class MemoryBridge:
 
     def block(self, result: RetrievalResult) -> str:
         """The memory block to inject for a retrieval result ("" when empty)."""
-        return self.config.render(result.context) if result.memories else ""
+        return result_block(result, self.config.template)
 
     # -- recording ------------------------------------------------------------------------------
     def _clean(self, messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -178,3 +178,24 @@ def test_neighbours_are_never_repeated_and_can_be_turned_off(engine):
         update={"context_neighbours": 5, "context_next_turn": False})
     before_only = engine.retrieve("mel", "lake sunrise painting", now=NOW, top_k=1)
     assert [m.content for m in before_only.neighbours] == ["Is this your own painting? It looks great."]
+
+
+def test_the_injected_block_is_rendered_by_the_engine_the_same_for_adapters_and_bench():
+    from memoryscope_plugins.adapters._common import DEFAULT_TEMPLATE, MemoryConfig
+    from memoryscope_plugins.retrieval import injection
+    from memoryscope_plugins.types import RetrievalResult
+
+    context = format_context([_stored_turn("I went to a LGBTQ support group yesterday.")], "en", now=NOW)
+    block = injection.render_block(context)
+    assert block == f"<long_term_memory>\n{context}\n</long_term_memory>"
+    assert DEFAULT_TEMPLATE is injection.DEFAULT_TEMPLATE and MemoryConfig().render(context) == block
+    custom = "Memories:\n{context}\n--"
+    assert MemoryConfig(template=custom).render(context) == injection.render_block(context, custom) \
+        == f"Memories:\n{context}\n--"
+    assert injection.render_block("  \n") == "" and MemoryConfig().render("") == ""
+    found = RetrievalResult(query="q", memories=[ScoredMemory(memory=_turn("x"), score=1.0)], context=context)
+    assert injection.result_block(found) == block
+    assert injection.result_block(RetrievalResult(query="q", memories=[], context=context)) == ""
+    assert injection.is_block(block) and not injection.is_block(context)
+    with pytest.raises(ValueError, match="context"):
+        MemoryConfig(template="no placeholder")

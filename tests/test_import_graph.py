@@ -173,3 +173,40 @@ def test_the_checker_leaves_out_type_checking_imports(tmp_path: Path) -> None:
     graph = import_graph(modules)
     assert graph["pkg.a"] == {"pkg.b": 2} and graph["pkg.b"] == {}
     assert cycles(graph) == []
+
+
+ADAPTERS = f"{PACKAGE}.adapters"
+
+
+def layering_breaches(graph: dict[str, dict[str, int]], lower: str, upper: str) -> list[tuple[str, str, int]]:
+    """(module, imported module, line) for every import of a module in `upper` (or `upper` itself)
+    by a module of `lower` outside `upper`: the engine must not depend on what is built on it."""
+    def inside(name: str, package: str) -> bool:
+        return name == package or name.startswith(f"{package}.")
+
+    return [(name, target, line) for name, edges in sorted(graph.items())
+            if inside(name, lower) and not inside(name, upper)
+            for target, line in sorted(edges.items()) if inside(target, upper)]
+
+
+def test_the_engine_imports_no_adapter() -> None:
+    modules = module_files(SOURCES)
+    graph = import_graph(modules)
+    breaches = layering_breaches(graph, PACKAGE, ADAPTERS)
+    assert not breaches, "the engine imports adapters:\n" + "\n".join(
+        f"    {modules[name].relative_to(ROOT)}:{line} imports {target}" for name, target, line in breaches)
+
+
+def test_the_checker_sees_an_engine_module_importing_an_adapter(tmp_path: Path) -> None:
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/engine.py": "X = 1\n",
+        "pkg/bench/__init__.py": "",
+        "pkg/bench/qa.py": "def block():\n    from ..adapters._common import render\n    return render\n",
+        "pkg/bench/ok.py": "from ..engine import X\n",
+        "adapters/__init__.py": "",
+        "adapters/_common.py": "from pkg.engine import X\n\ndef render():\n    return X\n",
+    })
+    modules = module_files({"pkg": tmp_path / "pkg", "pkg.adapters": tmp_path / "adapters"})
+    graph = import_graph(modules)
+    assert layering_breaches(graph, "pkg", "pkg.adapters") == [("pkg.bench.qa", "pkg.adapters._common", 2)]

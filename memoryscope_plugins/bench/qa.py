@@ -10,7 +10,7 @@ answered by the configured `llm` once per configuration, each from a different c
 * ``vector``: plain cosine top-k over the turns with the same embedder (how mem0's search
   ranks), lines "[date] Speaker: text";
 * ``turns``: our default ``retrieve`` over the recorded turns, the context block exactly as the
-  adapters inject it (`MemoryBridge.block`);
+  adapters inject it (`retrieval.injection.result_block`, the default template);
 * ``observations``: LoCoMo's own observations as memories (like ``bench locomo --mode
   observations``), through ``retrieve`` and the same block;
 * ``consolidated``: the turns recorded into a store whose consolidation runs with the configured
@@ -51,6 +51,7 @@ from ..engine import MemoryScope
 from ..errors import MemoryScopeError, ModelError
 from ..models.base import ChatModel, ChatResult
 from ..models.factory import build_llm
+from ..retrieval.injection import render_block, result_block
 from ..retrieval.time_format import format_memory_time
 from ..retrieval.time_parser import detect_language
 from ..settings import LLMSettings, Settings
@@ -375,6 +376,9 @@ class QARun:
                                f"{','.join(map(str, self.options.categories))}")
         if self.options.limit is not None and self.options.limit < 1:
             raise QAInputError("--limit must be at least 1")
+        top_k = self.options.top_k
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or not 0 < top_k <= 1000):
+            raise QAInputError("--top-k must be an integer between 1 and 1000")
         return stratified_sample(pool, self.options.limit, self.options.seed)
 
     # -- models ---------------------------------------------------------------------------------
@@ -442,17 +446,13 @@ class QARun:
     def _context(self, stores: _Stores, conv: Conversation, question: Question, name: str,
                  language: str) -> tuple[str, float]:
         """The memory block of a configuration and the retrieval time in ms."""
-        # the adapters' own injection; mypy checks adapters/ as its own top-level package, where this
-        # installed name (pyproject maps adapters/ to memoryscope_plugins.adapters) does not exist
-        from ..adapters._common import MemoryBridge, MemoryConfig  # type: ignore[import-not-found]
         now = question_time(conv)
         start = time.perf_counter()
         if name == "none":
             return "", 0.0
-        config = MemoryConfig(top_k=self.options.top_k)
         top_k = self.options.top_k or self.settings.retrieval.top_k
         if name == "full":
-            return config.render(_full_context(conv, language)), 0.0
+            return render_block(_full_context(conv, language)), 0.0
         if name == "vector":
             stores.ensure(conv, "turns")
             lines, vectors = stores.vector_lines(conv, language)
@@ -461,14 +461,13 @@ class QARun:
             scores = vectors @ np.asarray(query, dtype=np.float32) if len(lines) else np.zeros(0)
             order = np.argsort(-scores, kind="stable")[:top_k]
             chosen = [lines[i] for i in order]
-            return config.render("\n".join(chosen)) if chosen else "", (time.perf_counter() - start) * 1000
+            return render_block("\n".join(chosen)) if chosen else "", (time.perf_counter() - start) * 1000
         stores.ensure(conv, name)
         engine = {"turns": stores.turns, "observations": stores.observations}.get(name) or stores.consolidated
         assert engine is not None
-        bridge = MemoryBridge(engine, config, "bench-qa")
         start = time.perf_counter()
-        result = engine.retrieve(conv.id, question.text, top_k=config.top_k, now=now)
-        return bridge.block(result), (time.perf_counter() - start) * 1000
+        result = engine.retrieve(conv.id, question.text, top_k=self.options.top_k, now=now)
+        return result_block(result), (time.perf_counter() - start) * 1000
 
     def _estimate(self, messages: list[dict[str, str]]) -> float:
         rough = sum(estimate_tokens(m["content"]) for m in messages)
