@@ -414,7 +414,8 @@ class MemoryScope:
         ranked = propagate_neighbours(ranked, rank_cfg.neighbour_weight)
         ranked = boost_named_speakers(ranked, query, rank_cfg.speaker_boost)
         ranked = adjust(ranked, rank_cfg, time_range=parsed.range if cfg.time_mode == "boost" else None, now=moment)
-        if cfg.present_half_life_days and asks_about_present(query):
+        about_present = asks_about_present(query)
+        if cfg.present_half_life_days and about_present:
             ranked = prefer_recent(ranked, cfg.present_half_life_days, cfg.present_weight)
         if floor > -1:
             noise = 0.0 if vector is None else self._noise_floors(parsed.language, vector)
@@ -435,7 +436,7 @@ class MemoryScope:
                                      lambda ids: self.store.get(user_id, ids), hits=cfg.context_neighbours,
                                      after=cfg.context_next_turn, statuses=statuses)
         context = format_context([*chosen, *neighbours], lang, with_time=cfg.context_with_time, now=moment,
-                                 resolve_times=cfg.context_resolve_times)
+                                 resolve_times=cfg.context_resolve_times, present=about_present)
         timings["context_ms"] = _ms(t)
         timings["total_ms"] = _ms(start)
         return RetrievalResult(query=query, memories=chosen, context=context, time_range=parsed.range,

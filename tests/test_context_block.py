@@ -199,3 +199,37 @@ def test_the_injected_block_is_rendered_by_the_engine_the_same_for_adapters_and_
     assert injection.is_block(block) and not injection.is_block(context)
     with pytest.raises(ValueError, match="context"):
         MemoryConfig(template="no placeholder")
+
+
+def test_a_question_about_the_present_gets_a_header_saying_the_newest_line_holds():
+    first = _stored_turn("I live in Chengdu.")
+    block = format_context([first], "en", now=NOW, present=True)
+    assert block.splitlines()[0] == (
+        "Today is 2023-10-23 Mon. Relevant memories, oldest first ([date] = when it was said; on the same subject "
+        "a later line replaces an earlier one, so the newest is what holds now):")
+    zh = format_context([first], "zh", now=NOW, present=True)
+    assert zh.splitlines()[0] == ("今天是2023年10月23日 周一。相关记忆（按时间先后，[日期] 为说这句话的日期；"
+                                  "同一件事以后面的为准，最新的一条就是现在的情况）：")
+    assert format_context([], "zh", now=NOW, present=True) == ""
+
+
+@pytest.mark.parametrize("query, language, present", [
+    ("Where does Melanie live now?", "en", True),
+    ("他现在住在哪里？", "zh", True),
+    ("Where did Melanie live in 2022?", "en", False),
+    ("他以前住在哪里？", "zh", False),
+])
+def test_retrieve_says_the_newest_holds_only_when_the_question_asks_about_now(engine, query, language, present):
+    engine.record("mover", [
+        {"role": "user", "name": "Melanie", "content": "I live in Chengdu with my parents. 我住在成都。",
+         "timestamp": SAID},
+        {"role": "user", "name": "Melanie", "content": "I moved out: I live in Hangzhou now. 我搬到杭州住了。",
+         "timestamp": SAID + timedelta(days=40)},
+    ], session_id="s1")
+    result = engine.retrieve("mover", query, now=NOW, language=language, min_relevance=-1)
+    assert result.memories
+    head = result.context.splitlines()[0]
+    marker = "the newest is what holds now" if language == "en" else "最新的一条就是现在的情况"
+    assert (marker in head) is present
+    plain = "oldest first ([date] = when it was said):" if language == "en" else "[日期] 为说这句话的日期）："
+    assert head.endswith(plain) is not present

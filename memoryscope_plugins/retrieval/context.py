@@ -13,7 +13,9 @@ What a (small) answering model needs to read, measured with LoCoMo questions (do
 - relative times in a memory's words resolved right after them (`context_times`): a small model
   copies the line's date instead of subtracting a day;
 - a memory with an event time of its own (an observation) shows it labelled "event";
-- the turns next to a hit (the question it answers, the reply it got) as plain lines, once each.
+- the turns next to a hit (the question it answers, the reply it got) as plain lines, once each;
+- for a question about the present ("where does he live now?"), a header saying that on the same
+  subject a later line replaces an earlier one: the move and the home moved out of are both there.
 """
 
 from __future__ import annotations
@@ -28,6 +30,13 @@ from .time_format import format_memory_time, format_time_span
 HEADERS = {
     "en": "Relevant memories, oldest first ([date] = when it was said):",
     "zh": "相关记忆（按时间先后，[日期] 为说这句话的日期）：",
+}
+# for a question about the present ("where does he live now?"): both the old and the new state may be
+# in the block, and a small model tends to answer with the first it reads
+PRESENT_HEADERS = {
+    "en": "Relevant memories, oldest first ([date] = when it was said; on the same subject a later line "
+          "replaces an earlier one, so the newest is what holds now):",
+    "zh": "相关记忆（按时间先后，[日期] 为说这句话的日期；同一件事以后面的为准，最新的一条就是现在的情况）：",
 }
 TODAY = {"en": "Today is {date}.", "zh": "今天是{date}。"}
 EVENT_LABEL = {"en": " (event: {when})", "zh": "（事件时间：{when}）"}
@@ -61,9 +70,12 @@ def memory_line(item: ScoredMemory | Memory, language: str = "en", *, with_time:
 
 
 def format_context(items: Sequence[ScoredMemory | Memory], language: str = "en", *, with_time: bool = False,
-                   header: bool = True, now: datetime | None = None, resolve_times: bool = True) -> str:
+                   header: bool = True, now: datetime | None = None, resolve_times: bool = True,
+                   present: bool = False) -> str:
     """The memories as dated lines in the order they were said (an LLM reads a timeline best), each
-    memory once; with `now`, a first line with today's date. Empty when there are no memories."""
+    memory once; with `now`, a first line with today's date; with `present` (the question asks how
+    things are now), a header saying that a later line replaces an earlier one on the same subject.
+    Empty when there are no memories."""
     if not items:
         return ""
     unique: dict[str, Memory] = {}
@@ -74,7 +86,7 @@ def format_context(items: Sequence[ScoredMemory | Memory], language: str = "en",
     lines = [memory_line(memory, language, with_time=with_time, resolve_times=resolve_times) for memory in ordered]
     if header:
         lang = "zh" if _zh(language) else "en"
-        head = HEADERS[lang]
+        head = (PRESENT_HEADERS if present else HEADERS)[lang]
         if now is not None:
             head = f"{TODAY[lang].format(date=format_memory_time(now, lang, with_time=with_time))} {head}" \
                 if lang == "en" else TODAY[lang].format(date=format_memory_time(now, lang, with_time=with_time)) + head
