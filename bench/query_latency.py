@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=1 taskset -c 1 python bench/query_latency.py ../shared/data/locomo_dev.json
     OMP_NUM_THREADS=1 taskset -c 1 python bench/query_latency.py ../shared/data/zh_memory_dev.json zh
+    python bench/query_latency.py ../shared/data/locomo_dev.json auto context_hop=0   # retrieval settings
 
 Ingests the first two conversations, then times `retrieve` and the query embedding alone for each
 question, in wall time and in the thread's CPU time. On a shared machine the CPU time is the figure
@@ -29,13 +30,15 @@ def _summary(seconds: list[float]) -> str:
 def main() -> None:
     data = sys.argv[1]
     language = sys.argv[2] if len(sys.argv) > 2 else "auto"
+    retrieval = dict(arg.split("=", 1) for arg in sys.argv[3:])  # e.g. context_hop=0
     conversations = load_conversations(data)[:2]
     print("load average", " ".join(Path("/proc/loadavg").read_text().split()[:3]))
     for int8 in (False, True):
         with tempfile.TemporaryDirectory() as folder:
             settings = Settings.model_validate({
                 "language": language, "embedder": {"int8_compute": int8},
-                "store": {"path": str(Path(folder) / "m.db")}, "consolidation": {"enabled": False}})
+                "store": {"path": str(Path(folder) / "m.db")}, "consolidation": {"enabled": False},
+                "retrieval": retrieval})
             with MemoryScope(settings) as memory:
                 memory.retrieve("warm-up", "warm up the query path")
                 cpu, wall, embed = [], [], []

@@ -43,6 +43,7 @@ from .retrieval.ranking import (
     relevant,
     widen,
 )
+from .retrieval.second_hop import second_hop
 from .retrieval.time_parser import detect_language, parse_time
 from .settings import Settings
 from .storage.base import MemoryFilter, MemoryStore, SearchRequest
@@ -435,12 +436,15 @@ class MemoryScope:
         neighbours = turn_neighbours(chosen, (c.memory for c in candidates),
                                      lambda ids: self.store.get(user_id, ids), hits=cfg.context_neighbours,
                                      after=cfg.context_next_turn, statuses=statuses)
-        context = format_context([*chosen, *neighbours], lang, with_time=cfg.context_with_time, now=moment,
+        hop = second_hop(chosen, neighbours, query, self.store.search, user_id=user_id, flt=flt,
+                         hits=cfg.context_hop_hits, limit=cfg.context_hop, candidates=(c.memory for c in candidates),
+                         statuses=statuses)
+        context = format_context([*chosen, *neighbours, *hop], lang, with_time=cfg.context_with_time, now=moment,
                                  resolve_times=cfg.context_resolve_times, present=about_present)
         timings["context_ms"] = _ms(t)
         timings["total_ms"] = _ms(start)
         return RetrievalResult(query=query, memories=chosen, context=context, time_range=parsed.range,
-                               timings_ms=timings, neighbours=neighbours)
+                               timings_ms=timings, neighbours=neighbours, second_hop=hop)
 
     def _noise_floors(self, language: str, query_vector: np.ndarray | None = None) -> dict[str, float] | float:
         """The cosine for unrelated texts between this query (in `language`) and a memory in

@@ -141,6 +141,13 @@ class RetrievalSettings(BaseModel):
                                     "turn before them (the one they answer) and after them into the context as "
                                     "extra lines (not into the ranked memories); 0: none")
     context_next_turn: bool = Field(True, description="with context_neighbours, also the turn after a hit")
+    context_hop: int = Field(2, ge=0, le=100, description="second hop: the names (people, places, things) in "
+                             "the best context_hop_hits retrieved memories that the query does not name are "
+                             "searched again with the query by full text (no LLM); the best this many memories "
+                             "found that hold such a name join the context as extra lines (not the ranked "
+                             "memories); 0: off")
+    context_hop_hits: int = Field(3, ge=0, le=100, description="how many of the best retrieved memories the "
+                                  "second hop takes its names from")
     context_resolve_times: bool = Field(True, description="resolve a memory's relative times beside its words in "
                                         "the context: '... yesterday (yesterday = 2023-05-07 Sun)'")
     by_language: dict[Literal["en", "zh"], dict[str, float]] | None = Field(

@@ -156,6 +156,7 @@ class RetrievalResult:
     time_range: TimeRange | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     neighbours: list[Memory] = field(default_factory=list)  # turns shown in the context beside the hits
+    second_hop: list[Memory] = field(default_factory=list)  # found by the names in the best hits, in the context
 
     def __iter__(self):
         return iter(self.memories)
