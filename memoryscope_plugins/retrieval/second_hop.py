@@ -38,7 +38,20 @@ _NOT_NAMES = frozenset(
 MAX_TERMS = 12  # a handful of names is what a hop needs; more only dilutes the search
 
 
-def _english_names(text: str, lowercase_words: set[str]) -> list[str]:
+def _ordinary(word: str, text: str) -> bool:
+    """Whether lower-case `word` stands as a word of its own in `text` (an ordinary word there)."""
+    start = text.find(word)
+    while start != -1:
+        end = start + len(word)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() or before in "'_") and not (after.isalnum() or after in "'_"):
+            return True
+        start = text.find(word, start + 1)
+    return False
+
+
+def _english_names(text: str, ordinary_text: str) -> list[str]:
     names: list[str] = []
     for match in _CAPITALISED.finditer(text):
         words = [w.strip("'’-") for w in match.group(0).split()]
@@ -48,7 +61,7 @@ def _english_names(text: str, lowercase_words: set[str]) -> list[str]:
             base = folded[:-2] if folded.endswith(("'s", "’s")) else folded
             if len(base) < 2 or base in STOP_WORDS or base in _NOT_NAMES:
                 continue
-            if opener and position == 0 and base in lowercase_words:
+            if opener and position == 0 and _ordinary(base, ordinary_text):
                 continue  # "Thanks", "Great": an ordinary word that opens a sentence
             names.append(word[:len(base)])
     return names
@@ -72,11 +85,11 @@ def hop_terms(hits: Sequence[Memory], query: str, *, speakers: Iterable[str] = (
         if speaker:
             excluded.update(analyse(speaker))
             excluded.update(_chinese_terms(speaker))
-    lowercase_words = {w for text in ordinary_text for w in re.findall(r"\b[a-z][a-z']+\b", text)}
+    ordinary = "\n".join(ordinary_text)  # searched only for the few words that open a sentence
     found: dict[str, None] = {}
     for memory in hits:
         text = memory.content
-        for name in _english_names(text, lowercase_words):
+        for name in _english_names(text, ordinary):
             if not set(analyse(name)) & excluded:
                 found.setdefault(name, None)
         if CJK.search(text):
@@ -112,13 +125,14 @@ def second_hop(chosen: Sequence[ScoredMemory], shown: Sequence[Memory], query: s
     shown_ids = {item.memory.id for item in chosen} | {m.id for m in shown}
     shown_keys = {_same_content_key(item.memory.content) for item in chosen} | \
         {_same_content_key(m.content) for m in shown}
-    hop_vocab = {t for term in terms for t in analyse(term) if len(t) > 1 or not CJK.match(t)}
+    needles = [term.casefold() for term in terms]
     out: list[Memory] = []
     for candidate in found:
         memory = candidate.memory
         if memory.user_id != user_id:
             continue  # the store searched one user; a hop never crosses users, whatever a backend returns
-        if not hop_vocab & set(analyse(memory.content)):
+        folded = memory.content.casefold()
+        if not any(needle in folded for needle in needles):
             continue  # found by the query's words alone: the first hop's business, not a hop
         key = _same_content_key(memory.content)
         if memory.id in shown_ids or key in shown_keys or (statuses is not None and memory.status not in statuses):
