@@ -561,3 +561,159 @@ def test_a_short_chinese_answer_is_right_when_it_is_part_of_the_gold_core(answer
                                              ("三个", "三个"), ("一起", "一起")])
 def test_chinese_numerals_with_a_unit_are_read_as_digits(numerals, digits):
     assert zh_numerals_to_digits(numerals) == digits
+
+
+# -- settings per configuration, --redo, and files of the first format ---------------------------------------------
+
+
+def answered_configs(requests: list[RecordedRequest]) -> Counter[str]:
+    """Which configuration each answer request is: no block (`none`), a block of bare "[date]
+    Speaker:" lines (`vector`), or `retrieve`'s block, which opens with today's date (`turns`)."""
+    kinds: Counter[str] = Counter()
+    for request in requests:
+        system = request.json["messages"][0]["content"]
+        if "<long_term_memory>" not in system:
+            kinds["none"] += 1
+        else:
+            kinds["vector" if system.split("<long_term_memory>\n", 1)[1].startswith("[") else "turns"] += 1
+    return kinds
+
+
+def settings_file(tmp_path: Path, server: FakeModelServer, extra: str) -> Path:
+    path = config_file(tmp_path, server.url + "/v1")
+    path.write_text(path.read_text(encoding="utf-8") + extra, encoding="utf-8")
+    return path
+
+
+def test_a_changed_retrieval_setting_answers_only_the_configurations_that_use_it_again(tmp_path, server, capsys):
+    model = ScriptedModel()
+    server.route(OPENAI_CHAT, model)
+    out = tmp_path / "qa.json"
+    assert run_cli(tmp_path, server, "--out", str(out)) == 0
+    first = json.loads(out.read_text(encoding="utf-8"))
+    assert answered_configs(answer_requests(server)) == {"none": 13, "vector": 13, "turns": 13}
+    assert first["settings_by_config"]["turns"]["retrieval"]["speaker_boost"] == 0.5
+    assert "retrieval_sha256" not in first["spec"] and "embedder" not in first["spec"]
+    before = len(answer_requests(server))
+    capsys.readouterr()
+    changed = settings_file(tmp_path, server, "retrieval: {speaker_boost: 0.7}\n")
+    assert main(["--config", str(changed), "bench", "qa", "--data", str(DATA), "--configs", "none,vector,turns",
+                 "--no-progress", "--out", str(out)]) == 0
+    assert answered_configs(answer_requests(server)[before:]) == {"turns": 13}
+    assert "turns: retrieval settings changed, 13 answers made again" in capsys.readouterr().err
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["complete"] is True and report["configs"]["turns"]["n"] == 13
+    assert report["settings_by_config"]["turns"]["retrieval"]["speaker_boost"] == 0.7
+    old_rows = {row["id"]: row for row in first["questions"]}
+    for row in report["questions"]:  # the others are kept as they were, verdicts included
+        for name in ("none", "vector"):
+            assert row["answers"][name] == old_rows[row["id"]]["answers"][name]
+        assert row["answers"]["turns"]["j"] is not None
+    # the same settings again: nothing to do
+    before = len(server.requests_to(OPENAI_CHAT))
+    assert main(["--config", str(changed), "bench", "qa", "--data", str(DATA), "--configs", "none,vector,turns",
+                 "--no-progress", "--out", str(out)]) == 0
+    assert [kind_of(r) for r in server.requests_to(OPENAI_CHAT)[before:]] == ["probe"]
+    # vector takes only its number of lines from the retrieval settings: top_k answers it again too
+    capsys.readouterr()
+    fewer = settings_file(tmp_path, server, "retrieval: {speaker_boost: 0.7, top_k: 3}\n")
+    before = len(answer_requests(server))
+    assert main(["--config", str(fewer), "bench", "qa", "--data", str(DATA), "--configs", "none,vector,turns",
+                 "--no-progress", "--out", str(out)]) == 0
+    assert answered_configs(answer_requests(server)[before:]) == {"vector": 13, "turns": 13}
+    err = capsys.readouterr().err
+    assert "vector: retrieval settings changed, 13 answers made again" in err and "none:" not in err
+
+
+def test_redo_answers_one_configuration_again_with_its_verdicts(tmp_path, server, capsys):
+    model = ScriptedModel()
+    server.route(OPENAI_CHAT, model)
+    out = tmp_path / "qa.json"
+    assert run_cli(tmp_path, server, "--out", str(out)) == 0
+    first = json.loads(out.read_text(encoding="utf-8"))
+    before = len(answer_requests(server))
+    judged_before = sum(model.judged.values())
+    capsys.readouterr()
+    assert run_cli(tmp_path, server, "--out", str(out), "--redo", "vector") == 0
+    assert answered_configs(answer_requests(server)[before:]) == {"vector": 13}
+    assert "vector: --redo, 13 answers made again" in capsys.readouterr().err
+    # vector's verdicts were made again too: its answers the rules leave to the LLM went to the judge
+    # (an unreadable verdict is asked for twice)
+    assert sum(model.judged.values()) - judged_before == sum(
+        2 if row["answers"]["vector"].get("judge_unparsed") else 1
+        for row in first["questions"] if row["answers"]["vector"]["judged_by"] == "llm")
+    report = json.loads(out.read_text(encoding="utf-8"))
+    old_rows = {row["id"]: row for row in first["questions"]}
+    for row in report["questions"]:
+        assert row["answers"]["none"] == old_rows[row["id"]]["answers"]["none"]
+        assert row["answers"]["turns"] == old_rows[row["id"]]["answers"]["turns"]
+    assert report["complete"] is True and report["configs"]["vector"]["n"] == 13
+
+
+@pytest.mark.parametrize("redo,message", [("vector,mem0", "unknown configuration mem0 in --redo"),
+                                          (",", "unknown configuration (none given) in --redo"),
+                                          ("full", "--redo full: not in --configs none,vector,turns")])
+def test_a_bad_redo_is_a_one_line_error_and_leaves_the_file(tmp_path, server, capsys, redo, message):
+    server.route(OPENAI_CHAT, ScriptedModel())
+    out = tmp_path / "qa.json"
+    assert run_cli(tmp_path, server, "--out", str(out)) == 0
+    before, calls = out.read_bytes(), len(server.requests)
+    capsys.readouterr()
+    assert run_cli(tmp_path, server, "--out", str(out), "--redo", redo) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+    assert out.read_bytes() == before and len(server.requests) == calls
+
+
+def as_first_format(report: dict, retrieval_sha256: str | None = None) -> dict:
+    """A report as the first format wrote it: the embedder's provider and model and a digest of the
+    retrieval settings in the file-wide spec, no settings per configuration."""
+    from memoryscope_plugins.bench.qa import _digest
+    from memoryscope_plugins.settings import RetrievalSettings
+    old = dict(report, format="memoryscope-bench-qa/1")
+    del old["settings_by_config"]
+    old["spec"] = {**report["spec"], "embedder": {"provider": "local", "model": None},
+                   "retrieval_sha256": retrieval_sha256 or _digest(RetrievalSettings().model_dump(mode="json"))}
+    return old
+
+
+def test_a_file_of_the_first_format_continues(tmp_path, server, capsys):
+    model = ScriptedModel(fail_answer_number=20)
+    server.route(OPENAI_CHAT, model)
+    out = tmp_path / "qa.json"
+    assert run_cli(tmp_path, server, "--out", str(out)) == 1  # stops part way, as a long run may
+    partial = json.loads(out.read_text(encoding="utf-8"))
+    out.write_text(json.dumps(as_first_format(partial)), encoding="utf-8")
+    model.fail_answer_number = None
+    before = len(answer_requests(server))
+    capsys.readouterr()
+    assert run_cli(tmp_path, server, "--out", str(out)) == 0
+    assert len(answer_requests(server)) - before == 39 - 19  # only what was missing
+    assert "made again" not in capsys.readouterr().err
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["format"] == "memoryscope-bench-qa/2" and report["complete"] is True
+    assert set(report["settings_by_config"]) == {"none", "vector", "turns"}
+    assert "retrieval_sha256" not in report["spec"]
+
+
+def test_a_file_of_the_first_format_with_other_retrieval_settings_answers_those_again(tmp_path, server, capsys):
+    server.route(OPENAI_CHAT, ScriptedModel())
+    out = tmp_path / "qa.json"
+    assert run_cli(tmp_path, server, "--out", str(out), "--top-k", "4") == 0
+    first = json.loads(out.read_text(encoding="utf-8"))
+    out.write_text(json.dumps(as_first_format(first, retrieval_sha256="0123456789abcdef")), encoding="utf-8")
+    before = len(answer_requests(server))
+    capsys.readouterr()
+    assert run_cli(tmp_path, server, "--out", str(out), "--top-k", "4") == 0
+    # with --top-k, vector does not depend on the retrieval settings
+    assert answered_configs(answer_requests(server)[before:]) == {"turns": 13}
+    assert "turns: retrieval settings changed, 13 answers made again" in capsys.readouterr().err
+    # another embedder in the old spec: every configuration that embeds is answered again
+    report = json.loads(out.read_text(encoding="utf-8"))
+    old = as_first_format(report)
+    old["spec"]["embedder"] = {"provider": "openai", "model": "text-embedding-3-small"}
+    out.write_text(json.dumps(old), encoding="utf-8")
+    before = len(answer_requests(server))
+    assert run_cli(tmp_path, server, "--out", str(out), "--top-k", "4") == 0
+    assert answered_configs(answer_requests(server)[before:]) == {"vector": 13, "turns": 13}
+    assert "vector: embedder changed, 13 answers made again" in capsys.readouterr().err

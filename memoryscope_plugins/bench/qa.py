@@ -24,7 +24,10 @@ server's prompt cache: per conversation, each configuration's questions one afte
 (``full`` last), and judging (`qa_judge`) only after all answering. The output file is the
 state: it is rewritten atomically after every answer and verdict, so a rerun with the same
 ``--out`` continues where it stopped (and may add configurations); a rerun whose sample or
-settings differ is refused.
+file-wide settings differ is refused. The settings only some configurations depend on (the
+embedder, retrieval and consolidation settings: `config_settings`) are recorded per
+configuration: a rerun answers a configuration again when its recorded ones differ from the
+current ones, and ``--redo`` answers one again when only the code changed.
 """
 
 from __future__ import annotations
@@ -69,7 +72,10 @@ from .qa_metrics import contains, token_f1
 CONFIGS = ("none", "full", "vector", "turns", "observations", "consolidated")
 # per conversation: the short prompts first, `full` last (its long prefix then stays cached)
 ANSWER_ORDER = ("none", "vector", "turns", "observations", "consolidated", "full")
-FORMAT = "memoryscope-bench-qa/1"
+FORMAT = "memoryscope-bench-qa/2"
+# /1 kept the embedder and a digest of the retrieval settings in the file-wide spec; it is read and
+# turned into /2 (`_upgrade_v1`)
+FORMAT_V1 = "memoryscope-bench-qa/1"
 ANSWER_MAX_TOKENS = 96
 FULL_LOCAL_TIMEOUT_S = 3600.0
 JUDGE_MAX_TOKENS = 48
@@ -181,14 +187,17 @@ class QAOptions:
     top_k: int | None = None
     max_context_tokens: int = 30000
     rejudge: bool = False  # decide every answer again (after the rules changed); LLM verdicts are kept
+    redo: list[str] = field(default_factory=list)  # configurations to answer again (their verdicts too)
 
 
-def parse_configs(text: str) -> list[str]:
-    """"none,turns" -> ["none", "turns"]; an unknown or repeated name is a `QAInputError`."""
+def parse_configs(text: str, option: str = "--configs") -> list[str]:
+    """"none,turns" -> ["none", "turns"]; an unknown name or none at all is a `QAInputError`
+    (naming `option` unless it is --configs); a repeated name counts once."""
     names = [name.strip() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in CONFIGS]
     if unknown or not names:
-        raise QAInputError(f"unknown configuration {', '.join(unknown) or '(none given)'}: "
+        where = "" if option == "--configs" else f" in {option}"
+        raise QAInputError(f"unknown configuration {', '.join(unknown) or '(none given)'}{where}: "
                            f"choose from {', '.join(CONFIGS)}")
     return list(dict.fromkeys(names))
 
@@ -214,17 +223,55 @@ def _digest(value: Any) -> str:
 
 def build_spec(options: QAOptions, settings: Settings, judge: LLMSettings, ids: list[str]) -> dict[str, Any]:
     """What must match for a rerun to continue a file: the sample and every setting that changes
-    an answer or a verdict (the configurations may differ: a rerun can add some)."""
+    every configuration's answers or verdicts (the configurations may differ: a rerun can add
+    some). What only some configurations depend on is in `config_settings`."""
     return {
         "data_sha256": hashlib.sha256(options.data.read_bytes()).hexdigest(),
         "limit": options.limit, "seed": options.seed, "categories": list(options.categories),
         "top_k": options.top_k, "max_context_tokens": options.max_context_tokens,
         "questions_sha256": _digest(ids),
         "llm": _model_identity(settings.llm), "judge": _model_identity(judge),
-        "embedder": {"provider": settings.embedder.provider, "model": settings.embedder.model},
         "language": settings.language,
-        "retrieval_sha256": _digest(settings.retrieval.model_dump(mode="json")),
     }
+
+
+def _embedder_identity(settings: Settings) -> dict[str, Any]:
+    """What makes the embedder's vectors (not its batch size, threads, timeouts or key)."""
+    cfg = settings.embedder
+    return {"provider": cfg.provider, "model": cfg.model, "base_url": cfg.base_url,
+            "dimensions": cfg.dimensions, "int8_compute": cfg.int8_compute}
+
+
+# consolidation settings the bench sets itself (`QARun._open_stores`) or that only schedule work
+_CONSOLIDATION_NOT_RECORDED = {"enabled", "worker", "flush_on_close", "threads", "lease_ttl_s", "close_timeout_s",
+                               "max_backoff_s", "every_seconds"}
+
+
+def config_settings(name: str, options: QAOptions, settings: Settings) -> dict[str, Any]:
+    """The settings a configuration's answers depend on beyond the file-wide spec: the embedder
+    (vector, turns, observations, consolidated), the retrieval settings (turns, observations,
+    consolidated; `vector` only the number of lines, `--top-k` or retrieval.top_k) and the
+    consolidation settings (consolidated). `none` and `full` depend on none of them."""
+    if name in ("none", "full"):
+        return {}
+    record: dict[str, Any] = {"embedder": _embedder_identity(settings)}
+    if name == "vector":
+        record["top_k"] = options.top_k or settings.retrieval.top_k
+        return record
+    record["retrieval"] = settings.retrieval.model_dump(mode="json")
+    if name == "consolidated":
+        record["consolidation"] = settings.consolidation.model_dump(mode="json", exclude=_CONSOLIDATION_NOT_RECORDED)
+    return record
+
+
+_SETTING_GROUPS = {"embedder": "embedder", "retrieval": "retrieval settings", "retrieval_sha256": "retrieval settings",
+                   "top_k": "retrieval settings", "consolidation": "consolidation settings"}
+
+
+def changed_settings(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """The kinds of setting ("embedder", "retrieval settings", ...) whose recorded value differs."""
+    keys = [key for key in sorted(set(recorded) | set(current)) if recorded.get(key) != current.get(key)]
+    return list(dict.fromkeys(_SETTING_GROUPS.get(key, key) for key in keys))
 
 
 def write_atomically(path: Path, state: Any) -> None:
@@ -242,21 +289,58 @@ def write_atomically(path: Path, state: Any) -> None:
         raise
 
 
-def _load_previous(path: Path | None, spec: dict[str, Any]) -> dict[str, Any] | None:
+def _load_previous(path: Path | None, spec: dict[str, Any], options: QAOptions,
+                   settings: Settings) -> dict[str, Any] | None:
     if path is None or not path.exists():
         return None
     try:
         previous = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise QAInputError(f"{path} exists but is not a bench qa result ({exc}); choose another --out") from None
-    if not isinstance(previous, dict) or previous.get("format") != FORMAT:
+    if not isinstance(previous, dict) or previous.get("format") not in (FORMAT, FORMAT_V1) \
+            or not isinstance(previous.get("spec"), dict) or not isinstance(previous.get("questions"), list):
         raise QAInputError(f"{path} exists but is not a bench qa result; choose another --out")
+    if previous["format"] == FORMAT_V1:
+        previous = _upgrade_v1(previous, options, settings)
     if previous.get("spec") != spec:
         differing = sorted(k for k in set(spec) | set(previous.get("spec") or {})
                            if spec.get(k) != (previous.get("spec") or {}).get(k))
         raise QAInputError(f"{path} was made with other settings or another sample ({', '.join(differing)} "
                            "differ); rerun with the same ones or choose another --out")
     return previous
+
+
+def _upgrade_v1(previous: dict[str, Any], options: QAOptions, settings: Settings) -> dict[str, Any]:
+    """A /1 file as /2: its spec without the embedder and the retrieval digest, which become each
+    answered configuration's record. /1 kept only the embedder's provider and model, a digest of
+    the retrieval settings and no consolidation settings: where those equal the current ones the
+    record is the current settings (consolidation settings included: /1 did not tell them
+    apart), where they differ the record keeps the old value, so the configuration is answered
+    again. `vector` with no --top-k took its lines from retrieval.top_k: a changed digest
+    answers it again too."""
+    upgraded = dict(previous)
+    old_spec = dict(previous["spec"])
+    old_embedder = old_spec.pop("embedder", None)
+    old_retrieval = old_spec.pop("retrieval_sha256", None)
+    same_embedder = old_embedder == {"provider": settings.embedder.provider, "model": settings.embedder.model}
+    same_retrieval = old_retrieval == _digest(settings.retrieval.model_dump(mode="json"))
+    answered = {name for row in previous["questions"] if isinstance(row, dict)
+                for name in (row.get("answers") or {})}
+    records: dict[str, dict[str, Any]] = {}
+    for name in sorted(answered & set(CONFIGS), key=CONFIGS.index):
+        record = config_settings(name, options, settings)
+        if "embedder" in record and not same_embedder:
+            record["embedder"] = old_embedder
+        if not same_retrieval:
+            if "retrieval" in record:
+                record["retrieval_sha256"] = old_retrieval
+                del record["retrieval"]
+            elif name == "vector" and options.top_k is None:
+                record["retrieval_sha256"] = old_retrieval
+                del record["top_k"]
+        records[name] = record
+    upgraded.update(format=FORMAT, spec=old_spec, settings_by_config=records)
+    return upgraded
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,11 +423,17 @@ class QARun:
         self.items = self._load_sample()
         ids = [question_id(c, q) for c, q in self.items]
         self.spec = build_spec(options, settings, self.judge_settings, ids)
-        previous = _load_previous(options.out, self.spec)
+        unrun = [name for name in options.redo if name not in options.configs]
+        if unrun:
+            raise QAInputError(f"--redo {','.join(unrun)}: not in --configs {','.join(options.configs)} "
+                               "(a configuration is answered again only in a run that runs it)")
+        previous = _load_previous(options.out, self.spec, options, settings)
         self.state = previous or {"format": FORMAT, "spec": self.spec, "configs": {}, "questions": [
             {"id": question_id(c, q), "conversation": c.id, "category": q.category, "question": q.text,
              "gold": q.answer, "language": _language(settings, q.text), "now": question_time(c).isoformat(),
-             "answers": {}} for c, q in self.items], "llm": {"calls": 0, "tokens": 0}, "seconds": 0.0}
+             "answers": {}} for c, q in self.items], "llm": {"calls": 0, "tokens": 0}, "seconds": 0.0,
+            "settings_by_config": {}}
+        self._redo = self._plan_redo()
         self.state["configs_requested"] = sorted(set(self.state.get("configs_requested", [])) | set(options.configs),
                                                  key=CONFIGS.index)
         self._rows = {row["id"]: row for row in self.state["questions"]}
@@ -406,6 +496,38 @@ class QARun:
                 raise QAInputError(f"the {name} model is unreachable: {' '.join(str(exc).split())}") from None
 
     # -- bookkeeping ----------------------------------------------------------------------------
+    def _plan_redo(self) -> dict[str, str]:
+        """The configurations of this run whose answers in the file are made again, each with why:
+        asked for (--redo) or made with other settings than the current `config_settings`."""
+        recorded = self.state.setdefault("settings_by_config", {})
+        plan: dict[str, str] = {}
+        for name in self.options.configs:
+            answered = any(name in row["answers"] for row in self.state["questions"])
+            if not answered:
+                continue
+            if name in self.options.redo:
+                plan[name] = "--redo"
+                continue
+            changed = changed_settings(recorded.get(name) or {}, config_settings(name, self.options, self.settings))
+            if changed:
+                plan[name] = f"{' and '.join(changed)} changed"
+        return plan
+
+    def _apply_redo(self) -> None:
+        """Drop the answers (and their verdicts) of the configurations to answer again, and record
+        the current settings of every configuration this run answers; said on stderr."""
+        for name, why in self._redo.items():
+            dropped = 0
+            for row in self.state["questions"]:
+                if row["answers"].pop(name, None) is not None:
+                    dropped += 1
+            print(f"{name}: {why}, {dropped} answers made again", file=_stderr())
+        self._redo = {}
+        for name in self.options.configs:
+            self.state["settings_by_config"][name] = config_settings(name, self.options, self.settings)
+        self.state["settings_by_config"] = {name: self.state["settings_by_config"][name]
+                                            for name in CONFIGS if name in self.state["settings_by_config"]}
+
     def _save(self) -> None:
         if self.options.out is not None:
             write_atomically(self.options.out, self.state)
@@ -547,6 +669,7 @@ class QARun:
         """Answer what is missing, judge what is unjudged, summarise; returns the report."""
         from tqdm import tqdm
         self._started = time.perf_counter()
+        self._apply_redo()
         todo = self._missing_answers()
         try:
             with tqdm(total=len(todo), desc="answering", unit="q", disable=not self.progress,

@@ -84,7 +84,8 @@ def cmd_bench_qa(args: argparse.Namespace) -> int:
         options = QAOptions(data=Path(args.data), configs=parse_configs(args.configs),
                             out=Path(args.out) if args.out else None, limit=args.limit, seed=args.seed,
                             categories=parse_categories(args.categories), top_k=args.top_k,
-                            max_context_tokens=args.max_context_tokens, rejudge=args.rejudge)
+                            max_context_tokens=args.max_context_tokens, rejudge=args.rejudge,
+                            redo=parse_configs(args.redo, "--redo") if args.redo is not None else [])
         if args.estimate:
             from ..bench.qa import QARun, format_estimate
             print(format_estimate(QARun(options, settings, _judge_settings(args, settings)).estimate()))
@@ -264,6 +265,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rejudge", action="store_true",
                    help="decide every answer of --out again with the current rules (LLM verdicts the rules "
                         "still leave to the LLM are kept)")
+    p.add_argument("--redo", metavar="LIST",
+                   help="comma-separated configurations (also in --configs) whose answers in --out are made "
+                        "again, with their verdicts: after a code change (a changed setting of the embedder, "
+                        "retrieval or consolidation makes the configurations that use it again by itself); "
+                        "if such a run stops, continue it without --redo")
     p.add_argument("--estimate", action="store_true",
                    help="print the expected calls and prompt tokens, call no model, write nothing")
     p.set_defaults(func=cmd_bench_qa)
