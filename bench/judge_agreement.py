@@ -32,7 +32,8 @@ def _llm_verdicts(results: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
     for report in results:
         for row in report.get("questions", []):
             for answer in row.get("answers", {}).values():
-                if answer.get("judged_by") == "llm" and answer.get("j") is not None and answer.get("text") is not None:
+                judged = answer.get("judged_by") == "llm" and answer.get("j") is not None
+            if judged and answer.get("text") is not None:
                     verdicts.setdefault(_key(row["question"], answer["text"]), int(answer["j"]))
     return verdicts
 
@@ -109,7 +110,8 @@ def main() -> None:
         print(f"## {name}: {len(chosen)} labelled answers")
         print(f"as run: {as_run[1]}/{as_run[0]} ({as_run[1] / max(1, as_run[0]):.0%}); "
               f"current rules + recorded LLM verdicts: {now[1]}/{now[0]} ({now[1] / max(1, now[0]):.0%})"
-              + (f"; {out['no_llm_verdict']} left to the LLM with no recorded verdict" if out["no_llm_verdict"] else ""))
+              + (f"; {out['no_llm_verdict']} left to the LLM with no recorded verdict"
+                 if out["no_llm_verdict"] else ""))
         print("| decided by | answers | agree |\n|---|---|---|")
         for rule, (decided, agreed) in sorted(out["by_rule"].items(), key=lambda kv: (kv[0] == "llm", kv[0])):
             print(f"| {rule} | {decided} | {agreed} ({agreed / decided:.0%}) |")

@@ -24,6 +24,22 @@
   with what used to be true ("之前是电商公司的UI设计师", "以前一个人住在眉山老家"), which a stale
   answer would otherwise match.
 
+* ``no_answer``: the answer says it does not know or that the memory does not say ("I don't
+  know", "not mentioned", "没有提到") and holds nothing of the gold beyond the question's words
+  -> WRONG (every LoCoMo question of categories 1-4 has an answer);
+* ``date`` also for days without a year ("Aug 15th", "5月20日"), compared on month and day;
+* ``several_candidates``: different dates or numbers offered as alternatives ("13 or 14 April",
+  "2 or 3 times", "三次或四次") where the gold gives none -> WRONG;
+* ``yes_no_mismatch``: a yes/no gold ("Likely no; ...", "不上了，...") answered the other way round
+  -> WRONG (the same way round is left to the other rules);
+* ``number`` / ``number_mismatch``: a gold that is only a number ("two", "nearly three months",
+  "三次") against a short answer without bounds: all its numbers the gold's -> CORRECT; none ->
+  WRONG, unless the units differ (times are converted: "12 weeks" for "3 months" goes on);
+* ``contains`` also for an answer far longer than the gold when the gold has four words or more
+  (six Chinese characters) and is found whole;
+* ``list`` / ``list_partial``: a gold that is a short list ("Oliver, Luna, Bailey", "游泳、瑜伽")
+  -> every item named: CORRECT; some named and another not even by its last word: WRONG.
+
 Everything else goes to the LLM with `judge_messages` (English or Chinese, after the gold
 answer's language), whose reply `parse_verdict` reads robustly (prose around the word, lower
 case, 正确/错误, a JSON label).
@@ -291,19 +307,19 @@ _YES_NO_EN = re.compile(r"^\W*(?:(?:most |very |quite )?(?:likely|probably|defin
                         r"(yes|yeah|yep|no|nope)\b(?!\s+(?:one|longer)\b)", re.IGNORECASE)
 _ZH_HEDGE_START = r"^\W*(?:可能|应该|大概|也许)?"
 _YES_ZH = re.compile(_ZH_HEDGE_START + r"(?:是|对|会|有|能|可以|当然|肯定)(?:的|啊|呀)?(?:[，。,.！!；;]|$)")
-_NO_ZH = re.compile(_ZH_HEDGE_START + r"(?:不是|不会|不能|不对|不行|没有|不再|并不|并没|否|不[，。,.！!；;]|没[，。,.！!；;]|"
-                    r"不[\u4e00-\u9fff]了)")
+_NO_ZH = re.compile(_ZH_HEDGE_START + r"(?:不是|不会|不能|不对|不行|没有|不再|并不|并没|否|"
+                    r"不[，。,.！!；;]|没[，。,.！!；;]|不[\u4e00-\u9fff]了)")
 _APPROX_EN = frozenset({"nearly", "almost", "about", "around", "approximately", "roughly", "some", "just", "only",
                         "exactly", "precisely"})
 _COMPARING_EN = frozenset({"more", "less", "over", "under", "than", "least", "most", "fewer", "few", "several",
                            "couple", "or", "to", "between", "up"})
-_TIME_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365, "天": 1, "周": 7, "星期": 7, "个月": 30, "月": 30,
-                   "年": 365}
-_ZH_NUMBER_GOLD = re.compile(r"^(\d+)(个月|星期|个|次|天|周|年|岁|月|小时|分钟|公里|斤|块|元|本|只|位|人|遍|趟|场|种|件)?$")
+_TIME_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365,
+                   "天": 1, "周": 7, "星期": 7, "个月": 30, "月": 30, "年": 365}
+_ZH_UNITS_PATTERN = "个月|星期|个|次|天|周|年|岁|月|小时|分钟|公里|斤|块|元|本|只|位|人|遍|趟|场|种|件"
+_ZH_NUMBER_GOLD = re.compile(rf"^(\d+)({_ZH_UNITS_PATTERN})?$")
 _ZH_BOUND = re.compile(r"多|以上|以下|超过|不到|至少|最多|几")
 _ZH_APPROX = re.compile(r"大约|大概|将近|差不多|接近|约|左右|近|快")
-_ZH_SMALL_NUMBER = re.compile(r"[一二两三四五六七八九](?=个|次|天|周|星期|年|岁|月|小时|分钟|公里|斤|块|元|本|只|位|人|遍|趟|场|种|件)")
-_LIST_SPLIT_EN = re.compile(r",|\band\b|&", re.IGNORECASE)
+_ZH_SMALL_NUMBER = re.compile(rf"[一二两三四五六七八九](?={_ZH_UNITS_PATTERN})")
 _NOT_A_LIST_WORD = frozenset({
     "i", "you", "he", "she", "it", "we", "they", "is", "are", "was", "were", "be", "been", "has", "have", "had",
     "do", "does", "did", "will", "would", "can", "could", "should", "not", "but", "because", "since", "so", "yes",
@@ -447,7 +463,7 @@ def _unit(word: str | None) -> str | None:
 def _zh_numbers(text: str) -> list[tuple[float, str | None]]:
     compact = _ZH_SMALL_NUMBER.sub(lambda m: str(_ZH_DIGITS[m.group(0)]), zh_numerals_to_digits(text))
     return [(float(number), unit or None) for number, unit in re.findall(
-        r"(\d+(?:\.\d+)?)(个月|星期|个|次|天|周|年|岁|月|小时|分钟|公里|斤|块|元|本|只|位|人|遍|趟|场|种|件)?", compact)]
+        rf"(\d+(?:\.\d+)?)({_ZH_UNITS_PATTERN})?", compact)]
 
 
 def _number_verdict(text: str, gold: str, chinese: bool) -> Verdict | None:
@@ -504,18 +520,24 @@ def _list_items(gold: str, chinese: bool) -> list[str]:
     writing", "游泳、瑜伽"), or [] for any other gold (a sentence, alternatives, yes/no)."""
     if _OR.search(gold) or ";" in gold or "；" in gold:
         return []
-    if chinese:
+    if chinese:  # "、" only: "，" joins clauses
         core = gold_core_zh(gold)
-        if core != _BRACKETED.sub("", gold).strip().rstrip("。") or "、" not in core and "，" not in core:
+        if core != _BRACKETED.sub("", gold).strip().rstrip("。") or "、" not in core:
             return []
-        items = [_compact_zh(item) for item in re.split(r"[、，,]", core) if _compact_zh(item)]
+        items = [_compact_zh(item) for item in re.split(r"[、和]", core) if _compact_zh(item)]
         return items if len(items) >= 2 and all(len(item) <= 8 for item in items) else []
-    items = [item.strip() for item in _LIST_SPLIT_EN.split(gold.rstrip(".")) if item.strip()]
+    text = gold.strip().rstrip(".")
+    # items between commas ("Oliver, Luna, and Bailey"); without a comma "A and B" of a word or two each
+    items = [re.sub(r"^and\s+", "", item.strip(), flags=re.IGNORECASE) for item in text.split(",")] \
+        if "," in text else [item.strip() for item in re.split(r"\band\b|&", text, flags=re.IGNORECASE)]
+    items = [item for item in items if item]
+    longest = 4 if "," in text else 2
     if len(items) < 2:
         return []
     for item in items:
         words = normalise_en(item).split()
-        if not 1 <= len(words) <= 4 or any(word in _NOT_A_LIST_WORD for word in words) or not _content_words(item):
+        if not 1 <= len(words) <= longest or any(word in _NOT_A_LIST_WORD for word in words) \
+                or not _content_words(item):
             return []
     return items
 
