@@ -178,7 +178,7 @@ def test_run_judges_every_answer_by_the_right_path(tmp_path, server, capsys):
     assert rows["Where does Felix's sister live?"]["answers"]["turns"]["judge_unparsed"] is True
     assert rows["Where does Felix's sister live?"]["answers"]["turns"]["truncated"] is True
     assert "judge_unparsed" not in rows["Would Nora likely enjoy caring for animals?"]["answers"]["turns"]
-    assert all(row["answers"]["none"]["j"] == 0 and row["answers"]["none"]["judged_by"] == "llm"
+    assert all(row["answers"]["none"]["j"] == 0 and row["answers"]["none"]["judged_by"] == "no_answer"
                for row in report["questions"])
     turns = report["configs"]["turns"]
     assert turns["n"] == 13 and turns["j"] == pytest.approx(11 / 13, abs=1e-4)
@@ -190,8 +190,10 @@ def test_run_judges_every_answer_by_the_right_path(tmp_path, server, capsys):
                 "answer_s_p50", "retrieve_ms_p50", "skipped"):
         assert key in turns
     assert turns["context_tokens_mean"] > 0 and report["configs"]["none"]["context_tokens_mean"] == 0
-    # identical answers are judged once; the 500 was retried and the answer kept once
-    assert model.judged["I don't know."] == 9 and model.judged["Felix's sister lives in Os"] == 2
+    # "I don't know" is a rule's; identical answers (vector's and turns') are judged once; the 500
+    # was retried and the answer kept once
+    assert model.judged["I don't know."] == 0 and model.judged["Felix's sister lives in Os"] == 2
+    assert model.judged["He plays the cello and performed at a concert"] == 1
     answers = Counter(request_key(r) for r in answer_requests(server))
     assert len(answers) == 39 and sorted(answers.values()) == [1] * 38 + [2]
     chat_calls = len(server.requests_to(OPENAI_CHAT))
@@ -401,7 +403,7 @@ def test_chinese_f1_counts_characters():
     ("2024-04-15", "The week before 20 April 2024", (True, "relative_date")),
     ("Lisbon", "lisbon", (True, "exact")),
     ("Harry Potter series", "The Harry Potter stuff", (True, "content_words")),
-    ("About 4 months", "nearly four months", (True, "content_words")),
+    ("About 4 months", "nearly four months", (True, "number")),
     ("", "Lisbon", (False, "empty")),
 ])
 def test_deterministic_rules(answer, gold, expected):
@@ -414,11 +416,9 @@ def test_deterministic_rules(answer, gold, expected):
     ("the day before 6 March 2024", "5 March 2024"),  # a relative answer: the LLM decides
     ("I don't know, maybe Lisbon", "Lisbon"),   # hedged
     ("Lisbon or Porto", "Lisbon"),              # a list of guesses
-    ("14 April 2024 or 13 April 2024", "The sunday before 20 April 2024"),
     ("yesterday", "5 March 2024"),
     ("the day before 7 May 2023", "7 May 2023"),  # names the gold's day but means the 6th
     ("the day before 14 April 2024", "The sunday before 20 April 2024"),
-    ("No, she would never say yes", "yes"),      # negated where the gold is not
     ("sister of John's friend", "John's sister"),  # the same words in another order
     ("Potter", "The Harry Potter stuff"),        # part of the gold
     ("她不住在杭州西湖边", "杭州西湖边"),
@@ -717,3 +717,87 @@ def test_a_file_of_the_first_format_with_other_retrieval_settings_answers_those_
     assert run_cli(tmp_path, server, "--out", str(out), "--top-k", "4") == 0
     assert answered_configs(answer_requests(server)[before:]) == {"vector": 13, "turns": 13}
     assert "vector: embedder changed, 13 answers made again" in capsys.readouterr().err
+
+
+# -- the rules for what the 1.5B judge got wrong most (made-up answers, English and Chinese) -----------------------
+
+
+@pytest.mark.parametrize("answer,gold,question,expected", [
+    # no answer: every question of categories 1-4 has one
+    ("I don't know.", "Lisbon", "Where did Nora run?", (False, "no_answer")),
+    ("The memories do not mention where she ran.", "Lisbon", "Where did Nora run?", (False, "no_answer")),
+    ("I don't know the name of her rabbit.", "her rabbit Pepper", "What is the name of Nora's rabbit?",
+     (False, "no_answer")),  # "rabbit" is the question's word, not an answer
+    ("记忆中没有提到她搬去了哪里。", "杭州西湖边", "陈悦搬到了哪里？", (False, "no_answer")),
+    ("不知道", "2024年7月13日", "陈悦什么时候去黄山的？", (False, "no_answer")),
+    # a day without a year, at the precision both give
+    ("2023-08-15", "Aug 15th", "", (True, "date")),
+    ("August 15th", "Aug 15th", "", (True, "date")),
+    ("16 August 2023", "Aug 15th", "", (False, "date_mismatch")),
+    ("August 15", "15 August 2023", "", (True, "date")),
+    ("August 16", "15 August 2023", "", (False, "date_mismatch")),
+    ("2024年5月20日", "5月20日", "", (True, "date")),
+    ("12月1日", "5月20日", "", (False, "date_mismatch")),
+    ("5月20日", "2024年5月20日", "", (True, "date")),
+    # several candidates offered
+    ("14 April 2024 or 13 April 2024", "The sunday before 20 April 2024", "", (False, "several_candidates")),
+    ("2 or 3 times", "three times", "", (False, "several_candidates")),
+    ("三次或四次", "三次", "", (False, "several_candidates")),
+    ("2024年7月13日或2024年7月14日", "2024年7月13日", "", (False, "several_candidates")),
+    ("桂花茶", "桂花茶或大麦茶", "", (True, "in_gold_core")),  # the gold's own alternatives are no hedge
+    # a yes/no gold answered the other way round
+    ("Yes, he would go camping again soon.", "Likely no; the last trip went badly", "", (False, "yes_no_mismatch")),
+    ("No, she would never say yes", "yes", "", (False, "yes_no_mismatch")),
+    ("是的", "不去了，她已经换了工作。", "", (False, "yes_no_mismatch")),
+    ("不会，她怕冷。", "会，她很喜欢滑雪。", "", (False, "yes_no_mismatch")),
+    ("Yes", "Yes", "", (True, "exact")),
+    # numbers
+    ("2 weeks", "nearly three months", "", (False, "number_mismatch")),
+    ("Two", "3", "", (False, "number_mismatch")),
+    ("两次", "三次", "", (False, "number_mismatch")),
+    ("3 children", "three", "", (True, "number")),
+    ("3次", "三次", "", (True, "number")),
+    ("Three months", "about 3 months", "", (True, "number")),
+    ("三个月左右", "大约三个月", "", (True, "number")),
+    # a gold of four words or more found whole in a longer answer
+    ("Her favourite memory of the summer, which she often mentions, is baking bread with her grandmother "
+     "in the old kitchen every Sunday morning before church, with flour everywhere.",
+     "baking bread with her grandmother", "", (True, "contains")),
+    ("她说那年夏天最难忘的，是每天傍晚在西湖边跑步，跑完再去吃一碗片儿川，然后慢慢走回家，一路上看着湖面上的灯光和来来往往的游船。",
+     "在西湖边跑步", "", (True, "contains")),
+    # a list gold: every item, or some but not all
+    ("Bella, Rex and Coco", "Coco, Rex, Bella", "", (True, "list")),
+    ("Rex and Coco", "Coco, Rex, Bella", "", (False, "list_partial")),
+    ("散步、游泳和瑜伽", "游泳、瑜伽、散步", "", (True, "list")),
+    ("游泳", "游泳、瑜伽、散步", "", (False, "list_partial")),
+])
+def test_rules_for_refusals_dates_candidates_polarity_numbers_phrases_and_lists(answer, gold, question, expected):
+    verdict = deterministic_verdict(answer, gold, question)
+    assert verdict is not None and (verdict.correct, verdict.rule) == expected
+
+
+@pytest.mark.parametrize("answer,gold,question", [
+    ("I'm not sure, but probably Lisbon", "Lisbon", ""),         # says it does not know, then gives the gold
+    ("没有提到具体日期，可能是杭州西湖边", "杭州西湖边", ""),
+    ("I don't know the name of her rabbit.", "her rabbit Pepper", ""),  # without the question "rabbit" is shared
+    ("around mid-August", "Aug 15th", ""),                     # no day named
+    ("August 2023", "Aug 15th", ""),                          # less precise than the gold
+    ("the day after August 14", "Aug 15th", ""),              # relative
+    ("8月", "5月20日", ""),
+    ("Lisbon or Porto", "Lisbon", ""),                        # alternatives that are words: the LLM
+    ("Yes, Melanie is an ally", "Yes, she is supportive", ""),  # the same way round: not decided by polarity
+    ("是的，她是个顾家的人", "是。她想给父母换电梯房。", ""),
+    ("Not really", "Yes", ""),
+    ("12 weeks", "3 months", ""),                            # the same length in other units
+    ("more than 2 years", "3 years", ""),                    # a bound, not a number
+    ("between 2 and 4", "3", ""),                            # a range
+    ("She did not go baking bread with her grandmother that year, although she had planned to.",
+     "baking bread with her grandmother", ""),               # negated where the gold is not
+    ("Her brother lives in Paris now, after many years in other cities around the country and abroad, "
+     "and he likes it there very much.", "Paris", ""),       # a short gold in a long answer
+    ("Running", "Coco, Rex, Bella", ""),                     # a list gold none of whose items is named
+    ("Cats", "She has two cats, Coco and Rex", ""),          # a sentence, not a list
+    ("跑步", "游泳、瑜伽、散步", ""),
+])
+def test_answers_the_new_rules_must_not_decide_go_to_the_llm(answer, gold, question):
+    assert deterministic_verdict(answer, gold, question) is None

@@ -553,7 +553,7 @@ class QARun:
             for name, answer in row["answers"].items():
                 if name not in self.options.configs or answer.get("text") is None:
                     continue
-                verdict = deterministic_verdict(answer["text"], row["gold"])
+                verdict = deterministic_verdict(answer["text"], row["gold"], row["question"])
                 if verdict is not None:
                     answer.update(j=int(verdict.correct), judged_by=verdict.rule)
                     answer.pop("judge_reply", None)
@@ -637,7 +637,7 @@ class QARun:
     # -- judging --------------------------------------------------------------------------------
     def _judge(self, row: dict[str, Any], answer: dict[str, Any], cache: dict[tuple[str, str], dict[str, Any]]) -> None:
         assert self.judge_model is not None
-        verdict = deterministic_verdict(answer["text"], row["gold"])
+        verdict = deterministic_verdict(answer["text"], row["gold"], row["question"])
         if verdict is not None:
             answer.update(j=int(verdict.correct), judged_by=verdict.rule)
             return
