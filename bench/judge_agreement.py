@@ -33,7 +33,7 @@ def _llm_verdicts(results: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
         for row in report.get("questions", []):
             for answer in row.get("answers", {}).values():
                 judged = answer.get("judged_by") == "llm" and answer.get("j") is not None
-            if judged and answer.get("text") is not None:
+                if judged and answer.get("text") is not None:
                     verdicts.setdefault(_key(row["question"], answer["text"]), int(answer["j"]))
     return verdicts
 
