@@ -40,6 +40,7 @@ from agentscope.tool import FunctionTool, ToolBase, ToolChunk
 
 from memoryscope_plugins.engine import MemoryScope, detect_language
 from memoryscope_plugins.retrieval.context import format_context
+from memoryscope_plugins.retrieval.present import asks_about_present
 from memoryscope_plugins.types import MemoryType, ScoredMemory, utc_now
 
 from ._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, log, turn
@@ -248,11 +249,13 @@ class MemoryScopeMiddleware(MiddlewareBase):
         language: str = engine.settings.language
         if language == "auto":
             language = detect_language(" ".join(keywords))
-        # the block the keywords' own contexts would show: their hits, the turns beside them, today's date
-        neighbours = [m for result in results for m in result.neighbours if m.id not in merged]
-        return _chunk(format_context([*merged.values(), *neighbours], language, now=utc_now(),
+        # the block the keywords' own contexts would show: their hits, the turns beside them, the
+        # second hop's lines, today's date, and the "newest holds now" header for a present question
+        extra = [m for result in results for m in (*result.neighbours, *result.second_hop) if m.id not in merged]
+        return _chunk(format_context([*merged.values(), *extra], language, now=utc_now(),
                                      with_time=engine.settings.retrieval.context_with_time,
-                                     resolve_times=engine.settings.retrieval.context_resolve_times))
+                                     resolve_times=engine.settings.retrieval.context_resolve_times,
+                                     present=any(asks_about_present(k) for k in keywords)))
 
     async def record_to_memory(self, thinking: str, content: list[str]) -> ToolChunk:
         """Record important information about the user to long-term memory. Be specific and concise:

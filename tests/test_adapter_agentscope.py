@@ -233,3 +233,26 @@ async def test_both_mode_scoped_to_the_agent_recalls_what_its_tool_saved(engine)
     assert FACT in text(model.calls[-1])  # recalled automatically, with the agent filter on
     found = await middleware.retrieve_from_memory(["dog"])
     assert "Biscuit" in found.content[0].text  # the tool searches what the agent may see
+
+
+async def test_the_tool_block_has_the_second_hop_lines_and_the_present_header(engine):
+    from datetime import datetime, timedelta, timezone
+    said = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
+    sessions = [
+        ["My friend Anna moved to Boston last spring.", "Oh, that's a big change for her!"],
+        ["I baked sourdough bread this morning.", "Nice!", "My garden tomatoes are turning red.", "Lovely."],
+        ["How are your friends doing?", "Anna works night shifts as a nurse at the children's hospital."],
+    ]
+    for number, turns in enumerate(sessions):
+        start = said + timedelta(days=10 * number)
+        engine.record("caro", [{"role": "user" if i % 2 == 0 or number == 2 else "assistant", "content": text,
+                                "timestamp": start + timedelta(minutes=i)} for i, text in enumerate(turns)],
+                      session_id=f"s{number}")
+    engine.settings.retrieval = engine.settings.retrieval.model_copy(update={"context_hop": 3})
+    tool = MemoryScopeMiddleware(engine, user_id="caro", mode="agent_control")
+    found = (await tool.retrieve_from_memory(["What does the person who moved to Boston do for a living?"],
+                                             limit=1)).content[0].text
+    assert "Anna works night shifts" in found  # reached only by the second hop (the name Anna)
+    assert "the newest is what holds now" not in found
+    now = (await tool.retrieve_from_memory(["Where does Anna live now?"], limit=1)).content[0].text
+    assert "the newest is what holds now" in now
