@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Sequence
 from ..storage.base import Candidate, MemoryFilter, SearchRequest
 from ..storage.text_analysis import CJK, CJK_STOP_CHARS, STOP_WORDS, analyse
 from ..types import Memory, MemoryStatus, ScoredMemory
-from .ranking import _same_content_key
+from .neighbours import ShownMemories
 
 # a capitalised word, with the capitalised words right after it ("New York", "Mia's")
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*")
@@ -122,24 +122,11 @@ def second_hop(chosen: Sequence[ScoredMemory], shown: Sequence[Memory], query: s
     found = search(SearchRequest(user_id=user_id, text=f"{query} {' '.join(terms)}", vector=None, filter=flt,
                                  limit=limit + hits + len(shown) + 10))
     found.sort(key=lambda c: (c.text_rank or 1_000_000))
-    shown_ids = {item.memory.id for item in chosen} | {m.id for m in shown}
-    shown_keys = {_same_content_key(item.memory.content) for item in chosen} | \
-        {_same_content_key(m.content) for m in shown}
     needles = [term.casefold() for term in terms]
-    out: list[Memory] = []
-    for candidate in found:
-        memory = candidate.memory
-        if memory.user_id != user_id:
-            continue  # the store searched one user; a hop never crosses users, whatever a backend returns
-        folded = memory.content.casefold()
-        if not any(needle in folded for needle in needles):
-            continue  # found by the query's words alone: the first hop's business, not a hop
-        key = _same_content_key(memory.content)
-        if memory.id in shown_ids or key in shown_keys or (statuses is not None and memory.status not in statuses):
-            continue
-        shown_ids.add(memory.id)
-        shown_keys.add(key)
-        out.append(memory.copy())
-        if len(out) == limit:
-            break
-    return out
+    holding_a_name = (
+        candidate.memory for candidate in found
+        # the store searched one user; a hop never crosses users, whatever a backend returns; and a
+        # memory found by the query's words alone is the first hop's business, not a hop
+        if candidate.memory.user_id == user_id
+        and any(needle in candidate.memory.content.casefold() for needle in needles))
+    return ShownMemories([*(item.memory for item in chosen), *shown]).take_new(holding_a_name, statuses, limit)
