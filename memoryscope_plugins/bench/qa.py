@@ -51,13 +51,14 @@ from typing import Any
 import numpy as np
 
 from ..engine import MemoryScope
-from ..errors import MemoryScopeError, ModelError
+from ..errors import MemoryScopeError, ModelError, ValidationError
 from ..models.base import ChatModel, ChatResult
 from ..models.factory import build_llm
 from ..retrieval.injection import render_block, result_block
 from ..retrieval.time_format import format_memory_time
 from ..retrieval.time_parser import detect_language
 from ..settings import LLMSettings, Settings
+from ..validation import check_int
 from .locomo import (
     CATEGORY_NAMES,
     Conversation,
@@ -466,9 +467,11 @@ class QARun:
                                f"{','.join(map(str, self.options.categories))}")
         if self.options.limit is not None and self.options.limit < 1:
             raise QAInputError("--limit must be at least 1")
-        top_k = self.options.top_k
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or not 0 < top_k <= 1000):
-            raise QAInputError("--top-k must be an integer between 1 and 1000")
+        if self.options.top_k is not None:
+            try:
+                check_int(self.options.top_k, "--top-k", 1, 1000)
+            except ValidationError as exc:
+                raise QAInputError(str(exc)) from None
         return stratified_sample(pool, self.options.limit, self.options.seed)
 
     # -- models ---------------------------------------------------------------------------------
