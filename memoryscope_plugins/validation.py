@@ -253,6 +253,21 @@ def check_int(value: Any, what: str, low: int, high: int) -> int:
     return value
 
 
+MAX_TOP_K = 1000
+
+
+def check_top_k(value: Any, what: str = "top_k") -> int:
+    """How many memories a retrieval returns: an int in [1, MAX_TOP_K], the rule of every entry point."""
+    return check_int(value, what, 1, MAX_TOP_K)
+
+
+def check_min_relevance(value: Any, what: str = "min_relevance") -> float:
+    """A relevance floor: a number (not a bool) in [-1, 1], the rule of every entry point."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1 <= value <= 1:
+        raise ValidationError(f"{what} must be a number between -1 and 1")
+    return float(value)
+
+
 def check_bool(value: Any, what: str) -> bool:
     if not isinstance(value, bool):
         raise ValidationError(f"{what} must be True or False, not {_type_name(value)}")
