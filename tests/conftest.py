@@ -6,8 +6,6 @@ The local ONNX model is loaded once per test session (it is the slow part) and s
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,11 +15,15 @@ for key in list(os.environ):
     if key.startswith("MEMORYSCOPE_") and key != "MEMORYSCOPE_TEST_ES_URL":
         os.environ.pop(key)
 
-sys.path.insert(0, str(Path(__file__).parent))  # lets tests import `fakes`
-
-# under CI=true a skipped test fails the run (see ci_no_skips.py)
-from ci_no_skips import (pytest_addoption, pytest_configure, pytest_make_collect_report,  # noqa: E402,F401
-                         pytest_runtest_makereport, pytest_sessionfinish, pytest_terminal_summary)
+# under CI=true a skipped test fails the run (see support/ci_no_skips.py)
+from tests.support.ci_no_skips import (  # noqa: F401
+    pytest_addoption,
+    pytest_configure,
+    pytest_make_collect_report,
+    pytest_runtest_makereport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +57,7 @@ def engine(tmp_path, local_embedder):
 @pytest.fixture
 def server():
     """A local fake of the remote model APIs (OpenAI-compatible and DashScope), one per test."""
-    from fakes.fake_model_server import FakeModelServer
+    from tests.support.fakes.fake_model_server import FakeModelServer
     with FakeModelServer() as fake:
         yield fake
 
@@ -63,8 +65,8 @@ def server():
 @pytest.fixture
 def brain(server):
     """The fake chat model answering `server`'s OpenAI-compatible chat endpoint."""
-    from fakes.fake_model_server import OPENAI_CHAT
-    from test_consolidation_helpers import Brain
+    from tests.support.consolidation_helpers import Brain
+    from tests.support.fakes.fake_model_server import OPENAI_CHAT
     fake_llm = Brain()
     server.route(OPENAI_CHAT, fake_llm)
     return fake_llm

@@ -1,0 +1,145 @@
+"""Memory tools in each framework (search / add / update / delete), scoped to one user, run by the
+framework's own tool machinery with fake model clients."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import pytest
+
+from memoryscope_plugins.errors import StoreError
+
+
+def test_tools_are_scoped_to_the_user_and_report_failures(engine, caplog):
+    from memoryscope_plugins.adapters._tools import MemoryTools
+    bob_fact = engine.add("bob", "Bob's dog is Rex.")
+    tools = MemoryTools(engine, user_id="anna")
+    assert tools.add_memory("Anna's dog is Biscuit.").startswith("Saved as memory ")
+    found = tools.search_memory("dog")
+    assert "Biscuit" in found and "Rex" not in found
+    assert "not found" in tools.update_memory(bob_fact.id, "hacked").lower().replace("no memory", "not found")
+    assert "not found" in tools.delete_memory(bob_fact.id).lower().replace("no memory", "not found")
+    assert engine.get("bob", bob_fact.id).content == "Bob's dog is Rex."
+    anna_id = engine.list("anna")[0].id
+    assert tools.update_memory(anna_id, "Anna's dog is Pretzel.") == f"Memory {anna_id} updated."
+    assert "Pretzel" in tools.search_memory("dog")
+    assert tools.delete_memory(anna_id) == f"Memory {anna_id} deleted." and engine.count("anna") == 0
+    assert tools.search_memory("What is 2 + 2?") == "No relevant memories found."
+    assert tools.add_memory("  ") == "Nothing to save: content is empty."
+
+    class Broken:
+        def __getattr__(self, name: str) -> Any:
+            def fail(*args: Any, **kwargs: Any) -> Any:
+                raise StoreError("down")
+            return fail
+    real, engine.store = engine.store, Broken()
+    try:
+        assert "unavailable" in tools.search_memory("dog") and "unavailable" in tools.add_memory("x")
+    finally:
+        engine.store = real
+    assert "Biscuit" not in caplog.text
+
+
+async def test_agentchat_assistant_uses_the_memory_tools(engine):
+    pytest.importorskip("autogen_ext.models.replay", reason="pip install 'memoryscope-plugins[autogen]'")
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_core import FunctionCall
+    from autogen_core.models import CreateResult, FunctionExecutionResult, RequestUsage
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    from memoryscope_plugins.adapters.autogen_agentchat import MemoryScopeMemory, memory_tools
+
+    memory = MemoryScopeMemory(engine, user_id="anna")
+    tools = memory_tools(memory)
+    assert [t.name for t in tools] == ["search_memory", "add_memory", "update_memory", "delete_memory"]
+    usage = RequestUsage(prompt_tokens=0, completion_tokens=0)
+    call = FunctionCall(id="1", name="add_memory", arguments=json.dumps({"content": "Anna's dog is Biscuit."}))
+    client = ReplayChatCompletionClient(
+        [CreateResult(finish_reason="function_calls", content=[call], usage=usage, cached=False), "Saved."],
+        model_info={"vision": False, "function_calling": True, "json_output": False, "family": "unknown",
+                    "structured_output": False})
+    agent = AssistantAgent("assistant", model_client=client, tools=tools, reflect_on_tool_use=True)
+    await agent.run(task="Remember that my dog is Biscuit.")
+    assert [m.content for m in engine.list("anna")] == ["Anna's dog is Biscuit."]
+    found = await tools[0].run_json({"query": "dog", "limit": 3}, cancellation_token=None)
+    assert "Biscuit" in str(found)
+    assert FunctionExecutionResult  # imported: the agent ran the tool through AutoGen's executor
+
+
+class FakeClient:
+    replies: ClassVar[list[Any]] = []
+
+    def __init__(self, config: dict[str, Any], **kwargs: Any) -> None:
+        self.config = config
+
+    def create(self, params: dict[str, Any]) -> Any:
+        reply = FakeClient.replies.pop(0) if FakeClient.replies else "TERMINATE"
+        calls = None
+        text = reply
+        if isinstance(reply, dict):
+            calls = [SimpleNamespace(id="call1", type="function", function=SimpleNamespace(
+                name=reply["name"], arguments=json.dumps(reply["args"])))]
+            text = None
+        message = SimpleNamespace(content=text, role="assistant", tool_calls=calls, function_call=None)
+        return SimpleNamespace(id=f"r{len(FakeClient.replies)}-{id(message)}", choices=[SimpleNamespace(message=message)],
+                               model="fake", cost=0.0, usage=None)
+
+    def message_retrieval(self, response: Any) -> list[Any]:
+        message = response.choices[0].message
+        if message.tool_calls:
+            return [{"content": None, "role": "assistant", "tool_calls": [
+                {"id": c.id, "type": "function", "function": {"name": c.function.name,
+                                                              "arguments": c.function.arguments}}
+                for c in message.tool_calls]}]
+        return [message.content]
+
+    def cost(self, response: Any) -> float:
+        return 0.0
+
+    @staticmethod
+    def get_usage(response: Any) -> dict[str, Any]:
+        return {}
+
+
+def test_classic_register_memory_tools(engine):
+    autogen = pytest.importorskip("autogen", reason="pip install 'memoryscope-plugins[autogen]'")
+    if not hasattr(autogen, "ConversableAgent"):
+        pytest.skip("the installed `autogen` is not classic AutoGen")
+    from autogen import ConversableAgent, UserProxyAgent
+
+    from memoryscope_plugins.adapters.autogen_classic import register_memory_tools
+
+    FakeClient.replies = [{"name": "add_memory", "args": {"content": "Anna's dog is Biscuit."}}, "TERMINATE"]
+    config = {"config_list": [{"model": "fake", "model_client_cls": "FakeClient"}], "cache_seed": None}
+    assistant = ConversableAgent("assistant", llm_config=config, human_input_mode="NEVER")
+    human = UserProxyAgent("anna", human_input_mode="NEVER", code_execution_config=False,
+                           is_termination_msg=lambda m: "TERMINATE" in (m.get("content") or ""))
+    names = register_memory_tools(engine, caller=assistant, executor=human, user_id="anna")
+    assistant.register_model_client(model_client_cls=FakeClient)  # AutoGen rebuilds its client on new tools
+    assert names == ["search_memory", "add_memory", "update_memory", "delete_memory"]
+    human.initiate_chat(assistant, message="Remember my dog is Biscuit.", max_turns=2, silent=True)
+    assert [m.content for m in engine.list("anna")] == ["Anna's dog is Biscuit."]
+    assert engine.list("anna")[0].agent_id == "assistant"
+
+
+async def test_agentscope_memory_tool_set(engine):
+    pytest.importorskip("agentscope.middleware", reason="pip install 'memoryscope-plugins[agentscope]'")
+    from agentscope.agent import Agent
+    from agentscope.message import UserMsg
+    from agentscope.tool import Toolkit
+
+    from memoryscope_plugins.adapters.agentscope import MemoryScopeMiddleware
+    from tests.adapters.test_agentscope import FakeModel
+
+    middleware = MemoryScopeMiddleware(engine, user_id="anna", mode="agent_control", tool_set="memory")
+    tools = await middleware.list_tools()
+    assert [t.name for t in tools] == ["search_memory", "add_memory", "update_memory", "delete_memory"]
+    model = FakeModel({"name": "add_memory", "input": {"content": "Anna's dog is Biscuit."}},
+                      {"name": "search_memory", "input": {"query": "dog"}}, "Biscuit.")
+    agent = Agent(name="Friday", system_prompt="Hi.", model=model, toolkit=Toolkit(tools=tools),
+                  middlewares=[middleware])
+    await agent.reply(UserMsg(name="user", content="Remember my dog Biscuit, then tell me his name."))
+    assert [(m.content, m.agent_id) for m in engine.list("anna")] == [("Anna's dog is Biscuit.", "Friday")]
+    assert "Biscuit" in json.dumps(model.calls[-1]) and "search_memory" in json.dumps(model.calls[0])

