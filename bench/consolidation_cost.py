@@ -29,15 +29,15 @@ import tempfile
 import threading
 import time
 from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+from memoryscope_plugins import MemoryScope, Settings
+from memoryscope_plugins.consolidation.extract import opening
+from memoryscope_plugins.consolidation.report import ConsolidationReport
 
-from memoryscope_plugins import MemoryScope, Settings  # noqa: E402
-from memoryscope_plugins.consolidation.extract import opening  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 NEW_LINE = re.compile(r"^#(\d+) \[[^\]]*\] ([^:]+): (.*)$")
 OBS_LINE = re.compile(r"^(O\d+) \[[^\]]*\] (.*)$")
@@ -126,22 +126,57 @@ class ScriptedModel:
             section = user.split("Related older observations:")[0]
             labels = [m.group(1) for m in map(OBS_LINE.match, section.splitlines()) if m]
             lines = {m.group(1): m.group(2) for m in map(OBS_LINE.match, section.splitlines()) if m}
-            insights = [{"subject": f"Life and interests ({i + 1})", "value": " ".join(lines[l] for l in chunk),
+            insights = [{"subject": f"Life and interests ({i + 1})", "value": " ".join(lines[label] for label in chunk),
                          "sources": chunk, "update": None, "merge": []}
                         for i, chunk in enumerate([labels[j:j + 3] for j in range(0, len(labels), 3)][:2])]
             return json.dumps({"insights": insights}, ensure_ascii=False)
         return "Noted."
 
-    def handler(self, server: Any, request: Any) -> Any:
-        from fakes.fake_model_server import Reply, openai_completion
-        body = request.json or {}
+    def completion(self, body: dict) -> dict:
+        """The OpenAI chat.completion body answering one request body, with token counts."""
         messages = body.get("messages") or []
         text = self.answer(messages)
         if self.latency:
             time.sleep(self.latency)
         prompt_tokens = sum(self.tokens(m.get("content", "")) + 4 for m in messages)
-        return Reply(json=openai_completion(text, body.get("model") or "fake", prompt_tokens=prompt_tokens,
-                                            completion_tokens=self.tokens(text)))
+        completion_tokens = self.tokens(text)
+        return {"id": "chatcmpl-scripted", "object": "chat.completion", "created": 1700000000,
+                "model": body.get("model") or "fake",
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens}}
+
+
+class ScriptedEndpoint:
+    """`ScriptedModel` behind an OpenAI-compatible ``/v1/chat/completions`` on 127.0.0.1 (a free
+    port), so the real `openai` client and its HTTP round trip are part of what is measured."""
+
+    def __init__(self, model: ScriptedModel) -> None:
+        scripted = model
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - no request log
+                return None
+
+            def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                payload = json.dumps(scripted.completion(body)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+        host, port = self.server.server_address[:2]
+        self.url = f"http://{host!s}:{port}"
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self.server.shutdown()
+        self.server.server_close()
 
 
 # -- measurements ---------------------------------------------------------------------------------------
@@ -169,11 +204,34 @@ def run_batch(messages: list[dict], llm: Any, embedder: Any) -> dict:
             started = time.perf_counter()
             report = engine.consolidate("bench-user")
             seconds = time.perf_counter() - started
-            usage = engine._consolidation.usage.snapshot().get("bench-user", {})
+            usage = {operation: {"total_tokens": engine.usage("bench-user", operation).total_tokens}
+                     for operation in ("consolidate", "reflect")}
             return {"report": report, "seconds": seconds, "usage": usage,
                     "observations": engine.count("bench-user") - len(messages)}
         finally:
             engine.close()
+
+
+def count_reports(stats: dict[str, int], lock: threading.Lock) -> Any:
+    """A consolidation listener adding each report's messages, LLM calls and tokens to `stats`."""
+    def listener(user_id: str, report: ConsolidationReport) -> None:
+        with lock:
+            for name, value in (("messages", report.messages), ("llm_calls", report.llm_calls),
+                                ("prompt_tokens", report.prompt_tokens),
+                                ("completion_tokens", report.completion_tokens)):
+                stats[name] = stats.get(name, 0) + value
+    return listener
+
+
+def talk(engine: MemoryScope, user: str, messages: list[dict], times: list[float], lock: threading.Lock) -> None:
+    """One user recording `messages` one by one, each `record`'s latency (ms) appended to `times`."""
+    for message in messages:
+        started = time.perf_counter()
+        engine.record(user, [message])
+        elapsed = (time.perf_counter() - started) * 1000
+        with lock:
+            times.append(elapsed)
+        time.sleep(0.005)  # a conversation, not a bulk import
 
 
 def run_background(messages: list[dict], llm: Any, embedder: Any, users: int) -> dict:
@@ -183,20 +241,13 @@ def run_background(messages: list[dict], llm: Any, embedder: Any, users: int) ->
         with tempfile.TemporaryDirectory() as folder:
             engine = make_engine(Path(folder), llm if mode == "worker" else None, embedder,
                                  worker=mode == "worker", every_messages=2, every_seconds=1.0)
+            stats: dict[str, int] = {}
+            engine.add_consolidation_listener(count_reports(stats, threading.Lock()))
             times: list[float] = []
             lock = threading.Lock()
-
-            def talk(user: str) -> None:
-                for message in messages:
-                    started = time.perf_counter()
-                    engine.record(user, [message])
-                    elapsed = (time.perf_counter() - started) * 1000
-                    with lock:
-                        times.append(elapsed)
-                    time.sleep(0.005)  # a conversation, not a bulk import
-
             started = time.perf_counter()
-            threads = [threading.Thread(target=talk, args=(f"user{u}",)) for u in range(users)]
+            threads = [threading.Thread(target=talk, args=(engine, f"user{u}", messages, times, lock))
+                       for u in range(users)]
             for t in threads:
                 t.start()
             for t in threads:
@@ -207,7 +258,7 @@ def run_background(messages: list[dict], llm: Any, embedder: Any, users: int) ->
                 drain_started = time.perf_counter()
                 engine.flush(timeout=600)
                 result["drain_seconds"] = time.perf_counter() - drain_started
-                result["stats"] = engine._consolidation.stats()
+                result["stats"] = dict(stats)
             engine.close()
             latencies[mode] = result  # type: ignore[assignment]
     return latencies  # type: ignore[return-value]
@@ -252,12 +303,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         source = f"real endpoint ({llm.name}); provider token counts"
     else:
-        from fakes.fake_model_server import OPENAI_CHAT, FakeModelServer
         from memoryscope_plugins.models.openai_compat import OpenAIChatModel
-        server = FakeModelServer()
-        server.start()
         scripted = ScriptedModel(reference, latency=0.0)
-        server.route(OPENAI_CHAT, scripted.handler)
+        server = ScriptedEndpoint(scripted)
         llm = OpenAIChatModel("scripted", base_url=server.url + "/v1", api_key="sk-bench-offline")
         source = "fake model with scripted answers; approximate (WordPiece) token counts"
     try:

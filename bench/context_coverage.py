@@ -21,7 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from memoryscope_plugins import MemoryScope
-from memoryscope_plugins.bench.locomo import _covered, _ingest, load_conversations
+from memoryscope_plugins.bench.locomo import covered_turns, ingest, load_conversations
 from memoryscope_plugins.settings import Settings
 
 
@@ -58,7 +58,7 @@ def main() -> None:
         with MemoryScope(settings) as memory:
             if fresh:
                 for conv in conversations:
-                    _ingest(memory, conv, "turns")
+                    ingest(memory, conv, "turns")
             print("| top_k | neighbours of the best | hop lines / from hits | evidence in the block | tokens "
                   "| c1 | c2 | c3 | c4 |")
             print("|---|---|---|---|---|---|---|---|---|")
@@ -76,8 +76,9 @@ def main() -> None:
                         if question.category not in (1, 2, 3, 4):
                             continue
                         result = memory.retrieve(conv.id, question.text, top_k=top_k, now=now)
-                        shown = {i for item in result.memories for i in _covered(item.memory.metadata)}
-                        shown |= {i for m in [*result.neighbours, *result.second_hop] for i in _covered(m.metadata)}
+                        shown = {i for item in result.memories for i in covered_turns(item.memory.metadata)}
+                        shown |= {i for m in [*result.neighbours, *result.second_hop]
+                                  for i in covered_turns(m.metadata)}
                         gold = set(question.gold)
                         rows.append((question.category, len(gold & shown) / len(gold), _tokens(result.context)))
                 by_category = [statistics.fmean([r[1] for r in rows if r[0] == c] or [0.0]) for c in (1, 2, 3, 4)]

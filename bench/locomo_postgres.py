@@ -15,20 +15,16 @@ import argparse
 import contextlib
 import json
 import statistics
-import sys
 import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from memoryscope_plugins.bench import locomo  # noqa: E402
-from memoryscope_plugins.engine import MemoryScope  # noqa: E402
-from memoryscope_plugins.settings import Settings  # noqa: E402
+from memoryscope_plugins.bench import locomo
+from memoryscope_plugins.bench.throwaway_postgres import postgres_server
+from memoryscope_plugins.engine import MemoryScope
+from memoryscope_plugins.settings import Settings
 
 
 def run_locomo_server(data: str, *, mode: str, settings: Settings, limit_conversations: int | None = None
@@ -43,14 +39,14 @@ def run_locomo_server(data: str, *, mode: str, settings: Settings, limit_convers
         memory.retrieve("warm-up", "warm up the query path")
         for conv in conversations:
             start = time.perf_counter()
-            n_memories += locomo._ingest(memory, conv, mode)
+            n_memories += locomo.ingest(memory, conv, mode)
             ingest_ms += (time.perf_counter() - start) * 1000.0
             now = conv.sessions[-1].when + timedelta(days=1)
             for question in conv.questions:
                 start = time.perf_counter()
                 result = memory.retrieve(conv.id, question.text, top_k=max(locomo.KS), now=now)
                 search_ms.append((time.perf_counter() - start) * 1000.0)
-                ranked = [locomo._covered(item.memory.metadata) for item in result.memories]
+                ranked = [locomo.covered_turns(item.memory.metadata) for item in result.memories]
                 gold = set(question.gold)
                 recall, hit = {}, {}
                 for k in locomo.KS:
@@ -72,7 +68,7 @@ def run_locomo_server(data: str, *, mode: str, settings: Settings, limit_convers
         "n_queries_by_category": {name: sum(1 for r in rows if r["category"] in cats) for name, cats in groups.items()},
         "recall": {name: mean_of("recall", cats) for name, cats in groups.items()},
         "hit": {name: mean_of("hit", cats) for name, cats in groups.items()},
-        "search_ms": {"p50": locomo._percentile(search_ms, 50), "p95": locomo._percentile(search_ms, 95),
+        "search_ms": {"p50": locomo.percentile(search_ms, 50), "p95": locomo.percentile(search_ms, 95),
                       "mean": statistics.fmean(search_ms) if search_ms else float("nan")},
         "ingest_ms_per_memory": ingest_ms / max(n_memories, 1),
     }
@@ -92,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         dsn = args.dsn
         if dsn is None:
-            import servers
-            server = stack.enter_context(servers.postgres_server(durable=True))
+            server = stack.enter_context(postgres_server(durable=True))
             dsn = server.create_database("locomo")
         base = Settings()
         settings = base.model_copy(update={"store": base.store.model_copy(update={

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from memoryscope_plugins import MemoryScope, Settings
-from memoryscope_plugins.bench.locomo import _ingest, load_conversations
+from memoryscope_plugins.bench.locomo import ingest, load_conversations
 
 
 def _summary(seconds: list[float]) -> str:
@@ -43,7 +43,7 @@ def main() -> None:
                 memory.retrieve("warm-up", "warm up the query path")
                 cpu, wall, embed = [], [], []
                 for conversation in conversations:
-                    _ingest(memory, conversation, "turns")
+                    ingest(memory, conversation, "turns")
                     now = conversation.sessions[-1].when + timedelta(days=1)
                     for question in conversation.questions:
                         started, started_wall = time.thread_time(), time.perf_counter()

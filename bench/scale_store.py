@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -38,12 +37,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest  # noqa: E402
-from memoryscope_plugins.types import Memory, MemoryType  # noqa: E402
+from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest
+from memoryscope_plugins.types import Memory, MemoryType
 
 EMBEDDER_NAME = "bench-precomputed-384"
 START = datetime(2023, 1, 1, tzinfo=timezone.utc)
@@ -90,7 +85,8 @@ class Corpus:
     def query(self) -> str:
         rng = self.rng
         words = [self.nouns[i] for i in rng.choice(len(self.nouns), size=2, p=self.noun_p)]
-        return f"when did {NAMES[int(rng.integers(len(NAMES)))]} {VERBS[int(rng.integers(len(VERBS)))]} the {words[0]} or {words[1]}?"
+        name, verb = NAMES[int(rng.integers(len(NAMES)))], VERBS[int(rng.integers(len(VERBS)))]
+        return f"when did {name} {verb} the {words[0]} or {words[1]}?"
 
 
 class PrecomputedEmbedder:
@@ -128,7 +124,8 @@ def _batches(corpus: Corpus, n: int, users: int, batch: int, seed: int) -> Itera
         types = rng.random(size)
         memories = []
         for i in range(size):
-            kind = MemoryType.TURN if types[i] < 0.8 else (MemoryType.OBSERVATION if types[i] < 0.95 else MemoryType.INSIGHT)
+            kind = (MemoryType.TURN if types[i] < 0.8
+                    else MemoryType.OBSERVATION if types[i] < 0.95 else MemoryType.INSIGHT)
             when = START + timedelta(seconds=int(offsets[i]))
             memories.append(Memory(id=f"m{made + i:08d}", user_id=f"user-{int(owners[i]):06d}", agent_id="bench",
                                    content=texts[i], type=kind, created_at=when, updated_at=when,
@@ -183,8 +180,8 @@ def open_store(args: argparse.Namespace) -> Iterator[tuple[Any, dict[str, Any]]]
     with contextlib.ExitStack() as stack:
         dsn = args.dsn
         if dsn is None:
-            import servers
-            server = stack.enter_context(servers.postgres_server(
+            from memoryscope_plugins.bench.throwaway_postgres import postgres_server
+            server = stack.enter_context(postgres_server(
                 durable=True, base_dir=args.dir,
                 settings={"shared_buffers": args.pg_shared_buffers, "maintenance_work_mem": "1GB",
                           "max_wal_size": "8GB", "checkpoint_timeout": "15min", "effective_cache_size": "16GB"}))
@@ -228,7 +225,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         args.memories = 1_000_000
     corpus = Corpus(seed=args.seed, dim=args.dim)
     report: dict[str, Any] = {"backend": args.backend, "memories": args.memories, "users": args.users, "dim": args.dim,
-                              "batch": args.batch, "writers": args.writers, "pg_bulk": bool(args.pg_bulk), "machine": f"{os.cpu_count()} cores, "
+                              "batch": args.batch, "writers": args.writers, "pg_bulk": bool(args.pg_bulk),
+                              "machine": f"{os.cpu_count()} cores, "
                               f"{platform.python_implementation()} {platform.python_version()}"}
     with open_store(args) as (store, info):
         report["server"] = info.get("server")
@@ -260,7 +258,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             last_print[0] = now
                             print(f"  ingested {done[0]:,} ({done[0] / (now - start):,.0f}/s)", flush=True)
 
-            bulk = store.bulk_load(maintenance_work_mem=args.pg_maintenance_mem) if args.pg_bulk else contextlib.nullcontext()
+            bulk = (store.bulk_load(maintenance_work_mem=args.pg_maintenance_mem) if args.pg_bulk
+                    else contextlib.nullcontext())
             with bulk:
                 threads = [threading.Thread(target=writer) for _ in range(args.writers)]
                 for t in threads:
@@ -347,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", help="PostgreSQL DSN (default: start an embedded server)")
     parser.add_argument("--pg-shared-buffers", default="4GB")
     parser.add_argument("--pg-bulk", action="store_true",
-                        help="ingest inside PostgresStore.bulk_load() (HNSW built once at the end, included in the time)")
+                        help="ingest inside PostgresStore.bulk_load() "
+                             "(HNSW built once at the end, included in the time)")
     parser.add_argument("--pg-maintenance-mem", default="4GB", help="maintenance_work_mem for the bulk HNSW build")
     parser.add_argument("--dir", help="folder for the SQLite file / embedded PostgreSQL data")
     parser.add_argument("--existing-prefix", help="with --dsn: skip ingest, measure retrieval on these tables "

@@ -136,7 +136,8 @@ def _answer_text(value: Any) -> str:
     return str(value)
 
 
-def _percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100) of `values`, interpolated between ranks; NaN when empty."""
     if not values:
         return float("nan")
     ordered = sorted(values)
@@ -146,7 +147,9 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def _ingest(memory: MemoryScope, conv: Conversation, mode: str) -> int:
+def ingest(memory: MemoryScope, conv: Conversation, mode: str) -> int:
+    """Record a conversation as the benchmark does (mode "turns": every dialog turn with its speaker and
+    time; "observations": LoCoMo's observations as `observation` memories); returns how many."""
     count = 0
     for session in conv.sessions:
         if mode == "turns":
@@ -165,7 +168,8 @@ def _ingest(memory: MemoryScope, conv: Conversation, mode: str) -> int:
     return count
 
 
-def _covered(metadata: dict[str, Any]) -> list[str]:
+def covered_turns(metadata: dict[str, Any]) -> list[str]:
+    """The LoCoMo turn ids (dia ids) a retrieved memory covers, from its metadata."""
     if "dia_id" in metadata:
         return [metadata["dia_id"]]
     return list(metadata.get("dia_ids", []))
@@ -234,7 +238,7 @@ def run_locomo(data: str | Path, *, mode: str = "turns", settings: Settings | No
             memory.retrieve("warm-up", "warm up the query path")  # loads the model once
             for conv in conversations:
                 start = time.perf_counter()
-                n_memories += _ingest(memory, conv, mode)
+                n_memories += ingest(memory, conv, mode)
                 ingest_ms += (time.perf_counter() - start) * 1000.0
                 now = conv.sessions[-1].when + timedelta(days=1)
                 for question in conv.questions:
@@ -243,7 +247,7 @@ def run_locomo(data: str | Path, *, mode: str = "turns", settings: Settings | No
                     search_ms.append((time.perf_counter() - start) * 1000.0)
                     for step, spent in result.timings_ms.items():
                         steps_ms.setdefault(step, []).append(spent)
-                    ranked = [_covered(item.memory.metadata) for item in result.memories]
+                    ranked = [covered_turns(item.memory.metadata) for item in result.memories]
                     gold = set(question.gold)
                     recall, hit = {}, {}
                     for k in KS:
@@ -276,9 +280,9 @@ def run_locomo(data: str | Path, *, mode: str = "turns", settings: Settings | No
         "recall": {name: mean_of("recall", cats) for name, cats in groups.items()},
         "hit": {name: mean_of("hit", cats) for name, cats in groups.items()},
         "tags": _tag_report(rows),
-        "search_ms": {"p50": _percentile(search_ms, 50), "p95": _percentile(search_ms, 95),
+        "search_ms": {"p50": percentile(search_ms, 50), "p95": percentile(search_ms, 95),
                       "mean": statistics.fmean(search_ms) if search_ms else float("nan")},
-        "search_steps_ms": {step: {"p50": _percentile(v, 50), "p95": _percentile(v, 95)}
+        "search_steps_ms": {step: {"p50": percentile(v, 50), "p95": percentile(v, 95)}
                             for step, v in steps_ms.items() if step != "total_ms"},
         "ingest_ms_per_memory": ingest_ms / max(n_memories, 1),
     }

@@ -63,9 +63,9 @@ from .locomo import (
     CATEGORY_NAMES,
     Conversation,
     Question,
-    _ingest,
-    _percentile,
+    ingest,
     load_conversations,
+    percentile,
 )
 from .qa_judge import deterministic_verdict, judge_messages, parse_verdict
 from .qa_metrics import contains, token_f1
@@ -365,12 +365,12 @@ class _Stores:
         if (conv.id, kind) in self.recorded:
             return
         if kind == "turns":
-            _ingest(self.turns, conv, "turns")
+            ingest(self.turns, conv, "turns")
         elif kind == "observations":
-            _ingest(self.observations, conv, "observations")
+            ingest(self.observations, conv, "observations")
         else:
             assert self.consolidated is not None
-            _ingest(self.consolidated, conv, "turns")
+            ingest(self.consolidated, conv, "turns")
             report = self.consolidated.consolidate(conv.id)
             pending = self.consolidated.store.recent_messages(conv.id, None, None, 1_000_000)
             self.consolidation[conv.id] = {
@@ -821,8 +821,8 @@ def summarise(questions: list[dict[str, Any]], configs: Sequence[str]) -> dict[s
                             for c in sorted({r["category"] for r, _a in judged})},
             "prompt_tokens_mean": _mean([a["prompt_tokens"] for _r, a in rows if a.get("text") is not None]),
             "context_tokens_mean": _mean([a["context_tokens"] for _r, a in rows if a.get("text") is not None]),
-            "answer_s_p50": _round(_percentile([a["answer_s"] for _r, a in rows if a.get("text") is not None], 50)),
-            "retrieve_ms_p50": _round(_percentile([a["retrieve_ms"] for _r, a in rows
+            "answer_s_p50": _round(percentile([a["answer_s"] for _r, a in rows if a.get("text") is not None], 50)),
+            "retrieve_ms_p50": _round(percentile([a["retrieve_ms"] for _r, a in rows
                                                    if a.get("text") is not None], 50)),
             "skipped": len(skipped),
             "judged_by": _count(a.get("judged_by", "") for _r, a in judged),

@@ -520,7 +520,7 @@ def test_rejudge_applies_the_current_rules_and_keeps_llm_verdicts(tmp_path, serv
 def test_turns_context_is_the_block_the_adapters_inject(tmp_path, server, local_embedder):
     from memoryscope_plugins import MemoryScope
     from memoryscope_plugins.adapters._common import MemoryBridge, MemoryConfig
-    from memoryscope_plugins.bench.locomo import _ingest
+    from memoryscope_plugins.bench.locomo import ingest
     from memoryscope_plugins.bench.qa import question_time
 
     server.route(OPENAI_CHAT, ScriptedModel())
@@ -529,7 +529,7 @@ def test_turns_context_is_the_block_the_adapters_inject(tmp_path, server, local_
     conv = load_conversations(DATA, require_evidence=False)[0]
     question = conv.questions[0]
     with MemoryScope(path=tmp_path / "check.db", embedder=local_embedder) as engine:
-        _ingest(engine, conv, "turns")
+        ingest(engine, conv, "turns")
         result = engine.retrieve(conv.id, question.text, top_k=3, now=question_time(conv))
         block = MemoryBridge(engine, MemoryConfig(top_k=3), "check").block(result)
     assert block.startswith("<long_term_memory>") and block.count("\n") >= 3
