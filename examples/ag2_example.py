@@ -27,9 +27,9 @@ from ag2 import Agent, Context
 from ag2.config import ModelConfig, ModelProvider
 from ag2.events import BaseEvent, ModelMessage, ModelResponse
 from ag2.testing import TrackingConfig
-from memoryscope_plugins.adapters.ag2 import MemoryScopePlugin
 
 from memoryscope_plugins import MemoryScope
+from memoryscope_plugins.adapters.ag2 import MemoryScopePlugin
 
 FACT = "I adopted a beagle called Biscuit last spring."
 QUESTION = "What is my dog's name?"

@@ -27,10 +27,10 @@ from agentscope.formatter import OpenAIChatFormatter
 from agentscope.message import Msg, TextBlock, UserMsg
 from agentscope.middleware import MiddlewareBase
 from agentscope.model import ChatModelBase, ChatResponse
-from memoryscope_plugins.adapters.agentscope import MemoryScopeMiddleware
 from pydantic import BaseModel
 
 from memoryscope_plugins import MemoryScope
+from memoryscope_plugins.adapters.agentscope import MemoryScopeMiddleware
 
 FACT = "I adopted a beagle called Biscuit last spring."
 QUESTION = "What is my dog's name?"

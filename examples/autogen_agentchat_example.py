@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 from autogen_agentchat.agents import AssistantAgent
 from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.models import ChatCompletionClient, LLMMessage
-from memoryscope_plugins.adapters.autogen_agentchat import MemoryScopeMemory, run_with_memory
 
 from memoryscope_plugins import MemoryScope
+from memoryscope_plugins.adapters.autogen_agentchat import MemoryScopeMemory, run_with_memory
 
 FACT = "I adopted a beagle called Biscuit last spring."
 QUESTION = "What is my dog's name?"

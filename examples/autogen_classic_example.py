@@ -22,9 +22,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from autogen import ConversableAgent
-from memoryscope_plugins.adapters.autogen_classic import MemoryCapability
 
 from memoryscope_plugins import MemoryScope
+from memoryscope_plugins.adapters.autogen_classic import MemoryCapability
 
 FACT = "I adopted a beagle called Biscuit last spring."
 QUESTION = "What is my dog's name?"

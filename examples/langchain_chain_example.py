@@ -27,9 +27,9 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import BaseMessage
-from memoryscope_plugins.adapters.langchain import MemoryScopeChatMemory, MemoryScopeRetriever
 
 from memoryscope_plugins import MemoryScope
+from memoryscope_plugins.adapters.langchain import MemoryScopeChatMemory, MemoryScopeRetriever
 
 FACT = "I adopted a beagle called Biscuit last spring."
 QUESTION = "What is my dog's name?"
@@ -52,7 +52,8 @@ def make_model(offline: bool, replies: list[str]) -> tuple[BaseChatModel, str]:
         try:
             from langchain_openai import ChatOpenAI
         except ImportError:
-            sys.exit("a real model needs langchain-openai: pip install 'memoryscope-plugins[langchain]' (or pass --offline)")
+            sys.exit("a real model needs langchain-openai: pip install 'memoryscope-plugins[langchain]' "
+                     "(or pass --offline)")
         if os.environ.get("OPENAI_API_KEY"):
             name = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
             return ChatOpenAI(model=name, api_key=os.environ["OPENAI_API_KEY"],

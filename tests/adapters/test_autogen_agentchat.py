@@ -154,7 +154,8 @@ async def test_memory_assistant_agent_in_a_team(engine):
 
 async def test_in_a_team_only_the_humans_words_are_the_users(engine):
     memory = MemoryScopeMemory(engine, user_id="anna")
-    writer = MemoryAssistantAgent("writer", model_client=client("Draft: a walk by the river.", "Final: a walk by the sea."),
+    writer = MemoryAssistantAgent("writer",
+                                  model_client=client("Draft: a walk by the river.", "Final: a walk by the sea."),
                                   memory=[memory])
     critic = AssistantAgent("critic", model_client=client("The river is too cold in May, choose the sea."))
     team = RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(4))

@@ -83,8 +83,8 @@ class FakeClient:
                 name=reply["name"], arguments=json.dumps(reply["args"])))]
             text = None
         message = SimpleNamespace(content=text, role="assistant", tool_calls=calls, function_call=None)
-        return SimpleNamespace(id=f"r{len(FakeClient.replies)}-{id(message)}", choices=[SimpleNamespace(message=message)],
-                               model="fake", cost=0.0, usage=None)
+        return SimpleNamespace(id=f"r{len(FakeClient.replies)}-{id(message)}",
+                               choices=[SimpleNamespace(message=message)], model="fake", cost=0.0, usage=None)
 
     def message_retrieval(self, response: Any) -> list[Any]:
         message = response.choices[0].message

@@ -41,7 +41,8 @@ OBSERVATIONS = {
     "Tomorrow I'm taking Sofia to the art museum.": [
         obs("Ines is taking Sofia to the art museum.", [], about="Ines", kind="plan", time="Tomorrow",
             date="2026-06-04")],
-    "我在深圳做程序员，平时不喝酒。": [obs("周航在深圳做程序员。", [], about="周航"), obs("周航不喝酒。", [], about="周航")],
+    "我在深圳做程序员，平时不喝酒。": [obs("周航在深圳做程序员。", [], about="周航"),
+                                    obs("周航不喝酒。", [], about="周航")],
     "最近开始喝红酒了，周末会喝一杯。": [obs("周航开始喝红酒了，周末会喝一杯。", [], about="周航")],
     "上周六我去了香港。": [obs("周航去了香港。", [], about="周航", kind="event", time="上周六", date="2026-03-14")],
 }

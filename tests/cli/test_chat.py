@@ -24,8 +24,8 @@ def chat(memory, script: str, user: str = "anna") -> str:
 
 @pytest.fixture
 def brain(brain):
-    brain.reply = lambda prompt: ("You are vegetarian, so: lentil soup." if "vegetarian" in prompt.messages[0]["content"]
-                                  else "Hello!")
+    brain.reply = lambda prompt: ("You are vegetarian, so: lentil soup."
+                                  if "vegetarian" in prompt.messages[0]["content"] else "Hello!")
     return brain
 
 

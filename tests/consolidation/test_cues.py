@@ -114,7 +114,8 @@ def test_a_message_that_says_it_repeats_itself_lowers_the_bar_for_a_repeat():
     ("祝出差顺利！", "下个月我要去新加坡出差。", "祝出差顺利！", True),
     ("Oskar has a golden retriever called Biscuit.", "Morning! I have a golden retriever called Biscuit.",
      "Aw, Biscuit is a great name!", False),
-    ("李娜对芒果过敏。", "请记住：我对芒果过敏。", "好的，我记住了，你对芒果过敏。", False),  # the reply repeats the fact
+    # the reply repeats the fact
+    ("李娜对芒果过敏。", "请记住：我对芒果过敏。", "好的，我记住了，你对芒果过敏。", False),
     ("Biscuit is a great name!", "Morning! I have a golden retriever called Biscuit.", None, False),
 ])
 def test_an_observation_copied_from_the_assistants_reply(content, message, reply, expected):

@@ -478,8 +478,8 @@ def test_reflection_refuses_prompt_markup_and_unfounded_insights(tmp_path, serve
         engine.consolidate("anna")
 
         def reflect(prompt):
-            run = next(l for l, t in prompt.observations.items() if "10 km" in t)
-            sushi = next(l for l, t in prompt.observations.items() if "sushi" in t)
+            run = next(label for label, t in prompt.observations.items() if "10 km" in t)
+            sushi = next(label for label, t in prompt.observations.items() if "sushi" in t)
             return [{"subject": "Sport of Anna", "value": f"Anna ran 10 km. (rests on {run})", "sources": [run]},
                     {"subject": "Hobbies of Tom", "value": "Anna ran 10 km on Sunday.", "sources": [run]},
                     {"subject": "Food of Anna", "value": "Anna plays the cello in an orchestra.", "sources": [sushi]},

@@ -257,7 +257,7 @@ def test_duplicate_insights_are_merged(tmp_path, server, brain, local_embedder):
         memory.record("anna", [user_msg("I love jazz.", at(1)), user_msg("Miles Davis is my hero.", at(1))])
         memory.consolidate("anna")
         def label(prompt, word):
-            return next(l for l, t in prompt.observations.items() if word in t)
+            return next(name for name, t in prompt.observations.items() if word in t)
         brain.reflect = lambda p: [
             {"subject": "Music of Anna", "value": "Anna loves jazz.", "sources": [label(p, "jazz")], "update": None},
             {"subject": "Music preferences of Anna", "value": "Anna admires Miles Davis.",
@@ -269,8 +269,8 @@ def test_duplicate_insights_are_merged(tmp_path, server, brain, local_embedder):
         memory.consolidate("anna")
 
         def merge(prompt):
-            keep = next(l for l, t in prompt.insights.items() if t.startswith("Music preferences"))
-            other = next(l for l, t in prompt.insights.items() if t.startswith("Music of"))
+            keep = next(name for name, t in prompt.insights.items() if t.startswith("Music preferences"))
+            other = next(name for name, t in prompt.insights.items() if t.startswith("Music of"))
             return [{"subject": "Music preferences of Anna", "value": "Anna loves jazz and Miles Davis.",
                      "sources": list(prompt.observations), "update": keep, "merge": [other]},
                     # the same subject again in one answer folds into the first

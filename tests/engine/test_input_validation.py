@@ -253,7 +253,7 @@ def test_arguments_that_raised_builtin_errors_raise_ours(engine, tmp_path):
         lambda: engine.retrieve("anna", "x", language="fr"),
         lambda: engine.update("anna", engine.list("anna")[0].id, status="gone"),
     ]
-    for number, call in enumerate(cases):
+    for call in cases:
         with pytest.raises(ValidationError):
             call()
     (tmp_path / "bad.jsonl").write_bytes(b'{"id": "a", "content": "ok"}\n\xff\xfe\n')

@@ -197,26 +197,26 @@ def calls(draw):
                                "record", "add", "import", "get", "count"]))
     user = pick(good_users, user_ids)
     if op == "record":
-        args = dict(messages=pick(good_messages, messages), agent_id=pick(st.just("assistant"), user_ids),
-                    session_id=pick(st.one_of(st.none(), st.just("s1")), user_ids))
+        args = {"messages": pick(good_messages, messages), "agent_id": pick(st.just("assistant"), user_ids),
+                    "session_id": pick(st.one_of(st.none(), st.just("s1")), user_ids)}
         return op, lambda m: m.record(user, **args)
     if op == "add":
-        args = dict(content=pick(good_texts, any_text), type=pick(st.sampled_from(["custom", "observation"]),
+        args = {"content": pick(good_texts, any_text), "type": pick(st.sampled_from(["custom", "observation"]),
                                                                    type_values),
-                    event_start=pick(good_times, times), event_end=pick(good_times, times),
-                    created_at=pick(good_times, times), metadata=pick(good_metadata, metadata))
+                    "event_start": pick(good_times, times), "event_end": pick(good_times, times),
+                    "created_at": pick(good_times, times), "metadata": pick(good_metadata, metadata)}
         return op, lambda m: m.add(user, **args)
     if op == "retrieve":
-        args = dict(query=pick(good_texts, any_text), types=pick(good_types, types_arg),
-                    top_k=pick(st.one_of(st.none(), st.integers(1, 20)), small_ints), now=pick(good_times, times),
-                    time_range=pick(st.one_of(st.none(), st.tuples(good_times, st.none())),
+        args = {"query": pick(good_texts, any_text), "types": pick(good_types, types_arg),
+                    "top_k": pick(st.one_of(st.none(), st.integers(1, 20)), small_ints), "now": pick(good_times, times),
+                    "time_range": pick(st.one_of(st.none(), st.tuples(good_times, st.none())),
                                     st.one_of(st.tuples(times, times), junk)),
-                    language=pick(st.sampled_from([None, "en", "zh"]), st.sampled_from(["fr", 1])),
-                    include_expired=pick(st.sampled_from([None, True, False]), st.just("yes")))
+                    "language": pick(st.sampled_from([None, "en", "zh"]), st.sampled_from(["fr", 1])),
+                    "include_expired": pick(st.sampled_from([None, True, False]), st.just("yes"))}
         return op, lambda m: m.retrieve(user, **args)
     if op == "list":
-        args = dict(types=pick(good_types, types_arg), limit=pick(st.integers(1, 200), small_ints),
-                    offset=pick(st.integers(0, 5), small_ints))
+        args = {"types": pick(good_types, types_arg), "limit": pick(st.integers(1, 200), small_ints),
+                    "offset": pick(st.integers(0, 5), small_ints)}
         return op, lambda m: m.list(user, **args)
     if op == "count":
         return op, lambda m: m.count(user)
@@ -224,10 +224,10 @@ def calls(draw):
         guess = pick(st.just(None), any_text)
         return op, lambda m: getattr(m, op)(user, guess if guess is not None else _existing_id(m, user))
     if op == "update":
-        args = dict(content=pick(st.one_of(st.none(), good_texts), any_text),
-                    status=pick(st.sampled_from([None, "active", "expired"]), st.sampled_from(["gone", 1])),
-                    metadata=pick(good_metadata, metadata), event_start=pick(good_times, times),
-                    event_end=pick(good_times, times))
+        args = {"content": pick(st.one_of(st.none(), good_texts), any_text),
+                    "status": pick(st.sampled_from([None, "active", "expired"]), st.sampled_from(["gone", 1])),
+                    "metadata": pick(good_metadata, metadata), "event_start": pick(good_times, times),
+                    "event_end": pick(good_times, times)}
         return op, lambda m: m.update(user, _existing_id(m, user), **args)
     if op == "import":
         source = draw(import_sources(clean))

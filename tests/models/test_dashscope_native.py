@@ -32,7 +32,7 @@ USER = [{"role": "user", "content": "hello qwen"}]
 
 
 def fast_policy(**overrides) -> RetryPolicy:
-    settings = dict(max_attempts=3, base_delay=0.001, max_delay=0.005, max_retry_after=0.01)
+    settings = {"max_attempts": 3, "base_delay": 0.001, "max_delay": 0.005, "max_retry_after": 0.01}
     settings.update(overrides)
     return RetryPolicy(**settings)
 

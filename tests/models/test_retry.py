@@ -59,8 +59,8 @@ def classify_builtin(exc: BaseException) -> Failure | None:
 
 def recording_policy(**kwargs) -> tuple[RetryPolicy, list[float]]:
     slept: list[float] = []
-    settings = dict(max_attempts=4, base_delay=0.5, max_delay=4.0, sleep=slept.append,
-                    rng=random.Random(7))
+    settings = {"max_attempts": 4, "base_delay": 0.5, "max_delay": 4.0, "sleep": slept.append,
+                    "rng": random.Random(7)}
     settings.update(kwargs)
     return RetryPolicy(**settings), slept
 

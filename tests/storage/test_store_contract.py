@@ -191,7 +191,8 @@ def test_server_store_from_settings(backend, request):
     else:
         server = request.getfixturevalue("es_server")
         from memoryscope_plugins.storage.elasticsearch_store import ElasticsearchStore
-        cfg = StoreSettings(backend="elasticsearch", url=server.url, index_prefix=f"msp-fs-{os.getpid()}-{next(_counter)}",
+        cfg = StoreSettings(backend="elasticsearch", url=server.url,
+                            index_prefix=f"msp-fs-{os.getpid()}-{next(_counter)}",
                             username="elastic", password="changeme", verify_certs=False)
         store = ElasticsearchStore.from_settings(cfg, embedding_model="model-a")
     try:

@@ -161,7 +161,7 @@ def default_reflect(prompt: Prompt) -> list[dict]:
     others = [label for label in prompt.observations if label not in food and label not in prompt.expired]
     if others:
         existing = next((label for label, text in prompt.insights.items() if text.startswith("Life of Anna")), None)
-        insights.append({"subject": "Life of Anna", "value": "; ".join(prompt.observations[l] for l in others),
+        insights.append({"subject": "Life of Anna", "value": "; ".join(prompt.observations[label] for label in others),
                          "sources": others, "update": existing, "merge": []})
     return insights
 

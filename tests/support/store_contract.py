@@ -71,7 +71,8 @@ def vector_search(store, user, vector, limit=50, **flt) -> list[Candidate]:
 # -- records round-trip ------------------------------------------------------------------------
 def test_round_trip_every_field_exactly(store):
     memory = Memory(
-        id="m-ü-1", user_id="Zoë 用户", agent_id="agent/ä", content="Ich zog im Mai nach Lissabon 🇵🇹 — 我搬到了里斯本。",
+        id="m-ü-1", user_id="Zoë 用户", agent_id="agent/ä",
+        content="Ich zog im Mai nach Lissabon 🇵🇹 — 我搬到了里斯本。",
         type=MemoryType.OBSERVATION, status=MemoryStatus.ACTIVE,
         created_at=datetime(2023, 5, 8, 13, 56, 1, 123456, tzinfo=IST),
         updated_at=datetime(2023, 5, 9, 1, 2, 3, 999999, tzinfo=PST),
@@ -222,7 +223,8 @@ def test_list_and_count_filters(store):
     store.put([
         mem("f1", agent_id="a1", type=MemoryType.TURN, session_id="s1", created_at=T0),
         mem("f2", agent_id="a1", type=MemoryType.INSIGHT, session_id="s2", created_at=T0 + timedelta(days=1)),
-        mem("f3", agent_id="a2", type=MemoryType.OBSERVATION, status=MemoryStatus.EXPIRED, created_at=T0 + timedelta(days=2)),
+        mem("f3", agent_id="a2", type=MemoryType.OBSERVATION, status=MemoryStatus.EXPIRED,
+            created_at=T0 + timedelta(days=2)),
         mem("f4", agent_id="a2", type=MemoryType.CUSTOM, created_at=T0 + timedelta(days=3),
             event_start=T0 - timedelta(days=30), event_end=T0 - timedelta(days=20)),
         mem("f5", agent_id="a2", created_at=T0 + timedelta(days=4), event_start=T0 + timedelta(days=10)),
@@ -332,13 +334,13 @@ def test_search_limit_applies_per_channel(store):
 def test_search_filters_apply_to_both_channels(store, channel):
     query = unit(7)
     items = [
-        ("s1", dict(agent_id="a1", type=MemoryType.TURN, session_id="x", created_at=T0)),
-        ("s2", dict(agent_id="a2", type=MemoryType.INSIGHT, session_id="y", created_at=T0 + timedelta(days=5))),
-        ("s3", dict(agent_id="a1", type=MemoryType.TURN, status=MemoryStatus.EXPIRED, created_at=T0)),
-        ("s4", dict(agent_id="a1", type=MemoryType.OBSERVATION, created_at=T0 + timedelta(days=40),
-                    event_start=T0 + timedelta(days=4, hours=12))),
-        ("s5", dict(agent_id="a1", type=MemoryType.CUSTOM, created_at=T0 + timedelta(days=40),
-                    event_start=T0 - timedelta(days=10), event_end=T0 + timedelta(days=4, hours=1))),
+        ("s1", {"agent_id": "a1", "type": MemoryType.TURN, "session_id": "x", "created_at": T0}),
+        ("s2", {"agent_id": "a2", "type": MemoryType.INSIGHT, "session_id": "y", "created_at": T0 + timedelta(days=5)}),
+        ("s3", {"agent_id": "a1", "type": MemoryType.TURN, "status": MemoryStatus.EXPIRED, "created_at": T0}),
+        ("s4", {"agent_id": "a1", "type": MemoryType.OBSERVATION, "created_at": T0 + timedelta(days=40),
+                    "event_start": T0 + timedelta(days=4, hours=12)}),
+        ("s5", {"agent_id": "a1", "type": MemoryType.CUSTOM, "created_at": T0 + timedelta(days=40),
+                    "event_start": T0 - timedelta(days=10), "event_end": T0 + timedelta(days=4, hours=1)}),
     ]
     store.put([mem(i, content="the violin concert downtown", **kw) for i, kw in items],
               np.stack([near(query, n, 0.1) for n in range(len(items))]))
@@ -438,7 +440,8 @@ def test_message_log_append_pending_mark_recent(store):
     assert [p.id for p in pending] == first + second
     assert [p.seq for p in pending] == sorted(p.seq for p in pending)
     head = pending[0]
-    assert (head.user_id, head.agent_id, head.session_id, head.state, head.attempts) == ("alice", "agent-1", "s1", "pending", 0)
+    assert ((head.user_id, head.agent_id, head.session_id, head.state, head.attempts)
+            == ("alice", "agent-1", "s1", "pending", 0))
     assert head.message.content == "message 0 ✓" and head.message.name == "speaker0" and head.message.role == "user"
     assert head.message.timestamp == datetime(2024, 1, 1, 10, 0, tzinfo=IST)
     assert head.message.timestamp.utcoffset() == IST.utcoffset(None)

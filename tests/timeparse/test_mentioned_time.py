@@ -71,7 +71,8 @@ def test_a_turn_said_days_later_is_found_by_the_time_it_mentions(memory):
     memory.record("wen", [
         {"role": "user", "content": "上个月我去千岛湖钓鱼了，一条也没钓到。", "timestamp": SAID},
         {"role": "assistant", "content": "下次会好的。", "timestamp": SAID + timedelta(seconds=5)},
-        {"role": "user", "content": "十月三号我又去三岔湖钓鱼了，钓到一条草鱼。", "timestamp": SAID + timedelta(seconds=10)},
+        {"role": "user", "content": "十月三号我又去三岔湖钓鱼了，钓到一条草鱼。",
+         "timestamp": SAID + timedelta(seconds=10)},
     ], session_id="s1")
     # Three candidates: fusion scales each channel from 0 to 1 over them, so which one is first rests on
     # the order of two cosines. "国庆假期我去哪里钓鱼了？" put them 0.012 apart and int8 and float32

@@ -18,7 +18,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for `python tests/timeparse/test_parser.py`
+# the repository root, for `python tests/timeparse/test_parser.py`
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from memoryscope_plugins.retrieval.time_parser import (  # noqa: E402
     ParsedTime,
