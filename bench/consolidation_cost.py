@@ -236,7 +236,7 @@ def talk(engine: MemoryScope, user: str, messages: list[dict], times: list[float
 
 def run_background(messages: list[dict], llm: Any, embedder: Any, users: int) -> dict:
     """Several users talk at once (one thread each), recording message by message."""
-    latencies: dict[str, list[float]] = {}
+    latencies: dict[str, dict[str, Any]] = {}
     for mode in ("no worker", "worker"):
         with tempfile.TemporaryDirectory() as folder:
             engine = make_engine(Path(folder), llm if mode == "worker" else None, embedder,
@@ -260,8 +260,8 @@ def run_background(messages: list[dict], llm: Any, embedder: Any, users: int) ->
                 result["drain_seconds"] = time.perf_counter() - drain_started
                 result["stats"] = dict(stats)
             engine.close()
-            latencies[mode] = result  # type: ignore[assignment]
-    return latencies  # type: ignore[return-value]
+            latencies[mode] = result
+    return latencies
 
 
 def real_llm() -> Any:

@@ -34,9 +34,9 @@ def _configs(text: str) -> list[tuple[int, int, int | None, int | None]]:
     """"top_k:neighbours[:hop[:hop_hits]]" items; a hop left out keeps the settings' own."""
     out = []
     for part in text.split(","):
-        fields = [int(f) for f in part.split(":")] + [None, None, None]
-        top_k, neighbours, hop, hop_hits = fields[:4]
-        out.append((int(top_k), int(neighbours or 0), hop, hop_hits))
+        top_k, *rest = [int(f) for f in part.split(":")]
+        neighbours, hop, hop_hits = [*rest, None, None, None][:3]
+        out.append((top_k, int(neighbours or 0), hop, hop_hits))
     return out
 
 

@@ -192,13 +192,15 @@ def open_store(args: argparse.Namespace) -> Iterator[tuple[Any, dict[str, Any]]]
         import psycopg
         # fresh tables, dropped at the end unless --keep; or the tables of an earlier --keep run
         prefix = args.existing_prefix or f"scale_{uuid.uuid4().hex[:6]}_"
-        store = PostgresStore(dsn, embedding_model=EMBEDDER_NAME, table_prefix=prefix,
-                              pool_max_size=max(4, args.writers + 2))
+        pg_store = PostgresStore(dsn, embedding_model=EMBEDDER_NAME, table_prefix=prefix,
+                                 pool_max_size=max(4, args.writers + 2))
         info["prefix"] = prefix
 
         def size() -> int:
             with psycopg.connect(dsn) as conn:
-                return int(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+                row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+                assert row is not None  # an aggregate query always returns one row
+                return int(row[0])
         info["size_fn"] = size
         info["dsn"] = dsn
 
@@ -207,9 +209,9 @@ def open_store(args: argparse.Namespace) -> Iterator[tuple[Any, dict[str, Any]]]
                 conn.execute(f"VACUUM ANALYZE {prefix}memories")
         info["analyze"] = analyze
         try:
-            yield store, info
+            yield pg_store, info
         finally:
-            store.close()
+            pg_store.close()
             if not args.keep and not args.existing_prefix:
                 with psycopg.connect(dsn, autocommit=True) as conn:
                     for table in ("memories", "messages", "leases", "meta"):
@@ -274,9 +276,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             report["ingest_s"] = round(elapsed, 1)
             report["ingest_per_s"] = round(args.memories / elapsed, 1)
             if "analyze" in info:
-                t = time.perf_counter()
+                analyze_started = time.perf_counter()
                 info["analyze"]()
-                report["vacuum_analyze_s"] = round(time.perf_counter() - t, 1)
+                report["vacuum_analyze_s"] = round(time.perf_counter() - analyze_started, 1)
             report["size_bytes"] = info["size_fn"]()
             report["size_mb"] = round(report["size_bytes"] / 2 ** 20, 1)
             print(f"ingest: {args.memories:,} memories in {elapsed:,.1f} s = {report['ingest_per_s']:,.0f}/s; "

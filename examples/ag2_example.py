@@ -75,7 +75,8 @@ def make_config(offline: bool) -> tuple[ModelConfig, str]:
     if not offline and os.environ.get("DASHSCOPE_API_KEY"):
         from ag2.config import DashScopeConfig
         name = os.environ.get("DASHSCOPE_MODEL", "qwen-plus")
-        extra = {"base_url": os.environ["DASHSCOPE_BASE_URL"]} if os.environ.get("DASHSCOPE_BASE_URL") else {}
+        extra: dict[str, Any] = ({"base_url": os.environ["DASHSCOPE_BASE_URL"]}
+                                 if os.environ.get("DASHSCOPE_BASE_URL") else {})
         return DashScopeConfig(model=name, api_key=os.environ["DASHSCOPE_API_KEY"], **extra), name
     return FakeConfig(), "offline fake model"
 

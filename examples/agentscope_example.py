@@ -81,8 +81,9 @@ def make_model(offline: bool) -> tuple[ChatModelBase, str]:
         from agentscope.credential import OpenAICredential
         from agentscope.model import OpenAIChatModel
         name = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
-        credential = OpenAICredential(api_key=os.environ["OPENAI_API_KEY"], base_url=os.environ.get("OPENAI_BASE_URL"))
-        return OpenAIChatModel(credential=credential, model=name, stream=False), name
+        openai_credential = OpenAICredential(api_key=os.environ["OPENAI_API_KEY"],
+                                             base_url=os.environ.get("OPENAI_BASE_URL"))
+        return OpenAIChatModel(credential=openai_credential, model=name, stream=False), name
     return FakeModel(), "offline fake model"
 
 

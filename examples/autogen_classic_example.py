@@ -74,9 +74,13 @@ def new_assistant(engine: MemoryScope, config: dict[str, Any], fake: bool,
     agent = ConversableAgent("assistant", system_message="You are a helpful assistant. Answer briefly.",
                              llm_config=config, human_input_mode="NEVER")
     if fake:
-        agent.register_model_client(model_client_cls=FakeClient)
+        agent.register_model_client(model_client_cls=FakeClient)  # type: ignore[arg-type]  # autogen types the class as an instance
     # see exactly what is sent to the model (AutoGen's LLM-input hook)
-    agent.register_hook("safeguard_llm_inputs", lambda messages: prompts.append(messages) or messages)
+    def keep_prompt(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        prompts.append(messages)
+        return messages
+
+    agent.register_hook("safeguard_llm_inputs", keep_prompt)
     MemoryCapability(engine, user_id="anna").add_to_agent(agent)
     return agent
 

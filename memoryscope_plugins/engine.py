@@ -245,7 +245,8 @@ class MemoryScope:
         return message
 
     # -- recording -------------------------------------------------------------------------------
-    def record(self, user_id: str, messages: Sequence[Message | Mapping[str, Any]] | Message | Mapping[str, Any],
+    def record(self, user_id: str,
+               messages: Sequence[Message | Mapping[str, Any] | tuple[str, str]] | Message | Mapping[str, Any],
                *, agent_id: str = "assistant", session_id: str | None = None) -> list[str]:
         """Record messages of a conversation for a user; returns the new memory ids (one per message).
 

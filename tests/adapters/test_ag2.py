@@ -338,7 +338,7 @@ def _calls(*events: ToolCallEvent):
 class _OneScript(TestConfig):
     """ag2's offline model with one script for every turn (TestConfig restarts it at each `ask`)."""
 
-    def create(self):  # type: ignore[override]
+    def create(self):
         if not hasattr(self, "_client"):
             self._client = super().create()
         return self._client

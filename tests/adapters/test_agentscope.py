@@ -181,14 +181,14 @@ async def test_both_mode_injects_records_and_lists_tools(engine):
 async def test_static_mode_has_no_tools(engine):
     middleware = MemoryScopeMiddleware(engine, user_id="anna")
     assert await middleware.list_tools() == []
-    assert await middleware.on_system_prompt(None, "prompt") == "prompt"  # type: ignore[arg-type]
+    assert await middleware.on_system_prompt(None, "prompt") == "prompt"
 
 
 def test_validation(engine):
     with pytest.raises(ValueError):
         MemoryScopeMiddleware(engine, user_id="")
     with pytest.raises(ValueError):
-        MemoryScopeMiddleware(engine, user_id="anna", mode="sometimes")  # type: ignore[arg-type]
+        MemoryScopeMiddleware(engine, user_id="anna", mode="sometimes")
 
 
 async def test_a_reply_parked_for_permission_records_the_real_reply_not_the_placeholder(engine):

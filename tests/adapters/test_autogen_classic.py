@@ -34,7 +34,7 @@ def _reset_prompts():
 
 def assistant(engine, user_id: Any = "anna", name: str = "assistant") -> ConversableAgent:
     agent = ConversableAgent(name, llm_config=LLM_CONFIG, human_input_mode="NEVER")
-    agent.register_model_client(model_client_cls=FakeClient)
+    agent.register_model_client(model_client_cls=FakeClient)  # type: ignore[arg-type]  # autogen types the class as an instance
     MemoryCapability(engine, user_id=user_id).add_to_agent(agent)
     return agent
 

@@ -37,15 +37,15 @@ class RecordingChatModel(FakeListChatModel):
 
     prompts: list[list[BaseMessage]] = Field(default_factory=list)
 
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
         self.prompts.append(list(messages))
         return super()._generate(messages, stop, run_manager, **kwargs)
 
-    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
         self.prompts.append(list(messages))
         return await super()._agenerate(messages, stop, run_manager, **kwargs)
 
-    def bind_tools(self, tools, **kwargs):  # type: ignore[override]
+    def bind_tools(self, tools, **kwargs):
         return self
 
 
@@ -54,11 +54,11 @@ class ToolCallingModel(GenericFakeChatModel):
 
     prompts: list[list[BaseMessage]] = Field(default_factory=list)
 
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
         self.prompts.append(list(messages))
         return super()._generate(messages, stop, run_manager, **kwargs)
 
-    def bind_tools(self, tools, **kwargs):  # type: ignore[override]
+    def bind_tools(self, tools, **kwargs):
         return self
 
 

@@ -93,7 +93,7 @@ def test_classic_group_chat_reads_the_speaker_from_the_message(engine):
 
     def agent(name: str) -> ConversableAgent:
         made = ConversableAgent(name, llm_config=config, human_input_mode="NEVER")
-        made.register_model_client(model_client_cls=FakeClient)
+        made.register_model_client(model_client_cls=FakeClient)  # type: ignore[arg-type]  # autogen types the class as an instance
         return made
 
     human = UserProxyAgent("anna", human_input_mode="NEVER", code_execution_config=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from typing import Any, Callable
 
 import pytest
 
@@ -45,7 +46,7 @@ class Scripted(Brain):
 
     def __init__(self) -> None:
         super().__init__()
-        self.queue: list[tuple[str, str] | callable] = []
+        self.queue: list[tuple[str, str] | Callable[..., Any]] = []
         self.requests: list[dict] = []
 
     def __call__(self, server, request):

@@ -103,7 +103,7 @@ def test_empty_query_is_refused(engine):
     with pytest.raises(ValidationError):
         engine.retrieve("anna", "  ")
     with pytest.raises(ValidationError):
-        engine.retrieve("anna", None)  # type: ignore[arg-type]
+        engine.retrieve("anna", None)
 
 
 def test_add_get_update_delete(engine):
@@ -135,7 +135,7 @@ def test_update_validates(engine):
     with pytest.raises(ValidationError):
         engine.add("anna", "fact", type="memo")
     with pytest.raises(ValidationError):
-        engine.add("anna", "fact", metadata=["not", "a", "dict"])  # type: ignore[arg-type]
+        engine.add("anna", "fact", metadata=["not", "a", "dict"])
 
 
 def test_delete_all_touches_one_user_only(engine):
@@ -273,7 +273,7 @@ def test_settings_object_or_yaml_path(tmp_path, local_embedder):
         assert len(memory.retrieve("anna", "a b c").memories) == 2
     assert (tmp_path / "from-yaml.db").exists()
     with pytest.raises(ValidationError):
-        MemoryScope(42)  # type: ignore[arg-type]
+        MemoryScope(42)
     with pytest.raises(ConfigError):
         Settings.load(tmp_path / "missing.yaml")
 

@@ -22,6 +22,7 @@ import json
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -37,7 +38,7 @@ settings.register_profile("public-api", max_examples=100, deadline=None,
 PROFILE = settings.get_profile("public-api")
 
 USERS = ["anna", "bob", "用户三"]
-STATS = {"examples": 0, "calls": 0, "raised": 0, "checks": 0, "ok": {}}
+STATS: dict[str, Any] = {"examples": 0, "calls": 0, "raised": 0, "checks": 0, "ok": {}}
 
 # -- values -------------------------------------------------------------------------------------
 LONE_SURROGATE = "bad \udc80 text"
@@ -106,6 +107,7 @@ good_messages = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user",
 
 
 def _record_line(draw, clean: bool) -> dict:
+    fields: tuple[tuple[str, st.SearchStrategy[Any]], ...]
     if clean:
         line = {"id": draw(st.uuids()).hex, "content": draw(good_texts)}
         fields = (("type", st.sampled_from(["turn", "observation", "insight", "custom"])),

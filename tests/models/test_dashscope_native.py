@@ -4,6 +4,7 @@ local fake of its HTTP API."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,7 +33,7 @@ USER = [{"role": "user", "content": "hello qwen"}]
 
 
 def fast_policy(**overrides) -> RetryPolicy:
-    settings = {"max_attempts": 3, "base_delay": 0.001, "max_delay": 0.005, "max_retry_after": 0.01}
+    settings: dict[str, Any] = {"max_attempts": 3, "base_delay": 0.001, "max_delay": 0.005, "max_retry_after": 0.01}
     settings.update(overrides)
     return RetryPolicy(**settings)
 

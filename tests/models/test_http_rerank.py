@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from memoryscope_plugins.errors import ConfigError, ModelAuthError, ModelError, ModelNotFoundError
@@ -15,7 +17,7 @@ DOCS = ["a dog in the park", "the cat sat on the mat", "cat", "nothing relevant 
 
 
 def fast_policy(**overrides) -> RetryPolicy:
-    settings = {"max_attempts": 3, "base_delay": 0.001, "max_delay": 0.005, "max_retry_after": 0.01}
+    settings: dict[str, Any] = {"max_attempts": 3, "base_delay": 0.001, "max_delay": 0.005, "max_retry_after": 0.01}
     settings.update(overrides)
     return RetryPolicy(**settings)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -27,7 +29,7 @@ USER = [{"role": "user", "content": "hello there"}]
 
 
 def fast_policy(**overrides) -> RetryPolicy:
-    settings = {"max_attempts": 3, "base_delay": 0.001, "max_delay": 0.005, "max_retry_after": 0.01}
+    settings: dict[str, Any] = {"max_attempts": 3, "base_delay": 0.001, "max_delay": 0.005, "max_retry_after": 0.01}
     settings.update(overrides)
     return RetryPolicy(**settings)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
+from typing import Any
 
 import pytest
 
@@ -59,7 +60,7 @@ def classify_builtin(exc: BaseException) -> Failure | None:
 
 def recording_policy(**kwargs) -> tuple[RetryPolicy, list[float]]:
     slept: list[float] = []
-    settings = {"max_attempts": 4, "base_delay": 0.5, "max_delay": 4.0, "sleep": slept.append,
+    settings: dict[str, Any] = {"max_attempts": 4, "base_delay": 0.5, "max_delay": 4.0, "sleep": slept.append,
                     "rng": random.Random(7)}
     settings.update(kwargs)
     return RetryPolicy(**settings), slept

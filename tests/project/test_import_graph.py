@@ -51,8 +51,8 @@ def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
             return
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             found.append(node)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
+        for inner in ast.iter_child_nodes(node):
+            visit(inner)
 
     visit(tree)
     return found

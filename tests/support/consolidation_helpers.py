@@ -196,10 +196,10 @@ class Brain:
             value = self.extract(prompt)
             return value if isinstance(value, str) else json.dumps(entries(prompt, value), ensure_ascii=False)
         if prompt.kind == "judge":
-            value = self.judge(prompt)
-            if isinstance(value, str):
-                return value
-            return json.dumps({"still_true": value[0] != "outdated"})
+            verdicts = self.judge(prompt)
+            if isinstance(verdicts, str):
+                return verdicts
+            return json.dumps({"still_true": verdicts[0] != "outdated"})
         if prompt.kind == "reflect":
             value = self.reflect(prompt)
             return value if isinstance(value, str) else json.dumps({"insights": value}, ensure_ascii=False)

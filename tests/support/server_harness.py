@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -97,10 +98,9 @@ class ServeProcess:
         self.log = self.folder / "serve.log"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.process = None
+        self.process: subprocess.Popen[bytes] | None = None
 
     def run_cli(self, *args: str, timeout: float = 60):
-        import subprocess
         return subprocess.run(self.cli + list(args), env=self.env, capture_output=True, text=True,
                               timeout=timeout, umask=self.umask)
 
@@ -110,12 +110,11 @@ class ServeProcess:
         return done.stdout.strip()
 
     def start(self, timeout: float = 120) -> ServeProcess:
-        import subprocess
 
         import httpx
         with open(self.log, "a") as log:
-            self.process = subprocess.Popen(self.cli + ["--port", str(self.port), *self.extra], env=self.env,
-                                            stdout=log, stderr=log, umask=self.umask)
+            self.process = process = subprocess.Popen(self.cli + ["--port", str(self.port), *self.extra],
+                                                      env=self.env, stdout=log, stderr=log, umask=self.umask)
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -123,8 +122,9 @@ class ServeProcess:
                 return self
             except httpx.HTTPError:
                 pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"serve did not start (exit {self.process.poll()}): {self.log.read_text()}")
+            exit_code = process.poll()
+            if exit_code is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"serve did not start (exit {exit_code}): {self.log.read_text()}")
             time.sleep(0.1)
 
     def stop(self, sig=None, timeout: float = 120) -> int:

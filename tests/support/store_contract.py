@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta, timezone
+from typing import cast
 
 import numpy as np
 import pytest
@@ -574,8 +575,8 @@ def test_text_statistics_are_the_users_own(store):
     store.put([mem(f"c{i}", content=f"coffee with friend number {i}") for i in range(3)]
               + [mem("v", content="violin with friend number 99")])
 
-    def ranked() -> list[tuple[str, float]]:
-        found = sorted(text_search(store, "alice", "coffee violin"), key=lambda c: c.text_rank)
+    def ranked() -> list[tuple[str, float | None]]:
+        found = sorted(text_search(store, "alice", "coffee violin"), key=lambda c: cast(int, c.text_rank))
         return [(c.memory.id, c.text_score) for c in found]
 
     alone = ranked()

@@ -79,8 +79,10 @@ def test_parser_ranges_read_well() -> None:
     from memoryscope_plugins.retrieval.time_parser import parse_time
 
     parsed = parse_time("上周", datetime(2026, 11, 22, 15))
+    assert parsed.range is not None and parsed.range.start is not None
     assert format_time_span(parsed.range.start, parsed.range.end, "zh") == "2026年11月9日 – 11月15日"
     parsed = parse_time("last night", datetime(2026, 11, 22, 15))
+    assert parsed.range is not None and parsed.range.start is not None
     assert format_time_span(parsed.range.start, parsed.range.end) == "2026-11-21 Sat 18:00 – 2026-11-22 Sun 06:00"
 
 

@@ -111,7 +111,7 @@ class FakeModelServer:
         """``http://127.0.0.1:PORT`` (no trailing slash, no ``/v1``)."""
         assert self._server is not None, "server not started"
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     # -- scripting -------------------------------------------------------------------------------
 
