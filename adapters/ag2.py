@@ -88,6 +88,7 @@ _NETWORK_HUB = "ag2.network.hub"
 #: `MemoryScopeMiddleware.who_said`'s answer for the human (an object: no agent name can equal it).
 HUMAN: Any = type("Human", (), {"__repr__": lambda self: "HUMAN"})()
 
+#: The system-prompt section that tells the model about the memory tools (``tools=True``).
 DEFAULT_TOOL_INSTRUCTIONS = (
     "## Long-term memory\n\n"
     "You have the `search_memory`, `add_memory`, `update_memory` and `delete_memory` tools. Search "

@@ -53,6 +53,7 @@ __all__ = ["DEFAULT_TOOL_INSTRUCTIONS", "MEMORY_MSG_NAME", "MemoryScopeMiddlewar
 #: The name of the transient message that carries recalled memories into a model call.
 MEMORY_MSG_NAME = "memory"
 
+#: The system-prompt section that tells the model about the memory tools (agent control).
 DEFAULT_TOOL_INSTRUCTIONS = (
     "## Long-term memory\n\n"
     "You have the `retrieve_from_memory` and `record_to_memory` tools. Retrieve when the answer may "
