@@ -275,13 +275,13 @@ WINDOWS = [
     TimeRange(T0 - MICRO, T0), TimeRange(T0 + DAY, T0 + DAY + timedelta(hours=1)),
     TimeRange(T0.astimezone(PST), (T0 + DAY).astimezone(IST)),
 ]
-FILTER_VALUES = dict(
-    agent_id=[None, "a1", "nobody"],
-    types=[None, (), (MemoryType.TURN,), (MemoryType.INSIGHT, MemoryType.OBSERVATION)],
-    statuses=[None, (), (MemoryStatus.ACTIVE,), (MemoryStatus.EXPIRED,)],
-    session_id=[None, "s1"],
-    time_range=WINDOWS,
-)
+FILTER_VALUES: dict[str, list] = {
+    "agent_id": [None, "a1", "nobody"],
+    "types": [None, (), (MemoryType.TURN,), (MemoryType.INSIGHT, MemoryType.OBSERVATION)],
+    "statuses": [None, (), (MemoryStatus.ACTIVE,), (MemoryStatus.EXPIRED,)],
+    "session_id": [None, "s1"],
+    "time_range": WINDOWS,
+}
 
 
 def filter_corpus() -> list[Memory]:
