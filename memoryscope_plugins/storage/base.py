@@ -158,6 +158,13 @@ def vector_rows(vectors: Any, n: int) -> list[np.ndarray | None]:
     return out
 
 
+def vector_rows_for(ids: Sequence[str], vectors: Any) -> list[np.ndarray | None]:
+    """`set_vectors`' rows, checked: one per id, finite, as float32."""
+    if len(ids) != len(vectors):
+        raise ValueError("vectors must align with ids")
+    return vector_rows(vectors, len(ids))
+
+
 def merge_batch(memories: Sequence[Memory], vectors: Any
                 ) -> tuple[dict[str, tuple[Memory, np.ndarray | None]], set[str]]:
     """A put batch by id, for the server stores: later entries win, a None vector keeps an earlier

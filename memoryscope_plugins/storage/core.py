@@ -7,10 +7,10 @@ builds get/search/list on `batch`. A backend subclasses it and implements only t
   `delete`, `delete_user`, `rename_user`, `list`, `count`, `users`, `_memory_page`,
   `count_needing_vectors`;
 - search: `search` (both channels, each with its own ranks and scores);
-- the message log: `append_messages`, `_read_messages`, `_set_message_state`, `users_with_pending`;
+- the message log: `_log`, `_read_messages`, `_set_message_state`, `users_with_pending`;
 - leases: `acquire_lease`, `release_lease`; and `close`.
 
-Built here once: `put`, `commit_consolidation`, `iter_memories`, `iter_needing_vectors`,
+Built here once: `put`, `commit_consolidation`, `append_messages`, `iter_memories`, `iter_needing_vectors`,
 `pending_messages`, `recent_messages`, `mark_messages`, and use as a context manager.
 
 What a backend shares with the others is in modules of their own: columns and row conversion
@@ -27,7 +27,8 @@ from typing import Any, Iterator, Literal, Mapping, Sequence, TypeVar
 import numpy as np
 
 from ..types import Memory, Message
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
+from . import records
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows, message_ids_for
 from .messages import PENDING, check_state
 
 _Store = TypeVar("_Store", bound="StoreBase")
@@ -96,10 +97,9 @@ class StoreBase(ABC):
     def search(self, request: SearchRequest) -> builtins.list[Candidate]: ...
 
     @abstractmethod
-    def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
-                        session_id: str | None = None, memories: Sequence[Memory] = (),
-                        vectors: np.ndarray | None = None, *, state: str = PENDING,
-                        message_ids: Sequence[str] | None = None) -> builtins.list[str]: ...
+    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None) -> None:
+        """Log the messages (encoded rows in `records.MESSAGE_WRITE_COLUMNS` order, numbered in
+        order) and put `memories`, all or nothing."""
 
     @abstractmethod
     def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
@@ -152,6 +152,17 @@ class StoreBase(ABC):
                 return
             after = page[-1][0]
             yield [memory for _, memory in page]
+
+    def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
+                        session_id: str | None = None, memories: Sequence[Memory] = (),
+                        vectors: np.ndarray | None = None, *, state: str = PENDING,
+                        message_ids: Sequence[str] | None = None) -> builtins.list[str]:
+        """Log messages (and, in the same transaction, the memories made from them); returns their
+        ids (`message_ids` when given, else new random ones)."""
+        ids = message_ids_for(messages, message_ids)
+        self._log([records.message_values(message_id, user_id, agent_id, session_id, message, state)
+                   for message_id, message in zip(ids, messages)], memories, vectors)
+        return ids
 
     def pending_messages(self, user_id: str, limit: int = 100) -> builtins.list[StoredMessage]:
         """The user's pending messages, oldest first."""

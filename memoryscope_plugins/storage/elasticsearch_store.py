@@ -49,28 +49,10 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
 
 from ..errors import SchemaVersionError, StoreError
 from ..indexing import full_text
-from ..types import Memory, Message
-from .base import (
-    Candidate,
-    MemoryFilter,
-    SearchRequest,
-    StoredMessage,
-    VectorRows,
-    merge_batch,
-    message_ids_for,
-    vector_rows as _as_rows,
-)
+from ..types import Memory
+from . import base, messages, records
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
-from .messages import DONE, FAILED, PENDING
-from .records import (
-    MEMORY_COLUMNS,
-    MESSAGE_COLUMNS,
-    MESSAGE_WRITE_COLUMNS,
-    memory_from_row,
-    memory_values,
-    message_from_row,
-    message_values,
-)
 from .timecodes import epoch_microseconds
 
 log = logging.getLogger(__name__)
@@ -129,12 +111,12 @@ def _doc_id(memory_id: str) -> str:
 
 
 # the shared columns under the field names of this mapping (metadata is kept as JSON text)
-_MEMORY_FIELDS = tuple("metadata_json" if c == "metadata" else c for c in MEMORY_COLUMNS)
-_MESSAGE_FIELDS = tuple("metadata_json" if c == "metadata" else c for c in MESSAGE_COLUMNS)
+_MEMORY_FIELDS = tuple("metadata_json" if c == "metadata" else c for c in records.MEMORY_COLUMNS)
+_MESSAGE_FIELDS = tuple("metadata_json" if c == "metadata" else c for c in records.MESSAGE_COLUMNS)
 
 
 def _memory_source(memory: Memory, seq: int) -> dict[str, Any]:
-    source = memory_values(memory)
+    source = records.memory_values(memory)
     source["metadata_json"] = source.pop("metadata")
     event_last = memory.event_end if memory.event_end is not None else memory.event_start
     source.update(
@@ -146,11 +128,11 @@ def _memory_source(memory: Memory, seq: int) -> dict[str, Any]:
 
 
 def _source_to_memory(src: dict[str, Any]) -> Memory:
-    return memory_from_row([src.get(name) for name in _MEMORY_FIELDS])
+    return records.memory_from_row([src.get(name) for name in _MEMORY_FIELDS])
 
 
 def _source_to_message(src: dict[str, Any]) -> StoredMessage:
-    return message_from_row([src.get(name) for name in _MESSAGE_FIELDS])
+    return records.message_from_row([src.get(name) for name in _MESSAGE_FIELDS])
 
 
 class ElasticsearchStore(StoreBase):
@@ -383,7 +365,7 @@ class ElasticsearchStore(StoreBase):
         """Bulk operations (and their undo) that put `memories`; checks ownership first."""
         if not memories:
             return [], []
-        merged, cleared = merge_batch(memories, vectors)
+        merged, cleared = base.merge_batch(memories, vectors)
         model = self.embedding_model
         field = None
         dims = {v.shape[0] for _, v in merged.values() if v is not None}
@@ -432,16 +414,14 @@ class ElasticsearchStore(StoreBase):
                 done_message_ids: Sequence[str]) -> None:
         """All or nothing (see the module docstring)."""
         mem_ops, mem_undo = self._memory_ops(memories, vectors)
-        msg_ops, msg_undo = self._message_ops(done_message_ids, DONE)
+        msg_ops, msg_undo = self._message_ops(done_message_ids, messages.DONE)
         self._bulk(mem_ops + msg_ops, mem_undo + msg_undo, "put" if not done_message_ids else "commit_consolidation")
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Replace the vectors of existing memories (used when the embedding model changes)."""
-        if len(ids) != len(vectors):
-            raise ValueError("vectors must align with ids")
-        if not len(ids):
+        rows = base.vector_rows_for(ids, vectors)
+        if not rows:
             return
-        rows = _as_rows(vectors, len(ids))
         model = self.embedding_model
         dims = {v.shape[0] for v in rows if v is not None}
         if len(dims) > 1:
@@ -687,23 +667,17 @@ class ElasticsearchStore(StoreBase):
         return list(found.values())
 
     # -- the durable message log ------------------------------------------------------------------
-    def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
-                        session_id: str | None = None, memories: Sequence[Memory] = (),
-                        vectors: np.ndarray | None = None, *, state: str = PENDING,
-                        message_ids: Sequence[str] | None = None) -> builtins.list[str]:
-        ids = message_ids_for(messages, message_ids)
+    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None) -> None:
         mem_ops, mem_undo = self._memory_ops(memories, vectors)
-        first = self._reserve("message_seq", len(messages))
+        first = self._reserve("message_seq", len(rows))
         ops: list[dict[str, Any]] = []
         undo: list[dict[str, Any] | None] = []
-        for i, (message_id, message) in enumerate(zip(ids, messages)):
-            source = dict(zip(MESSAGE_WRITE_COLUMNS,
-                              message_values(message_id, user_id, agent_id, session_id, message, state)))
+        for i, row in enumerate(rows):
+            source = dict(zip(records.MESSAGE_WRITE_COLUMNS, row))
             source.update(metadata_json=source.pop("metadata"), seq=first + i, attempts=0)
-            ops.append({"_op_type": "create", "_index": self.messages_index, "_id": message_id, "_source": source})
-            undo.append({"_op_type": "delete", "_index": self.messages_index, "_id": message_id})
+            ops.append({"_op_type": "create", "_index": self.messages_index, "_id": source["id"], "_source": source})
+            undo.append({"_op_type": "delete", "_index": self.messages_index, "_id": source["id"]})
         self._bulk(ops + mem_ops, undo + mem_undo, "append_messages")
-        return ids
 
     def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
                        before_seq: int | None = None, limit: int,
@@ -732,7 +706,8 @@ class ElasticsearchStore(StoreBase):
             if not doc.get("found"):
                 continue
             old = doc["_source"]
-            new = dict(old, state=state, attempts=int(old.get("attempts") or 0) + (1 if state == FAILED else 0))
+            failed = 1 if state == messages.FAILED else 0
+            new = dict(old, state=state, attempts=int(old.get("attempts") or 0) + failed)
             ops.append({"_op_type": "index", "_index": self.messages_index, "_id": doc["_id"], "_source": new,
                         "if_seq_no": doc["_seq_no"], "if_primary_term": doc["_primary_term"]})
             undo.append({"_op_type": "index", "_index": self.messages_index, "_id": doc["_id"], "_source": old})
@@ -743,7 +718,7 @@ class ElasticsearchStore(StoreBase):
         self._bulk(ops, undo, "mark_messages")
 
     def users_with_pending(self) -> builtins.list[str]:
-        return sorted(self._distinct(self.messages_index, "user_id", {"term": {"state": PENDING}}))
+        return sorted(self._distinct(self.messages_index, "user_id", {"term": {"state": messages.PENDING}}))
 
     # -- leases -----------------------------------------------------------------------------
     def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:

@@ -52,29 +52,11 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
 
 from ..errors import SchemaVersionError, StoreError, StoreLockedError
 from ..indexing import full_text
-from ..types import Memory, Message
-from .base import (
-    Candidate,
-    MemoryFilter,
-    SearchRequest,
-    StoredMessage,
-    VectorRows,
-    merge_batch,
-    message_ids_for,
-    vector_rows,
-)
+from ..types import Memory
+from . import base, records
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
 from .messages import DONE, FAILED, PENDING
-from .records import (
-    MEMORY_COLUMNS,
-    MEMORY_VALUE_COLUMNS,
-    MESSAGE_COLUMNS,
-    MESSAGE_WRITE_COLUMNS,
-    memory_from_row,
-    memory_values,
-    message_from_row,
-    message_values,
-)
 from .term_index import K1, B
 from .timecodes import aware
 
@@ -147,12 +129,12 @@ _MIGRATIONS: list[tuple[int, list[str]]] = [
     ]),
 ]
 
-_MEMORY_COLUMNS = ", ".join(MEMORY_COLUMNS)
-_M_COLUMNS = ", ".join("m." + c for c in MEMORY_COLUMNS)
-_MESSAGE_COLUMNS = ", ".join(MESSAGE_COLUMNS)
+_MEMORY_COLUMNS = ", ".join(records.MEMORY_COLUMNS)
+_M_COLUMNS = ", ".join("m." + c for c in records.MEMORY_COLUMNS)
+_MESSAGE_COLUMNS = ", ".join(records.MESSAGE_COLUMNS)
 # a memory row as `_put_in` writes it: the shared columns, then the comparable times and search text;
 # the vector and its model follow, replaced on conflict only when the batch sets or clears them
-_PUT_COLUMNS = ("rowid", *MEMORY_VALUE_COLUMNS, "created_ts", "event_start_ts", "event_end_ts", "search_text")
+_PUT_COLUMNS = ("rowid", *records.MEMORY_VALUE_COLUMNS, "created_ts", "event_start_ts", "event_end_ts", "search_text")
 _PUT_MEMORY = (
     f"INSERT INTO {{memories}} AS m ({', '.join(_PUT_COLUMNS)}, embedding_model, embedding) "
     f"OVERRIDING SYSTEM VALUE VALUES ({', '.join(['%s'] * (len(_PUT_COLUMNS) + 2))}) "
@@ -161,8 +143,8 @@ _PUT_MEMORY = (
     + "embedding_model=CASE WHEN %s THEN excluded.embedding_model ELSE m.embedding_model END, "
     "embedding=CASE WHEN %s THEN excluded.embedding ELSE m.embedding END "
     "WHERE m.user_id = excluded.user_id RETURNING m.id")
-_INSERT_MESSAGE = (f"INSERT INTO {{messages}}({', '.join(MESSAGE_WRITE_COLUMNS)}) "
-                   f"VALUES ({', '.join(['%s'] * len(MESSAGE_WRITE_COLUMNS))})")
+_INSERT_MESSAGE = (f"INSERT INTO {{messages}}({', '.join(records.MESSAGE_WRITE_COLUMNS)}) "
+                   f"VALUES ({', '.join(['%s'] * len(records.MESSAGE_WRITE_COLUMNS))})")
 
 _PREFIX_OK = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 
@@ -496,7 +478,7 @@ class PostgresStore(StoreBase):
     def _put_in(self, conn: psycopg.Connection, memories: Sequence[Memory], vectors: Any) -> None:
         if not memories:
             return
-        merged, cleared = merge_batch(memories, vectors)
+        merged, cleared = base.merge_batch(memories, vectors)
         model = self.embedding_model
         dims = {v.shape[0] for _, v in merged.values() if v is not None}
         if model is not None:
@@ -512,7 +494,7 @@ class PostgresStore(StoreBase):
         for rowid, (memory, vector) in zip(rowids, merged.values()):
             replace_vector = vector is not None or memory.id in cleared
             params.append((
-                rowid, *memory_values(memory).values(), aware(memory.created_at), aware(memory.event_start),
+                rowid, *records.memory_values(memory).values(), aware(memory.created_at), aware(memory.event_start),
                 aware(memory.event_end), full_text(memory),
                 None if vector is None else model, None if vector is None else _PgVector(vector),
                 replace_vector, replace_vector,
@@ -544,11 +526,9 @@ class PostgresStore(StoreBase):
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Replace the vectors of existing memories (used when the embedding model changes)."""
-        if len(ids) != len(vectors):
-            raise ValueError("vectors must align with ids")
-        if not len(ids):
+        rows = base.vector_rows_for(ids, vectors)
+        if not rows:
             return
-        rows = vector_rows(vectors, len(ids))
         with self._tx() as conn:
             model = self.embedding_model
             if model is not None:
@@ -598,7 +578,7 @@ class PostgresStore(StoreBase):
             rows = conn.execute(self._q(f"SELECT {_MEMORY_COLUMNS} FROM {{memories}} "
                                         "WHERE user_id=%s AND id = ANY(%s)"),
                                 (user_id, list(ids))).fetchall()
-        return in_order(ids, {r[0]: memory_from_row(r) for r in rows})
+        return in_order(ids, {r[0]: records.memory_from_row(r) for r in rows})
 
     @staticmethod
     def _where(user_id: str, flt: MemoryFilter, params: dict[str, Any]) -> str:
@@ -639,7 +619,7 @@ class PostgresStore(StoreBase):
             rows = conn.execute(self._q(
                 f"SELECT {_M_COLUMNS} FROM {{memories}} m WHERE {where} "
                 f"ORDER BY m.created_ts {order}, m.rowid {order} LIMIT %(limit)s OFFSET %(offset)s"), params).fetchall()
-        return [memory_from_row(r) for r in rows]
+        return [records.memory_from_row(r) for r in rows]
 
     def count(self, user_id: str, flt: MemoryFilter) -> int:
         params: dict[str, Any] = {}
@@ -666,7 +646,7 @@ class PostgresStore(StoreBase):
                 f"SELECT rowid, {_MEMORY_COLUMNS} FROM {{memories}} WHERE {' AND '.join(clauses)} "
                 "ORDER BY rowid LIMIT %(n)s"), {"after": after, "user_id": user_id, "n": limit,
                                                "model": self.embedding_model or ""}).fetchall()
-        return [(row[0], memory_from_row(row[1:])) for row in rows]
+        return [(row[0], records.memory_from_row(row[1:])) for row in rows]
 
     _NEEDS = "(embedding_model IS NULL OR embedding_model < %(model)s OR embedding_model > %(model)s)"
 
@@ -709,7 +689,7 @@ class PostgresStore(StoreBase):
             query = self._q(statement, model_lit=sql.Literal(model), cfg_lit=sql.Literal(self.text_search_config))
             rows = conn.execute(query, params).fetchall()
         return [Candidate(
-            memory=memory_from_row(row[4:]),
+            memory=records.memory_from_row(row[4:]),
             text_rank=None if row[0] is None else int(row[0]),
             text_score=None if row[1] is None else float(row[1]),
             vector_rank=None if row[2] is None else int(row[2]),
@@ -771,19 +751,12 @@ class PostgresStore(StoreBase):
             "(SELECT * FROM v_exact UNION ALL SELECT * FROM v_ann) u)")
 
     # -- the durable message log ------------------------------------------------------------------
-    def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
-                        session_id: str | None = None, memories: Sequence[Memory] = (),
-                        vectors: np.ndarray | None = None, *, state: str = PENDING,
-                        message_ids: Sequence[str] | None = None) -> builtins.list[str]:
-        ids = message_ids_for(messages, message_ids)
+    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None) -> None:
         with self._tx() as conn:
-            if messages:
+            if rows:
                 with conn.cursor() as cur:
-                    cur.executemany(self._q(_INSERT_MESSAGE),
-                                    [message_values(message_id, user_id, agent_id, session_id, message, state)
-                                     for message_id, message in zip(ids, messages)])
+                    cur.executemany(self._q(_INSERT_MESSAGE), rows)
             self._put_in(conn, memories, vectors)
-        return ids
 
     def _lock_messages(self, conn: psycopg.Connection, ids: Sequence[str]) -> None:
         """Lock message rows in id order before changing them (no lock-order deadlocks)."""
@@ -803,7 +776,7 @@ class PostgresStore(StoreBase):
         with self._tx() as conn:
             rows = conn.execute(self._q(f"SELECT {_MESSAGE_COLUMNS} FROM {{messages}} WHERE {' AND '.join(clauses)} "
                                         f"ORDER BY seq {order} LIMIT %(n)s"), params).fetchall()
-        return [message_from_row(r) for r in rows]
+        return [records.message_from_row(r) for r in rows]
 
     def _set_message_state(self, ids: Sequence[str], state: str) -> None:
         if not ids:

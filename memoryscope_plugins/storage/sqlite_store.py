@@ -29,20 +29,11 @@ import numpy as np
 
 from ..errors import SchemaVersionError, StoreCorruptError, StoreError, StoreLockedError
 from ..indexing import full_text
-from ..types import Memory, MemoryStatus, MemoryType, Message
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows, message_ids_for
+from ..types import Memory, MemoryStatus, MemoryType
+from . import records
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
 from .messages import DONE, FAILED, PENDING
-from .records import (
-    MEMORY_COLUMNS,
-    MEMORY_VALUE_COLUMNS,
-    MESSAGE_COLUMNS,
-    MESSAGE_WRITE_COLUMNS,
-    memory_from_row,
-    memory_values,
-    message_from_row,
-    message_values,
-)
 from .term_index import TermIndex
 from .text_analysis import analyse
 from .timecodes import epoch_seconds
@@ -108,16 +99,16 @@ CREATE INDEX IF NOT EXISTS messages_state ON messages(state, user_id);
 CREATE TABLE IF NOT EXISTS leases (user_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_ts REAL NOT NULL);
 """
 
-_MEMORY_COLUMNS = ", ".join(MEMORY_COLUMNS)
-_MESSAGE_COLUMNS = ", ".join(MESSAGE_COLUMNS)
+_MEMORY_COLUMNS = ", ".join(records.MEMORY_COLUMNS)
+_MESSAGE_COLUMNS = ", ".join(records.MESSAGE_COLUMNS)
 # a memory row as `_put_in` writes it: the shared columns, then the comparable times, vector and terms
-_WRITE_COLUMNS = (*MEMORY_VALUE_COLUMNS, "created_ts", "event_start_ts",
+_WRITE_COLUMNS = (*records.MEMORY_VALUE_COLUMNS, "created_ts", "event_start_ts",
                   "event_end_ts", "embedding_model", "vector", "seq", "terms")
 _INSERT_MEMORY = (f"INSERT INTO memories({', '.join(_WRITE_COLUMNS)}) "
                   f"VALUES({','.join('?' * len(_WRITE_COLUMNS))})")
 _UPDATE_MEMORY = f"UPDATE memories SET {', '.join(c + '=?' for c in _WRITE_COLUMNS)} WHERE rowid=?"
-_INSERT_MESSAGE = (f"INSERT INTO messages({', '.join(MESSAGE_WRITE_COLUMNS)}) "
-                   f"VALUES({','.join('?' * len(MESSAGE_WRITE_COLUMNS))})")
+_INSERT_MESSAGE = (f"INSERT INTO messages({', '.join(records.MESSAGE_WRITE_COLUMNS)}) "
+                   f"VALUES({','.join('?' * len(records.MESSAGE_WRITE_COLUMNS))})")
 
 
 @dataclass
@@ -446,7 +437,7 @@ class SQLiteStore(StoreBase):
                 kept = conn.execute("SELECT vector, embedding_model FROM memories WHERE rowid=?", (old[0],)).fetchone()
                 blob, model = kept
             values = (
-                *memory_values(memory).values(), epoch_seconds(memory.created_at),
+                *records.memory_values(memory).values(), epoch_seconds(memory.created_at),
                 epoch_seconds(memory.event_start), epoch_seconds(memory.event_end),
                 model, blob, first_seq + i, " ".join(analyse(full_text(memory))),
             )
@@ -538,7 +529,7 @@ class SQLiteStore(StoreBase):
                 for row in conn.execute(
                         f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE user_id=? AND id IN ({marks})",
                         [user_id, *chunk]):
-                    found[row[0]] = memory_from_row(row)
+                    found[row[0]] = records.memory_from_row(row)
         return in_order(ids, found)
 
     @staticmethod
@@ -576,7 +567,7 @@ class SQLiteStore(StoreBase):
                 f"SELECT {_MEMORY_COLUMNS.replace('id,', 'm.id,', 1)} FROM memories m WHERE {where} "
                 f"ORDER BY m.created_ts {order}, m.rowid {order} LIMIT ? OFFSET ?",
                 [*params, limit, offset]).fetchall()
-        return [memory_from_row(r) for r in rows]
+        return [records.memory_from_row(r) for r in rows]
 
     def count(self, user_id: str, flt: MemoryFilter) -> int:
         where, params = self._where(user_id, flt)
@@ -601,7 +592,7 @@ class SQLiteStore(StoreBase):
         with self._read() as conn:
             rows = conn.execute(f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE {' AND '.join(clauses)} "
                                 "ORDER BY rowid LIMIT ?", [*params, limit]).fetchall()
-        return [(row[0], memory_from_row(row[1:])) for row in rows]
+        return [(row[0], records.memory_from_row(row[1:])) for row in rows]
 
     # ranges, not "!=", so the model index answers it without reading the whole table
     _NEEDS = "embedding_model IS NULL OR embedding_model < ? OR embedding_model > ?"
@@ -648,7 +639,7 @@ class SQLiteStore(StoreBase):
                 # "+user_id": look rows up by rowid, then check the owner (not a scan of the user's index)
                 for row in conn.execute(f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE rowid IN ({marks}) "
                                         "AND +user_id = ?", [*chunk, user_id]):
-                    result[row[0]] = memory_from_row(row[1:])
+                    result[row[0]] = records.memory_from_row(row[1:])
         if index is not None:
             index.records.update((r, result[r]) for r in rowids if r in result)
         return result
@@ -817,16 +808,11 @@ class SQLiteStore(StoreBase):
         )
 
     # -- the durable message log ------------------------------------------------------------------
-    def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
-                        session_id: str | None = None, memories: Sequence[Memory] = (),
-                        vectors: np.ndarray | None = None, *, state: str = PENDING,
-                        message_ids: Sequence[str] | None = None) -> builtins.list[str]:
-        ids = message_ids_for(messages, message_ids)
+    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None) -> None:
         with self._write() as conn:
-            for message_id, message in zip(ids, messages):
-                conn.execute(_INSERT_MESSAGE, message_values(message_id, user_id, agent_id, session_id, message, state))
+            for row in rows:
+                conn.execute(_INSERT_MESSAGE, row)
             self._put_in(conn, memories, vectors)
-        return ids
 
     def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
                        before_seq: int | None = None, limit: int,
@@ -841,7 +827,7 @@ class SQLiteStore(StoreBase):
             order = "DESC" if newest_first else "ASC"
             rows = conn.execute(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE {' AND '.join(clauses)} "
                                 f"ORDER BY seq {order} LIMIT ?", [*params, limit]).fetchall()
-        return [message_from_row(r) for r in rows]
+        return [records.message_from_row(r) for r in rows]
 
     def _set_message_state(self, ids: Sequence[str], state: str) -> None:
         with self._write() as conn:
