@@ -144,24 +144,8 @@ class MemoryScope:
 
     # -- construction -------------------------------------------------------------------------
     def _build_store(self) -> MemoryStore:
-        cfg = self.settings.store
-        if cfg.backend == "sqlite":
-            from .storage.sqlite_store import SQLiteStore
-            return SQLiteStore(cfg.sqlite_path(), embedding_model=self.embedder.name,
-                               busy_timeout_s=cfg.busy_timeout_s, vector_cache_rows=cfg.vector_cache_rows,
-                               synchronous=cfg.synchronous, quick_check_max_mb=cfg.quick_check_max_mb)
-        if cfg.backend == "postgres":
-            try:
-                from .storage.postgres_store import PostgresStore
-            except ImportError as exc:
-                raise ConfigError("the postgres backend needs: pip install 'memoryscope-plugins[postgres]'") from exc
-            return PostgresStore.from_settings(cfg, embedding_model=self.embedder.name)
-        try:
-            from .storage.elasticsearch_store import ElasticsearchStore
-        except ImportError as exc:
-            raise ConfigError("the elasticsearch backend needs: "
-                              "pip install 'memoryscope-plugins[elasticsearch]'") from exc
-        return ElasticsearchStore.from_settings(cfg, embedding_model=self.embedder.name)
+        from .storage.registry import build_store
+        return build_store(self.settings.store, embedding_model=self.embedder.name)
 
     def _build_consolidation(self, start_worker: bool | None):
         from .consolidation.service import ConsolidationService

@@ -4,6 +4,9 @@ Kept narrow on purpose: records in and out, one candidate search that returns bo
 and the vector channel, a durable message log that doubles as the consolidation queue, and a
 small key/value table for store-wide facts (schema version, embedding model). Ranking (fusion,
 weights, time boosts) happens in the engine, so every backend ranks the same way.
+
+Backends implement it by subclassing `core.StoreBase`, which builds the convenience methods on a
+few primitives (listed there and in docs/storage.md).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any, Iterator, Literal, Protocol, Sequence, TypeAlias, runtim
 import numpy as np
 
 from ..types import Memory, MemoryStatus, MemoryType, Message, TimeRange
+from .messages import PENDING
 
 # vectors aligned with the memories they go with: a 2-D array, or rows where None keeps the stored
 # vector and an empty row clears it
@@ -66,7 +70,7 @@ class StoredMessage:
     agent_id: str
     message: Message
     seq: int
-    state: str = "pending"  # pending | done | failed
+    state: str = PENDING  # one of messages.MESSAGE_STATES: pending | done | failed
     attempts: int = 0
     session_id: str | None = None
 
@@ -156,6 +160,13 @@ def vector_rows(vectors: Any, n: int) -> list[np.ndarray | None]:
                 raise ValueError("vectors must be finite")
             out.append(arr)
     return out
+
+
+def vector_rows_for(ids: Sequence[str], vectors: Any) -> list[np.ndarray | None]:
+    """`set_vectors`' rows, checked: one per id, finite, as float32."""
+    if len(ids) != len(vectors):
+        raise ValueError("vectors must align with ids")
+    return vector_rows(vectors, len(ids))
 
 
 def merge_batch(memories: Sequence[Memory], vectors: Any

@@ -38,7 +38,6 @@ import json
 import logging
 import re
 import time
-from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
@@ -48,24 +47,17 @@ try:
 except ImportError as exc:  # pragma: no cover - the engine turns this into a ConfigError
     raise ImportError("the elasticsearch backend needs: pip install 'memoryscope-plugins[elasticsearch]'") from exc
 
-from ..errors import NotFoundError, SchemaVersionError, StoreError
+from ..errors import SchemaVersionError, StoreError
 from ..indexing import full_text
-from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
-from .base import (
-    Candidate,
-    MemoryFilter,
-    SearchRequest,
-    StoredMessage,
-    VectorRows,
-    merge_batch,
-    message_ids_for,
-    vector_rows as _as_rows,
-)
+from ..types import Memory
+from . import base, messages, records
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
+from .core import StoreBase, in_order
+from .timecodes import epoch_microseconds
 
 log = logging.getLogger(__name__)
 
 MAPPING_VERSION = 1
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _STORED = {"type": "keyword", "index": False, "doc_values": False}  # kept in _source, never searched
 _VEC = "vec_"
 
@@ -109,20 +101,6 @@ _MIGRATIONS: list[tuple[int, dict[str, Any]]] = [
 ]
 
 
-def _us(moment: datetime | None) -> int | None:
-    if moment is None:
-        return None
-    return (as_aware(moment) - _EPOCH) // timedelta(microseconds=1)
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else as_aware(moment).isoformat()
-
-
-def _parse_iso(text: str | None) -> datetime | None:
-    return None if text is None else datetime.fromisoformat(text)
-
-
 def _doc_id(memory_id: str) -> str:
     """Elasticsearch ids are at most 512 bytes; longer ids are hashed (the `id` field keeps them).
     Ids that start with "h:" are hashed too, so no id can name another id's hashed document (a user
@@ -132,45 +110,32 @@ def _doc_id(memory_id: str) -> str:
     return "h:" + hashlib.sha256(memory_id.encode("utf-8")).hexdigest()
 
 
+# the shared columns under the field names of this mapping (metadata is kept as JSON text)
+_MEMORY_FIELDS = tuple("metadata_json" if c == "metadata" else c for c in records.MEMORY_COLUMNS)
+_MESSAGE_FIELDS = tuple("metadata_json" if c == "metadata" else c for c in records.MESSAGE_COLUMNS)
+
+
 def _memory_source(memory: Memory, seq: int) -> dict[str, Any]:
+    source = records.memory_values(memory)
+    source["metadata_json"] = source.pop("metadata")
     event_last = memory.event_end if memory.event_end is not None else memory.event_start
-    return {
-        "id": memory.id, "user_id": memory.user_id, "agent_id": memory.agent_id, "type": memory.type.value,
-        "status": memory.status.value, "session_id": memory.session_id, "speaker": memory.speaker,
-        "role": memory.role, "content": memory.content, "context": memory.context,
-        "search_text": full_text(memory), "previous_id": memory.previous_id,
-        "created_at": _iso(memory.created_at), "updated_at": _iso(memory.updated_at),
-        "event_start": _iso(memory.event_start), "event_end": _iso(memory.event_end),
-        "created_us": _us(memory.created_at), "event_start_us": _us(memory.event_start),
-        "event_last_us": _us(event_last), "superseded_by": memory.superseded_by,
-        "source_ids": list(memory.source_ids), "metadata_json": json.dumps(memory.metadata, default=str),
-        "embedding_model": None, "seq": seq,
-    }
+    source.update(
+        source_ids=list(memory.source_ids), search_text=full_text(memory),
+        created_us=epoch_microseconds(memory.created_at), event_start_us=epoch_microseconds(memory.event_start),
+        event_last_us=epoch_microseconds(event_last), embedding_model=None, seq=seq,
+    )
+    return source
 
 
 def _source_to_memory(src: dict[str, Any]) -> Memory:
-    return Memory(
-        id=src["id"], user_id=src["user_id"], agent_id=src["agent_id"], type=MemoryType(src["type"]),
-        status=MemoryStatus(src["status"]), content=src["content"], context=src.get("context"),
-        speaker=src.get("speaker"), role=src.get("role"), session_id=src.get("session_id"),
-        created_at=datetime.fromisoformat(src["created_at"]), updated_at=datetime.fromisoformat(src["updated_at"]),
-        event_start=_parse_iso(src.get("event_start")), event_end=_parse_iso(src.get("event_end")),
-        superseded_by=src.get("superseded_by"), source_ids=list(src.get("source_ids") or []),
-        metadata=json.loads(src.get("metadata_json") or "{}"), embedding_model=src.get("embedding_model"),
-        previous_id=src.get("previous_id"),
-    )
+    return records.memory_from_row([src.get(name) for name in _MEMORY_FIELDS])
 
 
 def _source_to_message(src: dict[str, Any]) -> StoredMessage:
-    return StoredMessage(
-        id=src["id"], user_id=src["user_id"], agent_id=src["agent_id"], session_id=src.get("session_id"),
-        message=Message(role=src["role"], name=src.get("name"), content=src["content"],
-                        timestamp=datetime.fromisoformat(src["timestamp"]),
-                        metadata=json.loads(src.get("metadata_json") or "{}")),
-        seq=int(src["seq"]), state=src["state"], attempts=int(src.get("attempts") or 0))
+    return records.message_from_row([src.get(name) for name in _MESSAGE_FIELDS])
 
 
-class ElasticsearchStore:
+class ElasticsearchStore(StoreBase):
     """A `MemoryStore` on Elasticsearch 8.x.
 
     Args:
@@ -304,12 +269,6 @@ class ElasticsearchStore:
             if self._own_client:
                 self.es.close()
 
-    def __enter__(self) -> "ElasticsearchStore":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     # -- meta and counters --------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
         try:
@@ -406,7 +365,7 @@ class ElasticsearchStore:
         """Bulk operations (and their undo) that put `memories`; checks ownership first."""
         if not memories:
             return [], []
-        merged, cleared = merge_batch(memories, vectors)
+        merged, cleared = base.merge_batch(memories, vectors)
         model = self.embedding_model
         field = None
         dims = {v.shape[0] for _, v in merged.values() if v is not None}
@@ -451,17 +410,18 @@ class ElasticsearchStore:
         return ops, undo
 
     # -- writes -----------------------------------------------------------------------------
-    def put(self, memories: Sequence[Memory], vectors: VectorRows | None = None) -> None:
-        ops, undo = self._memory_ops(memories, vectors)
-        self._bulk(ops, undo, "put")
+    def _commit(self, memories: Sequence[Memory], vectors: VectorRows | None,
+                done_message_ids: Sequence[str]) -> None:
+        """All or nothing (see the module docstring)."""
+        mem_ops, mem_undo = self._memory_ops(memories, vectors)
+        msg_ops, msg_undo = self._message_ops(done_message_ids, messages.DONE)
+        self._bulk(mem_ops + msg_ops, mem_undo + msg_undo, "put" if not done_message_ids else "commit_consolidation")
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Replace the vectors of existing memories (used when the embedding model changes)."""
-        if len(ids) != len(vectors):
-            raise ValueError("vectors must align with ids")
-        if not len(ids):
+        rows = base.vector_rows_for(ids, vectors)
+        if not rows:
             return
-        rows = _as_rows(vectors, len(ids))
         model = self.embedding_model
         dims = {v.shape[0] for v in rows if v is not None}
         if len(dims) > 1:
@@ -535,7 +495,7 @@ class ElasticsearchStore:
         for doc in docs:
             if doc.get("found") and doc["_source"]["user_id"] == user_id:
                 found[doc["_source"]["id"]] = _source_to_memory(doc["_source"])
-        return [found[i] for i in ids if i in found]
+        return in_order(ids, found)
 
     @staticmethod
     def _filters(user_id: str, flt: MemoryFilter) -> list[dict[str, Any]]:
@@ -549,7 +509,7 @@ class ElasticsearchStore:
         if flt.session_id is not None:
             clauses.append({"term": {"session_id": flt.session_id}})
         if flt.time_range is not None:
-            lo, hi = _us(flt.time_range.start), _us(flt.time_range.end)
+            lo, hi = epoch_microseconds(flt.time_range.start), epoch_microseconds(flt.time_range.end)
             by_message: dict[str, Any] = {}
             if lo is not None:
                 by_message["gte"] = lo
@@ -645,21 +605,19 @@ class ElasticsearchStore:
         users = self._distinct(self.memories_index, "user_id") | self._distinct(self.messages_index, "user_id")
         return sorted(users, key=lambda u: u.encode("utf-8"))
 
-    def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
-        """Batches of memories in insertion order, of one user or (None) of all users."""
-        query = {"match_all": {}} if user_id is None else {"bool": {"filter": [{"term": {"user_id": user_id}}]}}
-        for hits in self._scan(self.memories_index, query, [{"seq": "asc"}], page=batch_size,
-                               excludes=self._NO_VECTORS):
-            yield [_source_to_memory(h["_source"]) for h in hits]
+    def _memory_page(self, user_id: str | None, *, needing_vectors: bool, after: int,
+                     limit: int) -> builtins.list[tuple[int, Memory]]:
+        query: dict[str, Any] = {"filter": [{"range": {"seq": {"gt": after}}}]}
+        if user_id is not None:
+            query["filter"].append({"term": {"user_id": user_id}})
+        if needing_vectors:
+            query.update(self._needing_query()["bool"])
+        hits = self._call(self.es.search, index=self.memories_index, query={"bool": query}, sort=[{"seq": "asc"}],
+                          size=limit, source_excludes=self._NO_VECTORS, track_total_hits=False)["hits"]["hits"]
+        return [(int(h["_source"]["seq"]), _source_to_memory(h["_source"])) for h in hits]
 
     def _needing_query(self) -> dict[str, Any]:
         return {"bool": {"must_not": [{"term": {"embedding_model": self.embedding_model or ""}}]}}
-
-    def iter_needing_vectors(self, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
-        """Batches of memories whose vector is missing or from another embedding model."""
-        for hits in self._scan(self.memories_index, self._needing_query(), [{"seq": "asc"}], page=batch_size,
-                               excludes=self._NO_VECTORS):
-            yield [_source_to_memory(h["_source"]) for h in hits]
 
     def count_needing_vectors(self) -> int:
         return int(self._call(self.es.count, index=self.memories_index, query=self._needing_query())["count"])
@@ -709,48 +667,33 @@ class ElasticsearchStore:
         return list(found.values())
 
     # -- the durable message log ------------------------------------------------------------------
-    def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
-                        session_id: str | None = None, memories: Sequence[Memory] = (),
-                        vectors: np.ndarray | None = None, *, state: str = "pending",
-                        message_ids: Sequence[str] | None = None) -> builtins.list[str]:
-        ids = message_ids_for(messages, message_ids)
+    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None) -> None:
         mem_ops, mem_undo = self._memory_ops(memories, vectors)
-        first = self._reserve("message_seq", len(messages))
+        first = self._reserve("message_seq", len(rows))
         ops: list[dict[str, Any]] = []
         undo: list[dict[str, Any] | None] = []
-        for i, (message_id, message) in enumerate(zip(ids, messages)):
-            ops.append({"_op_type": "create", "_index": self.messages_index, "_id": message_id, "_source": {
-                "id": message_id, "user_id": user_id, "agent_id": agent_id, "session_id": session_id,
-                "role": message.role, "name": message.name, "content": message.content,
-                "timestamp": _iso(message.timestamp or datetime.now(timezone.utc)),
-                "metadata_json": json.dumps(message.metadata, default=str), "seq": first + i, "state": state,
-                "attempts": 0}})
-            undo.append({"_op_type": "delete", "_index": self.messages_index, "_id": message_id})
+        for i, row in enumerate(rows):
+            source = dict(zip(records.MESSAGE_WRITE_COLUMNS, row))
+            source.update(metadata_json=source.pop("metadata"), seq=first + i, attempts=0)
+            ops.append({"_op_type": "create", "_index": self.messages_index, "_id": source["id"], "_source": source})
+            undo.append({"_op_type": "delete", "_index": self.messages_index, "_id": source["id"]})
         self._bulk(ops + mem_ops, undo + mem_undo, "append_messages")
-        return ids
 
-    def _message_query(self, clauses: builtins.list[dict[str, Any]]) -> dict[str, Any]:
-        return {"bool": {"filter": clauses}}
-
-    def pending_messages(self, user_id: str, limit: int = 100) -> builtins.list[StoredMessage]:
-        query = self._message_query([{"term": {"user_id": user_id}}, {"term": {"state": "pending"}}])
-        out: list[StoredMessage] = []
-        for hits in self._scan(self.messages_index, query, [{"seq": "asc"}], limit=limit, page=min(limit, 1000) or 1):
-            out.extend(_source_to_message(h["_source"]) for h in hits)
-        return out
-
-    def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
-                        limit: int) -> builtins.list[StoredMessage]:
+    def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
+                       before_seq: int | None = None, limit: int,
+                       newest_first: bool) -> builtins.list[StoredMessage]:
         clauses: list[dict[str, Any]] = [{"term": {"user_id": user_id}}]
         if agent_id is not None:
             clauses.append({"term": {"agent_id": agent_id}})
+        if state is not None:
+            clauses.append({"term": {"state": state}})
         if before_seq is not None:
             clauses.append({"range": {"seq": {"lt": before_seq}}})
         out: list[StoredMessage] = []
-        for hits in self._scan(self.messages_index, self._message_query(clauses), [{"seq": "desc"}], limit=limit,
-                               page=min(limit, 1000) or 1):
+        for hits in self._scan(self.messages_index, {"bool": {"filter": clauses}},
+                               [{"seq": "desc" if newest_first else "asc"}], limit=limit, page=min(limit, 1000) or 1):
             out.extend(_source_to_message(h["_source"]) for h in hits)
-        return list(reversed(out))
+        return out
 
     def _message_ops(self, ids: Sequence[str], state: str
                      ) -> tuple[builtins.list[dict[str, Any]], builtins.list[dict[str, Any] | None]]:
@@ -763,27 +706,19 @@ class ElasticsearchStore:
             if not doc.get("found"):
                 continue
             old = doc["_source"]
-            new = dict(old, state=state, attempts=int(old.get("attempts") or 0) + (1 if state == "failed" else 0))
+            failed = 1 if state == messages.FAILED else 0
+            new = dict(old, state=state, attempts=int(old.get("attempts") or 0) + failed)
             ops.append({"_op_type": "index", "_index": self.messages_index, "_id": doc["_id"], "_source": new,
                         "if_seq_no": doc["_seq_no"], "if_primary_term": doc["_primary_term"]})
             undo.append({"_op_type": "index", "_index": self.messages_index, "_id": doc["_id"], "_source": old})
         return ops, undo
 
-    def mark_messages(self, ids: Sequence[str], state: str) -> None:
-        if state not in ("pending", "done", "failed"):
-            raise ValueError(f"unknown message state {state!r}")
+    def _set_message_state(self, ids: Sequence[str], state: str) -> None:
         ops, undo = self._message_ops(ids, state)
         self._bulk(ops, undo, "mark_messages")
 
-    def commit_consolidation(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                             done_message_ids: Sequence[str]) -> None:
-        """Store what consolidation made and mark its messages done, all or nothing (see module doc)."""
-        mem_ops, mem_undo = self._memory_ops(memories, vectors)
-        msg_ops, msg_undo = self._message_ops(done_message_ids, "done")
-        self._bulk(mem_ops + msg_ops, mem_undo + msg_undo, "commit_consolidation")
-
     def users_with_pending(self) -> builtins.list[str]:
-        return sorted(self._distinct(self.messages_index, "user_id", {"term": {"state": "pending"}}))
+        return sorted(self._distinct(self.messages_index, "user_id", {"term": {"state": messages.PENDING}}))
 
     # -- leases -----------------------------------------------------------------------------
     def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:
@@ -819,9 +754,3 @@ class ElasticsearchStore:
             pass  # taken over or gone: nothing of ours to release
         except (ApiError, TransportError) as exc:
             raise StoreError(f"Elasticsearch error: {exc}") from exc
-
-    def get_one(self, user_id: str, memory_id: str) -> Memory:
-        found = self.get(user_id, [memory_id])
-        if not found:
-            raise NotFoundError(f"no memory {memory_id!r} for this user")
-        return found[0]

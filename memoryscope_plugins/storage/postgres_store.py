@@ -32,13 +32,11 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import json
 import logging
 import re
 import struct
 import threading
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
@@ -52,19 +50,15 @@ try:
 except ImportError as exc:  # pragma: no cover - the engine turns this into a ConfigError
     raise ImportError("the postgres backend needs: pip install 'memoryscope-plugins[postgres]'") from exc
 
-from ..errors import NotFoundError, SchemaVersionError, StoreError, StoreLockedError
+from ..errors import SchemaVersionError, StoreError, StoreLockedError
 from ..indexing import full_text
-from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
-from .base import (
-    Candidate,
-    MemoryFilter,
-    SearchRequest,
-    StoredMessage,
-    VectorRows,
-    merge_batch,
-    message_ids_for,
-    vector_rows as _as_rows,
-)
+from ..types import Memory
+from . import base, records
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
+from .core import StoreBase, in_order
+from .messages import DONE, FAILED, PENDING
+from .term_index import K1, B
+from .timecodes import aware
 
 log = logging.getLogger(__name__)
 
@@ -135,25 +129,24 @@ _MIGRATIONS: list[tuple[int, list[str]]] = [
     ]),
 ]
 
-_MEMORY_COLUMNS = ("id, user_id, agent_id, type, status, content, context, speaker, role, session_id, "
-                   "created_at, updated_at, event_start, event_end, superseded_by, source_ids, metadata, "
-                   "embedding_model, previous_id")
-_M_COLUMNS = ", ".join("m." + c.strip() for c in _MEMORY_COLUMNS.split(","))
-_MESSAGE_COLUMNS = "id, user_id, agent_id, session_id, role, name, content, timestamp, metadata, seq, state, attempts"
+_MEMORY_COLUMNS = ", ".join(records.MEMORY_COLUMNS)
+_M_COLUMNS = ", ".join("m." + c for c in records.MEMORY_COLUMNS)
+_MESSAGE_COLUMNS = ", ".join(records.MESSAGE_COLUMNS)
+# a memory row as `_put_in` writes it: the shared columns, then the comparable times and search text;
+# the vector and its model follow, replaced on conflict only when the batch sets or clears them
+_PUT_COLUMNS = ("rowid", *records.MEMORY_VALUE_COLUMNS, "created_ts", "event_start_ts", "event_end_ts", "search_text")
+_PUT_MEMORY = (
+    f"INSERT INTO {{memories}} AS m ({', '.join(_PUT_COLUMNS)}, embedding_model, embedding) "
+    f"OVERRIDING SYSTEM VALUE VALUES ({', '.join(['%s'] * (len(_PUT_COLUMNS) + 2))}) "
+    "ON CONFLICT (id) DO UPDATE SET "
+    + "".join(f"{c}=excluded.{c}, " for c in _PUT_COLUMNS if c not in ("rowid", "id", "user_id"))
+    + "embedding_model=CASE WHEN %s THEN excluded.embedding_model ELSE m.embedding_model END, "
+    "embedding=CASE WHEN %s THEN excluded.embedding ELSE m.embedding END "
+    "WHERE m.user_id = excluded.user_id RETURNING m.id")
+_INSERT_MESSAGE = (f"INSERT INTO {{messages}}({', '.join(records.MESSAGE_WRITE_COLUMNS)}) "
+                   f"VALUES ({', '.join(['%s'] * len(records.MESSAGE_WRITE_COLUMNS))})")
 
 _PREFIX_OK = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else as_aware(moment).isoformat()
-
-
-def _aware(moment: datetime | None) -> datetime | None:
-    return None if moment is None else as_aware(moment)
-
-
-def _parse_iso(text: str | None) -> datetime | None:
-    return None if text is None else datetime.fromisoformat(text)
 
 
 def _scalar(cursor: psycopg.Cursor[Any]) -> Any:
@@ -162,25 +155,6 @@ def _scalar(cursor: psycopg.Cursor[Any]) -> Any:
     if row is None:
         raise StoreError("PostgreSQL returned no row for a query that always returns one")
     return row[0]
-
-
-def _row_to_memory(row: Sequence[Any]) -> Memory:
-    return Memory(
-        id=row[0], user_id=row[1], agent_id=row[2], type=MemoryType(row[3]),
-        status=MemoryStatus(row[4]), content=row[5], context=row[6], speaker=row[7], role=row[8],
-        session_id=row[9], created_at=datetime.fromisoformat(row[10]),
-        updated_at=datetime.fromisoformat(row[11]), event_start=_parse_iso(row[12]),
-        event_end=_parse_iso(row[13]), superseded_by=row[14], source_ids=json.loads(row[15]),
-        metadata=json.loads(row[16]), embedding_model=row[17], previous_id=row[18],
-    )
-
-
-def _row_to_stored(row: Sequence[Any]) -> StoredMessage:
-    return StoredMessage(
-        id=row[0], user_id=row[1], agent_id=row[2], session_id=row[3],
-        message=Message(role=row[4], name=row[5], content=row[6],
-                        timestamp=datetime.fromisoformat(row[7]), metadata=json.loads(row[8])),
-        seq=row[9], state=row[10], attempts=row[11])
 
 
 class _PgVector:
@@ -204,7 +178,7 @@ def _vector_dumper(oid: int) -> type[Dumper]:
     return VectorDumper
 
 
-class PostgresStore:
+class PostgresStore(StoreBase):
     """A `MemoryStore` on PostgreSQL with the pgvector extension.
 
     Args:
@@ -411,12 +385,6 @@ class PostgresStore:
             self._closed = True
             self._pool.close()
 
-    def __enter__(self) -> "PostgresStore":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     # -- meta -------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
         with self._tx() as conn:
@@ -510,7 +478,7 @@ class PostgresStore:
     def _put_in(self, conn: psycopg.Connection, memories: Sequence[Memory], vectors: Any) -> None:
         if not memories:
             return
-        merged, cleared = merge_batch(memories, vectors)
+        merged, cleared = base.merge_batch(memories, vectors)
         model = self.embedding_model
         dims = {v.shape[0] for _, v in merged.values() if v is not None}
         if model is not None:
@@ -524,38 +492,16 @@ class PostgresStore:
             (self.prefix + "memories", len(merged))).fetchall()]
         params = []
         for rowid, (memory, vector) in zip(rowids, merged.values()):
+            replace_vector = vector is not None or memory.id in cleared
             params.append((
-                rowid, memory.id, memory.user_id, memory.agent_id, memory.type.value, memory.status.value,
-                memory.content, memory.context, memory.speaker, memory.role, memory.session_id,
-                _iso(memory.created_at), _aware(memory.created_at), _iso(memory.updated_at),
-                _iso(memory.event_start), _aware(memory.event_start), _iso(memory.event_end),
-                _aware(memory.event_end), memory.superseded_by, json.dumps(memory.source_ids),
-                json.dumps(memory.metadata, default=str),
+                rowid, *records.memory_values(memory).values(), aware(memory.created_at), aware(memory.event_start),
+                aware(memory.event_end), full_text(memory),
                 None if vector is None else model, None if vector is None else _PgVector(vector),
-                memory.previous_id, full_text(memory),
-                vector is not None or memory.id in cleared,
+                replace_vector, replace_vector,
             ))
-        params.sort(key=lambda p: p[1])
-        query = self._q(
-            "INSERT INTO {memories} AS m (rowid, id, user_id, agent_id, type, status, content, context, speaker, "
-            "role, session_id, created_at, created_ts, updated_at, event_start, event_start_ts, event_end, "
-            "event_end_ts, superseded_by, source_ids, metadata, embedding_model, embedding, previous_id, "
-            "search_text) OVERRIDING SYSTEM VALUE "
-            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
-            "ON CONFLICT (id) DO UPDATE SET agent_id=excluded.agent_id, type=excluded.type, status=excluded.status, "
-            "content=excluded.content, context=excluded.context, speaker=excluded.speaker, role=excluded.role, "
-            "session_id=excluded.session_id, created_at=excluded.created_at, created_ts=excluded.created_ts, "
-            "updated_at=excluded.updated_at, event_start=excluded.event_start, "
-            "event_start_ts=excluded.event_start_ts, event_end=excluded.event_end, "
-            "event_end_ts=excluded.event_end_ts, superseded_by=excluded.superseded_by, "
-            "source_ids=excluded.source_ids, metadata=excluded.metadata, previous_id=excluded.previous_id, "
-            "search_text=excluded.search_text, "
-            "embedding_model=CASE WHEN %s THEN excluded.embedding_model ELSE m.embedding_model END, "
-            "embedding=CASE WHEN %s THEN excluded.embedding ELSE m.embedding END "
-            "WHERE m.user_id = excluded.user_id RETURNING m.id")
-        full = [p[:-1] + (p[-1], p[-1]) for p in params]
+        params.sort(key=lambda p: p[1])  # by id
         with conn.cursor() as cur:
-            cur.executemany(query, full, returning=True)
+            cur.executemany(self._q(_PUT_MEMORY), params, returning=True)
             written = 0
             while True:
                 if cur.fetchone() is not None:
@@ -567,19 +513,22 @@ class PostgresStore:
                                  ([p[1] for p in params], list({p[2] for p in params}))).fetchall()
             raise ValueError(f"memory id {owned[0][0] if owned else '?'!r} belongs to another user")
 
-    def put(self, memories: Sequence[Memory], vectors: VectorRows | None = None) -> None:
-        if not memories:
+    def _commit(self, memories: Sequence[Memory], vectors: VectorRows | None,
+                done_message_ids: Sequence[str]) -> None:
+        if not memories and not done_message_ids:
             return
         with self._tx() as conn:
             self._put_in(conn, memories, vectors)
+            if done_message_ids:
+                self._lock_messages(conn, done_message_ids)
+                conn.execute(self._q("UPDATE {messages} SET state=%s WHERE id = ANY(%s)"),
+                             (DONE, sorted(set(done_message_ids))))
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Replace the vectors of existing memories (used when the embedding model changes)."""
-        if len(ids) != len(vectors):
-            raise ValueError("vectors must align with ids")
-        if not len(ids):
+        rows = base.vector_rows_for(ids, vectors)
+        if not rows:
             return
-        rows = _as_rows(vectors, len(ids))
         with self._tx() as conn:
             model = self.embedding_model
             if model is not None:
@@ -629,8 +578,7 @@ class PostgresStore:
             rows = conn.execute(self._q(f"SELECT {_MEMORY_COLUMNS} FROM {{memories}} "
                                         "WHERE user_id=%s AND id = ANY(%s)"),
                                 (user_id, list(ids))).fetchall()
-        found = {r[0]: _row_to_memory(r) for r in rows}
-        return [found[i] for i in ids if i in found]
+        return in_order(ids, {r[0]: records.memory_from_row(r) for r in rows})
 
     @staticmethod
     def _where(user_id: str, flt: MemoryFilter, params: dict[str, Any]) -> str:
@@ -649,7 +597,7 @@ class PostgresStore:
             clauses.append("m.session_id = %(session_id)s")
             params["session_id"] = flt.session_id
         if flt.time_range is not None:
-            lo, hi = _aware(flt.time_range.start), _aware(flt.time_range.end)
+            lo, hi = aware(flt.time_range.start), aware(flt.time_range.end)
             by_message, by_event = [], ["m.event_start_ts IS NOT NULL"]
             if lo is not None:
                 params["lo"] = lo
@@ -671,7 +619,7 @@ class PostgresStore:
             rows = conn.execute(self._q(
                 f"SELECT {_M_COLUMNS} FROM {{memories}} m WHERE {where} "
                 f"ORDER BY m.created_ts {order}, m.rowid {order} LIMIT %(limit)s OFFSET %(offset)s"), params).fetchall()
-        return [_row_to_memory(r) for r in rows]
+        return [records.memory_from_row(r) for r in rows]
 
     def count(self, user_id: str, flt: MemoryFilter) -> int:
         params: dict[str, Any] = {}
@@ -686,38 +634,21 @@ class PostgresStore:
                 "FROM {messages}) u ORDER BY user_id COLLATE \"C\"")).fetchall()
         return [r[0] for r in rows]
 
-    def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
-        """Batches of memories in insertion order, of one user or (None) of all users."""
-        last = 0
-        while True:
-            with self._tx() as conn:
-                if user_id is None:
-                    rows = conn.execute(self._q(f"SELECT rowid, {_MEMORY_COLUMNS} FROM {{memories}} WHERE rowid > %s "
-                                                "ORDER BY rowid LIMIT %s"), (last, batch_size)).fetchall()
-                else:
-                    rows = conn.execute(self._q(f"SELECT rowid, {_MEMORY_COLUMNS} FROM {{memories}} WHERE user_id=%s "
-                                                "AND rowid > %s ORDER BY rowid LIMIT %s"),
-                                        (user_id, last, batch_size)).fetchall()
-            if not rows:
-                return
-            last = rows[-1][0]
-            yield [_row_to_memory(r[1:]) for r in rows]
+    def _memory_page(self, user_id: str | None, *, needing_vectors: bool, after: int,
+                     limit: int) -> builtins.list[tuple[int, Memory]]:
+        clauses = ["rowid > %(after)s"]
+        if user_id is not None:
+            clauses.append("user_id = %(user_id)s")
+        if needing_vectors:
+            clauses.append(self._NEEDS)
+        with self._tx() as conn:
+            rows = conn.execute(self._q(
+                f"SELECT rowid, {_MEMORY_COLUMNS} FROM {{memories}} WHERE {' AND '.join(clauses)} "
+                "ORDER BY rowid LIMIT %(n)s"), {"after": after, "user_id": user_id, "n": limit,
+                                               "model": self.embedding_model or ""}).fetchall()
+        return [(row[0], records.memory_from_row(row[1:])) for row in rows]
 
     _NEEDS = "(embedding_model IS NULL OR embedding_model < %(model)s OR embedding_model > %(model)s)"
-
-    def iter_needing_vectors(self, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
-        """Batches of memories whose vector is missing or from another embedding model."""
-        last = 0
-        while True:
-            with self._tx() as conn:
-                rows = conn.execute(self._q(
-                    f"SELECT rowid, {_MEMORY_COLUMNS} FROM {{memories}} WHERE rowid > %(last)s AND {self._NEEDS} "
-                    "ORDER BY rowid LIMIT %(n)s"), {"last": last, "model": self.embedding_model or "",
-                                                   "n": batch_size}).fetchall()
-            if not rows:
-                return
-            last = rows[-1][0]
-            yield [_row_to_memory(r[1:]) for r in rows]
 
     def count_needing_vectors(self) -> int:
         with self._tx() as conn:
@@ -736,65 +667,17 @@ class PostgresStore:
             if dim is not None and query_vector.shape[0] != dim:
                 raise ValueError(f"query vector has {query_vector.shape[0]} dimensions; the store's vectors "
                                  f"have {dim}")
-        want_vector = dim is not None and query_vector is not None
-        if not want_text and not want_vector:
+        if not want_text and (dim is None or query_vector is None):
             return []
-        limit = max(1, int(request.limit))
-        params: dict[str, Any] = {"limit": limit}
+        params: dict[str, Any] = {"limit": max(1, int(request.limit))}
         where = self._where(request.user_id, request.filter, params)
-        ctes: list[str] = []
-        if want_text:
-            params["text"] = request.text
-            # BM25 as the embedded store computes it (term_index.py): the user's own statistics,
-            # Lucene's idf, k1 = 1.2, b = 0.75, a memory's length = its number of distinct lexemes.
-            # The rows holding each query term come from the GIN index; they give the document
-            # frequencies. The average length is exact up to `_AVGDL_SAMPLE` rows per user and
-            # estimated from that many of the user's rows beyond. A term's frequency in a row comes
-            # from ts_rank of that term alone with unit weights: PostgreSQL returns H(tf) / H(inf)
-            # there (H: the sum of 1/k^2 up to tf), and 1 / (1.6449 (1 - rank)) - 0.5 recovers tf
-            # within 0.05 for every tf.
-            params["avgdl_sample"] = self._AVGDL_SAMPLE
-            # the query's terms OR-ed, written inline with the configuration as a literal so the
-            # planner folds it to a constant and chooses between the user's rows and the GIN index
-            tsq = "replace(plainto_tsquery({cfg_lit}::regconfig, %(text)s)::text, ' & ', ' | ')::tsquery"
-            ctes.append(
-                "q AS (SELECT DISTINCT lexeme AS lex, quote_literal(lexeme)::tsquery AS tq "
-                "FROM unnest(to_tsvector({cfg_lit}::regconfig, %(text)s))), "
-                "stats AS MATERIALIZED (SELECT (SELECT count(*) FROM {memories} m WHERE m.user_id = %(user_id)s)"
-                "::float8 AS n, (SELECT GREATEST(avg(length(x.tsv)), 1) FROM (SELECT m.tsv FROM {memories} m "
-                "WHERE m.user_id = %(user_id)s LIMIT %(avgdl_sample)s) x)::float8 AS avgdl), "
-                f"pairs AS MATERIALIZED (SELECT m.rowid, ({where}) AS visible, length(m.tsv)::float8 AS dl, q.lex, "
-                "1.0 / (1.6449340668 - 1.6449340668 * ts_rank('{{1,1,1,1}}', m.tsv, q.tq, 0)) - 0.5 AS tf "
-                f"FROM {{memories}} m JOIN q ON m.tsv @@ q.tq WHERE m.user_id = %(user_id)s AND m.tsv @@ {tsq}), "
-                "idf AS (SELECT p.lex, ln(1 + (s.n - count(*) + 0.5) / (count(*) + 0.5)) AS w "
-                "FROM pairs p CROSS JOIN stats s GROUP BY p.lex, s.n), "
-                "t0 AS (SELECT p.rowid, sum(i.w * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / s.avgdl))) AS score "
-                "FROM pairs p JOIN idf i ON i.lex = p.lex CROSS JOIN stats s WHERE p.visible "
-                "GROUP BY p.rowid ORDER BY score DESC, p.rowid LIMIT %(limit)s), "
-                "t AS (SELECT rowid, score, row_number() OVER (ORDER BY score DESC, rowid) AS rank FROM t0)")
-        else:
-            ctes.append("t AS (SELECT NULL::bigint AS rowid, NULL::real AS score, NULL::bigint AS rank WHERE FALSE)")
-        if want_vector:
-            assert dim is not None and model is not None and query_vector is not None
-            params["vec"] = _PgVector(query_vector)
-            params["model"] = model
-            params["exact_rows"] = self.exact_vector_rows
-            cast = f"m.embedding::vector({int(dim)})"
-            qv = f"%(vec)s::vector({int(dim)})"
-            # the partial HNSW index is chosen only when its predicate appears as a literal
-            model_lit = "m.embedding_model = {model_lit}"
-            vwhere = f"{where} AND {model_lit}"
-            ctes.append(
-                f"small AS MATERIALIZED (SELECT count(*) <= %(exact_rows)s AS yes FROM (SELECT 1 FROM {{memories}} m "
-                f"WHERE {vwhere} LIMIT %(exact_rows)s + 1) s), "
-                f"v_exact AS (SELECT m.rowid, ({cast} <=> {qv}) AS dist FROM {{memories}} m WHERE {vwhere} "
-                f"AND (SELECT yes FROM small) ORDER BY ({cast} <=> {qv}) + 0, m.rowid LIMIT %(limit)s), "
-                f"v_ann AS MATERIALIZED (SELECT m.rowid, ({cast} <=> {qv}) AS dist FROM {{memories}} m WHERE {vwhere} "
-                f"AND NOT (SELECT yes FROM small) ORDER BY {cast} <=> {qv} LIMIT %(limit)s), "
-                "v AS (SELECT rowid, dist, row_number() OVER (ORDER BY dist, rowid) AS rank FROM "
-                "(SELECT * FROM v_exact UNION ALL SELECT * FROM v_ann) u)")
-        else:
-            ctes.append("v AS (SELECT NULL::bigint AS rowid, NULL::float8 AS dist, NULL::bigint AS rank WHERE FALSE)")
+        ctes = [
+            self._text_ctes(request.text or "", where, params) if want_text else
+            "t AS (SELECT NULL::bigint AS rowid, NULL::real AS score, NULL::bigint AS rank WHERE FALSE)",
+            self._vector_ctes(query_vector, dim, model, where, params)
+            if dim is not None and query_vector is not None and model is not None else
+            "v AS (SELECT NULL::bigint AS rowid, NULL::float8 AS dist, NULL::bigint AS rank WHERE FALSE)",
+        ]
         statement = (
             "WITH " + ", ".join(ctes) + ", "
             "hits AS (SELECT COALESCE(t.rowid, v.rowid) AS rowid, t.rank AS text_rank, t.score AS text_score, "
@@ -805,85 +688,108 @@ class PostgresStore:
         with self._tx() as conn:
             query = self._q(statement, model_lit=sql.Literal(model), cfg_lit=sql.Literal(self.text_search_config))
             rows = conn.execute(query, params).fetchall()
-        out = []
-        for row in rows:
-            out.append(Candidate(
-                memory=_row_to_memory(row[4:]),
-                text_rank=None if row[0] is None else int(row[0]),
-                text_score=None if row[1] is None else float(row[1]),
-                vector_rank=None if row[2] is None else int(row[2]),
-                vector_score=None if row[3] is None else 1.0 - float(row[3])))
-        return out
+        return [Candidate(
+            memory=records.memory_from_row(row[4:]),
+            text_rank=None if row[0] is None else int(row[0]),
+            text_score=None if row[1] is None else float(row[1]),
+            vector_rank=None if row[2] is None else int(row[2]),
+            vector_score=None if row[3] is None else 1.0 - float(row[3])) for row in rows]
+
+    def _text_ctes(self, text: str, where: str, params: dict[str, Any]) -> str:
+        """The text channel as CTEs `q` ... `t` (rowid, score, rank)."""
+        params["text"] = text
+        # BM25 as the embedded store computes it (term_index.py): the user's own statistics,
+        # Lucene's idf, term_index's K1 and B (passed as parameters, so the two cannot drift), a
+        # memory's length = its number of distinct lexemes.
+        # The rows holding each query term come from the GIN index; they give the document
+        # frequencies. The average length is exact up to `_AVGDL_SAMPLE` rows per user and
+        # estimated from that many of the user's rows beyond. A term's frequency in a row comes
+        # from ts_rank of that term alone with unit weights: PostgreSQL returns H(tf) / H(inf)
+        # there (H: the sum of 1/k^2 up to tf), and 1 / (1.6449 (1 - rank)) - 0.5 recovers tf
+        # within 0.05 for every tf.
+        params.update(avgdl_sample=self._AVGDL_SAMPLE, k1=K1, k1_plus_1=K1 + 1.0, b=B, one_minus_b=1.0 - B)
+        # the query's terms OR-ed, written inline with the configuration as a literal so the
+        # planner folds it to a constant and chooses between the user's rows and the GIN index
+        tsq = "replace(plainto_tsquery({cfg_lit}::regconfig, %(text)s)::text, ' & ', ' | ')::tsquery"
+        return (
+            "q AS (SELECT DISTINCT lexeme AS lex, quote_literal(lexeme)::tsquery AS tq "
+            "FROM unnest(to_tsvector({cfg_lit}::regconfig, %(text)s))), "
+            "stats AS MATERIALIZED (SELECT (SELECT count(*) FROM {memories} m WHERE m.user_id = %(user_id)s)"
+            "::float8 AS n, (SELECT GREATEST(avg(length(x.tsv)), 1) FROM (SELECT m.tsv FROM {memories} m "
+            "WHERE m.user_id = %(user_id)s LIMIT %(avgdl_sample)s) x)::float8 AS avgdl), "
+            f"pairs AS MATERIALIZED (SELECT m.rowid, ({where}) AS visible, length(m.tsv)::float8 AS dl, q.lex, "
+            "1.0 / (1.6449340668 - 1.6449340668 * ts_rank('{{1,1,1,1}}', m.tsv, q.tq, 0)) - 0.5 AS tf "
+            f"FROM {{memories}} m JOIN q ON m.tsv @@ q.tq WHERE m.user_id = %(user_id)s AND m.tsv @@ {tsq}), "
+            "idf AS (SELECT p.lex, ln(1 + (s.n - count(*) + 0.5) / (count(*) + 0.5)) AS w "
+            "FROM pairs p CROSS JOIN stats s GROUP BY p.lex, s.n), "
+            "t0 AS (SELECT p.rowid, sum(i.w * p.tf * %(k1_plus_1)s / (p.tf + %(k1)s * (%(one_minus_b)s + %(b)s * p.dl "
+            "/ s.avgdl))) AS score "
+            "FROM pairs p JOIN idf i ON i.lex = p.lex CROSS JOIN stats s WHERE p.visible "
+            "GROUP BY p.rowid ORDER BY score DESC, p.rowid LIMIT %(limit)s), "
+            "t AS (SELECT rowid, score, row_number() OVER (ORDER BY score DESC, rowid) AS rank FROM t0)")
+
+    def _vector_ctes(self, query_vector: np.ndarray, dim: int, model: str, where: str,
+                     params: dict[str, Any]) -> str:
+        """The vector channel as CTEs `small` ... `v` (rowid, dist, rank): exact on a small filtered
+        set, else through the model's HNSW index."""
+        params["vec"] = _PgVector(query_vector)
+        params["model"] = model
+        params["exact_rows"] = self.exact_vector_rows
+        cast = f"m.embedding::vector({int(dim)})"
+        qv = f"%(vec)s::vector({int(dim)})"
+        # the partial HNSW index is chosen only when its predicate appears as a literal
+        model_lit = "m.embedding_model = {model_lit}"
+        vwhere = f"{where} AND {model_lit}"
+        return (
+            f"small AS MATERIALIZED (SELECT count(*) <= %(exact_rows)s AS yes FROM (SELECT 1 FROM {{memories}} m "
+            f"WHERE {vwhere} LIMIT %(exact_rows)s + 1) s), "
+            f"v_exact AS (SELECT m.rowid, ({cast} <=> {qv}) AS dist FROM {{memories}} m WHERE {vwhere} "
+            f"AND (SELECT yes FROM small) ORDER BY ({cast} <=> {qv}) + 0, m.rowid LIMIT %(limit)s), "
+            f"v_ann AS MATERIALIZED (SELECT m.rowid, ({cast} <=> {qv}) AS dist FROM {{memories}} m WHERE {vwhere} "
+            f"AND NOT (SELECT yes FROM small) ORDER BY {cast} <=> {qv} LIMIT %(limit)s), "
+            "v AS (SELECT rowid, dist, row_number() OVER (ORDER BY dist, rowid) AS rank FROM "
+            "(SELECT * FROM v_exact UNION ALL SELECT * FROM v_ann) u)")
 
     # -- the durable message log ------------------------------------------------------------------
-    def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
-                        session_id: str | None = None, memories: Sequence[Memory] = (),
-                        vectors: np.ndarray | None = None, *, state: str = "pending",
-                        message_ids: Sequence[str] | None = None) -> builtins.list[str]:
-        ids = message_ids_for(messages, message_ids)
+    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None) -> None:
         with self._tx() as conn:
-            if messages:
+            if rows:
                 with conn.cursor() as cur:
-                    cur.executemany(self._q(
-                        "INSERT INTO {messages}(id, user_id, agent_id, session_id, role, name, content, timestamp, "
-                        "metadata, state) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"),
-                        [(message_id, user_id, agent_id, session_id, message.role, message.name, message.content,
-                          _iso(message.timestamp or datetime.now(timezone.utc)),
-                          json.dumps(message.metadata, default=str), state)
-                         for message_id, message in zip(ids, messages)])
+                    cur.executemany(self._q(_INSERT_MESSAGE), rows)
             self._put_in(conn, memories, vectors)
-        return ids
 
     def _lock_messages(self, conn: psycopg.Connection, ids: Sequence[str]) -> None:
         """Lock message rows in id order before changing them (no lock-order deadlocks)."""
         conn.execute(self._q("SELECT 1 FROM {messages} WHERE id = ANY(%s) ORDER BY id FOR UPDATE"),
                      (sorted(set(ids)),))
 
-    def pending_messages(self, user_id: str, limit: int = 100) -> builtins.list[StoredMessage]:
-        with self._tx() as conn:
-            rows = conn.execute(self._q(f"SELECT {_MESSAGE_COLUMNS} FROM {{messages}} WHERE user_id=%s AND "
-                                        "state='pending' ORDER BY seq LIMIT %s"), (user_id, limit)).fetchall()
-        return [_row_to_stored(r) for r in rows]
-
-    def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
-                        limit: int) -> builtins.list[StoredMessage]:
-        clauses: builtins.list[str] = ["user_id=%s"]
-        params: builtins.list[str | int] = [user_id]
-        if agent_id is not None:
-            clauses.append("agent_id=%s")
-            params.append(agent_id)
-        if before_seq is not None:
-            clauses.append("seq < %s")
-            params.append(before_seq)
+    def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
+                       before_seq: int | None = None, limit: int,
+                       newest_first: bool) -> builtins.list[StoredMessage]:
+        params = {"user_id": user_id, "agent_id": agent_id, "state": state, "before": before_seq, "n": limit}
+        clauses = ["user_id = %(user_id)s"]
+        for clause, value in (("agent_id = %(agent_id)s", agent_id), ("state = %(state)s", state),
+                              ("seq < %(before)s", before_seq)):
+            if value is not None:
+                clauses.append(clause)
+        order = "DESC" if newest_first else "ASC"
         with self._tx() as conn:
             rows = conn.execute(self._q(f"SELECT {_MESSAGE_COLUMNS} FROM {{messages}} WHERE {' AND '.join(clauses)} "
-                                        "ORDER BY seq DESC LIMIT %s"), [*params, limit]).fetchall()
-        return [_row_to_stored(r) for r in reversed(rows)]
+                                        f"ORDER BY seq {order} LIMIT %(n)s"), params).fetchall()
+        return [records.message_from_row(r) for r in rows]
 
-    def mark_messages(self, ids: Sequence[str], state: str) -> None:
-        if state not in ("pending", "done", "failed"):
-            raise ValueError(f"unknown message state {state!r}")
+    def _set_message_state(self, ids: Sequence[str], state: str) -> None:
         if not ids:
             return
         with self._tx() as conn:
             self._lock_messages(conn, ids)
-            conn.execute(self._q("UPDATE {messages} SET state=%s, attempts = attempts + (CASE WHEN %s = 'failed' "
-                                 "THEN 1 ELSE 0 END) WHERE id = ANY(%s)"), (state, state, sorted(set(ids))))
-
-    def commit_consolidation(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                             done_message_ids: Sequence[str]) -> None:
-        """Store what consolidation made and mark its messages done, in one transaction."""
-        with self._tx() as conn:
-            self._put_in(conn, memories, vectors)
-            if done_message_ids:
-                self._lock_messages(conn, done_message_ids)
-                conn.execute(self._q("UPDATE {messages} SET state='done' WHERE id = ANY(%s)"),
-                             (sorted(set(done_message_ids)),))
+            conn.execute(self._q("UPDATE {messages} SET state=%s, attempts = attempts + (CASE WHEN %s = %s "
+                                 "THEN 1 ELSE 0 END) WHERE id = ANY(%s)"), (state, state, FAILED, sorted(set(ids))))
 
     def users_with_pending(self) -> builtins.list[str]:
         with self._tx() as conn:
             return [r[0] for r in
-                    conn.execute(self._q("SELECT DISTINCT user_id FROM {messages} WHERE state='pending'"))]
+                    conn.execute(self._q("SELECT DISTINCT user_id FROM {messages} WHERE state=%s"), (PENDING,))]
 
     # -- leases -----------------------------------------------------------------------------
     def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:
@@ -900,12 +806,6 @@ class PostgresStore:
     def release_lease(self, user_id: str, owner: str) -> None:
         with self._tx() as conn:
             conn.execute(self._q("DELETE FROM {leases} WHERE user_id=%s AND owner=%s"), (user_id, owner))
-
-    def get_one(self, user_id: str, memory_id: str) -> Memory:
-        found = self.get(user_id, [memory_id])
-        if not found:
-            raise NotFoundError(f"no memory {memory_id!r} for this user")
-        return found[0]
 
 
 def _redact(conninfo: str) -> str:

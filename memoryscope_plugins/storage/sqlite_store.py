@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import builtins
-import json
 import logging
 import os
 import sqlite3
@@ -23,18 +22,21 @@ import time
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
 
-from ..errors import NotFoundError, SchemaVersionError, StoreCorruptError, StoreError, StoreLockedError
+from ..errors import SchemaVersionError, StoreCorruptError, StoreError, StoreLockedError
 from ..indexing import full_text
-from ..types import Memory, MemoryStatus, MemoryType, Message, as_aware
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows, message_ids_for
+from ..types import Memory, MemoryStatus, MemoryType
+from . import records
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
+from .core import StoreBase, in_order
+from .messages import DONE, FAILED, PENDING
 from .term_index import TermIndex
 from .text_analysis import analyse
+from .timecodes import epoch_seconds
 
 log = logging.getLogger(__name__)
 
@@ -97,46 +99,16 @@ CREATE INDEX IF NOT EXISTS messages_state ON messages(state, user_id);
 CREATE TABLE IF NOT EXISTS leases (user_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_ts REAL NOT NULL);
 """
 
-_MEMORY_COLUMNS = (
-    "id, user_id, agent_id, type, status, content, context, speaker, role, session_id, created_at, "
-    "updated_at, event_start, event_end, superseded_by, source_ids, metadata, embedding_model, previous_id"
-)
-
-
-def _ts(moment: datetime | None) -> float | None:
-    return None if moment is None else as_aware(moment).timestamp()
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else as_aware(moment).isoformat()
-
-
-def _parse_iso(text: str | None) -> datetime | None:
-    return None if text is None else datetime.fromisoformat(text)
-
-
-_TYPES = {t.value: t for t in MemoryType}
-_STATUSES = {s.value: s for s in MemoryStatus}
-
-
-def _json_list(text: str) -> list:
-    return [] if text == "[]" else json.loads(text)
-
-
-def _json_dict(text: str) -> dict:
-    return {} if text == "{}" else json.loads(text)
-
-
-def _row_to_memory(row: Sequence[Any]) -> Memory:
-    # on the retrieval path for every candidate: plain lookups, no parsing of empty JSON
-    return Memory(
-        id=row[0], user_id=row[1], agent_id=row[2], type=_TYPES[row[3]],
-        status=_STATUSES[row[4]], content=row[5], context=row[6], speaker=row[7], role=row[8],
-        session_id=row[9], created_at=datetime.fromisoformat(row[10]),
-        updated_at=datetime.fromisoformat(row[11]), event_start=_parse_iso(row[12]),
-        event_end=_parse_iso(row[13]), superseded_by=row[14], source_ids=_json_list(row[15]),
-        metadata=_json_dict(row[16]), embedding_model=row[17], previous_id=row[18],
-    )
+_MEMORY_COLUMNS = ", ".join(records.MEMORY_COLUMNS)
+_MESSAGE_COLUMNS = ", ".join(records.MESSAGE_COLUMNS)
+# a memory row as `_put_in` writes it: the shared columns, then the comparable times, vector and terms
+_WRITE_COLUMNS = (*records.MEMORY_VALUE_COLUMNS, "created_ts", "event_start_ts",
+                  "event_end_ts", "embedding_model", "vector", "seq", "terms")
+_INSERT_MEMORY = (f"INSERT INTO memories({', '.join(_WRITE_COLUMNS)}) "
+                  f"VALUES({','.join('?' * len(_WRITE_COLUMNS))})")
+_UPDATE_MEMORY = f"UPDATE memories SET {', '.join(c + '=?' for c in _WRITE_COLUMNS)} WHERE rowid=?"
+_INSERT_MESSAGE = (f"INSERT INTO messages({', '.join(records.MESSAGE_WRITE_COLUMNS)}) "
+                   f"VALUES({','.join('?' * len(records.MESSAGE_WRITE_COLUMNS))})")
 
 
 @dataclass
@@ -169,7 +141,7 @@ _TYPE_CODE = {t.value: i for i, t in enumerate(MemoryType)}
 _STATUS_CODE = {s.value: i for i, s in enumerate(MemoryStatus)}
 
 
-class SQLiteStore:
+class SQLiteStore(StoreBase):
     """The embedded `MemoryStore`: one local SQLite file (created on first use).
 
     Args:
@@ -214,6 +186,13 @@ class SQLiteStore:
         self._init_schema()
         if str(self.path) != ":memory:":
             self._check_pages()
+
+    @classmethod
+    def from_settings(cls, cfg: Any, *, embedding_model: str | None = None) -> "SQLiteStore":
+        """Build from `StoreSettings`: the file `cfg.sqlite_path()` and its tuning options."""
+        return cls(cfg.sqlite_path(), embedding_model=embedding_model, busy_timeout_s=cfg.busy_timeout_s,
+                   vector_cache_rows=cfg.vector_cache_rows, synchronous=cfg.synchronous,
+                   quick_check_max_mb=cfg.quick_check_max_mb)
 
     # -- self-check on open ----------------------------------------------------------------------
     _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -458,25 +437,14 @@ class SQLiteStore:
                 kept = conn.execute("SELECT vector, embedding_model FROM memories WHERE rowid=?", (old[0],)).fetchone()
                 blob, model = kept
             values = (
-                memory.id, memory.user_id, memory.agent_id, memory.type.value, memory.status.value,
-                memory.content, memory.context, memory.speaker, memory.role, memory.session_id,
-                _iso(memory.created_at), _ts(memory.created_at), _iso(memory.updated_at),
-                _iso(memory.event_start), _ts(memory.event_start), _iso(memory.event_end), _ts(memory.event_end),
-                memory.superseded_by, json.dumps(memory.source_ids), json.dumps(memory.metadata, default=str),
-                model, blob, first_seq + i, memory.previous_id, " ".join(analyse(full_text(memory))),
+                *records.memory_values(memory).values(), epoch_seconds(memory.created_at),
+                epoch_seconds(memory.event_start), epoch_seconds(memory.event_end),
+                model, blob, first_seq + i, " ".join(analyse(full_text(memory))),
             )
             if old is None:
-                conn.execute(
-                    "INSERT INTO memories(id, user_id, agent_id, type, status, content, context, speaker, role, "
-                    "session_id, created_at, created_ts, updated_at, event_start, event_start_ts, event_end, "
-                    "event_end_ts, superseded_by, source_ids, metadata, embedding_model, vector, seq, previous_id, "
-                    "terms) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+                conn.execute(_INSERT_MEMORY, values)
             else:
-                conn.execute(
-                    "UPDATE memories SET id=?, user_id=?, agent_id=?, type=?, status=?, content=?, context=?, "
-                    "speaker=?, role=?, session_id=?, created_at=?, created_ts=?, updated_at=?, event_start=?, "
-                    "event_start_ts=?, event_end=?, event_end_ts=?, superseded_by=?, source_ids=?, metadata=?, "
-                    "embedding_model=?, vector=?, seq=?, previous_id=?, terms=? WHERE rowid=?", values + (old[0],))
+                conn.execute(_UPDATE_MEMORY, values + (old[0],))
             touched.add(memory.user_id)
         self._bump(conn, touched, deletion=False)
 
@@ -487,9 +455,11 @@ class SQLiteStore:
                 "INSERT INTO users(user_id, rev, epoch) VALUES(?, 1, ?) ON CONFLICT(user_id) DO UPDATE SET "
                 "rev = rev + 1, epoch = epoch + ?", (user_id, int(deletion), int(deletion)))
 
-    def put(self, memories: Sequence[Memory], vectors: VectorRows | None = None) -> None:
+    def _commit(self, memories: Sequence[Memory], vectors: VectorRows | None,
+                done_message_ids: Sequence[str]) -> None:
         with self._write() as conn:
             self._put_in(conn, memories, vectors)
+            conn.executemany("UPDATE messages SET state=? WHERE id=?", ((DONE, i) for i in done_message_ids))
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Replace the vectors of existing memories (used when the embedding model changes)."""
@@ -559,8 +529,8 @@ class SQLiteStore:
                 for row in conn.execute(
                         f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE user_id=? AND id IN ({marks})",
                         [user_id, *chunk]):
-                    found[row[0]] = _row_to_memory(row)
-        return [found[i] for i in ids if i in found]
+                    found[row[0]] = records.memory_from_row(row)
+        return in_order(ids, found)
 
     @staticmethod
     def _where(user_id: str, flt: MemoryFilter) -> tuple[str, list[Any]]:
@@ -579,7 +549,7 @@ class SQLiteStore:
             clauses.append("m.session_id = ?")
             params.append(flt.session_id)
         if flt.time_range is not None:
-            lo, hi = _ts(flt.time_range.start), _ts(flt.time_range.end)
+            lo, hi = epoch_seconds(flt.time_range.start), epoch_seconds(flt.time_range.end)
             lo = -1e18 if lo is None else lo
             hi = 1e18 if hi is None else hi
             clauses.append(
@@ -597,7 +567,7 @@ class SQLiteStore:
                 f"SELECT {_MEMORY_COLUMNS.replace('id,', 'm.id,', 1)} FROM memories m WHERE {where} "
                 f"ORDER BY m.created_ts {order}, m.rowid {order} LIMIT ? OFFSET ?",
                 [*params, limit, offset]).fetchall()
-        return [_row_to_memory(r) for r in rows]
+        return [records.memory_from_row(r) for r in rows]
 
     def count(self, user_id: str, flt: MemoryFilter) -> int:
         where, params = self._where(user_id, flt)
@@ -609,42 +579,28 @@ class SQLiteStore:
             return [r[0] for r in conn.execute(
                 "SELECT DISTINCT user_id FROM memories UNION SELECT DISTINCT user_id FROM messages ORDER BY 1")]
 
-    def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
-        """Batches of memories in insertion order, of one user or (None) of all users."""
-        last = 0
-        while True:
-            with self._read() as conn:
-                if user_id is None:
-                    rows = conn.execute(f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE rowid > ? "
-                                        "ORDER BY rowid LIMIT ?", (last, batch_size)).fetchall()
-                else:
-                    rows = conn.execute(f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE user_id=? AND "
-                                        "rowid > ? ORDER BY rowid LIMIT ?", (user_id, last, batch_size)).fetchall()
-            if not rows:
-                return
-            last = rows[-1][0]
-            yield [_row_to_memory(r[1:]) for r in rows]
+    def _memory_page(self, user_id: str | None, *, needing_vectors: bool, after: int,
+                     limit: int) -> builtins.list[tuple[int, Memory]]:
+        clauses: builtins.list[str] = ["rowid > ?"]
+        params: builtins.list[Any] = [after]
+        if user_id is not None:
+            clauses.append("user_id=?")
+            params.append(user_id)
+        if needing_vectors:
+            clauses.append(f"({self._NEEDS})")
+            params += [self.embedding_model or ""] * 2
+        with self._read() as conn:
+            rows = conn.execute(f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE {' AND '.join(clauses)} "
+                                "ORDER BY rowid LIMIT ?", [*params, limit]).fetchall()
+        return [(row[0], records.memory_from_row(row[1:])) for row in rows]
 
-    def iter_needing_vectors(self, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
-        """Batches of memories whose vector is missing or from another embedding model."""
-        last = 0
-        while True:
-            with self._read() as conn:
-                rows = conn.execute(
-                    f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE rowid > ? AND "
-                    "(embedding_model IS NULL OR embedding_model < ? OR embedding_model > ?) ORDER BY rowid LIMIT ?",
-                    (last, self.embedding_model or "", self.embedding_model or "", batch_size)).fetchall()
-            if not rows:
-                return
-            last = rows[-1][0]
-            yield [_row_to_memory(r[1:]) for r in rows]
+    # ranges, not "!=", so the model index answers it without reading the whole table
+    _NEEDS = "embedding_model IS NULL OR embedding_model < ? OR embedding_model > ?"
 
     def count_needing_vectors(self) -> int:
         with self._read() as conn:
-            # ranges, not "!=", so the model index answers it without reading the whole table
             model = self.embedding_model or ""
-            return int(conn.execute("SELECT COUNT(*) FROM memories WHERE embedding_model IS NULL OR "
-                                    "embedding_model < ? OR embedding_model > ?", (model, model)).fetchone()[0])
+            return int(conn.execute(f"SELECT COUNT(*) FROM memories WHERE {self._NEEDS}", (model, model)).fetchone()[0])
 
     # -- search -----------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> builtins.list[Candidate]:
@@ -683,7 +639,7 @@ class SQLiteStore:
                 # "+user_id": look rows up by rowid, then check the owner (not a scan of the user's index)
                 for row in conn.execute(f"SELECT rowid, {_MEMORY_COLUMNS} FROM memories WHERE rowid IN ({marks}) "
                                         "AND +user_id = ?", [*chunk, user_id]):
-                    result[row[0]] = _row_to_memory(row[1:])
+                    result[row[0]] = records.memory_from_row(row[1:])
         if index is not None:
             index.records.update((r, result[r]) for r in rowids if r in result)
         return result
@@ -735,8 +691,8 @@ class SQLiteStore:
         if flt.session_id is not None:
             mask &= np.fromiter((s == flt.session_id for s in index.session_ids), dtype=bool, count=len(mask))
         if flt.time_range is not None:
-            lo = _ts(flt.time_range.start)
-            hi = _ts(flt.time_range.end)
+            lo = epoch_seconds(flt.time_range.start)
+            hi = epoch_seconds(flt.time_range.end)
             lo = -np.inf if lo is None else lo
             hi = np.inf if hi is None else hi
             by_message = (index.created_ts >= lo) & (index.created_ts < hi)
@@ -852,73 +808,35 @@ class SQLiteStore:
         )
 
     # -- the durable message log ------------------------------------------------------------------
-    def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
-                        session_id: str | None = None, memories: Sequence[Memory] = (),
-                        vectors: np.ndarray | None = None, *, state: str = "pending",
-                        message_ids: Sequence[str] | None = None) -> builtins.list[str]:
-        ids = message_ids_for(messages, message_ids)
+    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None) -> None:
         with self._write() as conn:
-            for message_id, message in zip(ids, messages):
-                conn.execute(
-                    "INSERT INTO messages(id, user_id, agent_id, session_id, role, name, content, timestamp, "
-                    "metadata, state) VALUES(?,?,?,?,?,?,?,?,?,?)",
-                    (message_id, user_id, agent_id, session_id, message.role, message.name, message.content,
-                     _iso(message.timestamp or datetime.now(timezone.utc)),
-                     json.dumps(message.metadata, default=str), state))
+            for row in rows:
+                conn.execute(_INSERT_MESSAGE, row)
             self._put_in(conn, memories, vectors)
-        return ids
 
-    @staticmethod
-    def _row_to_stored(row: Sequence[Any]) -> StoredMessage:
-        return StoredMessage(
-            id=row[0], user_id=row[1], agent_id=row[2], session_id=row[3],
-            message=Message(role=row[4], name=row[5], content=row[6],
-                            timestamp=datetime.fromisoformat(row[7]), metadata=json.loads(row[8])),
-            seq=row[9], state=row[10], attempts=row[11])
-
-    _MESSAGE_COLUMNS = ("id, user_id, agent_id, session_id, role, name, content, timestamp, metadata, seq, state, "
-                        "attempts")
-
-    def pending_messages(self, user_id: str, limit: int = 100) -> builtins.list[StoredMessage]:
-        with self._read() as conn:
-            rows = conn.execute(f"SELECT {self._MESSAGE_COLUMNS} FROM messages WHERE user_id=? AND state='pending' "
-                                "ORDER BY seq LIMIT ?", (user_id, limit)).fetchall()
-        return [self._row_to_stored(r) for r in rows]
-
-    def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
-                        limit: int) -> builtins.list[StoredMessage]:
+    def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
+                       before_seq: int | None = None, limit: int,
+                       newest_first: bool) -> builtins.list[StoredMessage]:
         clauses: builtins.list[str] = ["user_id=?"]
         params: builtins.list[str | int] = [user_id]
-        if agent_id is not None:
-            clauses.append("agent_id=?")
-            params.append(agent_id)
-        if before_seq is not None:
-            clauses.append("seq < ?")
-            params.append(before_seq)
+        for clause, value in (("agent_id=?", agent_id), ("state=?", state), ("seq < ?", before_seq)):
+            if value is not None:
+                clauses.append(clause)
+                params.append(value)
         with self._read() as conn:
-            rows = conn.execute(f"SELECT {self._MESSAGE_COLUMNS} FROM messages WHERE {' AND '.join(clauses)} "
-                                "ORDER BY seq DESC LIMIT ?", [*params, limit]).fetchall()
-        return [self._row_to_stored(r) for r in reversed(rows)]
+            order = "DESC" if newest_first else "ASC"
+            rows = conn.execute(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE {' AND '.join(clauses)} "
+                                f"ORDER BY seq {order} LIMIT ?", [*params, limit]).fetchall()
+        return [records.message_from_row(r) for r in rows]
 
-    def mark_messages(self, ids: Sequence[str], state: str) -> None:
-        if state not in ("pending", "done", "failed"):
-            raise ValueError(f"unknown message state {state!r}")
+    def _set_message_state(self, ids: Sequence[str], state: str) -> None:
         with self._write() as conn:
-            conn.executemany("UPDATE messages SET state=?, attempts=attempts + (? = 'failed') WHERE id=?",
-                             ((state, state, i) for i in ids))
-
-    def commit_consolidation(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                             done_message_ids: Sequence[str]) -> None:
-        """Store what consolidation made (new and changed memories; `vectors` aligned with
-        `memories`, a None row keeps the stored vector) and mark its messages done, in one
-        transaction: a crash leaves either both or neither, so no message is consolidated twice."""
-        with self._write() as conn:
-            self._put_in(conn, memories, vectors)
-            conn.executemany("UPDATE messages SET state='done' WHERE id=?", ((i,) for i in done_message_ids))
+            conn.executemany("UPDATE messages SET state=?, attempts=attempts + (? = ?) WHERE id=?",
+                             ((state, state, FAILED, i) for i in ids))
 
     def users_with_pending(self) -> builtins.list[str]:
         with self._read() as conn:
-            return [r[0] for r in conn.execute("SELECT DISTINCT user_id FROM messages WHERE state='pending'")]
+            return [r[0] for r in conn.execute("SELECT DISTINCT user_id FROM messages WHERE state=?", (PENDING,))]
 
     # -- leases -----------------------------------------------------------------------------
     def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:
@@ -935,9 +853,3 @@ class SQLiteStore:
     def release_lease(self, user_id: str, owner: str) -> None:
         with self._write() as conn:
             conn.execute("DELETE FROM leases WHERE user_id=? AND owner=?", (user_id, owner))
-
-    def get_one(self, user_id: str, memory_id: str) -> Memory:
-        found = self.get(user_id, [memory_id])
-        if not found:
-            raise NotFoundError(f"no memory {memory_id!r} for this user")
-        return found[0]

@@ -12,6 +12,7 @@ Importing ``from tests.support.store_contract import *`` collects every ``test_*
 
 from __future__ import annotations
 
+import itertools
 import time
 from datetime import datetime, timedelta, timezone
 from typing import cast
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 
 from memoryscope_plugins.storage.base import Candidate, MemoryFilter, SearchRequest
+from memoryscope_plugins.storage.filtering import matches
 from memoryscope_plugins.types import Memory, MemoryStatus, MemoryType, Message, TimeRange
 
 DIM = 16
@@ -257,6 +259,66 @@ def test_list_and_count_filters(store):
     assert both(time_range=TimeRange((T0 + timedelta(days=1)).astimezone(PST),
                                      (T0 + timedelta(days=1, seconds=1)).astimezone(IST))) == ["f2"]
     assert store.count("bob", MemoryFilter()) == 1 and store.count("nobody", MemoryFilter()) == 0
+
+
+# -- the filter semantics: every backend's translation against the reference ----------------
+DAY = timedelta(days=1)
+MICRO = timedelta(microseconds=1)
+# (created_at, event_start, event_end): on, just inside and just outside the window [T0, T0 + 1 day)
+# and its open-ended variants, by message time and by event
+TIME_SHAPES = [
+    (T0 - DAY, None, None), (T0, None, None), (T0 + DAY, None, None), (T0 + DAY - MICRO, None, None),
+    (T0 - MICRO, None, None), (T0.astimezone(IST), None, None), (T0 + 12 * timedelta(hours=1), None, None),
+    (T0 - 10 * DAY, T0 + DAY, None), (T0 - 10 * DAY, T0 - 5 * DAY, T0), (T0 - 10 * DAY, T0 - 5 * DAY, T0 - MICRO),
+    (T0 + 5 * DAY, T0 + DAY - MICRO, None), (T0 - 10 * DAY, T0 - 2 * DAY, T0 + 3 * DAY),
+    (T0 + 5 * DAY, T0 - MICRO, None), (T0 + 5 * DAY, (T0 + DAY).astimezone(PST), (T0 + 2 * DAY).astimezone(IST)),
+]
+WINDOWS = [
+    None, TimeRange(T0, T0 + DAY), TimeRange(T0, None), TimeRange(None, T0), TimeRange(None, None),
+    TimeRange(T0 - MICRO, T0), TimeRange(T0 + DAY, T0 + DAY + timedelta(hours=1)),
+    TimeRange(T0.astimezone(PST), (T0 + DAY).astimezone(IST)),
+]
+FILTER_VALUES: dict[str, list] = {
+    "agent_id": [None, "a1", "nobody"],
+    "types": [None, (), (MemoryType.TURN,), (MemoryType.INSIGHT, MemoryType.OBSERVATION)],
+    "statuses": [None, (), (MemoryStatus.ACTIVE,), (MemoryStatus.EXPIRED,)],
+    "session_id": [None, "s1"],
+    "time_range": WINDOWS,
+}
+
+
+def filter_corpus() -> list[Memory]:
+    """Memories varied over every field a filter reads: each combination of type, status, agent
+    and session, with the time shapes in turn; and one of another user per time shape."""
+    combos = itertools.product(MemoryType, MemoryStatus, ("a1", "a2"), (None, "s1", "s2"))
+    corpus = []
+    for n, (type_, status, agent, session) in enumerate(combos):
+        created, start, end = TIME_SHAPES[n % len(TIME_SHAPES)]
+        corpus.append(mem(f"p{n}", content=f"ledger entry {n}", type=type_, status=status, agent_id=agent,
+                          session_id=session, created_at=created, event_start=start, event_end=end))
+    corpus += [mem(f"b{n}", user="bob", content="ledger entry", agent_id="a1", session_id="s1", created_at=created,
+                   event_start=start, event_end=end) for n, (created, start, end) in enumerate(TIME_SHAPES)]
+    return corpus
+
+
+def test_every_filter_selects_what_the_reference_matches(store):
+    """For every combination of the filter's fields (None, empty, one and several values, windows on
+    and beside the memories' times, in other offsets), list, count and both search channels
+    return exactly the memories `filtering.matches` selects: the backend's translation of the
+    filter (SQL, numpy mask, Elasticsearch query) cannot drift from the reference."""
+    corpus = filter_corpus()
+    store.put(corpus, np.stack([near(unit(0), n, 0.5) for n in range(len(corpus))]))
+    alice = [m for m in corpus if m.user_id == "alice"]
+    names = list(FILTER_VALUES)
+    for values in itertools.product(*FILTER_VALUES.values()):
+        flt = MemoryFilter(**dict(zip(names, values)))
+        expected = sorted(m.id for m in alice if matches(m, flt))
+        assert sorted(ids(store.list("alice", flt, limit=1000))) == expected, flt
+        assert store.count("alice", flt) == len(expected), flt
+        request = SearchRequest(user_id="alice", text="ledger", vector=unit(0), filter=flt, limit=1000)
+        found = store.search(request)
+        assert sorted(c.memory.id for c in found if c.text_rank is not None) == expected, flt
+        assert sorted(c.memory.id for c in found if c.vector_rank is not None) == expected, flt
 
 
 def test_users_lists_users_with_memories_or_messages(store):

@@ -1,0 +1,186 @@
+"""`StoreBase`: the `MemoryStore` protocol built on a few primitives, as LangGraph's `BaseStore`
+builds get/search/list on `batch`. A backend subclasses it and implements only the primitives
+(the abstract methods below), each the one place its engine does something its own way:
+
+- meta: `get_meta`, `set_meta`;
+- records: `_commit` (put memories and mark messages done, atomically), `set_vectors`, `get`,
+  `delete`, `delete_user`, `rename_user`, `list`, `count`, `users`, `_memory_page`,
+  `count_needing_vectors`;
+- search: `search` (both channels, each with its own ranks and scores);
+- the message log: `_log`, `_read_messages`, `_set_message_state`, `users_with_pending`;
+- leases: `acquire_lease`, `release_lease`; and `close`.
+
+Built here once: `put`, `commit_consolidation`, `append_messages`, `iter_memories`, `iter_needing_vectors`,
+`pending_messages`, `recent_messages`, `mark_messages`, and use as a context manager.
+
+What a backend shares with the others is in modules of their own: columns and row conversion
+(`records`), time encoding (`timecodes`), the filter rules (`filtering.matches`, the reference its
+query translation is tested against), message states (`messages`), BM25 constants (`term_index`).
+"""
+
+from __future__ import annotations
+
+import builtins
+from abc import ABC, abstractmethod
+from typing import Any, Iterator, Literal, Mapping, Sequence, TypeVar
+
+import numpy as np
+
+from ..types import Memory, Message
+from . import records
+from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows, message_ids_for
+from .messages import PENDING, check_state
+
+_Store = TypeVar("_Store", bound="StoreBase")
+
+
+def in_order(ids: Sequence[str], found: Mapping[str, Memory]) -> list[Memory]:
+    """The memories found, in the order their ids were asked for (unknown ids left out)."""
+    return [found[i] for i in ids if i in found]
+
+
+class StoreBase(ABC):
+    """A `MemoryStore` from primitives; see the module docstring for what a backend implements."""
+
+    embedding_model: str | None
+    text_statistics: Literal["user", "index"]
+
+    # -- primitives ------------------------------------------------------------------------------
+    @abstractmethod
+    def get_meta(self, key: str) -> str | None: ...
+
+    @abstractmethod
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    @abstractmethod
+    def _commit(self, memories: Sequence[Memory], vectors: VectorRows | None,
+                done_message_ids: Sequence[str]) -> None:
+        """Put `memories` (vectors aligned by row, see `MemoryStore.put`) and mark the messages
+        done, all or nothing."""
+
+    @abstractmethod
+    def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None: ...
+
+    @abstractmethod
+    def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]: ...
+
+    @abstractmethod
+    def delete(self, user_id: str, ids: Sequence[str]) -> int: ...
+
+    @abstractmethod
+    def delete_user(self, user_id: str) -> int: ...
+
+    @abstractmethod
+    def rename_user(self, old_user_id: str, new_user_id: str) -> int: ...
+
+    @abstractmethod
+    def list(self, user_id: str, flt: MemoryFilter, *, limit: int = 100, offset: int = 0,
+             newest_first: bool = True) -> builtins.list[Memory]: ...
+
+    @abstractmethod
+    def count(self, user_id: str, flt: MemoryFilter) -> int: ...
+
+    @abstractmethod
+    def users(self) -> builtins.list[str]: ...
+
+    @abstractmethod
+    def _memory_page(self, user_id: str | None, *, needing_vectors: bool, after: int,
+                     limit: int) -> builtins.list[tuple[int, Memory]]:
+        """Up to `limit` memories in insertion order after the position `after` (0: from the
+        start), each with its position; of one user or (None) all users; with `needing_vectors`,
+        only those whose vector is missing or from another model than the store's."""
+
+    @abstractmethod
+    def count_needing_vectors(self) -> int: ...
+
+    @abstractmethod
+    def search(self, request: SearchRequest) -> builtins.list[Candidate]: ...
+
+    @abstractmethod
+    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None) -> None:
+        """Log the messages (encoded rows in `records.MESSAGE_WRITE_COLUMNS` order, numbered in
+        order) and put `memories`, all or nothing."""
+
+    @abstractmethod
+    def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
+                       before_seq: int | None = None, limit: int,
+                       newest_first: bool) -> builtins.list[StoredMessage]:
+        """Up to `limit` of a user's logged messages by `seq`, with the constraints given."""
+
+    @abstractmethod
+    def _set_message_state(self, ids: Sequence[str], state: str) -> None:
+        """Set the messages' state (a checked one); a failure counts an attempt."""
+
+    @abstractmethod
+    def users_with_pending(self) -> builtins.list[str]: ...
+
+    @abstractmethod
+    def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool: ...
+
+    @abstractmethod
+    def release_lease(self, user_id: str, owner: str) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # -- built on them ---------------------------------------------------------------------------
+    def put(self, memories: Sequence[Memory], vectors: VectorRows | None = None) -> None:
+        """Insert or replace records (and their vectors) atomically; see `MemoryStore.put`."""
+        self._commit(memories, vectors, ())
+
+    def commit_consolidation(self, memories: Sequence[Memory], vectors: VectorRows | None,
+                             done_message_ids: Sequence[str]) -> None:
+        """Store what consolidation made (new and changed memories; `vectors` aligned with
+        `memories`, a None row keeps the stored vector) and mark its messages done, in one
+        transaction: a crash leaves either both or neither, so no message is consolidated twice."""
+        self._commit(memories, vectors, done_message_ids)
+
+    def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
+        """Batches of memories in insertion order, of one user or (None) of all users."""
+        return self._pages(user_id, needing_vectors=False, batch_size=batch_size)
+
+    def iter_needing_vectors(self, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
+        """Batches of memories whose vector is missing or from another embedding model."""
+        return self._pages(None, needing_vectors=True, batch_size=batch_size)
+
+    def _pages(self, user_id: str | None, *, needing_vectors: bool,
+               batch_size: int) -> Iterator[builtins.list[Memory]]:
+        after = 0
+        while True:
+            page = self._memory_page(user_id, needing_vectors=needing_vectors, after=after, limit=batch_size)
+            if not page:
+                return
+            after = page[-1][0]
+            yield [memory for _, memory in page]
+
+    def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
+                        session_id: str | None = None, memories: Sequence[Memory] = (),
+                        vectors: np.ndarray | None = None, *, state: str = PENDING,
+                        message_ids: Sequence[str] | None = None) -> builtins.list[str]:
+        """Log messages (and, in the same transaction, the memories made from them); returns their
+        ids (`message_ids` when given, else new random ones)."""
+        ids = message_ids_for(messages, message_ids)
+        self._log([records.message_values(message_id, user_id, agent_id, session_id, message, state)
+                   for message_id, message in zip(ids, messages)], memories, vectors)
+        return ids
+
+    def pending_messages(self, user_id: str, limit: int = 100) -> builtins.list[StoredMessage]:
+        """The user's pending messages, oldest first."""
+        return self._read_messages(user_id, state=PENDING, limit=limit, newest_first=False)
+
+    def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
+                        limit: int) -> builtins.list[StoredMessage]:
+        """The last `limit` messages (of one agent, before a position, when given), oldest first."""
+        newest = self._read_messages(user_id, agent_id=agent_id, before_seq=before_seq, limit=limit,
+                                     newest_first=True)
+        return newest[::-1]
+
+    def mark_messages(self, ids: Sequence[str], state: str) -> None:
+        """Set the messages' state (pending, done or failed; failed counts an attempt)."""
+        self._set_message_state(ids, check_state(state))
+
+    def __enter__(self: _Store) -> _Store:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
