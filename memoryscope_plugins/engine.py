@@ -26,9 +26,7 @@ from .errors import ConfigError, ModelError, NotFoundError, ValidationError
 from .indexing import dated_text, embedding_text
 from .models.base import ChatModel, Embedder, Reranker
 from .retrieval.context import format_context
-from .retrieval.context_times import MENTIONS_KEY, time_mentions
 from .retrieval.language_profile import ranking_settings
-from .retrieval.mentioned_time import mentioned_range
 from .retrieval.neighbours import turn_neighbours
 from .retrieval.noise_floor import noise_floor, query_floor
 from .retrieval.present import asks_about_present
@@ -44,9 +42,9 @@ from .retrieval.ranking import (
     widen,
 )
 from .retrieval.second_hop import second_hop
-from .retrieval.time_parser import detect_language, parse_time
 from .settings import Settings
 from .storage.base import MemoryFilter, MemoryStore, SearchRequest
+from .timeparse import MENTIONS_KEY, detect_language, mentioned_range, parse_time, time_mentions
 from .types import (
     Memory,
     MemoryStatus,
@@ -827,7 +825,7 @@ def _parse_query_time(query: str, moment: datetime):
     try:
         return parse_time(query, moment)
     except (OverflowError, ValueError):
-        from .retrieval.time_parser import ParsedTime
+        from .timeparse import ParsedTime
         return ParsedTime(None, (), query, False, detect_language(query))
 
 

@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memoryscope_plugins.retrieval.time_parser import (  # noqa: E402
+from memoryscope_plugins.timeparse.parser import (  # noqa: E402
     ParsedTime,
     detect_language,
     parse_time,
