@@ -20,8 +20,7 @@ from .consolidation.prompts import load_prompt
 from .consolidation.report import ConsolidationReport
 from .errors import ConfigError, ValidationError
 from .models.base import ChatResult
-from .retrieval.time_format import format_memory_time
-from .retrieval.time_parser import detect_language
+from .timeparse import detect_language, format_memory_time
 from .types import RetrievalResult, ScoredMemory, as_aware, utc_now
 
 if TYPE_CHECKING:

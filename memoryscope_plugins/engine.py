@@ -23,37 +23,18 @@ import numpy as np
 
 from . import transfer, validation
 from .errors import ConfigError, ModelError, NotFoundError, ValidationError
-from .indexing import dated_text, embedding_text
+from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
-from .retrieval.context import format_context
-from .retrieval.context_times import MENTIONS_KEY, time_mentions
-from .retrieval.language_profile import ranking_settings
-from .retrieval.mentioned_time import mentioned_range
-from .retrieval.neighbours import turn_neighbours
-from .retrieval.noise_floor import noise_floor, query_floor
-from .retrieval.present import asks_about_present
-from .retrieval.ranking import (
-    adjust,
-    boost_named_speakers,
-    deduplicate,
-    fuse,
-    prefer_recent,
-    propagate_neighbours,
-    query_cjk_terms,
-    relevant,
-    widen,
-)
-from .retrieval.second_hop import second_hop
-from .retrieval.time_parser import detect_language, parse_time
+from .retrieval import pipeline
 from .settings import Settings
-from .storage.base import MemoryFilter, MemoryStore, SearchRequest
+from .storage.base import MemoryFilter, MemoryStore
+from .timeparse import MENTIONS_KEY, detect_language, mentioned_range, time_mentions
 from .types import (
     Memory,
     MemoryStatus,
     MemoryType,
     Message,
     RetrievalResult,
-    ScoredMemory,
     TimeRange,
     as_aware,
     utc_now,
@@ -61,9 +42,7 @@ from .types import (
 
 log = logging.getLogger("memoryscope_plugins")
 
-MAX_ID_CHARS = 256
 CONVERSATION_GAP = timedelta(hours=6)  # without session ids, a longer silence starts a new conversation
-ROLES = ("user", "assistant", "system", "tool")
 
 
 def _async_twin(method):
@@ -344,16 +323,12 @@ class MemoryScope:
         Returns a `RetrievalResult` with the ranked memories, their scores, the parsed time range,
         the timings, and ``context``: dated lines ready to put in a prompt.
         """
+        start = time.perf_counter()  # the timings count checking the arguments too
         cfg = self.settings.retrieval
-        timings: dict[str, float] = {}
-        start = time.perf_counter()
         user_id = _stored_id(user_id, "user_id")
         query = self._check_text(query, "query")
-        if agent_id is not None:
-            agent_id = _check_id(agent_id, "agent_id")
-        top_k = cfg.top_k if top_k is None else top_k
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or not 0 < top_k <= 1000:
-            raise ValidationError("top_k must be an integer between 1 and 1000")
+        agent_id = None if agent_id is None else _check_id(agent_id, "agent_id")
+        top_k = cfg.top_k if top_k is None else validation.check_top_k(top_k)
         moment = _parse_time_arg(now, "now") or utc_now()
         type_filter = validation.check_types(types)
         include_expired = validation.check_optional_bool(include_expired, "include_expired")
@@ -362,115 +337,13 @@ class MemoryScope:
         explicit = _parse_range(time_range)
         if rerank and self.reranker is None:
             raise ConfigError("rerank=True but no reranker is configured (settings.reranker)")
-        expired = cfg.include_expired if include_expired is None else bool(include_expired)
-        floor = cfg.min_relevance
-        if min_relevance is not None:
-            if isinstance(min_relevance, bool) or not isinstance(min_relevance, (int, float)) \
-                    or not -1 <= min_relevance <= 1:
-                raise ValidationError("min_relevance must be a number between -1 and 1")
-            floor = float(min_relevance)
-        statuses = None if expired else (MemoryStatus.ACTIVE,)
-
-        parsed = _parse_query_time(query, moment)
-        lang = language or (self.settings.language if self.settings.language != "auto" else parsed.language)
-        timings["parse_ms"] = _ms(start)
-
-        store_range = explicit
-        if parsed.range is not None and cfg.time_mode == "filter":
-            store_range = widen(parsed.range, cfg.time_fuzz_days)  # an explicit range would be narrower still
-            if explicit is not None:
-                store_range = explicit
-        flt = MemoryFilter(agent_id=agent_id, types=type_filter, statuses=statuses, time_range=store_range)
-
-        t = time.perf_counter()
-        try:
-            vector = self.embedder.embed([query], kind="query")[0]
-        except ModelError as exc:  # degrade to full text rather than fail the agent's turn
-            log.warning("query embedding failed (%s); retrieving by full text only", type(exc).__name__)
-            vector = None
-        timings["embed_ms"] = _ms(t)
-        t = time.perf_counter()
-        text = parsed.remainder if parsed.range is not None and parsed.remainder.strip() else query
-        candidates = self.store.search(SearchRequest(user_id=user_id, text=text, vector=vector, filter=flt,
-                                                     limit=max(cfg.candidates, top_k)))
-        timings["search_ms"] = _ms(t)
-        t = time.perf_counter()
-        rank_cfg = ranking_settings(cfg, parsed.language, multilingual=getattr(self.embedder, "multilingual", False))
-        ranked = fuse(candidates, rank_cfg)
-        ranked = propagate_neighbours(ranked, rank_cfg.neighbour_weight)
-        ranked = boost_named_speakers(ranked, query, rank_cfg.speaker_boost)
-        ranked = adjust(ranked, rank_cfg, time_range=parsed.range if cfg.time_mode == "boost" else None, now=moment)
-        about_present = asks_about_present(query)
-        if cfg.present_half_life_days and about_present:
-            ranked = prefer_recent(ranked, cfg.present_half_life_days, cfg.present_weight)
-        if floor > -1:
-            noise = 0.0 if vector is None else self._noise_floors(parsed.language, vector)
-            ranked = relevant(ranked, floor, noise_floor=noise, cjk_terms=query_cjk_terms(text))
-        reranking = self.reranker is not None and (rerank is None or rerank)
-        depth = max(top_k, self.settings.reranker.candidates) if reranking else top_k
-        ranked = deduplicate(ranked, depth) if cfg.deduplicate else ranked[:depth]
-        timings["rank_ms"] = _ms(t)
-        if reranking and ranked:
-            t = time.perf_counter()
-            ranked = self._rerank(query, ranked)
-            timings["rerank_ms"] = _ms(t)
-        chosen = ranked[:top_k]
-        for item in chosen:  # stores may share records between calls: the caller gets its own
-            item.memory = item.memory.copy()
-        t = time.perf_counter()
-        neighbours = turn_neighbours(chosen, (c.memory for c in candidates),
-                                     lambda ids: self.store.get(user_id, ids), hits=cfg.context_neighbours,
-                                     after=cfg.context_next_turn, statuses=statuses)
-        hop = second_hop(chosen, neighbours, query, self.store.search, user_id=user_id, flt=flt,
-                         hits=cfg.context_hop_hits, limit=cfg.context_hop, candidates=(c.memory for c in candidates),
-                         statuses=statuses)
-        context = format_context([*chosen, *neighbours, *hop], lang, with_time=cfg.context_with_time, now=moment,
-                                 resolve_times=cfg.context_resolve_times, present=about_present)
-        timings["context_ms"] = _ms(t)
-        timings["total_ms"] = _ms(start)
-        return RetrievalResult(query=query, memories=chosen, context=context, time_range=parsed.range,
-                               timings_ms=timings, neighbours=neighbours, second_hop=hop)
-
-    def _noise_floors(self, language: str, query_vector: np.ndarray | None = None) -> dict[str, float] | float:
-        """The cosine for unrelated texts between this query (in `language`) and a memory in
-        English or Chinese: the embedder's (measured once, then cached), or the query's own when
-        that is higher (`query_floor`: "ok" sits closer to everything than a real question; without
-        `query_vector`, the embedder's alone); 0 when it cannot be measured now (the floor then
-        reads raw cosines)."""
-        try:
-            floors = {other: noise_floor(self.embedder, language, second_language=other) for other in ("en", "zh")}
-            # a model scores even a good cross-lingual match lower than a same-language one: across
-            # languages, the lower of the two floors
-            same = floors.get(language, floors["en"])
-            floors = {other: floor if other == language else min(floor, same) for other, floor in floors.items()}
-            if query_vector is None:
-                return floors
-            return {other: max(floor, query_floor(self.embedder, query_vector, other))
-                    for other, floor in floors.items()}
-        except ModelError as exc:
-            log.warning("could not measure the embedder's noise floor (%s); using raw cosines", type(exc).__name__)
-            return 0.0
-
-    def _rerank(self, query: str, ranked: list[ScoredMemory]) -> list[ScoredMemory]:
-        cfg = self.settings.reranker
-        head, tail = ranked[:cfg.candidates], ranked[cfg.candidates:]
-        assert self.reranker is not None
-        try:
-            # the reranker judges the memory with who said it and when, as the default embedder reads it
-            scores = self.reranker.rerank(query, [dated_text(item.memory) for item in head])
-        except Exception as exc:  # a failing reranker degrades to the fused order
-            log.warning("reranker failed, keeping the fused order: %s", type(exc).__name__)
-            return ranked
-        order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
-        n = len(head)
-        for position, index in enumerate(order):
-            item = head[int(index)]
-            item.scores["rerank"] = float(scores[int(index)])
-            fused_position = int(index)
-            # blend: weight 1 -> pure rerank order; lower keeps some of the fused order
-            item.scores["rerank_blend"] = cfg.weight * (n - position) + (1 - cfg.weight) * (n - fused_position)
-        head.sort(key=lambda s: s.scores["rerank_blend"], reverse=True)
-        return head + tail
+        floor = cfg.min_relevance if min_relevance is None else validation.check_min_relevance(min_relevance)
+        request = pipeline.RetrievalRequest(
+            user_id=user_id, query=query, now=moment, top_k=top_k, min_relevance=floor, agent_id=agent_id,
+            types=type_filter, include_expired=cfg.include_expired if include_expired is None else include_expired,
+            time_range=explicit, rerank=rerank, language=language)
+        return pipeline.retrieve(request, settings=self.settings, store=self.store, embedder=self.embedder,
+                                 reranker=self.reranker, started=start)
 
     # -- admin -------------------------------------------------------------------------------------
     def list(self, user_id: str, *, agent_id: str | None = None, types: Iterable[MemoryType | str] | None = None,
@@ -790,10 +663,6 @@ class MemoryScope:
 
 # -- helpers ----------------------------------------------------------------------------------------
 
-def _ms(start: float) -> float:
-    return (time.perf_counter() - start) * 1000.0
-
-
 def _default_speaker(role: str, user_id: str, agent_id: str) -> str:
     return user_id if role == "user" else agent_id
 
@@ -804,16 +673,6 @@ def _parse_time_arg(value: Any, what: str) -> datetime | None:
 
 def _parse_range(value: Any) -> TimeRange | None:
     return validation.check_range(value)
-
-
-def _parse_query_time(query: str, moment: datetime):
-    """The query's time words; a range that would leave datetime's span (a query about "next
-    year" asked in year 9998) is dropped rather than failing the turn."""
-    try:
-        return parse_time(query, moment)
-    except (OverflowError, ValueError):
-        from .retrieval.time_parser import ParsedTime
-        return ParsedTime(None, (), query, False, detect_language(query))
 
 
 class _NoBar:

@@ -116,26 +116,6 @@ class Memory:
             out[name] = value
         return out
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Memory":
-        """Inverse of `to_dict`; unknown keys are rejected so a typo never loses a field silently."""
-        known = set(cls.__slots__)
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown memory fields: {sorted(unknown)}")
-        values = dict(data)
-        for name in ("created_at", "updated_at", "event_start", "event_end"):
-            raw = values.get(name)
-            if isinstance(raw, str):
-                values[name] = as_aware(datetime.fromisoformat(raw))
-            elif isinstance(raw, datetime):
-                values[name] = as_aware(raw)
-        if "type" in values:
-            values["type"] = MemoryType(values["type"])
-        if "status" in values:
-            values["status"] = MemoryStatus(values["status"])
-        return cls(**values)
-
 
 @dataclass(slots=True)
 class ScoredMemory:

@@ -55,9 +55,8 @@ from ..errors import MemoryScopeError, ModelError, ValidationError
 from ..models.base import ChatModel, ChatResult
 from ..models.factory import build_llm
 from ..retrieval.injection import render_block, result_block
-from ..retrieval.time_format import format_memory_time
-from ..retrieval.time_parser import detect_language
 from ..settings import LLMSettings, Settings
+from ..timeparse import detect_language, format_memory_time
 from ..validation import check_int
 from .locomo import (
     CATEGORY_NAMES,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable
 
 from ..errors import MemoryScopeError
-from ..retrieval.time_labels import listing_line
+from ..timeparse import listing_line
 
 if TYPE_CHECKING:
     from ..engine import MemoryScope

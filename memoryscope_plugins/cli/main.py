@@ -21,7 +21,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_parse_time(args: argparse.Namespace) -> int:
-    from ..retrieval.time_parser import parse_time_json
+    from ..timeparse import parse_time_json
     from ..validation import check_time
     check_time(args.now, "--now")  # a readable error for a bad or out-of-range time
     now = datetime.fromisoformat(args.now.strip()) if args.now else datetime.now().astimezone()
@@ -127,7 +127,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def _print_memory(memory, out=None) -> None:
-    from ..retrieval.time_labels import listing_line
+    from ..timeparse import listing_line
     out = out or sys.stdout
     out.write(listing_line(memory) + "\n")
 

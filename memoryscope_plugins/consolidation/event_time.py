@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..retrieval.time_calendar import shift_years
-from ..retrieval.time_parser import parse_time
+from ..timeparse import parse_time
+from ..timeparse.calendar_math import shift_years
 from ..types import TimeRange
 
 _DATE_RE = re.compile(r"^\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?\s*$")

@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..retrieval.time_format import format_memory_time, format_time_span
 from ..storage.base import StoredMessage
+from ..timeparse import format_memory_time, format_time_span
 from ..types import Memory
 from .prompts import PromptSet
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Sequence
 
 from ..storage.base import MemoryFilter
@@ -202,18 +203,33 @@ def _apply(env: StepEnv, user_id: str, value: Any, prompt: PromptSet, observatio
             created.add(insight.id)
         changed[insight.id] = insight
         by_subject[normalise(subject)] = insight
-        for other in _labels(raw.get("merge"), "I", insights):
-            other = changed.get(other.id, other)
-            if other.id != insight.id and other.status is MemoryStatus.ACTIVE:
-                other.status = MemoryStatus.EXPIRED
-                other.superseded_by = insight.id
-                other.updated_at = now
-                other.metadata = {**other.metadata, "merged_into": insight.id}
-                changed[other.id] = other
-                report.expired.append(other.content)
-                report.expired_ids.append(other.id)
+        _merge_into(insight, _labels(raw.get("merge"), "I", insights), changed, now, report)
         report.insights.append(content)
         report.insight_ids.append(insight.id)
+    _note_checked_expired(changed, observations, insights, state)
+    env.notes["reflect_vectors"] = new_vectors
+    env.notes["reflect_created"] = created
+    return list(changed.values())
+
+
+def _merge_into(insight: Memory, others: Sequence[Memory], changed: dict[str, Memory], now: datetime,
+                report: ConsolidationReport) -> None:
+    """Expire the active insights `others` (their latest version in `changed`) as merged into `insight`."""
+    for other in others:
+        other = changed.get(other.id, other)
+        if other.id != insight.id and other.status is MemoryStatus.ACTIVE:
+            other.status = MemoryStatus.EXPIRED
+            other.superseded_by = insight.id
+            other.updated_at = now
+            other.metadata = {**other.metadata, "merged_into": insight.id}
+            changed[other.id] = other
+            report.expired.append(other.content)
+            report.expired_ids.append(other.id)
+
+
+def _note_checked_expired(changed: dict[str, Memory], observations: Sequence[Memory], insights: Sequence[Memory],
+                          state: ReflectionState) -> None:
+    """Record in each active insight changed or stale the expired sources looked at now, in `changed`."""
     expired_now = {m.id for m in observations if m.status is MemoryStatus.EXPIRED}
     for insight in list(changed.values()) + [m for m in insights if m.id in state.stale]:
         # an expired source looked at now never makes the insight stale again
@@ -224,9 +240,6 @@ def _apply(env: StepEnv, user_id: str, value: Any, prompt: PromptSet, observatio
                    | (expired_now & set(current.source_ids)))
         current.metadata = {**current.metadata, "checked_expired": sorted(checked)}
         changed[current.id] = current
-    env.notes["reflect_vectors"] = new_vectors
-    env.notes["reflect_created"] = created
-    return list(changed.values())
 
 
 def _labels(values: Any, prefix: str, memories: Sequence[Memory]) -> list[Memory]:

@@ -35,12 +35,10 @@ from ..errors import ModelError
 from ..indexing import embedding_text
 from ..models.base import ChatMessages, ChatModel, ChatResult, TokenUsage
 from ..models.structured import IncompleteAnswerError, UsageMeter, chat_json
-from ..retrieval.mentioned_time import is_recurring
 from ..retrieval.noise_floor import calibrated
-from ..retrieval.time_format import format_memory_time
-from ..retrieval.time_parser import detect_language
 from ..storage.base import StoredMessage
 from ..storage.text_analysis import analyse
+from ..timeparse import detect_language, format_memory_time, is_recurring
 from ..types import Memory, MemoryStatus, MemoryType, as_aware, utc_now
 from . import extract, judge
 from .backend import ConsolidationBackend

@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from ..retrieval.time_parser import parse_time
 from ..storage.text_analysis import analyse
+from ..timeparse import parse_time
 from ..types import TimeRange
 
 MAX_TIME_PHRASE_WORDS = 4

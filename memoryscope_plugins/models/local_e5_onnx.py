@@ -262,105 +262,129 @@ def build_encoder(model_file, *, int8_weights: bool = True, smoothing: dict[str,
     SMOOTHING_ALPHA); `expose_inputs` adds every linear layer's input as an output.
     """
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
 
     cfg = model_file.config
-    hidden, heads = cfg.hidden, cfg.heads
-    head_dim = hidden // heads
-    nodes: list = []
-    initializers: list = []
-    exposed: list[str] = []
+    graph = _EncoderGraph(cfg.eps, int8_weights=int8_weights, smoothing=smoothing, alpha=alpha,
+                          expose_inputs=expose_inputs)
+    shapes = (graph.const("shape.heads", np.array([0, 0, cfg.heads, cfg.hidden // cfg.heads], dtype=np.int64)),
+              graph.const("shape.merged", np.array([0, 0, cfg.hidden], dtype=np.int64)))
+    x = graph.layer_norm("emb.ln", "embeddings", model_file.floats("emb.ln.w"), model_file.floats("emb.ln.b"))
+    for index in range(cfg.layers):
+        x = _encoder_layer(graph, model_file, index, x, shapes)
+    graph.node("Identity", [x], ["hidden"])
+    model = graph.model(cfg.hidden)
+    onnx.checker.check_model(model)
+    return model
 
-    def const(name: str, value: np.ndarray) -> str:
-        initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+
+class _EncoderGraph:
+    """The nodes and weights of an encoder graph as `build_encoder` adds them, in order."""
+
+    def __init__(self, eps: float, *, int8_weights: bool, smoothing: dict[str, np.ndarray] | None, alpha: float,
+                 expose_inputs: bool) -> None:
+        from onnx import TensorProto, helper, numpy_helper
+        self.helper, self.tensor_proto, self.numpy_helper = helper, TensorProto, numpy_helper
+        self.eps, self.int8_weights, self.smoothing, self.alpha = eps, int8_weights, smoothing, alpha
+        self.expose_inputs = expose_inputs
+        self.nodes: list = []
+        self.initializers: list = []
+        self.exposed: list[str] = []
+
+    def node(self, op: str, inputs: list[str], outputs: list[str], **attributes: Any) -> None:
+        self.nodes.append(self.helper.make_node(op, inputs, outputs, **attributes))
+
+    def const(self, name: str, value: np.ndarray) -> str:
+        self.initializers.append(self.numpy_helper.from_array(np.ascontiguousarray(value), name))
         return name
 
-    def linear(prefix: str, x: str, weight: np.ndarray, bias: np.ndarray) -> str:
+    def linear(self, prefix: str, x: str, weight: np.ndarray, bias: np.ndarray) -> str:
         """x @ weight.T + bias with `weight` (out, in) stored as int8 per output column."""
-        if expose_inputs:  # for calibration
-            nodes.append(helper.make_node("Identity", [x], [f"{prefix}.input"]))
-            exposed.append(f"{prefix}.input")
-        if smoothing is not None and prefix in smoothing:
-            act = np.maximum(smoothing[prefix], 1e-5)
+        if self.expose_inputs:  # for calibration
+            self.node("Identity", [x], [f"{prefix}.input"])
+            self.exposed.append(f"{prefix}.input")
+        if self.smoothing is not None and prefix in self.smoothing:
+            act = np.maximum(self.smoothing[prefix], 1e-5)
             wmax = np.maximum(np.abs(weight).max(axis=0), 1e-5)
-            factor = (act ** alpha / wmax ** (1 - alpha)).astype(np.float32)
+            factor = (act ** self.alpha / wmax ** (1 - self.alpha)).astype(np.float32)
             weight = weight * factor[None, :]
-            nodes.append(helper.make_node("Mul", [x, const(f"{prefix}.smooth", (1.0 / factor).astype(np.float32))],
-                                          [f"{prefix}.smoothed"]))
+            self.node("Mul", [x, self.const(f"{prefix}.smooth", (1.0 / factor).astype(np.float32))],
+                      [f"{prefix}.smoothed"])
             x = f"{prefix}.smoothed"
-        if not int8_weights:  # the 4-bit weights exactly, in float32
-            w = const(f"{prefix}.w", np.ascontiguousarray(weight.T, dtype=np.float32))
-            b = const(f"{prefix}.b", bias.astype(np.float32))
-            nodes.append(helper.make_node("MatMul", [x, w], [f"{prefix}.mm"]))
-            nodes.append(helper.make_node("Add", [f"{prefix}.mm", b], [f"{prefix}.out"]))
+        if not self.int8_weights:  # the 4-bit weights exactly, in float32
+            w = self.const(f"{prefix}.w", np.ascontiguousarray(weight.T, dtype=np.float32))
+            b = self.const(f"{prefix}.b", bias.astype(np.float32))
+            self.node("MatMul", [x, w], [f"{prefix}.mm"])
+            self.node("Add", [f"{prefix}.mm", b], [f"{prefix}.out"])
             return f"{prefix}.out"
         scale = np.abs(weight).max(axis=1) / 127.0
         scale[scale == 0] = 1.0
         quantised = np.clip(np.rint(weight / scale[:, None]), -127, 127).astype(np.int8).T
-        w = const(f"{prefix}.w_int8", quantised)
-        s = const(f"{prefix}.w_scale", scale.astype(np.float32))
-        b = const(f"{prefix}.b", bias.astype(np.float32))
-        nodes.append(helper.make_node("Cast", [w], [f"{prefix}.w_float"], to=TensorProto.FLOAT))
-        nodes.append(helper.make_node("Mul", [f"{prefix}.w_float", s], [f"{prefix}.w"]))
-        nodes.append(helper.make_node("MatMul", [x, f"{prefix}.w"], [f"{prefix}.mm"], name=f"{prefix}.matmul"))
-        nodes.append(helper.make_node("Add", [f"{prefix}.mm", b], [f"{prefix}.out"]))
+        w = self.const(f"{prefix}.w_int8", quantised)
+        s = self.const(f"{prefix}.w_scale", scale.astype(np.float32))
+        b = self.const(f"{prefix}.b", bias.astype(np.float32))
+        self.node("Cast", [w], [f"{prefix}.w_float"], to=self.tensor_proto.FLOAT)
+        self.node("Mul", [f"{prefix}.w_float", s], [f"{prefix}.w"])
+        self.node("MatMul", [x, f"{prefix}.w"], [f"{prefix}.mm"], name=f"{prefix}.matmul")
+        self.node("Add", [f"{prefix}.mm", b], [f"{prefix}.out"])
         return f"{prefix}.out"
 
-    def layer_norm(prefix: str, x: str, weight: np.ndarray, bias: np.ndarray) -> str:
-        w = const(f"{prefix}.gamma", weight.astype(np.float32))
-        b = const(f"{prefix}.beta", bias.astype(np.float32))
-        nodes.append(helper.make_node("LayerNormalization", [x, w, b], [f"{prefix}.out"], axis=-1,
-                                      epsilon=cfg.eps))
+    def layer_norm(self, prefix: str, x: str, weight: np.ndarray, bias: np.ndarray) -> str:
+        w = self.const(f"{prefix}.gamma", weight.astype(np.float32))
+        b = self.const(f"{prefix}.beta", bias.astype(np.float32))
+        self.node("LayerNormalization", [x, w, b], [f"{prefix}.out"], axis=-1, epsilon=self.eps)
         return f"{prefix}.out"
 
-    heads_shape = const("shape.heads", np.array([0, 0, heads, head_dim], dtype=np.int64))
-    merged_shape = const("shape.merged", np.array([0, 0, hidden], dtype=np.int64))
-    x = layer_norm("emb.ln", "embeddings", model_file.floats("emb.ln.w"), model_file.floats("emb.ln.b"))
-    attention_scale = 1.0 / np.sqrt(head_dim)
-    for index in range(cfg.layers):
-        p = f"l{index}"
+    def model(self, hidden: int):
+        """The graph as an ONNX model: its inputs, `hidden` and any exposed layer inputs out."""
+        helper, tensor = self.helper, self.tensor_proto
+        graph = helper.make_graph(
+            self.nodes, "multilingual-e5-small",
+            [helper.make_tensor_value_info("embeddings", tensor.FLOAT, ["batch", "tokens", hidden]),
+             helper.make_tensor_value_info("attention_bias", tensor.FLOAT, ["batch", 1, 1, "tokens"])],
+            [helper.make_tensor_value_info("hidden", tensor.FLOAT, ["batch", "tokens", hidden])]
+            + [helper.make_tensor_value_info(name, tensor.FLOAT, ["batch", "tokens", f"{name}.width"])
+               for name in self.exposed],
+            self.initializers)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                        helper.make_opsetid("com.microsoft", 1)])
+        model.ir_version = 8
+        return model
 
-        def f32(name: str, p: str = p) -> np.ndarray:
-            return model_file.floats(f"{p}.{name}")
 
-        def q4(name: str, columns: int, p: str = p) -> np.ndarray:
-            return model_file.q4_matrix(f"{p}.{name}", columns)
+def _encoder_layer(graph: _EncoderGraph, model_file, index: int, x: str, shapes: tuple[str, str]) -> str:
+    """One transformer layer (attention, then the feed-forward block) after `x`; returns its output."""
+    cfg = model_file.config
+    hidden = cfg.hidden
+    heads_shape, merged_shape = shapes
+    attention_scale = 1.0 / np.sqrt(hidden // cfg.heads)
+    p = f"l{index}"
 
-        # one matrix for Q, K and V; the 1/sqrt(head size) of the scores is folded into Q
-        qkv_w = np.concatenate([q4("q.w", hidden) * attention_scale, q4("k.w", hidden), q4("v.w", hidden)])
-        qkv_b = np.concatenate([f32("q.b") * attention_scale, f32("k.b"), f32("v.b")])
-        qkv = linear(f"{p}.qkv", x, qkv_w, qkv_b)
-        nodes.append(helper.make_node("Split", [qkv, const(f"{p}.split", np.array([hidden] * 3, dtype=np.int64))],
-                                      [f"{p}.q", f"{p}.k", f"{p}.v"], axis=-1))
-        for part, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
-            nodes.append(helper.make_node("Reshape", [f"{p}.{part}", heads_shape], [f"{p}.{part}4"]))
-            nodes.append(helper.make_node("Transpose", [f"{p}.{part}4"], [f"{p}.{part}h"], perm=perm))
-        nodes.append(helper.make_node("MatMul", [f"{p}.qh", f"{p}.kh"], [f"{p}.scores"]))
-        nodes.append(helper.make_node("Add", [f"{p}.scores", "attention_bias"], [f"{p}.masked"]))
-        nodes.append(helper.make_node("Softmax", [f"{p}.masked"], [f"{p}.probs"], axis=-1))
-        nodes.append(helper.make_node("MatMul", [f"{p}.probs", f"{p}.vh"], [f"{p}.ctxh"]))
-        nodes.append(helper.make_node("Transpose", [f"{p}.ctxh"], [f"{p}.ctx4"], perm=[0, 2, 1, 3]))
-        nodes.append(helper.make_node("Reshape", [f"{p}.ctx4", merged_shape], [f"{p}.ctx"]))
-        attended = linear(f"{p}.ao", f"{p}.ctx", q4("ao.w", hidden), f32("ao.b"))
-        nodes.append(helper.make_node("Add", [x, attended], [f"{p}.res1"]))
-        x = layer_norm(f"{p}.aln", f"{p}.res1", f32("aln.w"), f32("aln.b"))
-        inner = linear(f"{p}.fi", x, q4("fi.w", hidden), f32("fi.b"))
-        nodes.append(helper.make_node("Gelu", [inner], [f"{p}.gelu"], domain="com.microsoft"))  # erf form
-        outer = linear(f"{p}.fo", f"{p}.gelu", q4("fo.w", cfg.ffn), f32("fo.b"))
-        nodes.append(helper.make_node("Add", [x, outer], [f"{p}.res2"]))
-        x = layer_norm(f"{p}.oln", f"{p}.res2", f32("oln.w"), f32("oln.b"))
-    nodes.append(helper.make_node("Identity", [x], ["hidden"]))
+    def f32(name: str) -> np.ndarray:
+        return model_file.floats(f"{p}.{name}")
 
-    graph = helper.make_graph(
-        nodes, "multilingual-e5-small",
-        [helper.make_tensor_value_info("embeddings", TensorProto.FLOAT, ["batch", "tokens", hidden]),
-         helper.make_tensor_value_info("attention_bias", TensorProto.FLOAT, ["batch", 1, 1, "tokens"])],
-        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "tokens", hidden])]
-        + [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", "tokens", f"{name}.width"])
-           for name in exposed],
-        initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid("com.microsoft", 1)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    def q4(name: str, columns: int) -> np.ndarray:
+        return model_file.q4_matrix(f"{p}.{name}", columns)
+
+    # one matrix for Q, K and V; the 1/sqrt(head size) of the scores is folded into Q
+    qkv_w = np.concatenate([q4("q.w", hidden) * attention_scale, q4("k.w", hidden), q4("v.w", hidden)])
+    qkv_b = np.concatenate([f32("q.b") * attention_scale, f32("k.b"), f32("v.b")])
+    qkv = graph.linear(f"{p}.qkv", x, qkv_w, qkv_b)
+    graph.node("Split", [qkv, graph.const(f"{p}.split", np.array([hidden] * 3, dtype=np.int64))],
+               [f"{p}.q", f"{p}.k", f"{p}.v"], axis=-1)
+    for part, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+        graph.node("Reshape", [f"{p}.{part}", heads_shape], [f"{p}.{part}4"])
+        graph.node("Transpose", [f"{p}.{part}4"], [f"{p}.{part}h"], perm=perm)
+    graph.node("MatMul", [f"{p}.qh", f"{p}.kh"], [f"{p}.scores"])
+    graph.node("Add", [f"{p}.scores", "attention_bias"], [f"{p}.masked"])
+    graph.node("Softmax", [f"{p}.masked"], [f"{p}.probs"], axis=-1)
+    graph.node("MatMul", [f"{p}.probs", f"{p}.vh"], [f"{p}.ctxh"])
+    graph.node("Transpose", [f"{p}.ctxh"], [f"{p}.ctx4"], perm=[0, 2, 1, 3])
+    graph.node("Reshape", [f"{p}.ctx4", merged_shape], [f"{p}.ctx"])
+    attended = graph.linear(f"{p}.ao", f"{p}.ctx", q4("ao.w", hidden), f32("ao.b"))
+    graph.node("Add", [x, attended], [f"{p}.res1"])
+    x = graph.layer_norm(f"{p}.aln", f"{p}.res1", f32("aln.w"), f32("aln.b"))
+    inner = graph.linear(f"{p}.fi", x, q4("fi.w", hidden), f32("fi.b"))
+    graph.node("Gelu", [inner], [f"{p}.gelu"], domain="com.microsoft")  # erf form
+    outer = graph.linear(f"{p}.fo", f"{p}.gelu", q4("fo.w", cfg.ffn), f32("fo.b"))
+    graph.node("Add", [x, outer], [f"{p}.res2"])
+    return graph.layer_norm(f"{p}.oln", f"{p}.res2", f32("oln.w"), f32("oln.b"))

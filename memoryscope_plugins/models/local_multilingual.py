@@ -23,7 +23,6 @@ import numpy as np
 from ..errors import ConfigError, ModelError
 from .base import EmbedKind, ThreadedAsyncMixin, l2_normalise
 
-MULTILINGUAL_MODEL = "multilingual-e5-small"
 MODEL_NAME = "local:multilingual-e5-small-q4:384"
 
 

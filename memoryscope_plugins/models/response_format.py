@@ -51,13 +51,6 @@ _refused_below: dict[EndpointKey, int] = {}
 _refused_lock = threading.Lock()
 
 
-def remembered_rung(key: EndpointKey) -> str | None:
-    """The rung an endpoint was stepped down to in this process (None: it refused nothing yet)."""
-    with _refused_lock:
-        level = _refused_below.get(key)
-    return None if level is None else LADDER[level]
-
-
 def forget_refusals() -> None:
     """Forget every endpoint's refusals (tests; or after an endpoint was upgraded)."""
     with _refused_lock:

@@ -36,9 +36,6 @@ FailureKind = Literal["status", "timeout", "connection", "protocol"]
 
 RETRYABLE_STATUSES: frozenset[int] = frozenset({408, 409, 425, 429})
 _MAX_DETAIL_CHARS = 300
-# Words in a 400's text showing that the endpoint rejected json mode (response_format).
-JSON_MODE_MARKERS: tuple[str, ...] = ("response_format", "response format", "json_object",
-                                      "json mode")
 _MODEL_NOT_FOUND_RE = re.compile(
     r"model[_ ]not[_ ]found|model\b.{0,80}\b(does not exist|not exist|not found)|no such model|"
     r"unknown model|invalid model",

@@ -23,9 +23,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Sequence
 
+from ..timeparse import MENTIONS_KEY, format_memory_time, format_time_span, resolved_times, with_resolved_times
 from ..types import Memory, MemoryType, ScoredMemory
-from .context_times import MENTIONS_KEY, resolved_times, with_resolved_times
-from .time_format import format_memory_time, format_time_span
 
 HEADERS = {
     "en": "Relevant memories, oldest first ([date] = when it was said):",

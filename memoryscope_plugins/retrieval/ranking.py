@@ -23,9 +23,9 @@ from ..indexing import full_text
 from ..settings import RetrievalSettings
 from ..storage.base import Candidate
 from ..storage.text_analysis import CJK, analyse
+from ..timeparse import detect_language
 from ..types import MemoryType, ScoredMemory, TimeRange, as_aware
 from .noise_floor import calibrated
-from .time_parser import detect_language
 
 
 def fuse(candidates: Sequence[Candidate], cfg: RetrievalSettings) -> list[ScoredMemory]:

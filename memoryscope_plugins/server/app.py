@@ -28,7 +28,7 @@ from starlette.schemas import SchemaGenerator
 
 from ..engine import MemoryScope
 from ..errors import ConfigError, MemoryScopeError, ModelError, NotFoundError, StoreError, ValidationError
-from ..retrieval.time_labels import when_label
+from ..timeparse import when_label
 from . import safe_json
 from .auth import ApiKey, KeyRing, RateLimiter
 from .guard import GuardMiddleware, current_key, default_allowed_hosts, request_id

@@ -135,12 +135,13 @@ def test_noise_floors_differ_across_languages_and_never_cut_cross_lingual_matche
     Chinese texts at 0.82: the relevance floor reads each memory against the lower one across
     languages, so a Chinese question keeps its English memories."""
     from memoryscope_plugins.retrieval.noise_floor import noise_floor
+    from memoryscope_plugins.retrieval.pipeline import noise_floors
     assert noise_floor(e5, "zh", second_language="en") < noise_floor(e5, "zh") - 0.05
     with MemoryScope(Settings(language="zh"), path=tmp_path / "m.db", embedder=e5) as memory:
-        floors = memory._noise_floors("zh")
+        floors = noise_floors(memory.embedder, "zh")
         assert floors["en"] == pytest.approx(noise_floor(e5, "zh", second_language="en"))
         assert floors["zh"] == pytest.approx(noise_floor(e5, "zh"))
-        english_question = memory._noise_floors("en")
+        english_question = noise_floors(memory.embedder, "en")
         assert english_question["zh"] == min(noise_floor(e5, "en", second_language="zh"), noise_floor(e5, "en"))
         for text in EN_MEMORIES:
             memory.add("tom", text, created_at=WHEN)

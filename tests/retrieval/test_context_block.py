@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memoryscope_plugins.retrieval.context import format_context, memory_line
-from memoryscope_plugins.retrieval.context_times import describe_range, resolved_times, time_mentions
+from memoryscope_plugins.timeparse.context_times import describe_range, resolved_times, time_mentions
 from memoryscope_plugins.types import Memory, MemoryType, ScoredMemory, TimeRange
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)  # a Monday

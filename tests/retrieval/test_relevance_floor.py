@@ -8,6 +8,7 @@ import pytest
 
 from memoryscope_plugins.errors import ValidationError
 from memoryscope_plugins.retrieval.noise_floor import calibrated
+from memoryscope_plugins.retrieval.pipeline import noise_floors
 
 FACTS = ["My dog is called Biscuit.", "I live in Lisbon with my sister.", "I'm allergic to peanuts.",
          "I started learning the cello in May.", "My favourite food is ramen."]
@@ -30,7 +31,7 @@ def filled(engine):
 def _relevance(engine, query: str) -> dict[str, float]:
     """Each fact's calibrated relevance to `query`, as the floor reads it."""
     vector = engine.embedder.embed([query], kind="query")[0]
-    floor = engine._noise_floors("en", vector)["en"]
+    floor = noise_floors(engine.embedder, "en", vector)["en"]
     found = engine.retrieve("anna", query, min_relevance=-1).memories
     return {m.memory.content: calibrated(m.scores["cosine"], floor) for m in found}
 

@@ -1,4 +1,4 @@
-"""Tests for the readable memory dates of time_format."""
+"""Tests for the readable memory dates of timeparse.formatting."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from memoryscope_plugins.retrieval.time_format import format_memory_time, format_time_span  # noqa: E402
+from memoryscope_plugins.timeparse.formatting import format_memory_time, format_time_span  # noqa: E402
 
 MOMENT = datetime(2023, 5, 8, 14, 30)  # a Monday
 
@@ -76,7 +76,7 @@ def test_span_end_is_converted_to_start_zone() -> None:
 
 
 def test_parser_ranges_read_well() -> None:
-    from memoryscope_plugins.retrieval.time_parser import parse_time
+    from memoryscope_plugins.timeparse.parser import parse_time
 
     parsed = parse_time("上周", datetime(2026, 11, 22, 15))
     assert parsed.range is not None and parsed.range.start is not None

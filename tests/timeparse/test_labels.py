@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from memoryscope_plugins import MemoryScope
 from memoryscope_plugins.cli.main import main
-from memoryscope_plugins.retrieval.time_labels import event_text, when_label
+from memoryscope_plugins.timeparse.labels import event_text, when_label
 from memoryscope_plugins.types import Memory, MemoryType, Message
 
 SAID = datetime(2026, 11, 25, 9, 30, tzinfo=timezone.utc)  # a Wednesday

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memoryscope_plugins import MemoryScope
-from memoryscope_plugins.retrieval.mentioned_time import mentioned_range
+from memoryscope_plugins.timeparse.mentioned_time import mentioned_range
 
 SAID = datetime(2024, 10, 20, 21, 0, tzinfo=timezone.utc)  # a Sunday, after the National Day holiday
 

@@ -21,7 +21,7 @@ import pytest
 # the repository root, for `python tests/timeparse/test_parser.py`
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from memoryscope_plugins.retrieval.time_parser import (  # noqa: E402
+from memoryscope_plugins.timeparse.parser import (  # noqa: E402
     ParsedTime,
     detect_language,
     parse_time,

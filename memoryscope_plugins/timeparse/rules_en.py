@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import date, timedelta
 
-from .time_calendar import (
+from .calendar_math import (
     ONE_DAY,
     Context,
     DaySpan,
@@ -34,8 +34,8 @@ from .time_calendar import (
     year_days,
     year_part,
 )
-from .time_festivals import festival_span
-from .time_numbers import EN_NUMBER_PATTERN, en_number
+from .festivals import festival_span
+from .number_words import EN_NUMBER_PATTERN, en_number
 
 _I = re.IGNORECASE
 

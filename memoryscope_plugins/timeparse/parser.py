@@ -4,8 +4,8 @@
 ("last Friday" = the latest Friday strictly before today), the matched substrings, the text without
 them, whether the text asks *when* something happened, and the detected language.
 
-Rules are regular expressions compiled at import (see time_rules_en.py, time_rules_zh.py,
-time_rules_common.py); the calendar conventions are in time_calendar.py and docs/time_parser.md.
+Rules are regular expressions compiled at import (see rules_en.py, rules_zh.py,
+rules_common.py); the calendar conventions are in calendar_math.py and docs/time_parser.md.
 Weeks start on Monday. Only the standard library is used.
 """
 
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 
 from ..types import TimeRange
-from . import time_rules_common, time_rules_en, time_rules_zh
-from .time_calendar import (
+from . import rules_common, rules_en, rules_zh
+from .calendar_math import (
     DAY_PARTS,
     ONE_DAY,
     Context,
@@ -33,7 +33,7 @@ from .time_calendar import (
     weekday_on_or_before,
     year_days,
 )
-from .time_numbers import EN_NUMBER_PATTERN, en_number
+from .number_words import EN_NUMBER_PATTERN, en_number
 
 __all__ = ["ParsedTime", "parse_time", "detect_language", "parse_time_json"]
 
@@ -105,7 +105,7 @@ _PART_AFTER_ZH = re.compile(
     r"\s*的?\s*(?P<part>早上|早晨|清晨|上午|中午|下午|傍晚|晚上|夜里|夜间|夜晚|半夜|深夜|凌晨|晚(?![会点了到辈]))"
 )
 _EN_PART_KEYS = {"lunchtime": "noon"}
-_ZH_PART_KEYS = time_rules_zh.DAY_PART_WORDS
+_ZH_PART_KEYS = rules_zh.DAY_PART_WORDS
 
 # Words that bound a range on one side: "since May" = [May 1, open); "before 2020" = [open, 2020-01-01).
 _MODIFIER_EN = re.compile(
@@ -198,12 +198,12 @@ def _rules_for(text: str) -> list[Rule]:
     rules: list[Rule] = []
     has_latin = _HAS_LATIN.search(text) is not None
     if has_latin and _EN_TRIGGER.search(text):
-        rules.extend(time_rules_en.RULES)
+        rules.extend(rules_en.RULES)
     has_cjk = _CJK.search(text) is not None
     if has_cjk and _ZH_TRIGGER.search(text):
-        rules.extend(time_rules_zh.RULES)
+        rules.extend(rules_zh.RULES)
     if _DIGIT.search(text):
-        rules.extend(time_rules_common.RULES)
+        rules.extend(rules_common.RULES)
     return rules
 
 
@@ -270,8 +270,8 @@ def _count_from(anchor: re.Match[str], start: datetime, end: datetime) -> Span |
     first: date = start.date()
     last: date = (end - timedelta(microseconds=1)).date()
     sign = -1 if before else 1
-    if unit in time_rules_en.WEEKDAYS:
-        weekday = time_rules_en.WEEKDAYS[unit]
+    if unit in rules_en.WEEKDAYS:
+        weekday = rules_en.WEEKDAYS[unit]
         base = weekday_on_or_before(first - ONE_DAY, weekday) if before else weekday_after(last, weekday)
         return day_span(base + timedelta(weeks=sign * (count - 1)))
     if unit == "day":

@@ -12,7 +12,6 @@ DaySpan = tuple[date, date]
 Span = tuple[datetime | None, datetime | None]
 
 ONE_DAY = timedelta(days=1)
-SEASONS = ("spring", "summer", "autumn", "winter")
 
 # Hours (start, end) of the parts of a day; an end past 24 runs into the next day.
 # why: "night" runs to 06:00 next day so "last night" covers sleep; "evening" stops at midnight.

@@ -22,8 +22,8 @@ import re
 from datetime import datetime, timedelta
 
 from ..types import TimeRange, as_aware
-from .time_calendar import shift_years
-from .time_parser import parse_time
+from .calendar_math import shift_years
+from .parser import parse_time
 
 MAX_MENTIONED_DAYS = 92  # a season or a quarter; a year is too broad to point at one event
 

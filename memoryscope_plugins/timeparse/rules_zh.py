@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import date, timedelta
 
-from .time_calendar import (
+from .calendar_math import (
     Context,
     DaySpan,
     Rule,
@@ -30,8 +30,8 @@ from .time_calendar import (
     weekend_days,
     year_days,
 )
-from .time_festivals import festival_span
-from .time_numbers import ZH_NUMBER_PATTERN, zh_digit_string, zh_number
+from .festivals import festival_span
+from .number_words import ZH_NUMBER_PATTERN, zh_digit_string, zh_number
 
 _YEAR_WORDS = {"大前年": -3, "前年": -2, "去年": -1, "今年": 0, "明年": 1, "后年": 2, "大后年": 3}
 _WEEK_WORDS = {"上上": -2, "上": -1, "这": 0, "本": 0, "下": 1, "下下": 2}

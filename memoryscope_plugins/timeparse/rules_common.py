@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .time_calendar import Context, Rule, Span, day_span, safe_date
+from .calendar_math import Context, Rule, Span, day_span, safe_date
 
 
 def _iso(match: re.Match[str], ctx: Context) -> Span | None:

@@ -16,9 +16,9 @@ import re
 from datetime import datetime, timedelta
 
 from ..types import TimeRange, as_aware
+from .formatting import format_memory_time, format_time_span
 from .mentioned_time import is_recurring, nearer_if_yearless
-from .time_format import format_memory_time, format_time_span
-from .time_parser import parse_time
+from .parser import parse_time
 
 # a memory worth parsing names a time word or a number; most do not, and skipping them keeps the
 # context cheap (parse_time costs ~0.1 ms a line)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..types import Memory, MemoryType
-from .time_format import format_memory_time, format_time_span
+from .formatting import format_memory_time, format_time_span
 
 SEPARATOR = " · "
 _SAID_ROLES = ("user", "assistant")

@@ -1,0 +1,276 @@
+"""Retrieval, top to bottom: one query in, ranked memories and a context block out. No LLM.
+
+`retrieve` runs the stages in order; each is a function of its own:
+
+1. `query_time`: the time the query names ("last weekend", "上周三"), relative to the request's moment;
+2. `memory_filter` and `search_candidates`: both channels of the store (full text and vectors),
+   the query's time filtering only with ``retrieval.time_mode = "filter"``;
+3. `fuse_candidates`: one score per memory from the two channels, shared with the turns next to
+   a match and raised for the speakers the query names;
+4. `adjust_scores`: type weights, the query's time, recency, and for a question about the present
+   the newest state first;
+5. `relevance_floor`: only what shares a word with the query, is close enough in meaning, or falls
+   in the time it names;
+6. `shortlist` and `rerank`: the best few (duplicates left out), reordered by the reranker when one is used;
+7. `neighbour_turns` and `hop`: the turns around the best hits and the memories naming who or what
+   they mention, as extra context lines;
+8. `format_context` (retrieval/context.py): the dated lines an LLM reads.
+
+The engine (`MemoryScope.retrieve`) checks the arguments into a `RetrievalRequest` and calls `retrieve`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..errors import ModelError
+from ..indexing import dated_text
+from ..models.base import Embedder, Reranker
+from ..settings import RerankerSettings, RetrievalSettings, Settings
+from ..storage.base import Candidate, MemoryFilter, MemoryStore, SearchRequest
+from ..timeparse import ParsedTime, detect_language, parse_time
+from ..types import Memory, MemoryStatus, MemoryType, RetrievalResult, ScoredMemory, TimeRange
+from .context import format_context
+from .language_profile import ranking_settings
+from .neighbours import turn_neighbours
+from .noise_floor import noise_floor, query_floor
+from .present import asks_about_present
+from .ranking import (
+    adjust,
+    boost_named_speakers,
+    deduplicate,
+    fuse,
+    prefer_recent,
+    propagate_neighbours,
+    query_cjk_terms,
+    relevant,
+    widen,
+)
+from .second_hop import second_hop
+
+log = logging.getLogger("memoryscope_plugins")
+
+
+@dataclass(frozen=True)
+class RetrievalRequest:
+    """The checked arguments of one retrieval (see `MemoryScope.retrieve` for their meaning)."""
+
+    user_id: str
+    query: str
+    now: datetime
+    top_k: int
+    min_relevance: float  # -1: no floor
+    agent_id: str | None = None
+    types: tuple[MemoryType, ...] | None = None
+    include_expired: bool = False
+    time_range: TimeRange | None = None  # the caller's explicit range, a filter
+    rerank: bool | None = None  # None: when a reranker is configured
+    language: str | None = None  # of the context; None: the settings' or the query's
+
+    @property
+    def statuses(self) -> tuple[MemoryStatus, ...] | None:
+        """The statuses searched: active only, or every status with `include_expired`."""
+        return None if self.include_expired else (MemoryStatus.ACTIVE,)
+
+
+def retrieve(request: RetrievalRequest, *, settings: Settings, store: MemoryStore, embedder: Embedder,
+             reranker: Reranker | None, started: float | None = None) -> RetrievalResult:
+    """Run every stage for `request`. `started`: the `time.perf_counter()` the timings count from
+    (the engine's, so they include checking the arguments); default now."""
+    started = time.perf_counter() if started is None else started
+    cfg = settings.retrieval
+    timings: dict[str, float] = {}
+    parsed = query_time(request.query, request.now)
+    language = request.language or (settings.language if settings.language != "auto" else parsed.language)
+    timings["parse_ms"] = _ms(started)
+
+    t = time.perf_counter()
+    vector = embed_query(embedder, request.query)
+    timings["embed_ms"] = _ms(t)
+    t = time.perf_counter()
+    text = search_text(request.query, parsed)
+    flt = memory_filter(request, parsed, cfg)
+    candidates = search_candidates(store, request, text, vector, flt, cfg.candidates)
+    timings["search_ms"] = _ms(t)
+
+    t = time.perf_counter()
+    rank_cfg = ranking_settings(cfg, parsed.language, multilingual=getattr(embedder, "multilingual", False))
+    ranked = fuse_candidates(candidates, request.query, rank_cfg)
+    about_present = asks_about_present(request.query)
+    ranked = adjust_scores(ranked, rank_cfg, parsed, request.now, about_present=about_present)
+    if request.min_relevance > -1:
+        noise = 0.0 if vector is None else noise_floors(embedder, parsed.language, vector)
+        ranked = relevance_floor(ranked, request.min_relevance, noise, text)
+    reranking = reranker is not None and (request.rerank is None or request.rerank)
+    depth = max(request.top_k, settings.reranker.candidates) if reranking else request.top_k
+    ranked = shortlist(ranked, depth, deduplicated=cfg.deduplicate)
+    timings["rank_ms"] = _ms(t)
+    if reranking and ranked:
+        assert reranker is not None
+        t = time.perf_counter()
+        ranked = rerank(request.query, ranked, reranker, settings.reranker)
+        timings["rerank_ms"] = _ms(t)
+    chosen = ranked[:request.top_k]
+    for item in chosen:  # stores may share records between calls: the caller gets its own
+        item.memory = item.memory.copy()
+
+    t = time.perf_counter()
+    neighbours = neighbour_turns(store, request, chosen, candidates, cfg)
+    extra = hop(store, request, chosen, neighbours, candidates, flt, cfg)
+    context = format_context([*chosen, *neighbours, *extra], language, with_time=cfg.context_with_time,
+                             now=request.now, resolve_times=cfg.context_resolve_times, present=about_present)
+    timings["context_ms"] = _ms(t)
+    timings["total_ms"] = _ms(started)
+    return RetrievalResult(query=request.query, memories=chosen, context=context, time_range=parsed.range,
+                           timings_ms=timings, neighbours=neighbours, second_hop=extra)
+
+
+# -- 1. the query's time ----------------------------------------------------------------------------
+
+def query_time(query: str, moment: datetime) -> ParsedTime:
+    """The query's time words; a range that would leave datetime's span (a query about "next
+    year" asked in year 9998) is dropped rather than failing the turn."""
+    try:
+        return parse_time(query, moment)
+    except (OverflowError, ValueError):
+        return ParsedTime(None, (), query, False, detect_language(query))
+
+
+# -- 2. search ---------------------------------------------------------------------------------------
+
+def embed_query(embedder: Embedder, query: str) -> np.ndarray | None:
+    """The query's vector; None when the embedder fails (retrieval then goes by full text alone
+    rather than failing the agent's turn)."""
+    try:
+        return embedder.embed([query], kind="query")[0]
+    except ModelError as exc:
+        log.warning("query embedding failed (%s); retrieving by full text only", type(exc).__name__)
+        return None
+
+
+def search_text(query: str, parsed: ParsedTime) -> str:
+    """The words searched by full text: the query without its time words when it names a time
+    and holds more than that."""
+    return parsed.remainder if parsed.range is not None and parsed.remainder.strip() else query
+
+
+def memory_filter(request: RetrievalRequest, parsed: ParsedTime, cfg: RetrievalSettings) -> MemoryFilter:
+    """What the store may return: the request's agent, types and statuses, and a time range: the
+    caller's explicit one, else with ``time_mode = "filter"`` the query's widened by
+    ``time_fuzz_days`` (with "boost" the query's time only ranks, see `adjust_scores`)."""
+    store_range = request.time_range
+    if parsed.range is not None and cfg.time_mode == "filter" and request.time_range is None:
+        store_range = widen(parsed.range, cfg.time_fuzz_days)
+    return MemoryFilter(agent_id=request.agent_id, types=request.types, statuses=request.statuses,
+                        time_range=store_range)
+
+
+def search_candidates(store: MemoryStore, request: RetrievalRequest, text: str, vector: np.ndarray | None,
+                      flt: MemoryFilter, candidates: int) -> list[Candidate]:
+    """Both channels of the store: at least `candidates` memories from each (more when top_k is larger)."""
+    return store.search(SearchRequest(user_id=request.user_id, text=text, vector=vector, filter=flt,
+                                      limit=max(candidates, request.top_k)))
+
+
+# -- 3-5. score ---------------------------------------------------------------------------------------
+
+def fuse_candidates(candidates: Sequence[Candidate], query: str, cfg: RetrievalSettings) -> list[ScoredMemory]:
+    """One score per memory from the two channels; a turn inherits part of its neighbours' score,
+    and the turns of speakers the query names gain ``speaker_boost``."""
+    ranked = fuse(candidates, cfg)
+    ranked = propagate_neighbours(ranked, cfg.neighbour_weight)
+    return boost_named_speakers(ranked, query, cfg.speaker_boost)
+
+
+def adjust_scores(ranked: list[ScoredMemory], cfg: RetrievalSettings, parsed: ParsedTime, now: datetime, *,
+                  about_present: bool) -> list[ScoredMemory]:
+    """Type weights, the query's time (with ``time_mode = "boost"``) and recency; for a question about
+    the present (`asks_about_present`), the newest state first. Sorted, best first."""
+    ranked = adjust(ranked, cfg, time_range=parsed.range if cfg.time_mode == "boost" else None, now=now)
+    if cfg.present_half_life_days and about_present:
+        ranked = prefer_recent(ranked, cfg.present_half_life_days, cfg.present_weight)
+    return ranked
+
+
+def noise_floors(embedder: Embedder, language: str,
+                 query_vector: np.ndarray | None = None) -> dict[str, float] | float:
+    """The cosine for unrelated texts between a query in `language` and a memory in English or
+    Chinese: the embedder's (measured once, then cached), or the query's own when that is higher
+    (`query_floor`: "ok" sits closer to everything than a real question; without `query_vector`,
+    the embedder's alone); 0 when it cannot be measured now (the floor then reads raw cosines)."""
+    try:
+        floors = {other: noise_floor(embedder, language, second_language=other) for other in ("en", "zh")}
+        # a model scores even a good cross-lingual match lower than a same-language one: across
+        # languages, the lower of the two floors
+        same = floors.get(language, floors["en"])
+        floors = {other: floor if other == language else min(floor, same) for other, floor in floors.items()}
+        if query_vector is None:
+            return floors
+        return {other: max(floor, query_floor(embedder, query_vector, other)) for other, floor in floors.items()}
+    except ModelError as exc:
+        log.warning("could not measure the embedder's noise floor (%s); using raw cosines", type(exc).__name__)
+        return 0.0
+
+
+def relevance_floor(ranked: list[ScoredMemory], min_relevance: float, noise: float | Mapping[str, float],
+                    text: str) -> list[ScoredMemory]:
+    """The memories that meet `min_relevance` (see `ranking.relevant`), cosines calibrated by `noise`."""
+    return relevant(ranked, min_relevance, noise_floor=noise, cjk_terms=query_cjk_terms(text))
+
+
+# -- 6. the best few --------------------------------------------------------------------------------------
+
+def shortlist(ranked: list[ScoredMemory], depth: int, *, deduplicated: bool) -> list[ScoredMemory]:
+    """The best `depth` memories, with `deduplicated` only the best of those saying the same thing."""
+    return deduplicate(ranked, depth) if deduplicated else ranked[:depth]
+
+
+def rerank(query: str, ranked: list[ScoredMemory], reranker: Reranker,
+           cfg: RerankerSettings) -> list[ScoredMemory]:
+    """The best ``cfg.candidates`` reordered by the reranker (blended with the fused order by
+    ``cfg.weight``), the rest after them; the fused order when the reranker fails."""
+    head, tail = ranked[:cfg.candidates], ranked[cfg.candidates:]
+    try:
+        # the reranker judges the memory with who said it and when, as the default embedder reads it
+        scores = reranker.rerank(query, [dated_text(item.memory) for item in head])
+    except Exception as exc:  # a failing reranker degrades to the fused order
+        log.warning("reranker failed, keeping the fused order: %s", type(exc).__name__)
+        return ranked
+    order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
+    n = len(head)
+    for position, index in enumerate(order):
+        item = head[int(index)]
+        item.scores["rerank"] = float(scores[int(index)])
+        fused_position = int(index)
+        # blend: weight 1 -> pure rerank order; lower keeps some of the fused order
+        item.scores["rerank_blend"] = cfg.weight * (n - position) + (1 - cfg.weight) * (n - fused_position)
+    head.sort(key=lambda s: s.scores["rerank_blend"], reverse=True)
+    return head + tail
+
+
+# -- 7. extra context lines ----------------------------------------------------------------------------
+
+def neighbour_turns(store: MemoryStore, request: RetrievalRequest, chosen: Sequence[ScoredMemory],
+                    candidates: Sequence[Candidate], cfg: RetrievalSettings) -> list[Memory]:
+    """The turns before (and after) the best ``context_neighbours`` hits, read from the candidates
+    or the store, that the context does not show yet."""
+    return turn_neighbours(chosen, (c.memory for c in candidates), lambda ids: store.get(request.user_id, ids),
+                           hits=cfg.context_neighbours, after=cfg.context_next_turn, statuses=request.statuses)
+
+
+def hop(store: MemoryStore, request: RetrievalRequest, chosen: Sequence[ScoredMemory], shown: Sequence[Memory],
+        candidates: Sequence[Candidate], flt: MemoryFilter, cfg: RetrievalSettings) -> list[Memory]:
+    """The second hop: memories naming who or what the best hits mention and the query does not."""
+    return second_hop(chosen, shown, request.query, store.search, user_id=request.user_id, flt=flt,
+                      hits=cfg.context_hop_hits, limit=cfg.context_hop, candidates=(c.memory for c in candidates),
+                      statuses=request.statuses)
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000.0
