@@ -27,6 +27,7 @@ from memoryscope_plugins.retrieval.injection import (
     result_block,
 )
 from memoryscope_plugins.types import MemoryType, RetrievalResult
+from memoryscope_plugins.validation import check_min_relevance, check_top_k
 
 log = logging.getLogger("memoryscope_plugins.adapters")
 
@@ -75,9 +76,8 @@ class MemoryConfig:
     _session: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.top_k is not None and (not isinstance(self.top_k, int) or isinstance(self.top_k, bool)
-                                       or not 0 < self.top_k <= 1000):
-            raise ValueError("top_k must be an integer between 1 and 1000, or None")
+        if self.top_k is not None:
+            check_top_k(self.top_k)
         if self.on_error not in ("warn", "raise"):
             raise ValueError("on_error must be 'warn' or 'raise'")
         check_template(self.template)
@@ -89,9 +89,8 @@ class MemoryConfig:
                 raise TypeError(f"{name} must be a string, a callable or None")
             if isinstance(value, str) and not value.strip():
                 raise ValueError(f"{name} must not be empty")
-        if self.min_relevance is not None and (isinstance(self.min_relevance, bool) or not isinstance(
-                self.min_relevance, (int, float)) or not -1 <= self.min_relevance <= 1):
-            raise ValueError("min_relevance must be a number between -1 and 1, or None")
+        if self.min_relevance is not None:
+            check_min_relevance(self.min_relevance)
         if isinstance(self.human_names, str) or not all(isinstance(n, str) for n in self.human_names):
             raise TypeError("human_names must be a list of names")
         self.human_names = tuple(self.human_names)

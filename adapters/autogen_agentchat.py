@@ -44,6 +44,7 @@ from typing_extensions import Self
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.settings import Settings
 from memoryscope_plugins.types import MemoryType, ScoredMemory
+from memoryscope_plugins.validation import check_top_k
 
 from ._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, text_of, turn
 
@@ -174,8 +175,8 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         carries metadata id, type, time and score."""
         text = query if isinstance(query, str) else _content_text(query)
         limit = kwargs.get("limit", kwargs.get("top_k"))
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= 1000):
-            raise ValueError("limit must be an integer between 1 and 1000")
+        if limit is not None:
+            check_top_k(limit, "limit")
         result = await self._bridge.aretrieve(self.user_id, text, agent_id=self.agent_id, top_k=limit)
         return MemoryQueryResult(results=[_content(m) for m in result.memories])
 

@@ -37,6 +37,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.types import MemoryType, RetrievalResult
+from memoryscope_plugins.validation import check_min_relevance, check_top_k
 
 from ._common import (
     DEFAULT_TEMPLATE,
@@ -316,9 +317,7 @@ class MemoryScopeRetriever(BaseRetriever):
 
 
 def _check_k(k: Any) -> int | None:
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= 1000):
-        raise ValueError("k must be an integer between 1 and 1000")
-    return k
+    return None if k is None else check_top_k(k, "k")
 
 
 def _floor_of(options: dict[str, Any]) -> float | None:
@@ -326,10 +325,7 @@ def _floor_of(options: dict[str, Any]) -> float | None:
     if "min_relevance" in options and "score_threshold" in options:
         raise ValueError("give min_relevance or score_threshold, not both")
     floor = options.get("min_relevance", options.get("score_threshold"))
-    if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float))
-                              or not -1 <= floor <= 1):
-        raise ValueError("min_relevance (score_threshold) must be a number between -1 and 1")
-    return None if floor is None else float(floor)
+    return None if floor is None else check_min_relevance(floor, "min_relevance (score_threshold)")
 
 
 def _call_options(config: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
