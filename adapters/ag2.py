@@ -57,9 +57,11 @@ from memoryscope_plugins.types import MemoryType
 
 from ._common import (
     DEFAULT_TEMPLATE,
+    Line,
     MemoryBridge,
     MemoryConfig,
     OnError,
+    latest_user_text,
     log,
     text_of,
     turn,
@@ -340,11 +342,8 @@ async def _last_request_text(context: Context) -> str:
         events = await context.stream.history.get_events()
     except Exception:  # noqa: BLE001 - no history: nothing to search for
         return ""
-    for event in reversed(list(events)):
-        text = _request_text(event)
-        if text:
-            return text
-    return ""
+    return latest_user_text([Line("user" if isinstance(event, ModelRequest) else "other", None, _request_text(event))
+                             for event in events])
 
 
 def _answer_of(response: ModelResponse) -> str:

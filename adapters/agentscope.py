@@ -43,7 +43,7 @@ from memoryscope_plugins.retrieval.context import format_context
 from memoryscope_plugins.retrieval.present import asks_about_present
 from memoryscope_plugins.types import MemoryType, ScoredMemory, utc_now
 
-from ._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, log, turn
+from ._common import DEFAULT_TEMPLATE, Line, MemoryBridge, MemoryConfig, latest_user_index, latest_user_text, log, turn
 
 if TYPE_CHECKING:
     from agentscope.agent import Agent
@@ -355,17 +355,10 @@ def _query_of(inputs: Any) -> tuple[str, str | None]:
     events and inputs without user text)."""
     if inputs is None:
         return "", None
-    messages = inputs if isinstance(inputs, list) else [inputs]
-    texts: list[str] = []
-    last_id: str | None = None
-    for message in messages:
-        if not isinstance(message, Msg) or message.role != "user":
-            continue
-        text = message.get_text_content()
-        if text and text.strip():
-            texts.append(text)
-            last_id = message.id
-    return "\n".join(texts), last_id
+    messages = [m for m in (inputs if isinstance(inputs, list) else [inputs]) if isinstance(m, Msg)]
+    lines = [Line(m.role, m.name, m.get_text_content() or "") for m in messages]
+    last = latest_user_index(lines)
+    return latest_user_text(lines, whole_input=True), None if last is None else messages[last].id
 
 
 def _with_memory(messages: list[Any], block: str, input_id: str | None) -> list[Any]:

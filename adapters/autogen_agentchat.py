@@ -46,7 +46,7 @@ from memoryscope_plugins.settings import Settings
 from memoryscope_plugins.types import MemoryType, ScoredMemory
 from memoryscope_plugins.validation import check_top_k
 
-from ._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, text_of, turn
+from ._common import DEFAULT_TEMPLATE, Line, MemoryBridge, MemoryConfig, latest_user_text, text_of, turn
 
 __all__ = ["MemoryAssistantAgent", "MemoryScopeMemory", "MemoryScopeMemoryConfig", "memory_tools",
            "run_stream_with_memory", "run_with_memory"]
@@ -156,7 +156,7 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         raises with ``on_error="warn"``.
         """
         await self.remove_blocks(model_context)
-        query = _latest_user_text(await model_context.get_messages())
+        query = latest_user_text([_line(m) for m in await model_context.get_messages()])
         result = await self._bridge.aretrieve(self.user_id, query, agent_id=self.agent_id)
         block = self._bridge.block(result)
         if block:
@@ -391,14 +391,14 @@ def _message_text(message: BaseChatMessage) -> str:
         return text_of(getattr(message, "content", None))
 
 
-def _latest_user_text(messages: Sequence[Any]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, UserMessage):
-            content = message.content
-            text = content if isinstance(content, str) else "\n".join(p for p in content if isinstance(p, str))
-            if text.strip():
-                return text
-    return ""
+def _line(message: Any) -> Line:
+    """A model-context message in the adapters' common shape: a ``UserMessage`` is the user's
+    (its text parts; images left out)."""
+    if not isinstance(message, UserMessage):
+        return Line("other", None, "")
+    content = message.content
+    text = content if isinstance(content, str) else "\n".join(p for p in content if isinstance(p, str))
+    return Line("user", message.source, text)
 
 
 def _is_system(message: Any) -> bool:

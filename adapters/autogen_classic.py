@@ -46,9 +46,11 @@ from memoryscope_plugins.types import MemoryType
 from ._common import (
     DEFAULT_TEMPLATE,
     IdSource,
+    Line,
     MemoryBridge,
     MemoryConfig,
     OnError,
+    latest_user_text,
     text_of,
     turn,
 )
@@ -179,7 +181,7 @@ class MemoryCapability:
         for message in reversed(messages):
             if message.get("role") == "assistant" or message.get("name") == recipient.name:
                 break  # this agent's own previous message: earlier ones were recorded then
-            if message.get("role", "user") not in _TEXT_ROLES or message.get("tool_responses"):
+            if not _is_said(message):
                 continue
             received.append(message)
         rows: list[dict[str, Any]] = []
@@ -247,15 +249,19 @@ def _plain(method: Callable[..., Any]) -> Callable[..., Any]:
 
 def _latest_user_text(messages: list[dict[str, Any]], humans: set[str] | None = None) -> str:
     """Text of the most recent message the agent received from the human (from its interlocutor
-    in a two-agent chat)."""
-    for message in reversed(messages):
-        if humans is not None and message.get("name") not in humans:
-            continue
-        if message.get("role", "user") in _TEXT_ROLES and not message.get("tool_responses"):
-            text = text_of(message.get("content"))
-            if text.strip():
-                return text
-    return ""
+    in a two-agent chat: `humans` None)."""
+    return latest_user_text([_line(message) for message in messages], humans)
+
+
+def _line(message: dict[str, Any]) -> Line:
+    """A chat message in the adapters' common shape: a user-role message other than a tool
+    response is the user's (when its sender is the human)."""
+    return Line("user" if _is_said(message) else "other", message.get("name"), text_of(message.get("content")))
+
+
+def _is_said(message: dict[str, Any]) -> bool:
+    """Whether a message holds someone's words (a user-role message, not a tool response)."""
+    return message.get("role", "user") in _TEXT_ROLES and not message.get("tool_responses")
 
 
 def _with_block(messages: list[dict[str, Any]], block: str) -> list[dict[str, Any]]:

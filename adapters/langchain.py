@@ -42,8 +42,10 @@ from memoryscope_plugins.validation import check_min_relevance, check_top_k
 from ._common import (
     DEFAULT_TEMPLATE,
     IdSource,
+    Line,
     MemoryBridge,
     MemoryConfig,
+    latest_user_text,
     log,
     text_of,
     turn,
@@ -153,12 +155,13 @@ class MemoryScopeMiddleware(AgentMiddleware):
 
 
 def _latest_human_text(messages: Sequence[Any]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage):
-            text = text_of(message.content)
-            if text.strip():
-                return text
-    return ""
+    return latest_user_text([_line(message) for message in messages])
+
+
+def _line(message: Any) -> Line:
+    """A LangChain message in the adapters' common shape: only a ``HumanMessage`` is the user's."""
+    role = "user" if isinstance(message, HumanMessage) else "other"
+    return Line(role, getattr(message, "name", None), text_of(getattr(message, "content", None)))
 
 
 def _run_turn(state: Any, agent_id: str) -> list[dict[str, Any]]:
