@@ -28,7 +28,7 @@ come from the environment (``MEMORYSCOPE_*``) when it is loaded, never from the 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any, Literal
 
 from autogen_agentchat.agents import AssistantAgent
@@ -316,18 +316,15 @@ def memory_tools(memory: MemoryScopeMemory, *, update: bool = True, delete: bool
     ``delete_memory``. Give them to ``AssistantAgent(tools=...)`` or a ``StaticWorkbench``."""
     from autogen_core.tools import FunctionTool
 
-    from ._tools import MemoryTools
+    from ._tools import MemoryTools, tool_names, tool_spec
     if not isinstance(memory, MemoryScopeMemory):
         raise TypeError("memory_tools needs a MemoryScopeMemory")
     cfg = memory._config
     tools = MemoryTools(memory.engine, user_id=memory.user_id, agent_id=memory.agent_id,
                         scope_to_agent=cfg.scope_to_agent,
                         min_relevance=cfg.min_relevance if min_relevance is None else min_relevance)
-    chosen: list[Callable[..., Any]] = [tools.asearch_memory, tools.aadd_memory]
-    chosen += [tools.aupdate_memory] if update else []
-    chosen += [tools.adelete_memory] if delete else []
-    return [FunctionTool(func, description=(getattr(tools, func.__name__[1:]).__doc__ or "").split("\n\n")[0],
-                         name=func.__name__[1:]) for func in chosen]
+    return [FunctionTool(getattr(tools, f"a{name}"), description=tool_spec(name).description, name=name)
+            for name in tool_names(update=update, delete=delete)]
 
 
 # -- helpers -------------------------------------------------------------------------------------------

@@ -225,16 +225,14 @@ def register_memory_tools(memory: MemoryScope, *, caller: ConversableAgent, exec
     ``delete_memory``; `executor` runs them. All are scoped to `user_id`. Returns the tool names."""
     from autogen import register_function
 
-    from ._tools import MemoryTools
+    from ._tools import MemoryTools, tool_names, tool_spec
     tools = MemoryTools(memory, user_id=user_id, agent_id=agent_id or caller.name, scope_to_agent=scope_to_agent,
                         min_relevance=min_relevance)
-    chosen: list[Callable[..., Any]] = [tools.search_memory, tools.add_memory]
-    chosen += [tools.update_memory] if update else []
-    chosen += [tools.delete_memory] if delete else []
-    for func in chosen:
-        register_function(_plain(func), caller=caller, executor=executor, name=func.__name__,
-                          description=(func.__doc__ or "").split("\n\n")[0])
-    return [func.__name__ for func in chosen]
+    names = tool_names(update=update, delete=delete)
+    for name in names:
+        register_function(_plain(getattr(tools, name)), caller=caller, executor=executor, name=name,
+                          description=tool_spec(name).description)
+    return names
 
 
 def _plain(method: Callable[..., Any]) -> Callable[..., Any]:
