@@ -176,7 +176,7 @@ def _run_turn(state: Any, agent_id: str) -> list[dict[str, Any]]:
     first = last_human
     while first > 0 and isinstance(messages[first - 1], HumanMessage):
         first -= 1
-    inputs = [text_of(m.content) for m in messages[first:last_human + 1]]
+    user_text = latest_user_text([_line(m) for m in messages[first:last_human + 1]], whole_input=True)
     answer = ""
     after = messages[last_human + 1:]
     for message in reversed(after):
@@ -186,7 +186,7 @@ def _run_turn(state: Any, agent_id: str) -> list[dict[str, Any]]:
     else:
         if after and isinstance(after[-1], ToolMessage):  # the run ended on a return_direct tool
             answer = text_of(after[-1].content)
-    return turn("\n".join(t for t in inputs if t.strip()), answer, agent_name=agent_id)
+    return turn(user_text, answer, agent_name=agent_id)
 
 
 def _graph_agent_name() -> str | None:
