@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.retrieval.injection import (
@@ -27,6 +27,7 @@ from memoryscope_plugins.retrieval.injection import (
     result_block,
 )
 from memoryscope_plugins.types import MemoryType, RetrievalResult
+from memoryscope_plugins.validation import check_min_relevance, check_top_k
 
 log = logging.getLogger("memoryscope_plugins.adapters")
 
@@ -75,9 +76,8 @@ class MemoryConfig:
     _session: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.top_k is not None and (not isinstance(self.top_k, int) or isinstance(self.top_k, bool)
-                                       or not 0 < self.top_k <= 1000):
-            raise ValueError("top_k must be an integer between 1 and 1000, or None")
+        if self.top_k is not None:
+            check_top_k(self.top_k)
         if self.on_error not in ("warn", "raise"):
             raise ValueError("on_error must be 'warn' or 'raise'")
         check_template(self.template)
@@ -89,9 +89,8 @@ class MemoryConfig:
                 raise TypeError(f"{name} must be a string, a callable or None")
             if isinstance(value, str) and not value.strip():
                 raise ValueError(f"{name} must not be empty")
-        if self.min_relevance is not None and (isinstance(self.min_relevance, bool) or not isinstance(
-                self.min_relevance, (int, float)) or not -1 <= self.min_relevance <= 1):
-            raise ValueError("min_relevance must be a number between -1 and 1, or None")
+        if self.min_relevance is not None:
+            check_min_relevance(self.min_relevance)
         if isinstance(self.human_names, str) or not all(isinstance(n, str) for n in self.human_names):
             raise TypeError("human_names must be a list of names")
         self.human_names = tuple(self.human_names)
@@ -273,6 +272,47 @@ def text_of(content: Any) -> str:
     return text if isinstance(text, str) else ""
 
 
+class Line(NamedTuple):
+    """One chat message as every adapter sees it, whatever its framework's message type.
+
+    Attributes:
+        role: ``"user"`` for a message the framework gives as the user's (each adapter maps its
+            own message types onto it), anything else for the others.
+        name: who sent it, when the framework says.
+        content: its plain text ("" for none).
+    """
+
+    role: str
+    name: str | None
+    content: str
+
+
+def _is_users(line: Line, humans: Collection[str] | None) -> bool:
+    return line.role == "user" and (humans is None or line.name in humans) and bool(line.content.strip())
+
+
+def latest_user_index(lines: Sequence[Line], humans: Collection[str] | None = None) -> int | None:
+    """The position of the newest line with the user's words (None when there is none).
+
+    A line holds the user's words when its role is ``"user"``, its text is not blank and, when
+    `humans` is given (a group chat), its sender is one of them: there, another agent's
+    message is never the user's."""
+    return next((i for i in range(len(lines) - 1, -1, -1) if _is_users(lines[i], humans)), None)
+
+
+def latest_user_text(lines: Sequence[Line], humans: Collection[str] | None = None, *,
+                     whole_input: bool = False) -> str:
+    """The user's latest words among `lines` (oldest first): the text of the newest line that
+    holds them (see `latest_user_index`), "" when there is none.
+
+    With `whole_input`, `lines` are one input together (the messages handed to one reply):
+    the text of every line holding the user's words, oldest first, one per line."""
+    if whole_input:
+        return "\n".join(line.content for line in lines if _is_users(line, humans))
+    index = latest_user_index(lines, humans)
+    return "" if index is None else lines[index].content
+
+
 def turn(user_text: str | None, reply_text: str | None, *, user_name: str | None = None,
          agent_name: str | None = None) -> list[dict[str, Any]]:
     """The messages to record for one exchange (empty sides left out)."""
@@ -284,5 +324,5 @@ def turn(user_text: str | None, reply_text: str | None, *, user_name: str | None
     return messages
 
 
-__all__ = ["DEFAULT_TEMPLATE", "IdSource", "MemoryBridge", "MemoryConfig", "OnError", "empty_result", "log",
-           "text_of", "turn"]
+__all__ = ["DEFAULT_TEMPLATE", "IdSource", "Line", "MemoryBridge", "MemoryConfig", "OnError", "empty_result",
+           "latest_user_index", "latest_user_text", "log", "text_of", "turn"]

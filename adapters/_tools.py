@@ -1,22 +1,96 @@
 """Memory tools an agent calls itself (search, add, update, delete), framework-free.
 
 Each framework adapter wraps these four functions in its own tool type (AgentChat
-``FunctionTool``, classic AutoGen ``register_function``...). Every call is scoped to one user:
-update and delete only reach that user's memories (another user's id is "not found"). A failing
-backend is reported to the model as text, never raised into the agent loop; logs carry the
-exception type only.
+``FunctionTool``, classic AutoGen ``register_function``...), under the names `tool_names` gives
+and with what `tool_spec` tells the model about them (read from the methods' docstrings, so the
+text a model sees is the same in every framework). Every call is scoped to one user: update and
+delete only reach that user's memories (another user's id is "not found"). A failing backend is
+reported to the model as text, never raised into the agent loop; logs carry the exception type
+only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Any
 
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.errors import NotFoundError
 
 from ._common import log
 
-__all__ = ["MemoryTools"]
+__all__ = ["TOOL_NAMES", "MemoryTools", "ToolSpec", "clamp_limit", "tool_names", "tool_spec"]
+
+#: The memory tools, in the order they are given to a model.
+TOOL_NAMES = ("search_memory", "add_memory", "update_memory", "delete_memory")
+
+#: The most memories one search returns.
+MAX_LIMIT = 50
+
+
+def tool_names(*, update: bool = True, delete: bool = True) -> list[str]:
+    """The tools to give: search and add always, update and delete unless turned off."""
+    dropped = {name for name, keep in (("update_memory", update), ("delete_memory", delete)) if not keep}
+    return [name for name in TOOL_NAMES if name not in dropped]
+
+
+def clamp_limit(limit: Any, default: int) -> int:
+    """A model's result limit brought into 1..`MAX_LIMIT`; `default` when it is not a number."""
+    try:
+        return max(1, min(int(limit), MAX_LIMIT))
+    except (TypeError, ValueError):  # the model sent something odd: use the default
+        return default
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What a model is told about one memory tool.
+
+    Attributes:
+        name: the tool's name.
+        description: what it does, on one line.
+        arguments: each argument's description, in the signature's order.
+        parameters: the arguments as a JSON schema (for frameworks that take one).
+    """
+
+    name: str
+    description: str
+    arguments: dict[str, str]
+    parameters: dict[str, Any]
+
+
+_JSON_TYPES = {"str": "string", "int": "integer"}
+
+
+@functools.cache
+def tool_spec(name: str) -> ToolSpec:
+    """The name, description and arguments of the memory tool `name`, from its docstring."""
+    if name not in TOOL_NAMES:
+        raise ValueError(f"unknown memory tool {name!r}; expected one of {TOOL_NAMES}")
+    method = getattr(MemoryTools, name)
+    summary, _, args = inspect.cleandoc(method.__doc__ or "").partition("\n\nArgs:\n")
+    arguments: dict[str, str] = {}
+    for line in args.splitlines():
+        entry = re.match(r"\s{0,4}(\w+): (.*)", line)
+        if entry:
+            arguments[entry.group(1)] = entry.group(2).strip()
+        elif arguments:  # a continuation line
+            last = next(reversed(arguments))
+            arguments[last] = f"{arguments[last]} {line.strip()}"
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for param in list(inspect.signature(method).parameters.values())[1:]:
+        properties[param.name] = {"type": _JSON_TYPES[param.annotation], "description": arguments[param.name]}
+        if param.default is inspect.Parameter.empty:
+            required.append(param.name)
+        else:
+            properties[param.name]["default"] = param.default
+    return ToolSpec(name, " ".join(summary.split()), arguments,
+                    {"type": "object", "properties": properties, "required": required})
 
 
 class MemoryTools:
@@ -45,15 +119,12 @@ class MemoryTools:
         """Search long-term memory about the user (facts, preferences, plans, past events).
 
         Args:
-            query: what to look for, e.g. a person, a place, a date or a topic.
-            limit: the most memories to return (1-50).
+            query: What to look for, e.g. a person, a place, a date or a topic.
+            limit: The most memories to return (1-50).
         """
         if not isinstance(query, str) or not query.strip():
             return "No query given: nothing to search."
-        try:
-            limit = max(1, min(int(limit), 50))
-        except (TypeError, ValueError):
-            limit = self.default_limit
+        limit = clamp_limit(limit, self.default_limit)
         try:
             result = self.memory.retrieve(self.user_id, query, top_k=limit, min_relevance=self.min_relevance,
                                           agent_id=self.agent_id if self.scope_to_agent else None)
@@ -69,7 +140,7 @@ class MemoryTools:
         (who, what, when, where).
 
         Args:
-            content: the fact to remember.
+            content: The fact to remember.
         """
         if not isinstance(content, str) or not content.strip():
             return "Nothing to save: content is empty."
@@ -83,8 +154,8 @@ class MemoryTools:
         """Correct a memory that is wrong or outdated (ids come from search_memory).
 
         Args:
-            memory_id: the id of the memory to change.
-            content: its new text.
+            memory_id: The id of the memory (ids come from search_memory).
+            content: The memory's new text.
         """
         if not isinstance(content, str) or not content.strip():
             return "Nothing to update: content is empty."
@@ -100,7 +171,7 @@ class MemoryTools:
         """Delete a memory the user asked to forget, or one that is wrong (ids come from search_memory).
 
         Args:
-            memory_id: the id of the memory to delete.
+            memory_id: The id of the memory (ids come from search_memory).
         """
         try:
             self.memory.delete(self.user_id, memory_id)

@@ -34,7 +34,6 @@ serve many people. With neither, memory is skipped for that turn (one warning).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
@@ -57,14 +56,16 @@ from memoryscope_plugins.types import MemoryType
 
 from ._common import (
     DEFAULT_TEMPLATE,
+    Line,
     MemoryBridge,
     MemoryConfig,
     OnError,
+    latest_user_text,
     log,
     text_of,
     turn,
 )
-from ._tools import MemoryTools
+from ._tools import MemoryTools, tool_names, tool_spec
 
 __all__ = ["DEFAULT_TOOL_INSTRUCTIONS", "SPEAKER_VARIABLE", "USER_VARIABLE", "MemoryScopeMiddleware",
            "MemoryScopePlugin", "memory_tools"]
@@ -341,11 +342,8 @@ async def _last_request_text(context: Context) -> str:
         events = await context.stream.history.get_events()
     except Exception:  # noqa: BLE001 - no history: nothing to search for
         return ""
-    for event in reversed(list(events)):
-        text = _request_text(event)
-        if text:
-            return text
-    return ""
+    return latest_user_text([Line("user" if isinstance(event, ModelRequest) else "other", None, _request_text(event))
+                             for event in events])
 
 
 def _answer_of(response: ModelResponse) -> str:
@@ -397,24 +395,21 @@ def memory_tools(memory: MemoryScope, *, user_id: UserSource = None, agent_id: s
         tools = await scoped(ctx)
         return no_user if tools is None else await tools.adelete_memory(memory_id)
 
-    chosen: list[tuple[Callable[..., Any], Callable[..., Any]]] = [
-        (search_memory, MemoryTools.search_memory), (add_memory, MemoryTools.add_memory)]
-    chosen += [(update_memory, MemoryTools.update_memory)] if update else []
-    chosen += [(delete_memory, MemoryTools.delete_memory)] if delete else []
-    return [tool(func, name=func.__name__, description=_summary(documented)) for func, documented in chosen]
+    functions = {func.__name__: func for func in (search_memory, add_memory, update_memory, delete_memory)}
+    return [tool(functions[name], name=name, description=tool_spec(name).description)
+            for name in tool_names(update=update, delete=delete)]
 
 
-_Query = Annotated[str, Field(description="What to look for, e.g. a person, a place, a date or a topic.")]
-_Limit = Annotated[int, Field(description="The most memories to return (1-50).")]
-_Fact = Annotated[str, Field(description="The fact to remember.")]
-_MemoryId = Annotated[str, Field(description="The id of the memory (ids come from search_memory).")]
-_NewText = Annotated[str, Field(description="The memory's new text.")]
+def _described(tool_name: str, argument: str) -> Any:
+    """The description the model reads for an argument, as ag2 takes it (a pydantic ``Field``)."""
+    return Field(description=tool_spec(tool_name).arguments[argument])
 
 
-def _summary(method: Callable[..., Any]) -> str:
-    """The first paragraph of a docstring, on one line (a tool's description)."""
-    first = inspect.cleandoc(method.__doc__ or "").split("\n\n")[0]
-    return " ".join(first.split())
+_Query = Annotated[str, _described("search_memory", "query")]
+_Limit = Annotated[int, _described("search_memory", "limit")]
+_Fact = Annotated[str, _described("add_memory", "content")]
+_MemoryId = Annotated[str, _described("update_memory", "memory_id")]
+_NewText = Annotated[str, _described("update_memory", "content")]
 
 
 class MemoryScopePlugin(Plugin):

@@ -43,7 +43,8 @@ from memoryscope_plugins.retrieval.context import format_context
 from memoryscope_plugins.retrieval.present import asks_about_present
 from memoryscope_plugins.types import MemoryType, ScoredMemory, utc_now
 
-from ._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, log, turn
+from ._common import DEFAULT_TEMPLATE, Line, MemoryBridge, MemoryConfig, latest_user_index, latest_user_text, log, turn
+from ._tools import TOOL_NAMES, MemoryTools, clamp_limit, tool_spec
 
 if TYPE_CHECKING:
     from agentscope.agent import Agent
@@ -200,12 +201,9 @@ class MemoryScopeMiddleware(MiddlewareBase):
         allow = PermissionDecision(behavior=PermissionBehavior.ALLOW,
                                    message="auto-allowed: MemoryScope long-term memory tool")
         if self.tool_set == "memory":
-            return [
-                FunctionTool(self.search_memory, is_concurrency_safe=True, is_read_only=True, permission=allow),
-                FunctionTool(self.add_memory, is_concurrency_safe=False, is_read_only=False, permission=allow),
-                FunctionTool(self.update_memory, is_concurrency_safe=False, is_read_only=False, permission=allow),
-                FunctionTool(self.delete_memory, is_concurrency_safe=False, is_read_only=False, permission=allow),
-            ]
+            return [FunctionTool(getattr(self, name), description=tool_spec(name).description,
+                                 input_schema=tool_spec(name).parameters, is_concurrency_safe=name == "search_memory",
+                                 is_read_only=name == "search_memory", permission=allow) for name in TOOL_NAMES]
         return [
             FunctionTool(self.retrieve_from_memory, is_concurrency_safe=True, is_read_only=True, permission=allow),
             FunctionTool(self.record_to_memory, is_concurrency_safe=False, is_read_only=False, permission=allow),
@@ -225,10 +223,7 @@ class MemoryScopeMiddleware(MiddlewareBase):
         keywords = [k for k in (keywords or []) if isinstance(k, str) and k.strip()]
         if not keywords:
             return _chunk("(no keywords given: nothing to search)")
-        try:
-            limit = max(1, min(int(limit), 50))
-        except (TypeError, ValueError):  # the model sent something odd: use the default
-            limit = self.config.top_k or 5
+        limit = clamp_limit(limit, self.config.top_k or 5)
         engine = self.bridge.memory
         try:
             results = await asyncio.gather(*[
@@ -281,50 +276,25 @@ class MemoryScopeMiddleware(MiddlewareBase):
             return _chunk(f"Could not record to memory ({type(exc).__name__}).", error=True)
         return _chunk(f"Recorded {len(facts)} item(s) to long-term memory.")
 
-
-    def _tools(self) -> Any:
-        from ._tools import MemoryTools
+    # the memory tool set: `MemoryTools` (see `tool_spec` for what the model reads) as tool chunks
+    def _tools(self) -> MemoryTools:
         return MemoryTools(self.bridge.memory, user_id=self.user_id, agent_id=self._tool_agent(),
                            scope_to_agent=self.config.scope_to_agent, min_relevance=self.config.min_relevance)
 
     async def search_memory(self, query: str, limit: int = 5) -> ToolChunk:
-        """Search long-term memory about the user (facts, preferences, plans, past events).
-
-        Args:
-            query (str):
-                What to look for, e.g. a person, a place, a date or a topic.
-            limit (int):
-                The most memories to return (1-50).
-        """
+        """The ``search_memory`` tool: `MemoryTools.search_memory` for this middleware's user."""
         return _chunk(await self._tools().asearch_memory(query, limit))
 
     async def add_memory(self, content: str) -> ToolChunk:
-        """Save a durable fact about the user to long-term memory.
-
-        Args:
-            content (str):
-                The fact: one complete, standalone sentence (who, what, when, where).
-        """
+        """The ``add_memory`` tool: `MemoryTools.add_memory` for this middleware's user."""
         return _chunk(await self._tools().aadd_memory(content))
 
     async def update_memory(self, memory_id: str, content: str) -> ToolChunk:
-        """Correct a memory that is wrong or outdated.
-
-        Args:
-            memory_id (str):
-                The id of the memory to change (from search_memory).
-            content (str):
-                Its new text.
-        """
+        """The ``update_memory`` tool: `MemoryTools.update_memory` for this middleware's user."""
         return _chunk(await self._tools().aupdate_memory(memory_id, content))
 
     async def delete_memory(self, memory_id: str) -> ToolChunk:
-        """Delete a memory the user asked to forget, or one that is wrong.
-
-        Args:
-            memory_id (str):
-                The id of the memory to delete (from search_memory).
-        """
+        """The ``delete_memory`` tool: `MemoryTools.delete_memory` for this middleware's user."""
         return _chunk(await self._tools().adelete_memory(memory_id))
 
     def _tool_agent(self) -> str:
@@ -356,17 +326,10 @@ def _query_of(inputs: Any) -> tuple[str, str | None]:
     events and inputs without user text)."""
     if inputs is None:
         return "", None
-    messages = inputs if isinstance(inputs, list) else [inputs]
-    texts: list[str] = []
-    last_id: str | None = None
-    for message in messages:
-        if not isinstance(message, Msg) or message.role != "user":
-            continue
-        text = message.get_text_content()
-        if text and text.strip():
-            texts.append(text)
-            last_id = message.id
-    return "\n".join(texts), last_id
+    messages = [m for m in (inputs if isinstance(inputs, list) else [inputs]) if isinstance(m, Msg)]
+    lines = [Line(m.role, m.name, m.get_text_content() or "") for m in messages]
+    last = latest_user_index(lines)
+    return latest_user_text(lines, whole_input=True), None if last is None else messages[last].id
 
 
 def _with_memory(messages: list[Any], block: str, input_id: str | None) -> list[Any]:

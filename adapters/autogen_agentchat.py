@@ -28,7 +28,7 @@ come from the environment (``MEMORYSCOPE_*``) when it is loaded, never from the 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any, Literal
 
 from autogen_agentchat.agents import AssistantAgent
@@ -44,8 +44,9 @@ from typing_extensions import Self
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.settings import Settings
 from memoryscope_plugins.types import MemoryType, ScoredMemory
+from memoryscope_plugins.validation import check_top_k
 
-from ._common import DEFAULT_TEMPLATE, MemoryBridge, MemoryConfig, text_of, turn
+from ._common import DEFAULT_TEMPLATE, Line, MemoryBridge, MemoryConfig, latest_user_text, text_of, turn
 
 __all__ = ["MemoryAssistantAgent", "MemoryScopeMemory", "MemoryScopeMemoryConfig", "memory_tools",
            "run_stream_with_memory", "run_with_memory"]
@@ -155,7 +156,7 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         raises with ``on_error="warn"``.
         """
         await self.remove_blocks(model_context)
-        query = _latest_user_text(await model_context.get_messages())
+        query = latest_user_text([_line(m) for m in await model_context.get_messages()])
         result = await self._bridge.aretrieve(self.user_id, query, agent_id=self.agent_id)
         block = self._bridge.block(result)
         if block:
@@ -174,8 +175,8 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         carries metadata id, type, time and score."""
         text = query if isinstance(query, str) else _content_text(query)
         limit = kwargs.get("limit", kwargs.get("top_k"))
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= 1000):
-            raise ValueError("limit must be an integer between 1 and 1000")
+        if limit is not None:
+            check_top_k(limit, "limit")
         result = await self._bridge.aretrieve(self.user_id, text, agent_id=self.agent_id, top_k=limit)
         return MemoryQueryResult(results=[_content(m) for m in result.memories])
 
@@ -315,18 +316,15 @@ def memory_tools(memory: MemoryScopeMemory, *, update: bool = True, delete: bool
     ``delete_memory``. Give them to ``AssistantAgent(tools=...)`` or a ``StaticWorkbench``."""
     from autogen_core.tools import FunctionTool
 
-    from ._tools import MemoryTools
+    from ._tools import MemoryTools, tool_names, tool_spec
     if not isinstance(memory, MemoryScopeMemory):
         raise TypeError("memory_tools needs a MemoryScopeMemory")
     cfg = memory._config
     tools = MemoryTools(memory.engine, user_id=memory.user_id, agent_id=memory.agent_id,
                         scope_to_agent=cfg.scope_to_agent,
                         min_relevance=cfg.min_relevance if min_relevance is None else min_relevance)
-    chosen: list[Callable[..., Any]] = [tools.asearch_memory, tools.aadd_memory]
-    chosen += [tools.aupdate_memory] if update else []
-    chosen += [tools.adelete_memory] if delete else []
-    return [FunctionTool(func, description=(getattr(tools, func.__name__[1:]).__doc__ or "").split("\n\n")[0],
-                         name=func.__name__[1:]) for func in chosen]
+    return [FunctionTool(getattr(tools, f"a{name}"), description=tool_spec(name).description, name=name)
+            for name in tool_names(update=update, delete=delete)]
 
 
 # -- helpers -------------------------------------------------------------------------------------------
@@ -390,14 +388,14 @@ def _message_text(message: BaseChatMessage) -> str:
         return text_of(getattr(message, "content", None))
 
 
-def _latest_user_text(messages: Sequence[Any]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, UserMessage):
-            content = message.content
-            text = content if isinstance(content, str) else "\n".join(p for p in content if isinstance(p, str))
-            if text.strip():
-                return text
-    return ""
+def _line(message: Any) -> Line:
+    """A model-context message in the adapters' common shape: a ``UserMessage`` is the user's
+    (its text parts; images left out)."""
+    if not isinstance(message, UserMessage):
+        return Line("other", None, "")
+    content = message.content
+    text = content if isinstance(content, str) else "\n".join(p for p in content if isinstance(p, str))
+    return Line("user", message.source, text)
 
 
 def _is_system(message: Any) -> bool:

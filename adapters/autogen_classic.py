@@ -46,9 +46,11 @@ from memoryscope_plugins.types import MemoryType
 from ._common import (
     DEFAULT_TEMPLATE,
     IdSource,
+    Line,
     MemoryBridge,
     MemoryConfig,
     OnError,
+    latest_user_text,
     text_of,
     turn,
 )
@@ -179,7 +181,7 @@ class MemoryCapability:
         for message in reversed(messages):
             if message.get("role") == "assistant" or message.get("name") == recipient.name:
                 break  # this agent's own previous message: earlier ones were recorded then
-            if message.get("role", "user") not in _TEXT_ROLES or message.get("tool_responses"):
+            if not _is_said(message):
                 continue
             received.append(message)
         rows: list[dict[str, Any]] = []
@@ -223,16 +225,14 @@ def register_memory_tools(memory: MemoryScope, *, caller: ConversableAgent, exec
     ``delete_memory``; `executor` runs them. All are scoped to `user_id`. Returns the tool names."""
     from autogen import register_function
 
-    from ._tools import MemoryTools
+    from ._tools import MemoryTools, tool_names, tool_spec
     tools = MemoryTools(memory, user_id=user_id, agent_id=agent_id or caller.name, scope_to_agent=scope_to_agent,
                         min_relevance=min_relevance)
-    chosen: list[Callable[..., Any]] = [tools.search_memory, tools.add_memory]
-    chosen += [tools.update_memory] if update else []
-    chosen += [tools.delete_memory] if delete else []
-    for func in chosen:
-        register_function(_plain(func), caller=caller, executor=executor, name=func.__name__,
-                          description=(func.__doc__ or "").split("\n\n")[0])
-    return [func.__name__ for func in chosen]
+    names = tool_names(update=update, delete=delete)
+    for name in names:
+        register_function(_plain(getattr(tools, name)), caller=caller, executor=executor, name=name,
+                          description=tool_spec(name).description)
+    return names
 
 
 def _plain(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -247,15 +247,19 @@ def _plain(method: Callable[..., Any]) -> Callable[..., Any]:
 
 def _latest_user_text(messages: list[dict[str, Any]], humans: set[str] | None = None) -> str:
     """Text of the most recent message the agent received from the human (from its interlocutor
-    in a two-agent chat)."""
-    for message in reversed(messages):
-        if humans is not None and message.get("name") not in humans:
-            continue
-        if message.get("role", "user") in _TEXT_ROLES and not message.get("tool_responses"):
-            text = text_of(message.get("content"))
-            if text.strip():
-                return text
-    return ""
+    in a two-agent chat: `humans` None)."""
+    return latest_user_text([_line(message) for message in messages], humans)
+
+
+def _line(message: dict[str, Any]) -> Line:
+    """A chat message in the adapters' common shape: a user-role message other than a tool
+    response is the user's (when its sender is the human)."""
+    return Line("user" if _is_said(message) else "other", message.get("name"), text_of(message.get("content")))
+
+
+def _is_said(message: dict[str, Any]) -> bool:
+    """Whether a message holds someone's words (a user-role message, not a tool response)."""
+    return message.get("role", "user") in _TEXT_ROLES and not message.get("tool_responses")
 
 
 def _with_block(messages: list[dict[str, Any]], block: str) -> list[dict[str, Any]]:

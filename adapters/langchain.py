@@ -37,12 +37,15 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.types import MemoryType, RetrievalResult
+from memoryscope_plugins.validation import check_min_relevance, check_top_k
 
 from ._common import (
     DEFAULT_TEMPLATE,
     IdSource,
+    Line,
     MemoryBridge,
     MemoryConfig,
+    latest_user_text,
     log,
     text_of,
     turn,
@@ -152,12 +155,13 @@ class MemoryScopeMiddleware(AgentMiddleware):
 
 
 def _latest_human_text(messages: Sequence[Any]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage):
-            text = text_of(message.content)
-            if text.strip():
-                return text
-    return ""
+    return latest_user_text([_line(message) for message in messages])
+
+
+def _line(message: Any) -> Line:
+    """A LangChain message in the adapters' common shape: only a ``HumanMessage`` is the user's."""
+    role = "user" if isinstance(message, HumanMessage) else "other"
+    return Line(role, getattr(message, "name", None), text_of(getattr(message, "content", None)))
 
 
 def _run_turn(state: Any, agent_id: str) -> list[dict[str, Any]]:
@@ -172,7 +176,7 @@ def _run_turn(state: Any, agent_id: str) -> list[dict[str, Any]]:
     first = last_human
     while first > 0 and isinstance(messages[first - 1], HumanMessage):
         first -= 1
-    inputs = [text_of(m.content) for m in messages[first:last_human + 1]]
+    user_text = latest_user_text([_line(m) for m in messages[first:last_human + 1]], whole_input=True)
     answer = ""
     after = messages[last_human + 1:]
     for message in reversed(after):
@@ -182,7 +186,7 @@ def _run_turn(state: Any, agent_id: str) -> list[dict[str, Any]]:
     else:
         if after and isinstance(after[-1], ToolMessage):  # the run ended on a return_direct tool
             answer = text_of(after[-1].content)
-    return turn("\n".join(t for t in inputs if t.strip()), answer, agent_name=agent_id)
+    return turn(user_text, answer, agent_name=agent_id)
 
 
 def _graph_agent_name() -> str | None:
@@ -316,9 +320,7 @@ class MemoryScopeRetriever(BaseRetriever):
 
 
 def _check_k(k: Any) -> int | None:
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= 1000):
-        raise ValueError("k must be an integer between 1 and 1000")
-    return k
+    return None if k is None else check_top_k(k, "k")
 
 
 def _floor_of(options: dict[str, Any]) -> float | None:
@@ -326,10 +328,7 @@ def _floor_of(options: dict[str, Any]) -> float | None:
     if "min_relevance" in options and "score_threshold" in options:
         raise ValueError("give min_relevance or score_threshold, not both")
     floor = options.get("min_relevance", options.get("score_threshold"))
-    if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float))
-                              or not -1 <= floor <= 1):
-        raise ValueError("min_relevance (score_threshold) must be a number between -1 and 1")
-    return None if floor is None else float(floor)
+    return None if floor is None else check_min_relevance(floor, "min_relevance (score_threshold)")
 
 
 def _call_options(config: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -118,6 +118,9 @@ def test_classic_register_memory_tools(engine):
     names = register_memory_tools(engine, caller=assistant, executor=human, user_id="anna")
     assistant.register_model_client(model_client_cls=FakeClient)  # AutoGen rebuilds its client on new tools
     assert names == ["search_memory", "add_memory", "update_memory", "delete_memory"]
+    from memoryscope_plugins.adapters._tools import tool_spec
+    assert [t["function"]["description"] for t in assistant.llm_config["tools"]] == [
+        tool_spec(name).description for name in names]
     human.initiate_chat(assistant, message="Remember my dog is Biscuit.", max_turns=2, silent=True)
     assert [m.content for m in engine.list("anna")] == ["Anna's dog is Biscuit."]
     assert engine.list("anna")[0].agent_id == "assistant"
@@ -142,3 +145,43 @@ async def test_agentscope_memory_tool_set(engine):
     await agent.reply(UserMsg(name="user", content="Remember my dog Biscuit, then tell me his name."))
     assert [(m.content, m.agent_id) for m in engine.list("anna")] == [("Anna's dog is Biscuit.", "Friday")]
     assert "Biscuit" in json.dumps(model.calls[-1]) and "search_memory" in json.dumps(model.calls[0])
+
+
+def test_tool_specs_come_from_the_tools_docstrings():
+    from memoryscope_plugins.adapters._tools import TOOL_NAMES, clamp_limit, tool_names, tool_spec
+    assert tool_names() == list(TOOL_NAMES)
+    assert tool_names(update=False) == ["search_memory", "add_memory", "delete_memory"]
+    assert tool_names(update=False, delete=False) == ["search_memory", "add_memory"]
+    search = tool_spec("search_memory")
+    assert list(search.arguments) == ["query", "limit"] and "\n" not in tool_spec("add_memory").description
+    assert search.parameters == {"type": "object", "required": ["query"], "properties": {
+        "query": {"type": "string", "description": search.arguments["query"]},
+        "limit": {"type": "integer", "description": search.arguments["limit"], "default": 5}}}
+    assert tool_spec("update_memory").parameters["required"] == ["memory_id", "content"]
+    with pytest.raises(ValueError):
+        tool_spec("forget_everything")
+    assert (clamp_limit("7", 5), clamp_limit(0, 5), clamp_limit(500, 5), clamp_limit("many", 5)) == (7, 1, 50, 5)
+
+
+async def test_every_framework_tells_the_model_the_same_about_the_tools(engine):
+    """The names, descriptions and argument descriptions are written once, in _tools."""
+    pytest.importorskip("autogen_agentchat", reason="pip install 'memoryscope-plugins[autogen]'")
+    pytest.importorskip("ag2", reason="pip install 'memoryscope-plugins[ag2]'")
+    pytest.importorskip("agentscope.middleware", reason="pip install 'memoryscope-plugins[agentscope]'")
+    from memoryscope_plugins.adapters import ag2, agentscope, autogen_agentchat
+    from memoryscope_plugins.adapters._tools import TOOL_NAMES, tool_spec
+
+    def described(pairs: list[tuple[str, str]]) -> None:
+        assert [name for name, _ in pairs] == list(TOOL_NAMES)
+        assert all(text == tool_spec(name).description for name, text in pairs)
+
+    chat = autogen_agentchat.memory_tools(autogen_agentchat.MemoryScopeMemory(engine, user_id="anna"))
+    described([(t.name, t.description) for t in chat])
+    given = ag2.memory_tools(engine, user_id="anna")
+    described([(t.name, t.schema.function.description) for t in given])
+    for made in given:
+        properties = made.schema.function.parameters["properties"]
+        assert {k: v["description"] for k, v in properties.items()} == tool_spec(made.name).arguments
+    scope = await agentscope.MemoryScopeMiddleware(engine, user_id="anna", mode="both", tool_set="memory").list_tools()
+    described([(t.name, t.description) for t in scope])
+    assert all(t.input_schema == tool_spec(t.name).parameters for t in scope)
