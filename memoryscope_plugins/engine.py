@@ -139,6 +139,7 @@ class MemoryScope:
             self._vectors_missing = True
         self._consolidation = None
         self._worker_task: asyncio.Task | None = None
+        self._runs_worker = False  # whether this process consolidates in the background (flush_on_close)
         if self.llm is not None and settings.consolidation.enabled:
             self._consolidation = self._build_consolidation(start_worker)
 
@@ -170,6 +171,7 @@ class MemoryScope:
             start_worker = self.settings.consolidation.worker == "thread"
         if start_worker:
             service.start()
+            self._runs_worker = True
         return service
 
     def reembed_if_needed(self, *, progress: bool | None = None) -> int:
@@ -709,6 +711,7 @@ class MemoryScope:
             return
         if self._worker_task is None or self._worker_task.done():
             self._worker_task = self._consolidation.start_async()
+            self._runs_worker = True
 
     # -- chat with memory ---------------------------------------------------------------------------
     def chat_with_memory(self, user_id: str, message: str, *, agent_id: str = "assistant",
@@ -758,12 +761,16 @@ class MemoryScope:
                                              turn=turn, user_name=user_name)
 
     def close(self) -> None:
-        """Stop the background worker (finishing its current step) and close the store."""
+        """Stop the background worker (finishing its current step) and close the store.
+
+        With ``consolidation.flush_on_close``, pending messages are consolidated first, but only when
+        this engine ran a background worker (``worker: thread`` or `astart_worker`): with ``worker:
+        none`` close never calls a model, and pending messages stay for the worker processes."""
         if self._closed:
             return
         self._closed = True
         if self._consolidation is not None:
-            self._consolidation.stop()
+            self._consolidation.stop(flush=None if self._runs_worker else False)
         self.store.close()
 
     def __enter__(self) -> "MemoryScope":
