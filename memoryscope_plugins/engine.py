@@ -62,6 +62,7 @@ from .types import (
 log = logging.getLogger("memoryscope_plugins")
 
 MAX_ID_CHARS = 256
+ID_TAKEN = "memory_id cannot be used: it clashes with a stored memory; choose another id or leave it out"
 CONVERSATION_GAP = timedelta(hours=6)  # without session ids, a longer silence starts a new conversation
 ROLES = ("user", "assistant", "system", "tool")
 
@@ -321,7 +322,9 @@ class MemoryScope:
             metadata: Mapping[str, Any] | None = None, memory_id: str | None = None) -> Memory:
         """Add a memory directly (a fact the application knows), searchable at once.
 
-        `memory_id` gives the new memory a caller-chosen id (e.g. a store key); default: a new one."""
+        `memory_id` gives the new memory a caller-chosen id (e.g. a store key); default: a new one. An id
+        of this user's replaces that memory; an id stored for anyone else is a `ValidationError` that
+        does not say whose it is."""
         user_id = _check_id(user_id, "user_id")
         agent_id = _check_id(agent_id, "agent_id")
         content = self._check_text(content, "content")
@@ -331,7 +334,13 @@ class MemoryScope:
                         type=memory_type, created_at=_parse_time_arg(created_at, "created_at") or utc_now(),
                         event_start=_parse_time_arg(event_start, "event_start"),
                         event_end=_parse_time_arg(event_end, "event_end"), metadata=self._check_metadata(metadata))
-        self.store.put([memory], self._embed_documents([memory]))
+        vectors = self._embed_documents([memory])
+        try:
+            self.store.put([memory], vectors)
+        except ValueError as exc:  # the stores' "memory id ... belongs to another user": say less (no id oracle)
+            if "another user" not in str(exc):
+                raise
+            raise ValidationError(ID_TAKEN) from None
         return memory
 
     # -- retrieval --------------------------------------------------------------------------------
@@ -808,6 +817,9 @@ class MemoryScope:
     aconsolidate = _async_twin(consolidate)
     areflect = _async_twin(reflect)
     aflush = _async_twin(flush)
+    ausers = _async_twin(users)
+    alegacy_users = _async_twin(legacy_users)
+    arename_user = _async_twin(rename_user)
 
 
 # -- helpers ----------------------------------------------------------------------------------------
