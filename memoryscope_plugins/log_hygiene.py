@@ -1,4 +1,4 @@
-"""Keep third-party SDK loggers from printing memory text or request bodies, or chatter.
+"""Keep logs free of memory text, request bodies and user ids, and SDK loggers free of chatter.
 
 The DashScope, OpenAI and HTTP client libraries log whole requests (prompts, memory text,
 queries, sometimes headers) at DEBUG. Unless ``settings.log_content`` is on, their loggers are
@@ -9,6 +9,7 @@ without ``-v``) gets no INFO line from them either (psycopg's pool logs three pe
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 SDK_LOGGERS = ("dashscope", "openai", "httpx", "httpcore", "elastic_transport", "urllib3", "psycopg")
@@ -32,3 +33,11 @@ def quiet_sdk_loggers(log_content: bool) -> None:
             continue
         logger.setLevel(level)
         _held[name] = level
+
+
+def user_ref(user_id: str) -> str:
+    """How a log line names a user: ``user#`` and 12 hex digits of the id's SHA-256, never the id itself
+    (ids are often e-mail addresses). The same id always gives the same reference, so an operator can
+    find a user's lines with ``user_ref("acme:anna")``; a guessable id can be confirmed that way too, so
+    this keeps ids out of log stores, it does not make them secret."""
+    return "user#" + hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import subprocess
 import sys
 import time
 
@@ -145,3 +147,25 @@ def test_serve_json_logs_name_the_request_and_hold_no_text_user_or_key(tmp_path,
     assert warnings and all(len(line["request_id"]) == 16 for line in warnings)
     for secret in (SECRET_TEXT, "flowerpot", USER, key, "msk_not-a-key"):
         assert secret not in text
+
+
+def test_worker_json_logs_name_users_by_reference_only(tmp_path, server):
+    from fakes.fake_model_server import OPENAI_CHAT, Reply
+
+    from memoryscope_plugins import MemoryScope
+    from memoryscope_plugins.log_hygiene import user_ref
+    user = "anna@example.com"
+    config = tmp_path / "settings.yaml"
+    config.write_text(f"store: {{path: '{tmp_path / 'memory.db'}'}}\n"
+                      f"llm: {{provider: openai, model: m, base_url: '{server.url}/v1', api_key: sk-test, "
+                      "max_retries: 0}\nconsolidation: {worker: none, max_attempts: 1}\n", encoding="utf-8")
+    with MemoryScope(str(config)) as engine:
+        engine.record(user, [{"role": "user", "content": SECRET_TEXT}])
+    server.script(OPENAI_CHAT, [Reply(status=500, json={"error": {"message": "boom"}})] * 20)
+    done = subprocess.run([sys.executable, "-m", "memoryscope_plugins", "--config", str(config), "--log-format",
+                           "json", "worker", "--once"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MEMORYSCOPE_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert any(user_ref(user) in line["message"] for line in lines if line["level"] == "WARNING"), done.stderr
+    assert user not in done.stderr and SECRET_TEXT not in done.stderr and "sk-test" not in done.stderr
