@@ -42,6 +42,7 @@ from .types import (
 
 log = logging.getLogger("memoryscope_plugins")
 
+ID_TAKEN = "memory_id cannot be used: it clashes with a stored memory; choose another id or leave it out"
 CONVERSATION_GAP = timedelta(hours=6)  # without session ids, a longer silence starts a new conversation
 
 
@@ -118,6 +119,7 @@ class MemoryScope:
             self._vectors_missing = True
         self._consolidation = None
         self._worker_task: asyncio.Task | None = None
+        self._runs_worker = False  # whether this process consolidates in the background (flush_on_close)
         if self.llm is not None and settings.consolidation.enabled:
             self._consolidation = self._build_consolidation(start_worker)
 
@@ -133,6 +135,7 @@ class MemoryScope:
             start_worker = self.settings.consolidation.worker == "thread"
         if start_worker:
             service.start()
+            self._runs_worker = True
         return service
 
     def reembed_if_needed(self, *, progress: bool | None = None) -> int:
@@ -283,7 +286,9 @@ class MemoryScope:
             metadata: Mapping[str, Any] | None = None, memory_id: str | None = None) -> Memory:
         """Add a memory directly (a fact the application knows), searchable at once.
 
-        `memory_id` gives the new memory a caller-chosen id (e.g. a store key); default: a new one."""
+        `memory_id` gives the new memory a caller-chosen id (e.g. a store key); default: a new one. An id
+        of this user's replaces that memory; an id stored for anyone else is a `ValidationError` that
+        does not say whose it is."""
         user_id = _check_id(user_id, "user_id")
         agent_id = _check_id(agent_id, "agent_id")
         content = self._check_text(content, "content")
@@ -293,7 +298,13 @@ class MemoryScope:
                         type=memory_type, created_at=_parse_time_arg(created_at, "created_at") or utc_now(),
                         event_start=_parse_time_arg(event_start, "event_start"),
                         event_end=_parse_time_arg(event_end, "event_end"), metadata=self._check_metadata(metadata))
-        self.store.put([memory], self._embed_documents([memory]))
+        vectors = self._embed_documents([memory])
+        try:
+            self.store.put([memory], vectors)
+        except ValueError as exc:  # the stores' "memory id ... belongs to another user": say less (no id oracle)
+            if "another user" not in str(exc):
+                raise
+            raise ValidationError(ID_TAKEN) from None
         return memory
 
     # -- retrieval --------------------------------------------------------------------------------
@@ -567,6 +578,7 @@ class MemoryScope:
             return
         if self._worker_task is None or self._worker_task.done():
             self._worker_task = self._consolidation.start_async()
+            self._runs_worker = True
 
     # -- chat with memory ---------------------------------------------------------------------------
     def chat_with_memory(self, user_id: str, message: str, *, agent_id: str = "assistant",
@@ -616,12 +628,16 @@ class MemoryScope:
                                              turn=turn, user_name=user_name)
 
     def close(self) -> None:
-        """Stop the background worker (finishing its current step) and close the store."""
+        """Stop the background worker (finishing its current step) and close the store.
+
+        With ``consolidation.flush_on_close``, pending messages are consolidated first, but only when
+        this engine ran a background worker (``worker: thread`` or `astart_worker`): with ``worker:
+        none`` close never calls a model, and pending messages stay for the worker processes."""
         if self._closed:
             return
         self._closed = True
         if self._consolidation is not None:
-            self._consolidation.stop()
+            self._consolidation.stop(flush=None if self._runs_worker else False)
         self.store.close()
 
     def __enter__(self) -> "MemoryScope":
@@ -659,6 +675,9 @@ class MemoryScope:
     aconsolidate = _async_twin(consolidate)
     areflect = _async_twin(reflect)
     aflush = _async_twin(flush)
+    ausers = _async_twin(users)
+    alegacy_users = _async_twin(legacy_users)
+    arename_user = _async_twin(rename_user)
 
 
 # -- helpers ----------------------------------------------------------------------------------------

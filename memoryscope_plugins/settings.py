@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError
@@ -21,7 +21,17 @@ def default_home() -> Path:
     return Path(os.environ.get("MEMORYSCOPE_HOME", Path.home() / ".memoryscope"))
 
 
-class StoreSettings(BaseModel):
+# environment variables with the MEMORYSCOPE_ prefix that are not settings (README.md, Configure)
+NOT_SETTINGS = frozenset({"HOME", "CONFIG", "SERVER_KEYS", "LOCAL_EMBEDDER_PATH", "EXAMPLES_LIVE"})
+
+
+class Section(BaseModel):
+    """A settings section: a key it does not know (a typo) is an error, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class StoreSettings(Section):
     backend: Literal["sqlite", "postgres", "elasticsearch"] = "sqlite"
     path: Path | None = Field(None, description="SQLite file; default <home>/memory.db")
     url: str | None = Field(None, description="PostgreSQL DSN or Elasticsearch URL for server backends")
@@ -44,7 +54,7 @@ class StoreSettings(BaseModel):
         return self.path if self.path is not None else default_home() / "memory.db"
 
 
-class EmbedderSettings(BaseModel):
+class EmbedderSettings(Section):
     provider: Literal["local", "openai", "dashscope"] = "local"
     model: str | None = Field(None, description="remote model name (e.g. text-embedding-3-small); for the local "
                               "provider 'all-MiniLM-L6-v2' (default, English), 'multilingual-e5-small' "
@@ -61,7 +71,7 @@ class EmbedderSettings(BaseModel):
                                "vectors differ per CPU: cosine 0.97-0.996 to float; switching re-embeds the store)")
 
 
-class RerankerSettings(BaseModel):
+class RerankerSettings(Section):
     provider: Literal["none", "dashscope", "http"] = "none"
     model: str | None = None
     base_url: str | None = None
@@ -71,7 +81,7 @@ class RerankerSettings(BaseModel):
     timeout_s: float = Field(10.0, gt=0)
 
 
-class LLMSettings(BaseModel):
+class LLMSettings(Section):
     provider: Literal["none", "openai", "dashscope"] = "none"
     model: str | None = None
     base_url: str | None = None
@@ -106,7 +116,7 @@ class LLMSettings(BaseModel):
         return self.retry_timeouts if self.retry_timeouts is not None else not self.is_local()
 
 
-class RetrievalSettings(BaseModel):
+class RetrievalSettings(Section):
     """Everything that affects ranking. See docs/retrieval.md for what each one does."""
 
     top_k: int = Field(10, gt=0, le=1000)
@@ -168,7 +178,7 @@ class RetrievalSettings(BaseModel):
         return value
 
 
-class ConsolidationSettings(BaseModel):
+class ConsolidationSettings(Section):
     enabled: bool = True
     worker: Literal["thread", "asyncio", "none"] = "thread"
     every_messages: int = Field(6, ge=1, description="consolidate a user once this many messages are pending")
@@ -218,6 +228,7 @@ class Settings(BaseSettings):
         # invalid values (from arguments, the environment or the file) are a ConfigError naming the
         # setting, never quoting the value (a key may be among them)
         try:
+            _check_environment(type(self).model_fields)
             super().__init__(**values)
         except ConfigError:
             raise
@@ -264,6 +275,23 @@ class Settings(BaseSettings):
         """A dict fit for logs and benchmark reports: secrets shown as '***'."""
         return self.model_dump(mode="json")  # SecretStr dumps as '**********'
 
+
+
+def _check_environment(fields: Any) -> None:
+    """A ``MEMORYSCOPE_`` variable that names no setting (``MEMORYSCOPE_RETRIEVL__TOP_K``) is a ConfigError,
+    as an unknown key in the file is; the variables that are not settings (`NOT_SETTINGS`,
+    ``MEMORYSCOPE_TEST_*``) are left alone. Keys inside a section are checked by the section itself."""
+    prefix = "MEMORYSCOPE_"
+    for name in os.environ:
+        upper = name.upper()
+        if not upper.startswith(prefix):
+            continue
+        rest = upper[len(prefix):]
+        if rest in NOT_SETTINGS or rest.startswith("TEST_"):
+            continue
+        if rest.split("__", 1)[0].lower() not in fields:
+            raise ConfigError(f"invalid settings: the environment variable {name} names no setting "
+                              f"(sections and keys are joined by '__', e.g. MEMORYSCOPE_RETRIEVAL__TOP_K)")
 
 
 def _describe_settings_error(exc: Exception) -> str:

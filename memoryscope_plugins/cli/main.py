@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Sequence
 
 from ..errors import MemoryScopeError
+from ..log_format import FORMATS, configure_logging
 from .engine_args import engine_from_args as _engine, settings_from_args as _settings
 
 
@@ -219,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="YAML settings file (also $MEMORYSCOPE_CONFIG)")
     parser.add_argument("--store", help="SQLite store file (default ~/.memoryscope/memory.db)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser.add_argument("--log-format", choices=FORMATS, default="text",
+                        help="log lines as text (default) or as JSON objects for log collectors")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("demo", help="the offline demo: record a short conversation, then recall"
@@ -341,8 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(args.verbose, args.log_format)
     try:
         return int(args.func(args) or 0)
     except MemoryScopeError as exc:

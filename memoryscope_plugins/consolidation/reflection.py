@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
+from ..log_hygiene import user_ref
 from ..storage.base import MemoryFilter
 from ..types import Memory, MemoryStatus, MemoryType, utc_now
 from .extract import label_index, memory_date, normalise
@@ -105,7 +106,7 @@ def reflect_user(env: StepEnv, user_id: str, *, force: bool = False,
     if report.rejected:
         log.warning(
             "reflection for user %s refused %d insight(s): prompt text or not founded on their sources",
-            user_id, len(report.rejected))
+            user_ref(user_id), len(report.rejected))
     return report
 
 

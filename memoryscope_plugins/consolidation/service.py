@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Literal
 
 from ..errors import ConfigError, MemoryScopeError, StoreError
+from ..log_hygiene import user_ref
 from ..models.structured import UsageMeter
 from ..storage.base import StoredMessage
 from .backend import ConsolidationBackend
@@ -171,7 +172,7 @@ class ConsolidationService:
             try:
                 self.backend.store.release_lease(user_id, self.owner)
             except StoreError as exc:
-                log.warning("could not release the lease of user %s: %s", user_id, type(exc).__name__)
+                log.warning("could not release the lease of user %s: %s", user_ref(user_id), type(exc).__name__)
 
     def _flush_within(self, deadline: float) -> None:
         """`flush` in a helper thread, waited for until ``deadline`` at most."""
@@ -206,9 +207,10 @@ class ConsolidationService:
                 self._work_user(user_id, wait=False, deadline=None, interruptible=True, stop_event=stop_event)
             except Exception as exc:  # noqa: BLE001 - the worker must survive anything
                 if self._abandoned:
-                    log.debug("an abandoned step of user %s ended: %s", user_id, type(exc).__name__)
+                    log.debug("an abandoned step of user %s ended: %s", user_ref(user_id), type(exc).__name__)
                 else:
-                    log.warning("consolidation worker step failed for user %s: %s", user_id, type(exc).__name__)
+                    log.warning("consolidation worker step failed for user %s: %s", user_ref(user_id),
+                                type(exc).__name__)
             finally:
                 with inflight_lock:
                     inflight.discard(user_id)
@@ -393,7 +395,7 @@ class ConsolidationService:
                     try:
                         self.backend.store.release_lease(user_id, self.owner)
                     except StoreError as exc:
-                        log.warning("could not release the lease of user %s: %s", user_id, type(exc).__name__)
+                        log.warning("could not release the lease of user %s: %s", user_ref(user_id), type(exc).__name__)
         finally:
             lock.release()
         if report.errors:
@@ -405,7 +407,7 @@ class ConsolidationService:
             self._failures.pop(user_id, None)
             self._retry_at.pop(user_id, None)
         if report.messages or report.insights or report.errors or report.unaccounted_ids or report.llm_calls:
-            log.debug("user %s: %s", user_id, report.summary())
+            log.debug("user %s: %s", user_ref(user_id), report.summary())
             self._count(report)
             for callback in list(self._listeners):
                 try:
@@ -449,19 +451,20 @@ class ConsolidationService:
             except LeaseLostError:
                 report.merge(step)
                 report.errors.append("the user's lease was taken over by another worker")
-                log.warning("consolidation of user %s stopped: lease taken over", user_id)
+                log.warning("consolidation of user %s stopped: lease taken over", user_ref(user_id))
                 return
             except GoneError:
                 report.merge(step)
-                log.info("consolidation of user %s dropped: its messages were deleted meanwhile", user_id)
+                log.info("consolidation of user %s dropped: its messages were deleted meanwhile", user_ref(user_id))
                 return
             except StoreError as exc:
                 report.merge(step)
                 report.errors.append(f"store error: {type(exc).__name__}")
                 if self._abandoned:  # the engine closed its store under a step that outlived stop()
-                    log.debug("an abandoned step of user %s ended: %s", user_id, type(exc).__name__)
+                    log.debug("an abandoned step of user %s ended: %s", user_ref(user_id), type(exc).__name__)
                     return
-                log.warning("consolidation of user %s stopped by a store error: %s", user_id, type(exc).__name__)
+                log.warning("consolidation of user %s stopped by a store error: %s", user_ref(user_id),
+                            type(exc).__name__)
                 return
             except Exception as exc:  # noqa: BLE001 - model, parsing, or a bug: count the attempt
                 report.merge(step)
@@ -491,10 +494,10 @@ class ConsolidationService:
         why = "was cut off at the token cap" if step.incomplete else "gave no verdict on them"
         if exhausted:
             log.warning("consolidation gave up on %d message(s) of user %s after %d attempts: the model's "
-                        "answer %s", exhausted, user_id, limit, why)
+                        "answer %s", exhausted, user_ref(user_id), limit, why)
         if retry:
             log.warning("%d message(s) of user %s stay pending: the model's answer %s; asking again in a "
-                        "smaller batch", len(retry), user_id, why)
+                        "smaller batch", len(retry), user_ref(user_id), why)
 
     def _count_failure(self, user_id: str, batch: list[StoredMessage], exc: Exception,
                        report: ConsolidationReport) -> None:
@@ -512,10 +515,10 @@ class ConsolidationService:
         report.failed_messages += exhausted
         if exhausted:
             log.warning("consolidation gave up on %d message(s) of user %s after %d attempts (%s)",
-                        exhausted, user_id, limit, kind)
+                        exhausted, user_ref(user_id), limit, kind)
         if retry:
             log.warning("consolidation of %d message(s) of user %s failed (%s); they stay pending",
-                        len(retry), user_id, kind)
+                        len(retry), user_ref(user_id), kind)
 
     def _reflect(self, env: StepEnv, user_id: str, report: ConsolidationReport, *, force: bool) -> None:
         try:
@@ -527,12 +530,12 @@ class ConsolidationService:
             report.errors.append("the user's lease was taken over by another worker")
             return
         except GoneError:
-            log.info("reflection for user %s dropped: its observations were deleted meanwhile", user_id)
+            log.info("reflection for user %s dropped: its observations were deleted meanwhile", user_ref(user_id))
             return
         except Exception as exc:  # noqa: BLE001 - observations stay unreflected; retried later
             kind = type(exc).__name__
             report.errors.append(str(exc)[:300] if isinstance(exc, MemoryScopeError) else kind)
-            log.warning("reflection for user %s failed (%s); will retry later", user_id, kind)
+            log.warning("reflection for user %s failed (%s); will retry later", user_ref(user_id), kind)
             return
         if force and result.skipped_reason and not report.messages:
             report.skipped_reason = result.skipped_reason

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..indexing import embedding_text
+from ..log_hygiene import user_ref
 from ..models.base import ChatMessages, ChatModel, ChatResult, TokenUsage
 from ..models.structured import IncompleteAnswerError, UsageMeter, chat_json
 from ..retrieval.noise_floor import calibrated
@@ -137,7 +138,8 @@ class StepEnv:
             value, _ = chat_json(counting, messages, required_keys=required, max_repairs=self.max_repairs,
                                  max_tokens=max_tokens, schema=schema)
             if self.backend.settings.log_content:  # the user asked for memory text in debug logs
-                log.debug("%s answer for user %s: %s", operation, user_id, json.dumps(value, ensure_ascii=False))
+                log.debug("%s answer for user %s: %s", operation, user_ref(user_id),
+                          json.dumps(value, ensure_ascii=False))
         finally:
             report.llm_calls += counting.calls
             report.prompt_tokens += counting.usage.prompt_tokens
@@ -239,7 +241,7 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
         report.incomplete = True
     if extraction.repeated_items:
         log.warning("the model repeated %d observation(s) for user %s (a looping answer); kept each once",
-                    extraction.repeated_items, user_id)
+                    extraction.repeated_items, user_ref(user_id))
     done = policy_done + accounted
     if not done:
         return report
@@ -259,7 +261,7 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     report.rejected.extend(refused)
     if refused:
         log.info("%d observation(s) for user %s were refused: not founded on their own message", len(refused),
-                 user_id)
+                 user_ref(user_id))
     report.merged.extend(changes.merged)
     report.expired.extend(changes.expired)
     report.expired_ids.extend(changes.expired_ids)
@@ -282,7 +284,7 @@ def _extract(env: StepEnv, user_id: str, batch: Sequence[StoredMessage], minable
         result = extract.parse_extraction(salvaged, minable, complete=False, language=language) \
             if salvaged is not None else Extraction(complete=False)
         log.warning("the model's answer for user %s stopped at the token cap; %d of %d message(s) accounted "
-                    "for, the rest stay pending", user_id, len(result.accounted), len(minable))
+                    "for, the rest stay pending", user_ref(user_id), len(result.accounted), len(minable))
         return result
     return extract.parse_extraction(value, minable, language=language)
 
@@ -508,7 +510,7 @@ def _ask_judge(env: StepEnv, user_id: str, new: list[_New], pairs: list[judge.Pa
                                  max_tokens=24)
         except ModelError as exc:
             log.warning("the model gave no usable answer on a possible contradiction for user %s (%s); both "
-                        "memories are kept", user_id, type(exc).__name__)
+                        "memories are kept", user_ref(user_id), type(exc).__name__)
             answers.append(None)
             report.unjudged += 1
             continue

@@ -33,6 +33,7 @@ from . import safe_json
 from .auth import ApiKey, KeyRing, RateLimiter
 from .guard import GuardMiddleware, current_key, default_allowed_hosts, request_id
 from .mcp_tools import build_mcp, mcp_security
+from .peers import TrustedProxies
 from .pipeline import RequestIdMiddleware
 from .tenancy import migrate_legacy_users, public_user_id, store_user_id, strip_tenant
 
@@ -42,8 +43,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class ServerConfig:
     """How the service guards itself. Defaults are the safe ones (no CORS, 1 MiB bodies, JSON nested 64 deep
-    at most, 20 req/s per key, 20 failed authentications per client address then 1 per second, loopback
-    Host names only)."""
+    at most, 20 req/s per key, 20 failed authentications per client address and per unknown key then 1 per
+    second, a valid key never held back by them; loopback Host names only; no proxy trusted)."""
 
     max_body_bytes: int = 1 << 20
     rate_per_second: float = 20.0
@@ -56,6 +57,8 @@ class ServerConfig:
     auth_failure_rate: float = 1.0
     auth_failure_burst: int = 20
     max_json_depth: int = safe_json.MAX_DEPTH
+    # proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (addresses, networks, "*"); see peers.py
+    forwarded_allow_ips: list[str] = field(default_factory=list)
 
     def hosts(self) -> list[str]:
         return list(self.allowed_hosts) if self.allowed_hosts else default_allowed_hosts(self.bind_host)
@@ -403,7 +406,9 @@ def create_app(engine: MemoryScope, keys: KeyRing, config: ServerConfig | None =
                              limiter=RateLimiter(config.rate_per_second, config.rate_burst),
                              max_body_bytes=config.max_body_bytes, allowed_hosts=config.hosts(),
                              auth_failures=RateLimiter(config.auth_failure_rate, config.auth_failure_burst),
-                             max_json_depth=config.max_json_depth)]
+                             key_failures=RateLimiter(config.auth_failure_rate, config.auth_failure_burst),
+                             max_json_depth=config.max_json_depth,
+                             trusted_proxies=TrustedProxies(config.forwarded_allow_ips))]
     if config.cors_origins:
         middleware.insert(0, Middleware(CORSMiddleware, allow_origins=config.cors_origins,
                                         allow_methods=["GET", "POST", "PATCH", "DELETE"],

@@ -182,7 +182,8 @@ class KeyRing:
 
 class RateLimiter:
     """A token bucket per key (or per client address): `rate` per second with bursts of `burst` (per
-    instance). Full buckets are forgotten once more than `max_tracked` are held."""
+    instance). Memory is bounded: past `max_tracked` buckets, full ones are forgotten, then the least
+    recently used."""
 
     def __init__(self, rate: float, burst: int, *, max_tracked: int = 10_000) -> None:
         self.rate = rate
@@ -201,12 +202,15 @@ class RateLimiter:
         now = time.monotonic()
         with self._lock:
             tokens = self._level(who, now)
+            self._buckets.pop(who, None)  # re-inserted below: the dict's order is least recently used first
             if tokens < 1.0:
                 self._buckets[who] = (tokens, now)
                 return (1.0 - tokens) / self.rate
             self._buckets[who] = (tokens - 1.0, now)
             if len(self._buckets) > self.max_tracked:
                 self._forget_full(now)
+                while len(self._buckets) > self.max_tracked:
+                    del self._buckets[next(iter(self._buckets))]
             return 0.0
 
     def wait(self, who: str) -> float:

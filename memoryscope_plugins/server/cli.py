@@ -42,6 +42,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="a Host header the server answers (every route); repeat for several. Default: localhost, "
                         "127.0.0.1, [::1] and --host. 'name' allows any port, 'name:443' one port, '*' any host "
                         "(only behind a proxy that checks Host itself)")
+    p.add_argument("--auth-failure-rate", type=float, default=1.0,
+                   help="failed authentications per second allowed per client address and per unknown key, "
+                        "after the burst (0: no limit; a valid key is never held back by it)")
+    p.add_argument("--auth-failure-burst", type=int, default=20, help="burst size of the failure limit")
+    p.add_argument("--forwarded-allow-ips", action="append", default=[], metavar="ADDRESSES",
+                   help="comma-separated addresses or networks of trusted reverse proxies (or '*'): only from "
+                        "them is X-Forwarded-For (the client's address, for the failed-authentication limit) and "
+                        "X-Forwarded-Proto believed. Default: none")
     p.add_argument("--stdio", action="store_true", help="serve MCP over stdio for one --tenant/--user instead")
     p.add_argument("--tenant", default="default", help="with --stdio: the tenant")
     p.add_argument("--user", help="with --stdio: the user the tools act on")
@@ -54,6 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from .app import ServerConfig, create_app
         from .auth import KeyRing
         from .mcp_tools import build_mcp
+        from .peers import TrustedProxies
     except ImportError as exc:
         print(f"error: serve needs: pip install 'memoryscope-plugins[server]' ({exc.name} is missing)",
               file=sys.stderr)
@@ -99,14 +108,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ring.save(keys_file)
         print(f"created an admin key for tenant 'default' (stored hashed in {keys_file}); it is shown once:\n"
               f"  {key}", file=sys.stderr)
+    try:
+        TrustedProxies(args.forwarded_allow_ips)
+    except ValueError as exc:
+        print(f"error: --forwarded-allow-ips: {exc}", file=sys.stderr)
+        return 2
     config = ServerConfig(max_body_bytes=args.max_body, rate_per_second=args.rate, rate_burst=args.burst,
                           cors_origins=args.cors_origin, allowed_hosts=args.allowed_host or None,
-                          bind_host=args.host)
+                          bind_host=args.host, forwarded_allow_ips=args.forwarded_allow_ips,
+                          auth_failure_rate=args.auth_failure_rate, auth_failure_burst=args.auth_failure_burst)
     scrub_log_records()  # no traceback, no raw control character in any log line of this process
     with _engine(args) as engine:
         app = create_app(engine, ring, config)
         server = _make_server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
-                                             access_log=False))
+                                             access_log=False, proxy_headers=False))  # forwarded: see peers.py
         print(f"serving on http://{args.host}:{args.port}/ (browser), /v1 (API), /mcp (MCP)", file=sys.stderr)
         server.run()
         # leaving the block stops the worker and closes the store (SQLite checkpoints and removes its WAL)

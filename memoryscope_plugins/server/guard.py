@@ -1,7 +1,12 @@
-"""ASGI middleware in front of the service: Host allow-list on every route; for /v1 and /mcp also the
-API key (one credential header, failed attempts limited per client address), the per-key rate limit, the
-body size (declared or streamed: the body is read here, whole, before any handler runs) and the JSON
-nesting depth."""
+"""ASGI middleware in front of the service: Host allow-list on every route; for /mcp the browser's Origin
+(this server's own only); for /v1 and /mcp the API key (one credential header), the per-key rate limit,
+the body size (declared or streamed: the body is read here, whole, before any handler runs) and the JSON
+nesting depth.
+
+Failed authentications are limited per client address (`peers.client_address`: behind trusted proxies,
+the forwarded one) and per presented key, but the key is looked up first and a valid key never meets that
+limit: others' failures, from the same address or proxy, cannot lock a good key out. Only further failed
+attempts are held back (429), which keeps guessing slow; keys are 256-bit random tokens."""
 
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .auth import ApiKey, KeyRing, RateLimiter
+from .auth import ApiKey, KeyRing, RateLimiter, hash_key
+from .peers import TrustedProxies, client_address, same_origin
 from .safe_json import MAX_DEPTH, TooDeep, check_depth
 
 PROTECTED = ("/v1", "/mcp")
@@ -122,14 +128,17 @@ def _retry_after(wait_s: float) -> list[tuple[bytes, bytes]]:
 class GuardMiddleware:
     def __init__(self, app, *, keys: KeyRing, limiter: RateLimiter, max_body_bytes: int,
                  allowed_hosts: list[str] | None = None, auth_failures: RateLimiter | None = None,
-                 max_json_depth: int = MAX_DEPTH) -> None:
+                 key_failures: RateLimiter | None = None, max_json_depth: int = MAX_DEPTH,
+                 trusted_proxies: TrustedProxies | None = None) -> None:
         self.app = app
         self.keys = keys
         self.limiter = limiter
         self.max_body_bytes = max_body_bytes
         self.allowed_hosts = allowed_hosts if allowed_hosts is not None else default_allowed_hosts()
-        self.auth_failures = auth_failures or RateLimiter(1.0, 20)
+        self.auth_failures = auth_failures or RateLimiter(1.0, 20)  # per client address
+        self.key_failures = key_failures or RateLimiter(1.0, 20)  # per presented (unknown) key
         self.max_json_depth = max_json_depth
+        self.trusted_proxies = trusted_proxies or TrustedProxies()
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -142,21 +151,17 @@ class GuardMiddleware:
         if not scope["path"].startswith(PROTECTED) or scope["method"] == "OPTIONS":
             await self.app(scope, receive, send)
             return
-        client = (scope.get("client") or ("unknown", 0))[0]
-        blocked = self.auth_failures.wait(client)
-        if blocked:
-            await reply(send, scope, 429, "too many failed authentications from this address",
-                        _retry_after(blocked))
+        if scope["path"].startswith("/mcp") and not self._origin_allowed(scope):
+            await reply(send, scope, 403, "this Origin is not this server's (MCP takes same-origin browser calls)")
             return
         try:
-            key = self.keys.lookup(key_from_headers(scope["headers"]))
+            presented = key_from_headers(scope["headers"])
         except AmbiguousCredentials as exc:
-            self.auth_failures.take(client)
-            await reply(send, scope, 400, str(exc))
+            await self._failed(scope, send, None, 400, str(exc))
             return
+        key = self.keys.lookup(presented)
         if key is None:
-            self.auth_failures.take(client)
-            await reply(send, scope, 401, "missing or unknown API key")
+            await self._failed(scope, send, presented, 401, "missing or unknown API key")
             return
         wait = self.limiter.take(key.key_hash)
         if wait:
@@ -180,6 +185,27 @@ class GuardMiddleware:
                 return
         scope[SCOPE_KEY] = key
         await self.app(scope, _replay(body, receive), send)
+
+    def _origin_allowed(self, scope) -> bool:
+        origins = [v.decode("latin-1") for k, v in scope["headers"] if k == b"origin"]
+        if not origins:
+            return True  # not a browser: nothing to rebind
+        return len(origins) == 1 and same_origin(origins[0], scope, self.trusted_proxies)
+
+    async def _failed(self, scope, send, presented: str | None, status: int, message: str) -> None:
+        """Answer a failed authentication: 429 while its address or its key is over the failure limit
+        (nothing more is counted then), else `status`, counting the failure against both."""
+        client = "addr:" + client_address(scope, self.trusted_proxies)
+        presented_key = "key:" + hash_key(presented)[:32] if presented else None
+        blocked = max(self.auth_failures.wait(client),
+                      self.key_failures.wait(presented_key) if presented_key else 0.0)
+        if blocked:
+            await reply(send, scope, 429, "too many failed authentications", _retry_after(blocked))
+            return
+        self.auth_failures.take(client)
+        if presented_key:
+            self.key_failures.take(presented_key)
+        await reply(send, scope, status, message)
 
     async def _read_body(self, receive) -> bytes | None:
         """The whole body (None when it passes the limit; _GONE when the client left)."""

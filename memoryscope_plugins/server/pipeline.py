@@ -12,6 +12,7 @@ import json
 import logging
 import secrets
 
+from ..log_format import current_request_id
 from .guard import REQUEST_ID
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ class RequestIdMiddleware:
             return
         rid = new_request_id()
         scope[REQUEST_ID] = rid
+        token = current_request_id.set(rid)  # log lines written for this request carry its id (--log-format json)
         started = False
 
         async def send_with_id(message) -> None:
@@ -55,6 +57,8 @@ class RequestIdMiddleware:
                 await send({"type": "http.response.body", "body": body})
             except Exception:  # the connection is gone
                 pass
+        finally:
+            current_request_id.reset(token)
 
 
 # C0 and C1 controls, DEL and the Unicode line/paragraph separators: what can fake or break a log line

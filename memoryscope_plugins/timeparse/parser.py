@@ -155,16 +155,20 @@ def parse_time(text: str, now: datetime, *, language: str | None = None) -> Pars
     `now` may be naive or timezone-aware; the range carries the same tzinfo (times are wall-clock times
     in that zone). English and Chinese rules both run, so mixed text works; `language` only overrides
     the reported language. Raises TypeError for a non-str text or a non-datetime now, ValueError for
-    an unknown language.
+    an unknown language. Text whose times would leave datetime's years 1-9999 ("in 3 years" said in
+    9998) is returned unparsed.
     """
     _check_inputs(text, now, language)
     lang = language or detect_language(text)
     work = text.translate(_FULL_WIDTH)
     asks = bool(_ASKS_WHEN_EN.search(work) or _ASKS_WHEN_ZH.search(work))
-    found = _find_all(work, Context(now=now.replace(tzinfo=None), today=now.date()))
+    try:
+        found = _find_all(work, Context(now=now.replace(tzinfo=None), today=now.date()))
+        time_range = _union([item.span for item in found], now.tzinfo) if found else None
+    except (OverflowError, ValueError):  # a date past year 9999 or before year 1
+        found, time_range = [], None
     if not found:
         return ParsedTime(None, (), _tidy(text), asks, lang)
-    time_range = _union([item.span for item in found], now.tzinfo)
     expressions = tuple(text[item.start:item.end].strip() for item in found)
     return ParsedTime(time_range, expressions, _remove(text, found), asks, lang)
 

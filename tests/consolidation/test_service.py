@@ -22,6 +22,7 @@ from memoryscope_plugins import MemoryScope
 from memoryscope_plugins.consolidation.service import ConsolidationService
 from memoryscope_plugins.consolidation.worker import run_worker
 from memoryscope_plugins.errors import ConfigError
+from memoryscope_plugins.log_hygiene import user_ref
 from memoryscope_plugins.settings import ConsolidationSettings
 from tests.support.consolidation_helpers import (
     OPENAI_CHAT,
@@ -104,9 +105,9 @@ def test_after_max_attempts_messages_are_marked_failed_and_logged_without_conten
         assert message.state == "failed" and message.attempts == 2
         assert engine.store.users_with_pending() == []
         warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-        assert any("gave up on 1 message(s) of user anna after 2 attempts" in w for w in warnings)
+        assert any(f"gave up on 1 message(s) of user {user_ref('anna')} after 2 attempts" in w for w in warnings)
         everything = "\n".join(r.getMessage() for r in caplog.records)
-        assert "Zanzibar" not in everything and SECRET not in everything
+        assert "Zanzibar" not in everything and SECRET not in everything and "anna" not in everything
     finally:
         engine.close()
 
