@@ -7,8 +7,9 @@ import json
 import signal
 import sys
 import threading
-from pathlib import Path
 from typing import Any
+
+from .engine_args import settings_from_args
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -27,13 +28,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _load_settings(args: argparse.Namespace):
-    from ..settings import Settings
-    config = getattr(args, "config", None)
-    settings = Settings.load(config) if config else Settings()
-    store = getattr(args, "store", None)
-    if store:
-        settings = settings.model_copy(update={"store": settings.store.model_copy(
-            update={"backend": "sqlite", "path": Path(store)})})
+    """The shared ``--config``/``--store`` settings, with ``--interval`` as the sweep interval."""
+    settings = settings_from_args(args)
     if args.interval is not None:
         settings = settings.model_copy(update={"consolidation": settings.consolidation.model_copy(
             update={"every_seconds": args.interval})})

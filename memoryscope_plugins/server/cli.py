@@ -15,8 +15,9 @@ DEFAULT_PORT = 8765
 
 
 def default_keys_file() -> Path:
-    home = Path(os.environ.get("MEMORYSCOPE_HOME", Path.home() / ".memoryscope"))
-    return Path(os.environ.get("MEMORYSCOPE_SERVER_KEYS", home / "server-keys.json"))
+    """$MEMORYSCOPE_SERVER_KEYS, else server-keys.json in the store's home ($MEMORYSCOPE_HOME or ~/.memoryscope)."""
+    from ..settings import default_home
+    return Path(os.environ.get("MEMORYSCOPE_SERVER_KEYS", default_home() / "server-keys.json"))
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
