@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
-from .engine_args import engine_from_args as _engine
+from .engine_args import CommandGroup, engine_from_args as _engine
+from .wording import memories
 
 
 def _print_memory(memory, out=None) -> None:
@@ -19,8 +19,16 @@ def _print_memory(memory, out=None) -> None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     with _engine(args) as memory:
-        for item in memory.list(args.user, limit=args.limit, offset=args.offset):
+        items = memory.list(args.user, limit=args.limit, offset=args.offset)
+        for item in items:
             _print_memory(item)
+        if items:
+            return 0
+        if args.user not in memory.users():  # say so, rather than print nothing as for a user with none
+            print(f"no user {args.user!r} in this store (`memoryscope-plugins users` lists them)", file=sys.stderr)
+            return 1
+    print(f"no memories of {args.user!r} at offset {args.offset}" if args.offset
+          else f"{args.user!r} has no memories", file=sys.stderr)
     return 0
 
 
@@ -59,7 +67,7 @@ def cmd_delete_all(args: argparse.Namespace) -> int:
             print("cancelled")
             return 1
     with _engine(args) as memory:
-        print(f"deleted {memory.delete_all(args.user)} memories of {args.user}")
+        print(f"deleted {memories(memory.delete_all(args.user))} of {args.user}")
     return 0
 
 
@@ -67,14 +75,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     with _engine(args) as memory:
         count = memory.export(args.user, args.file)
     # with FILE "-" the memories went to standard output: the count goes to stderr, apart from them
-    print(f"exported {count} memories to {'standard output' if args.file == '-' else args.file}",
+    print(f"exported {memories(count)} to {'standard output' if args.file == '-' else args.file}",
           file=sys.stderr if args.file == "-" else sys.stdout)
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     with _engine(args) as memory:
-        print(f"imported {memory.import_(args.user, args.file, progress=True)} memories")
+        print(f"imported {memories(memory.import_(args.user, args.file, progress=True))}")
     return 0
 
 
@@ -88,7 +96,7 @@ def cmd_users(args: argparse.Namespace) -> int:
 
 def cmd_rename_user(args: argparse.Namespace) -> int:
     with _engine(args) as memory:
-        print(f"moved {memory.rename_user(args.old, args.new)} memories to {args.new}")
+        print(f"moved {memories(memory.rename_user(args.old, args.new))} to {args.new}")
     return 0
 
 
@@ -98,7 +106,7 @@ def cmd_reembed(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_memory_parsers(sub: Any) -> None:
+def add_memory_parsers(sub: CommandGroup) -> None:
     """Add the commands over one user's memories to the CLI's subparsers."""
     p = sub.add_parser("list", help="list a user's memories, newest first")
     p.add_argument("user")
@@ -141,7 +149,7 @@ def add_memory_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_import)
 
 
-def add_user_parsers(sub: Any) -> None:
+def add_user_parsers(sub: CommandGroup) -> None:
     """Add the commands over the store's users to the CLI's subparsers."""
     p = sub.add_parser("users", help="list users")
     p.add_argument("--legacy", action="store_true",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MemoryScopeError
-from .engine_args import settings_from_args as _settings
+from .engine_args import CommandGroup, settings_from_args as _settings
 
 
 def _write_report(out: str, report: dict) -> None:
@@ -160,8 +160,8 @@ def _add_qa_label(bench: Any) -> None:
     p.set_defaults(func=cmd_bench_qa_label)
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: CommandGroup) -> None:
     """Add ``bench`` and its subcommands to the CLI's subparsers."""
-    bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench", required=True)
+    bench = sub.add_group(sub.add_parser("bench", help="benchmarks"), dest="bench", required=True)
     for add in (_add_locomo, _add_consolidation, _add_qa, _add_qa_label):
         add(bench)

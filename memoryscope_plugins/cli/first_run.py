@@ -6,9 +6,8 @@ import argparse
 import json
 import sys
 from datetime import datetime
-from typing import Any
 
-from .engine_args import engine_from_args
+from .engine_args import CommandGroup, engine_from_args
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -32,7 +31,7 @@ def cmd_parse_time(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: CommandGroup) -> None:
     """Add ``demo``, ``chat`` and ``parse-time`` to the CLI's subparsers."""
     sub.add_parser("demo", help="the offline demo: record a short conversation, then recall"
                    ).set_defaults(func=cmd_demo)

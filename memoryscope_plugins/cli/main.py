@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Sequence
 
 from ..errors import MemoryScopeError
 from . import admin, bench, first_run, worker
+from .engine_args import CommandGroup, add_shared_options
 
 
 def build_parser() -> argparse.ArgumentParser:
     from ..server.cli import add_parser as add_serve_parser
     parser = argparse.ArgumentParser(prog="memoryscope-plugins",
                                      description="Long-term memory for LLM agents: demo, chat, admin, benchmark.")
-    parser.add_argument("--config", help="YAML settings file (also $MEMORYSCOPE_CONFIG)")
-    parser.add_argument("--store", help="SQLite store file (default ~/.memoryscope/memory.db)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    sub = parser.add_subparsers(dest="command", required=True)
+    add_shared_options(parser)
+    sub = CommandGroup(parser.add_subparsers(dest="command", required=True))
     first_run.add_parsers(sub)
     bench.add_parsers(sub)
     admin.add_memory_parsers(sub)
@@ -35,12 +35,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit where Python would print a traceback
+        return code
     except MemoryScopeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _reader_went_away() -> int:
+    """The reader of standard output left (``retrieve --json | head``): stop quietly, as ``cat`` does.
+    What is still buffered goes to /dev/null, so flushing at exit raises nothing either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # standard output replaced by an object without a file descriptor
+        pass
+    return 141  # 128 + SIGPIPE: what a shell shows for a process a broken pipe ended
 
 
 if __name__ == "__main__":  # pragma: no cover
