@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING, Callable
 
 from ..errors import MemoryScopeError
 from ..timeparse import listing_line
+from .wording import memories
 
 if TYPE_CHECKING:
     from ..engine import MemoryScope
@@ -139,18 +140,19 @@ class _Chat:
 
     def cmd_delete_all(self, arg: str) -> None:
         count = self.memory.count(self.user_id)
-        answer = self.read(f"Delete all {count} memories of {self.user_id!r}? Type the user id to confirm: ")
+        answer = self.read(f"Delete every memory of {self.user_id!r} ({memories(count)})? "
+                           "Type the user id to confirm: ")
         if answer is None or answer.strip() != self.user_id:
             self.say("cancelled")
             return
-        self.say(f"deleted {self.memory.delete_all(self.user_id)} memories")
+        self.say(f"deleted {memories(self.memory.delete_all(self.user_id))}")
 
     def cmd_export(self, arg: str) -> None:
         if not arg:
             self.say("usage: /export FILE")
             return
         path = Path(shlex.split(arg)[0]).expanduser()
-        self.say(f"exported {self.memory.export(self.user_id, path)} memories to {path}")
+        self.say(f"exported {memories(self.memory.export(self.user_id, path))} to {path}")
 
     def cmd_clear(self, arg: str) -> None:
         self.history.clear()

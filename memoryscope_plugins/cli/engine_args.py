@@ -1,6 +1,9 @@
-"""Settings and an engine from the command-line options every subcommand shares (``--config``, ``--store``).
+"""The command-line options every subcommand shares (``--config``, ``--store``, ``-v``, ``--log-format``),
+an engine from them.
 
 The lower layer of the command line: `cli.main` and `server.cli` both use it, so neither imports the other.
+The shared options are accepted before the subcommand and after it (``memoryscope-plugins --config F serve``
+and ``memoryscope-plugins serve --config F`` are the same); given in both places, the later one wins.
 """
 
 from __future__ import annotations
@@ -9,9 +12,42 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..log_format import FORMATS
+
 if TYPE_CHECKING:
     from ..engine import MemoryScope
     from ..settings import Settings
+
+
+def add_shared_options(parser: argparse.ArgumentParser, *, on_subcommand: bool = False) -> None:
+    """Add ``--config``, ``--store``, ``-v`` and ``--log-format`` to `parser`. On a subcommand they have no default
+    (argparse copies a subcommand's defaults over the main parser's values), so there they only
+    replace what was given before the subcommand when they are given themselves."""
+    unset = argparse.SUPPRESS if on_subcommand else None
+    parser.add_argument("--config", default=unset, help="YAML settings file (also $MEMORYSCOPE_CONFIG)")
+    parser.add_argument("--store", default=unset,
+                        help="SQLite store file (default memory.db in $MEMORYSCOPE_HOME, else in ~/.memoryscope)")
+    parser.add_argument("-v", "--verbose", action="store_true", default=unset if on_subcommand else False,
+                        help="log at INFO level")
+    parser.add_argument("--log-format", choices=FORMATS, default=unset if on_subcommand else "text",
+                        help="log lines as text (default) or as JSON objects for log collectors")
+
+
+class CommandGroup:
+    """A group of subcommands whose every parser also takes the shared options: what the command
+    modules receive as ``sub`` (its ``add_parser`` is argparse's, with the shared options added)."""
+
+    def __init__(self, subparsers: Any) -> None:
+        self._subparsers = subparsers
+        self._shared = argparse.ArgumentParser(add_help=False)
+        add_shared_options(self._shared, on_subcommand=True)
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return self._subparsers.add_parser(name, parents=[self._shared], **kwargs)
+
+    def add_group(self, parser: argparse.ArgumentParser, **kwargs: Any) -> CommandGroup:
+        """Subcommands of `parser` (``bench locomo``, ...), taking the shared options as well."""
+        return CommandGroup(parser.add_subparsers(**kwargs))
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:

@@ -7,8 +7,10 @@ import json
 import signal
 import sys
 import threading
-from pathlib import Path
 from typing import Any
+
+from .engine_args import settings_from_args
+from .wording import count_of
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -27,13 +29,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _load_settings(args: argparse.Namespace):
-    from ..settings import Settings
-    config = getattr(args, "config", None)
-    settings = Settings.load(config) if config else Settings()
-    store = getattr(args, "store", None)
-    if store:
-        settings = settings.model_copy(update={"store": settings.store.model_copy(
-            update={"backend": "sqlite", "path": Path(store)})})
+    """The shared ``--config``/``--store`` settings, with ``--interval`` as the sweep interval."""
+    settings = settings_from_args(args)
     if args.interval is not None:
         settings = settings.model_copy(update={"consolidation": settings.consolidation.model_copy(
             update={"every_seconds": args.interval})})
@@ -66,9 +63,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(json.dumps({"stats": result.stats, "usage": result.usage, "drained": result.drained}))
     else:
         stats = result.stats
-        print(f"consolidated {stats.get('messages', 0)} messages: {stats.get('added', 0)} observations added, "
+        print(f"consolidated {count_of(stats.get('messages', 0), 'message')}: "
+              f"{count_of(stats.get('added', 0), 'observation')} added, "
               f"{stats.get('merged', 0)} merged, {stats.get('expired', 0)} expired, "
-              f"{stats.get('insights', 0)} insights; {stats.get('llm_calls', 0)} LLM calls, "
+              f"{count_of(stats.get('insights', 0), 'insight')}; {count_of(stats.get('llm_calls', 0), 'LLM call')}, "
               f"{stats.get('prompt_tokens', 0)}+{stats.get('completion_tokens', 0)} tokens"
               + ("" if result.drained else " (messages still pending)"))
     return 0

@@ -15,8 +15,9 @@ DEFAULT_PORT = 8765
 
 
 def default_keys_file() -> Path:
-    home = Path(os.environ.get("MEMORYSCOPE_HOME", Path.home() / ".memoryscope"))
-    return Path(os.environ.get("MEMORYSCOPE_SERVER_KEYS", home / "server-keys.json"))
+    """$MEMORYSCOPE_SERVER_KEYS, else server-keys.json in the store's home ($MEMORYSCOPE_HOME or ~/.memoryscope)."""
+    from ..settings import default_home
+    return Path(os.environ.get("MEMORYSCOPE_SERVER_KEYS", default_home() / "server-keys.json"))
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -25,19 +26,26 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                               description="Serve memory over HTTP (/v1, /mcp, the browser at /). Keys are kept "
                                           "hashed in --keys; the first start creates an admin key and prints it once.")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
-    p.add_argument("--keys", type=Path, default=None, help="key file (default ~/.memoryscope/server-keys.json)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    p.add_argument("--keys", type=Path, default=None,
+                   help="key file (default $MEMORYSCOPE_SERVER_KEYS, else server-keys.json in $MEMORYSCOPE_HOME, "
+                        "else in ~/.memoryscope)")
     p.add_argument("--create-key", metavar="TENANT", help="create a key for TENANT, print it once, and exit")
     p.add_argument("--revoke-key", metavar="KEY_OR_HASH",
                    help="remove a key (the key itself, its hash, or 8+ leading characters of its hash, as "
                         "--list-keys shows) and exit; running servers stop accepting it within ~1 s")
     p.add_argument("--list-keys", action="store_true", help="list the keys (hash prefix, tenant, users, admin)")
-    p.add_argument("--key-user", action="append", default=[], help="with --create-key: bind the key to this user")
-    p.add_argument("--admin", action="store_true", help="with --create-key: an admin key")
-    p.add_argument("--cors-origin", action="append", default=[], help="allow browser calls from this origin")
-    p.add_argument("--max-body", type=int, default=1 << 20, help="largest request body in bytes")
-    p.add_argument("--rate", type=float, default=20.0, help="requests per second per key (0: no limit)")
-    p.add_argument("--burst", type=int, default=40, help="burst size of the rate limit")
+    p.add_argument("--key-user", action="append", default=[],
+                   help="with --create-key: bind the key to this user (repeat for several; default: every "
+                        "user of the tenant)")
+    p.add_argument("--admin", action="store_true", help="with --create-key: an admin key (default: not admin)")
+    p.add_argument("--cors-origin", action="append", default=[],
+                   help="allow browser calls from this origin (repeat for several; default: none, CORS off)")
+    p.add_argument("--max-body", type=int, default=1 << 20,
+                   help="largest request body in bytes (default %(default)s, 1 MiB)")
+    p.add_argument("--rate", type=float, default=20.0,
+                   help="requests per second per key, 0 for no limit (default %(default)g)")
+    p.add_argument("--burst", type=int, default=40, help="burst size of the rate limit (default %(default)s)")
     p.add_argument("--allowed-host", action="append", default=[],
                    help="a Host header the server answers (every route); repeat for several. Default: localhost, "
                         "127.0.0.1, [::1] and --host. 'name' allows any port, 'name:443' one port, '*' any host "
@@ -51,7 +59,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "them is X-Forwarded-For (the client's address, for the failed-authentication limit) and "
                         "X-Forwarded-Proto believed. Default: none")
     p.add_argument("--stdio", action="store_true", help="serve MCP over stdio for one --tenant/--user instead")
-    p.add_argument("--tenant", default="default", help="with --stdio: the tenant")
+    p.add_argument("--tenant", default="default", help="with --stdio: the tenant (default '%(default)s')")
     p.add_argument("--user", help="with --stdio: the user the tools act on")
     p.set_defaults(func=cmd_serve)
     return p
@@ -69,6 +77,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 1
     from ..cli.engine_args import engine_from_args as _engine
 
+    if (args.key_user or args.admin) and args.create_key is None:
+        print("error: --key-user and --admin describe a new key: give them with --create-key TENANT", file=sys.stderr)
+        return 2
     keys_file = args.keys or default_keys_file()
     if args.create_key is not None:  # "" is a (refused) tenant name, not "no --create-key"
         ring = KeyRing.load(keys_file)

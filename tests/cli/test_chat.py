@@ -79,7 +79,7 @@ def test_slash_commands(engine, brain, tmp_path):
     assert f"deleted {added.id}" in out and "error: user 'anna' has no memory 'nope'" in out
     lines = (tmp_path / "anna.jsonl").read_text(encoding="utf-8").splitlines()
     assert lines and all(json.loads(line)["user_id"] == "anna" for line in lines)
-    assert f"exported {len(lines)} memories" in out
+    assert f"exported {len(lines)} {'memory' if len(lines) == 1 else 'memories'} to" in out
 
 
 def test_delete_all_asks_first(engine):
@@ -87,7 +87,7 @@ def test_delete_all_asks_first(engine):
     out = chat(engine, "/delete_all\nno\n")
     assert "Type the user id to confirm" in out and "cancelled" in out and engine.count("anna") == 1
     out = chat(engine, "/delete_all\nanna\n")
-    assert "deleted 1 memories" in out and engine.count("anna") == 0
+    assert "deleted 1 memory\n" in out and engine.count("anna") == 0
 
 
 def test_clear_and_exit(engine, brain):

@@ -66,7 +66,7 @@ def test_the_identifier_rule_and_legacy_users_on_the_command_line(tmp_path, caps
     assert main(["--store", store, "users", "--legacy"]) == 0
     assert capsys.readouterr().out.splitlines() == ["'acme/anna'", "'x\\ry'"]  # printed escaped
     assert main(["--store", store, "rename-user", "acme/anna", "anna"]) == 0
-    assert "moved 1 memories" in capsys.readouterr().out
+    assert "moved 1 memory to anna" in capsys.readouterr().out
     assert main(["--store", store, "rename-user", "x\ry", "anna"]) == 1  # never merges into a user with data
     assert main(["--store", store, "delete-all", "x\ry", "--yes"]) == 0
     capsys.readouterr()

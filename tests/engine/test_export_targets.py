@@ -165,7 +165,7 @@ def test_cli_export_to_dash_keeps_the_count_off_standard_output(tmp_path, capsys
     assert main(["--store", store, "export", "anna", "-"]) == 0
     captured = capsysbinary.readouterr()
     assert contents(captured.out.decode("utf-8")) == {"Anna's dog is called Biscuit."}
-    assert b"exported 1 memories to standard output" in captured.err
+    assert b"exported 1 memory to standard output" in captured.err
 
 
 # -- refused --------------------------------------------------------------------------------------------

@@ -31,7 +31,9 @@ def filled(engine):
 def _relevance(engine, query: str) -> dict[str, float]:
     """Each fact's calibrated relevance to `query`, as the floor reads it."""
     vector = engine.embedder.embed([query], kind="query")[0]
-    floor = noise_floors(engine.embedder, "en", vector)["en"]
+    floors = noise_floors(engine.embedder, "en", vector)
+    assert isinstance(floors, dict)
+    floor = floors["en"]
     found = engine.retrieve("anna", query, min_relevance=-1).memories
     return {m.memory.content: calibrated(m.scores["cosine"], floor) for m in found}
 

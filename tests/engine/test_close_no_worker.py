@@ -8,10 +8,10 @@ import signal
 
 import httpx
 import pytest
-from server_harness import ServeProcess
-from test_consolidation_helpers import OPENAI_CHAT, at, make_engine, make_settings, user_msg
 
 from memoryscope_plugins import MemoryScope
+from tests.support.consolidation_helpers import OPENAI_CHAT, at, make_engine, make_settings, user_msg
+from tests.support.server_harness import ServeProcess
 
 
 def pending(tmp_path, local_embedder) -> list[str]:

@@ -11,10 +11,9 @@ pytest.importorskip("starlette", reason="the [server] extra is not installed")
 pytest.importorskip("uvicorn", reason="the [server] extra is not installed")
 pytest.importorskip("mcp", reason="the [server] extra is not installed")
 
-from server_harness import ServeProcess  # noqa: E402
-
 from memoryscope_plugins.server.auth import RateLimiter  # noqa: E402
 from memoryscope_plugins.server.peers import TrustedProxies, client_address, same_origin  # noqa: E402
+from tests.support.server_harness import ServeProcess  # noqa: E402
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                "X-Memory-User": "anna"}
@@ -23,10 +22,17 @@ TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 SLOW_REFILL = ("--auth-failure-burst", "10", "--auth-failure-rate", "0.001")
 
 
+class KeyedServe(ServeProcess):
+    """A serve process with the keys its tests use."""
+
+    admin: str
+    throttled: str
+
+
 @pytest.fixture(scope="module")
 def direct(tmp_path_factory):
     """A serve process reached directly (no proxy trusted), with a small per-key rate limit."""
-    proc = ServeProcess(tmp_path_factory.mktemp("direct"), "--rate", "0.2", "--burst", "3", *SLOW_REFILL)
+    proc = KeyedServe(tmp_path_factory.mktemp("direct"), "--rate", "0.2", "--burst", "3", *SLOW_REFILL)
     proc.admin = proc.create_key("acme", "--admin")
     proc.throttled = proc.create_key("acme")
     proc.start()
@@ -37,7 +43,7 @@ def direct(tmp_path_factory):
 @pytest.fixture(scope="module")
 def proxied(tmp_path_factory):
     """A serve process behind a 'proxy' on 127.0.0.1 (trusted), with no per-key rate limit."""
-    proc = ServeProcess(tmp_path_factory.mktemp("proxied"), "--rate", "0", "--forwarded-allow-ips", "127.0.0.1",
+    proc = KeyedServe(tmp_path_factory.mktemp("proxied"), "--rate", "0", "--forwarded-allow-ips", "127.0.0.1",
                         *SLOW_REFILL,
                         "--allowed-host", "mem.example", "--allowed-host", "127.0.0.1")
     proc.admin = proc.create_key("acme", "--admin")
@@ -46,7 +52,7 @@ def proxied(tmp_path_factory):
     assert proc.stop() == 0
 
 
-def get_users(srv: ServeProcess, key: str, **headers: str) -> httpx.Response:
+def get_users(srv: KeyedServe, key: str, **headers: str) -> httpx.Response:
     return httpx.get(srv.url + "/v1/users", headers={"X-API-Key": key, **headers}, timeout=60)
 
 
@@ -99,7 +105,7 @@ def test_a_key_throttled_on_v1_is_throttled_on_mcp(direct):
     assert response.status_code == 429 and int(response.headers["retry-after"]) >= 1
 
 
-def mcp_call(srv: ServeProcess, **headers: str) -> httpx.Response:
+def mcp_call(srv: KeyedServe, **headers: str) -> httpx.Response:
     return httpx.post(srv.url + "/mcp", json=TOOLS_LIST, timeout=60,
                       headers={**MCP_HEADERS, "X-API-Key": srv.admin, **headers})
 

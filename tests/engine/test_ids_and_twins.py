@@ -13,7 +13,7 @@ import pytest
 
 from memoryscope_plugins import MemoryScope
 from memoryscope_plugins.errors import ValidationError
-from memoryscope_plugins.retrieval.time_parser import parse_time
+from memoryscope_plugins.timeparse import parse_time
 
 
 def test_add_with_another_users_id_does_not_say_whose_it_is(engine):

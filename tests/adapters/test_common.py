@@ -34,6 +34,7 @@ def test_a_whole_input_gives_every_user_line_oldest_first():
 def test_langchain_takes_only_human_messages():
     pytest.importorskip("langchain", reason="pip install 'memoryscope-plugins[langchain]'")
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
     from memoryscope_plugins.adapters.langchain import _latest_human_text
 
     messages = [SystemMessage("sys"), HumanMessage([{"type": "text", "text": "Where do I live?"}]),
@@ -59,6 +60,7 @@ def test_autogen_classic_skips_tool_responses_and_other_agents():
 def test_agentchat_takes_the_text_parts_of_user_messages():
     pytest.importorskip("autogen_core", reason="pip install 'memoryscope-plugins[autogen]'")
     from autogen_core.models import AssistantMessage, UserMessage
+
     from memoryscope_plugins.adapters.autogen_agentchat import _line
 
     lines = [_line(UserMessage(content=["Where", "do I live?"], source="user")),
@@ -69,6 +71,7 @@ def test_agentchat_takes_the_text_parts_of_user_messages():
 def test_agentscope_joins_the_inputs_user_messages_and_names_the_last():
     pytest.importorskip("agentscope.middleware", reason="pip install 'memoryscope-plugins[agentscope]'")
     from agentscope.message import AssistantMsg, UserMsg
+
     from memoryscope_plugins.adapters.agentscope import _query_of
 
     first, reply, second = UserMsg("anna", "My dog is Biscuit."), AssistantMsg("Friday", "Noted."), UserMsg(

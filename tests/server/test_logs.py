@@ -14,11 +14,11 @@ import time
 
 import httpx
 import pytest
-import servers
-from server_harness import ServeProcess
 
 from memoryscope_plugins.log_format import JsonFormatter, configure_logging, current_request_id
 from memoryscope_plugins.log_hygiene import SDK_LOGGERS, quiet_sdk_loggers
+from tests.support import servers
+from tests.support.server_harness import ServeProcess
 
 SECRET_TEXT = "Anna hides the spare key under the blue flowerpot"
 USER = "anna-private-user"
@@ -150,10 +150,9 @@ def test_serve_json_logs_name_the_request_and_hold_no_text_user_or_key(tmp_path,
 
 
 def test_worker_json_logs_name_users_by_reference_only(tmp_path, server):
-    from fakes.fake_model_server import OPENAI_CHAT, Reply
-
     from memoryscope_plugins import MemoryScope
     from memoryscope_plugins.log_hygiene import user_ref
+    from tests.support.fakes.fake_model_server import OPENAI_CHAT, Reply
     user = "anna@example.com"
     config = tmp_path / "settings.yaml"
     config.write_text(f"store: {{path: '{tmp_path / 'memory.db'}'}}\n"

@@ -1,0 +1,13 @@
+"""Counts in the command line's messages, in words that agree with them ("1 memory", "2 memories")."""
+
+from __future__ import annotations
+
+
+def count_of(count: int, noun: str, plural: str | None = None) -> str:
+    """`count` and `noun`, in the plural (`plural`, else `noun` + "s") unless `count` is 1."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+def memories(count: int) -> str:
+    """"1 memory", "2 memories"."""
+    return count_of(count, "memory", "memories")

@@ -1,0 +1,105 @@
+"""The command line as a new operator meets it: shared options on either side of the command, serve's
+options checked and their defaults shown, counts in words that agree, an unknown user named, and a
+reader that leaves early (``| head``) ending the command quietly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from memoryscope_plugins.cli.main import build_parser, main
+from memoryscope_plugins.cli.wording import count_of, memories
+from tests.support.paths import ROOT
+
+
+@pytest.mark.parametrize("before, after", [
+    (["--config", "a.yaml", "serve", "--port", "1"], ["serve", "--port", "1", "--config", "a.yaml"]),
+    (["--store", "m.db", "worker", "--once"], ["worker", "--once", "--store", "m.db"]),
+    (["--config", "c.yaml", "--store", "m.db", "list", "anna"],
+     ["list", "anna", "--store", "m.db", "--config", "c.yaml"]),
+    (["--config", "j.yaml", "bench", "qa", "--data", "d.json"],
+     ["bench", "qa", "--data", "d.json", "--config", "j.yaml"]),
+    (["-v", "users"], ["users", "-v"]),
+])
+def test_shared_options_parse_the_same_before_or_after_the_command(before, after):
+    parsed = [vars(build_parser().parse_args(argv)) for argv in (before, after)]
+    assert parsed[0] == parsed[1]
+    assert parsed[0]["config"] is not None or parsed[0]["store"] is not None or parsed[0]["verbose"]
+
+
+def test_an_option_after_the_command_wins_and_an_absent_one_keeps_the_earlier():
+    args = build_parser().parse_args(["--store", "first.db", "--config", "c.yaml", "users", "--store", "second.db"])
+    assert (args.store, args.config, args.verbose) == ("second.db", "c.yaml", False)
+
+
+def test_store_after_the_command_reaches_the_same_store(tmp_path, capsys):
+    store = str(tmp_path / "cli.db")
+    assert main(["add", "anna", "Anna keeps bees.", "--store", store]) == 0
+    capsys.readouterr()
+    for argv in (["--store", store, "list", "anna"], ["list", "anna", "--store", store]):
+        assert main(argv) == 0
+        assert "Anna keeps bees." in capsys.readouterr().out
+    assert not (tmp_path / "home" / "memory.db").exists()  # the default store was never opened
+
+
+@pytest.mark.parametrize("extra", [["--key-user", "anna"], ["--admin"]])
+def test_serve_refuses_key_options_without_create_key(tmp_path, capsys, extra):
+    keys = tmp_path / "keys.json"
+    assert main(["serve", "--keys", str(keys), "--port", "1", *extra]) == 2
+    assert "--create-key" in capsys.readouterr().err
+    assert not keys.exists()  # nothing started: not even the first-start admin key was made
+
+
+def test_serve_help_shows_the_defaults(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["serve", "--help"])
+    assert stop.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in ("(default 127.0.0.1", "(default 8765)", "(default 1048576, 1 MiB)", "(default 20)",
+                  "(default 40)", "(default 'default')", "$MEMORYSCOPE_HOME", "--config CONFIG"):
+        assert shown in text, shown
+
+
+def test_counts_agree_with_their_noun():
+    assert [memories(n) for n in (0, 1, 2)] == ["0 memories", "1 memory", "2 memories"]
+    assert count_of(1, "LLM call") == "1 LLM call" and count_of(3, "LLM call") == "3 LLM calls"
+
+
+def test_export_and_import_say_one_memory(tmp_path, capsys):
+    store, file = str(tmp_path / "cli.db"), str(tmp_path / "anna.jsonl")
+    assert main(["--store", store, "add", "anna", "Anna keeps bees."]) == 0
+    capsys.readouterr()
+    assert main(["--store", store, "export", "anna", file]) == 0
+    assert capsys.readouterr().out == f"exported 1 memory to {file}\n"
+    assert main(["--store", store, "import", "bob", file]) == 0
+    assert capsys.readouterr().out.endswith("imported 1 memory\n")
+    assert main(["--store", store, "add", "anna", "Anna sells honey."]) == 0
+    capsys.readouterr()
+    assert main(["--store", store, "export", "anna", file]) == 0
+    assert capsys.readouterr().out == f"exported 2 memories to {file}\n"
+
+
+def test_listing_an_unknown_user_says_so(tmp_path, capsys):
+    store = str(tmp_path / "cli.db")
+    assert main(["--store", store, "add", "anna", "Anna keeps bees."]) == 0
+    capsys.readouterr()
+    assert main(["--store", store, "list", "nobody"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no user 'nobody'" in captured.err
+    assert main(["--store", store, "list", "anna", "--offset", "5"]) == 0  # a known user past its last page
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no memories of 'anna' at offset 5" in captured.err
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
+    store = str(tmp_path / "cli.db")
+    assert main(["--store", store, "add", "anna", "Anna keeps bees."]) == 0
+    child = subprocess.Popen([sys.executable, "-m", "memoryscope_plugins", "--store", store, "retrieve", "anna",
+                              "bees", "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # the reader is gone before the command writes a byte
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=120) == 141
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
