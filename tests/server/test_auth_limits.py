@@ -52,7 +52,7 @@ def proxied(tmp_path_factory):
     assert proc.stop() == 0
 
 
-def get_users(srv: KeyedServe, key: str, **headers: str) -> httpx.Response:
+def get_users(srv: ServeProcess, key: str, **headers: str) -> httpx.Response:
     return httpx.get(srv.url + "/v1/users", headers={"X-API-Key": key, **headers}, timeout=60)
 
 
