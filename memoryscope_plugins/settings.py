@@ -6,9 +6,11 @@ never logged; they come from the environment or the file only.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -24,6 +26,19 @@ def default_home() -> Path:
 # environment variables with the MEMORYSCOPE_ prefix that are not settings (README.md, Configure)
 NOT_SETTINGS = frozenset({"HOME", "CONFIG", "SERVER_KEYS", "LOCAL_EMBEDDER_PATH", "EXAMPLES_LIVE"})
 
+
+def is_local_url(base_url: str | None) -> bool:
+    """True for loopback / private-network / ``.local`` hosts (Ollama, vLLM, llama.cpp...)."""
+    if not base_url:
+        return False
+    host = (urlparse(base_url).hostname or "").lower()
+    if host in ("localhost", "host.docker.internal") or host.endswith((".local", ".localhost")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_unspecified
 
 class Section(BaseModel):
     """A settings section: a key it does not know (a typo) is an error, not silently ignored."""
@@ -103,7 +118,6 @@ class LLMSettings(Section):
 
     def is_local(self) -> bool:
         """Whether the endpoint is on this machine or the local network (Ollama, llama.cpp, vLLM)."""
-        from .models.retry import is_local_url
         return is_local_url(self.base_url)
 
     def effective_timeout_s(self) -> float:

@@ -18,6 +18,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from ..errors import ConfigError, ModelError, ValidationError
+from ..settings import is_local_url
 from .base import ChatMessages, ChatResult, EmbedKind, JsonSchema, TokenUsage, l2_normalise
 from .response_format import FormatLadder, StructuredMode, endpoint_key
 from .retry import (
@@ -26,7 +27,6 @@ from .retry import (
     LoopLocal,
     RetryPolicy,
     error_text,
-    is_local_url,
     parse_retry_after,
     to_model_error,
 )

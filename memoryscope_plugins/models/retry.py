@@ -324,20 +324,3 @@ class LoopLocal(Generic[T]):
         except RuntimeError:
             return None
         return self._items.pop(loop, None)
-
-
-def is_local_url(base_url: str | None) -> bool:
-    """True for loopback / private-network / ``.local`` hosts (Ollama, vLLM, llama.cpp...)."""
-    if not base_url:
-        return False
-    import ipaddress
-    from urllib.parse import urlparse
-
-    host = (urlparse(base_url).hostname or "").lower()
-    if host in ("localhost", "host.docker.internal") or host.endswith((".local", ".localhost")):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_unspecified

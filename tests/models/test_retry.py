@@ -16,10 +16,10 @@ from memoryscope_plugins.models.retry import (
     RemoteFailure,
     RetryPolicy,
     error_text,
-    is_local_url,
     parse_retry_after,
     redact,
 )
+from memoryscope_plugins.settings import is_local_url
 
 TARGET = CallTarget(provider="test chat model", model="m1", base_url="https://example.test/v1",
                     secrets=("sk-very-secret-key",))
