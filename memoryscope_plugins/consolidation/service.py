@@ -9,8 +9,10 @@ Triggers (``settings.consolidation``):
 * on close: `stop` finishes the current step, then flushes when ``flush_on_close`` (default on).
 
 One user's work runs in one place at a time: a per-user lock inside the process plus a per-user
-lease in the store (renewed before each commit), which also holds across processes. Consolidation
-and reflection of a user take the same lease, so they never race.
+lease in the store, which also holds across processes: renewed by a heartbeat every third of
+``lease_ttl_s`` while the user's work runs, and checked by the store in the same transaction as
+every commit (a worker paused past its lease never commits over its successor). Consolidation and
+reflection of a user take the same lease, so they never race.
 
 Failures: a failed step (the model failed after its retries, or gave unusable JSON) leaves its
 messages pending with their attempt count raised; after ``max_attempts`` they are marked
@@ -37,14 +39,15 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Literal
 
-from ..errors import ConfigError, MemoryScopeError, StoreError
+from ..errors import ConfigError, LeaseLostError, MemoryScopeError, StoreError
 from ..log_hygiene import user_ref
 from ..models.structured import UsageMeter
 from ..storage.base import StoredMessage
 from .backend import ConsolidationBackend
+from .heartbeat import LeaseHeartbeat
 from .reflection import load_state, reflect_user
 from .report import ConsolidationReport
-from .steps import GoneError, LeaseLostError, StepEnv, consolidate_batch, select_batch
+from .steps import GoneError, StepEnv, consolidate_batch, select_batch
 
 log = logging.getLogger("memoryscope_plugins.consolidation")
 
@@ -382,12 +385,16 @@ class ConsolidationService:
             with self._locks_guard:
                 self._active.add(user_id)
             try:
-                env = StepEnv(self.backend, self.usage, check_lease=lambda: not self._abandoned and
-                              self.backend.store.acquire_lease(user_id, self.owner, self.cfg.lease_ttl_s))
-                if consolidate:
-                    self._consolidate_pending(env, user_id, report, interruptible, deadline, stop_event)
-                if reflect != "no" and not report.errors and not (interruptible and self._halted(stop_event)):
-                    self._reflect(env, user_id, report, force=reflect == "force")
+                def renew() -> bool:  # after stop gave the lease back, never take it again
+                    return self._abandoned or self.backend.store.acquire_lease(user_id, self.owner,
+                                                                               self.cfg.lease_ttl_s)
+                with LeaseHeartbeat(user_id, renew, self.cfg.lease_ttl_s / 3) as beat:
+                    env = StepEnv(self.backend, self.usage, lease_owner=self.owner,
+                                  check_lease=lambda: not self._abandoned and not beat.lost and renew())
+                    if consolidate:
+                        self._consolidate_pending(env, user_id, report, interruptible, deadline, stop_event)
+                    if reflect != "no" and not report.errors and not (interruptible and self._halted(stop_event)):
+                        self._reflect(env, user_id, report, force=reflect == "force")
             finally:
                 with self._locks_guard:
                     self._active.discard(user_id)

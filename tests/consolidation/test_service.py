@@ -208,6 +208,54 @@ def test_a_lease_held_elsewhere_is_waited_for_on_demand_and_skipped_by_the_worke
         engine.close()
 
 
+def test_the_heartbeat_keeps_the_lease_through_a_step_longer_than_its_ttl(tmp_path, server, brain, local_embedder):
+    engine = make_engine(tmp_path, server, local_embedder, lease_ttl_s=0.6)
+    entered, release = threading.Event(), threading.Event()
+    normal = brain.extract
+
+    def slow(prompt):
+        entered.set()
+        release.wait(20)
+        return normal(prompt)
+    brain.extract = slow
+    try:
+        engine.record("anna", [user_msg("I'm vegetarian.", at(1))])
+        step = threading.Thread(target=engine.consolidate, args=("anna",))
+        step.start()
+        assert entered.wait(10)
+        for _ in range(4):  # well past the TTL: the lease is renewed meanwhile, no one else gets it
+            time.sleep(0.5)
+            assert not engine.store.acquire_lease("anna", "another-worker", 30)
+        release.set()
+        step.join(20)
+        assert [m.content for m in engine.list("anna", types=["observation"])] == ["Anna is vegetarian."]
+        assert engine.store.acquire_lease("anna", "another-worker", 30)  # released at the end of the step
+    finally:
+        release.set()
+        engine.close()
+
+
+def test_a_step_whose_lease_was_taken_over_commits_nothing(tmp_path, server, brain, local_embedder):
+    engine = make_engine(tmp_path, server, local_embedder, lease_ttl_s=30)
+    normal = brain.extract
+    service = engine._consolidation
+
+    def taken_over(prompt):  # while the model answers, another worker takes the lease over
+        engine.store.release_lease("anna", service.owner)
+        assert engine.store.acquire_lease("anna", "another-worker", 30)
+        return normal(prompt)
+    brain.extract = taken_over
+    try:
+        engine.record("anna", [user_msg("I'm vegetarian.", at(1))])
+        report = engine.consolidate("anna")
+        assert report.errors == ["the user's lease was taken over by another worker"]
+        assert engine.list("anna", types=["observation"]) == []
+        assert [m.state for m in all_messages(engine, "anna")] == ["pending"]  # left for the new owner
+        assert not engine.store.acquire_lease("anna", service.owner, 30)  # and its lease was not touched
+    finally:
+        engine.close()
+
+
 def test_stop_finishes_the_current_step_and_commits_it(tmp_path, server, brain, local_embedder):
     engine = MemoryScope(make_settings(tmp_path).model_copy(update={"consolidation": NoFlushOnClose(
         worker="thread", every_messages=1, every_seconds=0.05, language="en")}),

@@ -22,8 +22,8 @@ import pytest
 
 from memoryscope_plugins.errors import LeaseLostError
 from memoryscope_plugins.storage.base import Candidate, MemoryFilter, SearchRequest
-from memoryscope_plugins.storage.leases import Lease
 from memoryscope_plugins.storage.filtering import matches
+from memoryscope_plugins.storage.leases import Lease
 from memoryscope_plugins.types import Memory, MemoryStatus, MemoryType, Message, TimeRange
 
 DIM = 16
