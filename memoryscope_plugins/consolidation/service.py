@@ -386,8 +386,8 @@ class ConsolidationService:
                 self._active.add(user_id)
             try:
                 def renew() -> bool:  # after stop gave the lease back, never take it again
-                    return self._abandoned or self.backend.store.acquire_lease(user_id, self.owner,
-                                                                               self.cfg.lease_ttl_s)
+                    return self._abandoned or self.backend.store.renew_lease(user_id, self.owner,
+                                                                             self.cfg.lease_ttl_s)
                 with LeaseHeartbeat(user_id, renew, self.cfg.lease_ttl_s / 3) as beat:
                     env = StepEnv(self.backend, self.usage, lease_owner=self.owner,
                                   check_lease=lambda: not self._abandoned and not beat.lost and renew())

@@ -8,7 +8,8 @@ builds get/search/list on `batch`. A backend subclasses it and implements only t
   `count_needing_vectors`;
 - search: `search` (both channels, each with its own ranks and scores);
 - the message log: `_log`, `_read_messages`, `_set_message_state`, `users_with_pending`;
-- leases: `acquire_lease`, `release_lease` (and the fence in `_commit`, `leases.require_held`); and `close`.
+- leases: `acquire_lease`, `renew_lease`, `release_lease` (and the fence in `_commit`:
+  `leases.require_held`); and `close`.
 
 Built here once: `put`, `commit_consolidation`, `append_messages`, `iter_memories`, `iter_needing_vectors`,
 `pending_messages`, `recent_messages`, `mark_messages`, and use as a context manager.
@@ -118,6 +119,12 @@ class StoreBase(ABC):
 
     @abstractmethod
     def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool: ...
+
+    @abstractmethod
+    def renew_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:
+        """Extend the lease to `ttl_s` from now only while `owner` holds it unexpired; False
+        (nothing changed) when it expired or changed hands: unlike `acquire_lease`, never takes
+        back a lease that lapsed meanwhile (another worker may have used it)."""
 
     @abstractmethod
     def release_lease(self, user_id: str, owner: str) -> None: ...

@@ -765,6 +765,23 @@ class ElasticsearchStore(StoreBase):
         except (ApiError, TransportError) as exc:
             raise StoreError(f"Elasticsearch error: {exc}") from exc
 
+    def renew_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:
+        doc_id = _doc_id(user_id)
+        now_ms = int(time.time() * 1000)
+        try:
+            current = self.es.options(ignore_status=404).get(index=self.leases_index, id=doc_id)
+            held = current["_source"] if current.get("found") else None
+            if held is None or held["owner"] != owner or held["expires_ms"] <= now_ms:
+                return False
+            renewed = dict(held, expires_ms=now_ms + int(ttl_s * 1000))
+            self.es.index(index=self.leases_index, id=doc_id, document=renewed,
+                          if_seq_no=current["_seq_no"], if_primary_term=current["_primary_term"], refresh="wait_for")
+            return True
+        except ConflictError:
+            return False  # changed hands in between
+        except (ApiError, TransportError) as exc:
+            raise StoreError(f"Elasticsearch error: {exc}") from exc
+
     def release_lease(self, user_id: str, owner: str) -> None:
         doc_id = _doc_id(user_id)
         try:

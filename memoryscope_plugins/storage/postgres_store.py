@@ -810,6 +810,14 @@ class PostgresStore(StoreBase):
                 (user_id, owner, float(ttl_s))).fetchone()
         return row is not None
 
+    def renew_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:
+        with self._tx() as conn:
+            row = conn.execute(self._q(
+                "UPDATE {leases} SET expires_at = clock_timestamp() + make_interval(secs => %s) "
+                "WHERE user_id=%s AND owner=%s AND expires_at > clock_timestamp() RETURNING 1"),
+                (float(ttl_s), user_id, owner)).fetchone()
+        return row is not None
+
     def release_lease(self, user_id: str, owner: str) -> None:
         with self._tx() as conn:
             conn.execute(self._q("DELETE FROM {leases} WHERE user_id=%s AND owner=%s"), (user_id, owner))

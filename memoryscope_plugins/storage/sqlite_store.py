@@ -854,6 +854,12 @@ class SQLiteStore(StoreBase):
                          (user_id, owner, now + ttl_s))
         return True
 
+    def renew_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:
+        now = time.time()
+        with self._write() as conn:
+            return conn.execute("UPDATE leases SET expires_ts=? WHERE user_id=? AND owner=? AND expires_ts > ?",
+                                (now + ttl_s, user_id, owner, now)).rowcount == 1
+
     def release_lease(self, user_id: str, owner: str) -> None:
         with self._write() as conn:
             conn.execute("DELETE FROM leases WHERE user_id=? AND owner=?", (user_id, owner))
