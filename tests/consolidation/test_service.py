@@ -208,6 +208,25 @@ def test_a_lease_held_elsewhere_is_waited_for_on_demand_and_skipped_by_the_worke
         engine.close()
 
 
+def test_the_worker_tries_a_user_held_elsewhere_again_soon_not_at_the_next_sweep(tmp_path, server, brain,
+                                                                                 local_embedder):
+    engine = make_engine(tmp_path, server, local_embedder, lease_ttl_s=1.0, every_seconds=3600)
+    stop = threading.Event()
+    worker = threading.Thread(target=engine._consolidation.run, args=(stop,))
+    try:
+        engine.record("anna", [user_msg("I'm vegetarian.", at(1))])
+        assert engine.store.acquire_lease("anna", "a-worker-that-died", 30)
+        worker.start()  # sweeps at once: anna is held elsewhere
+        time.sleep(0.5)
+        assert brain.prompts == []
+        engine.store.release_lease("anna", "a-worker-that-died")  # as if its lease had run out
+        assert wait_for(lambda: engine.list("anna", types=["observation"]) != [])  # long before the sweep
+    finally:
+        stop.set()
+        worker.join()
+        engine.close()
+
+
 def test_the_heartbeat_keeps_the_lease_through_a_step_longer_than_its_ttl(tmp_path, server, brain, local_embedder):
     engine = make_engine(tmp_path, server, local_embedder, lease_ttl_s=0.6)
     entered, release = threading.Event(), threading.Event()

@@ -1,15 +1,22 @@
-"""The lease heartbeat: while a worker works on a user, a daemon thread renews the user's lease
-every third of its TTL, so a short TTL (a dead worker's users move on within seconds) never
-expires under a live worker that is waiting for a slow model call.
+"""The worker's side of the per-user lease.
 
-A renewal that finds the lease taken marks it lost: the step's next commit is abandoned (and
-would be refused by the store's fenced commit anyway). A renewal that fails on a store error is
-retried at the next beat; the fence keeps a late commit out either way."""
+`LeaseHeartbeat`: while a worker works on a user, a daemon thread renews the user's lease every
+third of its TTL, so a short TTL (a dead worker's users move on within seconds) never expires
+under a live worker that is waiting for a slow model call. A renewal that finds the lease lapsed
+or taken marks it lost: the step's next commit is abandoned (and would be refused by the store's
+fenced commit anyway). A renewal that fails on a store error is retried at the next beat; the
+fence keeps a late commit out either way.
+
+`HeldElsewhere`: users a worker skipped because another worker holds their lease are tried again
+every fifth of the TTL rather than at the next sweep (`every_seconds`), so when that worker has
+died its users are taken over soon after its lease lapses.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from types import TracebackType
 from typing import Callable
 
@@ -62,3 +69,30 @@ class LeaseHeartbeat:
                 self._lost.set()
                 log.warning("the lease of user %s was taken over; its step will not commit", user_ref(self.user_id))
                 return
+
+
+class HeldElsewhere:
+    """Users whose lease another worker held when this one tried, each with when to try again."""
+
+    def __init__(self, retry_s: float) -> None:
+        self._retry_s = retry_s
+        self._at: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def add(self, user_id: str) -> None:
+        with self._lock:
+            self._at[user_id] = time.monotonic() + self._retry_s
+
+    def next_at(self) -> float:
+        """When the first of them is due (infinity when there is none)."""
+        with self._lock:
+            return min(self._at.values(), default=float("inf"))
+
+    def take_due(self) -> set[str]:
+        """The users due now, forgotten (they are added again if still held)."""
+        now = time.monotonic()
+        with self._lock:
+            due = {user_id for user_id, at in self._at.items() if at <= now}
+            for user_id in due:
+                del self._at[user_id]
+        return due
