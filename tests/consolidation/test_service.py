@@ -33,6 +33,7 @@ from tests.support.consolidation_helpers import (
     make_engine,
     make_settings,
     user_msg,
+    wait_for,
 )
 from tests.support.fakes.fake_model_server import DASHSCOPE_GENERATION, openai_completion
 from tests.support.paths import ROOT
@@ -44,15 +45,6 @@ class NoFlushOnClose(ConsolidationSettings):
     """Until ConsolidationSettings has the field, a subclass carries it (the service reads it)."""
 
     flush_on_close: bool = False
-
-
-def wait_for(condition, timeout: float = 15.0, interval: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(interval)
-    return condition()
 
 
 def all_messages(engine, user):

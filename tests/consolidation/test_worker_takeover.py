@@ -13,18 +13,8 @@ from collections import Counter
 import pytest
 
 from tests.support import servers
-from tests.support.consolidation_helpers import obs
-from tests.support.fakes.fake_model_server import OPENAI_CHAT
-from tests.support.worker_fleet import (
-    USER,
-    Gate,
-    WorkerProcess,
-    consolidated,
-    recorder,
-    requests_of,
-    say,
-    wait_until,
-)
+from tests.support.consolidation_helpers import obs, wait_for
+from tests.support.worker_fleet import USER, consolidated, fleet, requests_of, say
 
 pytest.importorskip("psycopg")
 pytestmark = pytest.mark.slow
@@ -54,59 +44,39 @@ def observations(engine) -> dict[str, tuple]:
 
 
 def test_a_killed_workers_user_is_consolidated_by_another_worker(tmp_path, pg, server, brain):
-    dsn = pg.create_database("takeover_kill")
-    gate = Gate(brain, held_key="sk-first")
-    server.route(OPENAI_CHAT, gate)
-    app = recorder(tmp_path, dsn, server.url)
-    first = WorkerProcess(tmp_path, "first", dsn, server.url, lease_ttl_s=TTL)
-    second = WorkerProcess(tmp_path, "second", dsn, server.url, lease_ttl_s=TTL)
-    try:
-        say(app, 1, "I'm vegetarian.")
-        first.start()
-        assert gate.waiting.wait(120), first.log_text()[-3000:]  # mid-step: it holds anna's lease
-        second.start()
-        first.signal(signal.SIGKILL)
-        assert first.proc is not None and first.proc.wait(30) == -signal.SIGKILL
-        gate.release.set()
-        say(app, 2, "I moved to Lisbon last month.")  # the user's next message
-        assert wait_until(lambda: consolidated(app), 120), second.log_text()[-3000:]
-        assert requests_of(server, second.key) >= 1  # the survivor did it
-        assert_each_message_consolidated_once(app)
-    finally:
-        gate.release.set()
-        first.stop()
-        second.stop()
-        app.close()
+    with fleet(tmp_path, pg.create_database("takeover_kill"), server, brain, lease_ttl_s=TTL) as f:
+        say(f.app, 1, "I'm vegetarian.")
+        f.first.start()
+        assert f.gate.waiting.wait(120), f.first.log_text()[-3000:]  # mid-step: it holds anna's lease
+        f.second.start()
+        f.first.signal(signal.SIGKILL)
+        assert f.first.proc is not None and f.first.proc.wait(30) == -signal.SIGKILL
+        f.gate.release.set()
+        say(f.app, 2, "I moved to Lisbon last month.")  # the user's next message
+        assert wait_for(lambda: consolidated(f.app), 120), f.second.log_text()[-3000:]
+        assert requests_of(server, f.second.key) >= 1  # the survivor did it
+        assert_each_message_consolidated_once(f.app)
 
 
 def test_a_worker_paused_past_its_lease_does_not_commit_when_resumed(tmp_path, pg, server, brain):
-    dsn = pg.create_database("takeover_pause")
     # the paused worker's answer has other words: anything it wrote would show
-    gate = Gate(brain, held_key="sk-first",
-                held_extract=lambda prompt: [obs(f"STALE {content}", [n]) for n, _, _, content in prompt.new])
-    server.route(OPENAI_CHAT, gate)
-    app = recorder(tmp_path, dsn, server.url)
-    first = WorkerProcess(tmp_path, "first", dsn, server.url, lease_ttl_s=TTL)
-    second = WorkerProcess(tmp_path, "second", dsn, server.url, lease_ttl_s=TTL)
-    try:
-        say(app, 1, "I'm vegetarian.")
-        say(app, 2, "I moved to Lisbon last month.")
-        first.start()
-        assert gate.waiting.wait(120), first.log_text()[-3000:]  # mid-step: it holds anna's lease
-        first.signal(signal.SIGSTOP)  # its heartbeat stops with it
-        second.start()
-        assert wait_until(lambda: consolidated(app), 120), second.log_text()[-3000:]  # taken over once lapsed
-        before = observations(app)
-        gate.release.set()  # the paused worker's model call returns...
-        first.signal(signal.SIGCONT)  # ...and it carries on to its commit
-        assert wait_until(lambda: "stopped: lease taken over" in first.log_text(), 120), first.log_text()[-3000:]
-        assert first.stop() == 0 and second.stop() == 0
-        after = observations(app)
+    def stale(prompt):
+        return [obs(f"STALE {content}", [n]) for n, _, _, content in prompt.new]
+    with fleet(tmp_path, pg.create_database("takeover_pause"), server, brain, lease_ttl_s=TTL,
+               held_extract=stale) as f:
+        say(f.app, 1, "I'm vegetarian.")
+        say(f.app, 2, "I moved to Lisbon last month.")
+        f.first.start()
+        assert f.gate.waiting.wait(120), f.first.log_text()[-3000:]  # mid-step: it holds anna's lease
+        f.first.signal(signal.SIGSTOP)  # its heartbeat stops with it
+        f.second.start()
+        assert wait_for(lambda: consolidated(f.app), 120), f.second.log_text()[-3000:]  # taken over once lapsed
+        before = observations(f.app)
+        f.gate.release.set()  # the paused worker's model call returns...
+        f.first.signal(signal.SIGCONT)  # ...and it carries on to its commit
+        assert wait_for(lambda: "stopped: lease taken over" in f.first.log_text(), 120), f.first.log_text()[-3000:]
+        assert f.first.stop() == 0 and f.second.stop() == 0
+        after = observations(f.app)
         assert after == before  # nothing overwritten, nothing added
         assert not any("STALE" in content for content, _, _ in after.values())
-        assert_each_message_consolidated_once(app)
-    finally:
-        gate.release.set()
-        first.stop()
-        second.stop()
-        app.close()
+        assert_each_message_consolidated_once(f.app)

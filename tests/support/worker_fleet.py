@@ -9,15 +9,16 @@ user's lease) and can answer it with different words (so a late commit would sho
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
-import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from memoryscope_plugins import MemoryScope
 from tests.support.consolidation_helpers import Brain, Prompt, at, entries, parse_prompt, user_msg
@@ -88,9 +89,11 @@ def requests_of(server: FakeModelServer, key: str) -> int:
 class WorkerProcess:
     """One `memoryscope-plugins worker` process (stderr in a file: read it with `log_text`)."""
 
-    def __init__(self, folder: Path, name: str, dsn: str, model_url: str, *, lease_ttl_s: float | None) -> None:
+    def __init__(self, folder: Path, name: str, dsn: str, model_url: str, *, lease_ttl_s: float | None,
+                 every_seconds: float = 0.2) -> None:
         self.key = f"sk-{name}"
-        self.config = write_config(folder / f"{name}.yaml", dsn, model_url, llm_key=self.key, lease_ttl_s=lease_ttl_s)
+        self.config = write_config(folder / f"{name}.yaml", dsn, model_url, llm_key=self.key, lease_ttl_s=lease_ttl_s,
+                                   every_seconds=every_seconds)
         self.log = folder / f"{name}.log"
         self.proc: subprocess.Popen | None = None
 
@@ -122,15 +125,35 @@ class WorkerProcess:
         return self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(interval)
-    return condition()
-
-
 def consolidated(engine: MemoryScope) -> bool:
     """Nothing of the user pending, and at least one observation stored."""
     return not engine.store.pending_messages(USER) and bool(engine.list(USER, types=["observation"], limit=1))
+
+
+@dataclass
+class Fleet:
+    """An application's engine and two workers on one store; the fake model holds `first`'s first step."""
+
+    gate: Gate
+    app: MemoryScope
+    first: WorkerProcess
+    second: WorkerProcess
+
+
+@contextlib.contextmanager
+def fleet(folder: Path, dsn: str, server: FakeModelServer, brain: Brain, *, lease_ttl_s: float | None,
+          every_seconds: float = 0.2, held_extract: Callable[[Prompt], list[dict] | str] | None = None
+          ) -> Iterator[Fleet]:
+    """The workers are not started; at the end both are stopped and the engine closed."""
+    gate = Gate(brain, held_key="sk-first", held_extract=held_extract)
+    server.route(OPENAI_CHAT, gate)
+    app = recorder(folder, dsn, server.url)
+    workers = [WorkerProcess(folder, name, dsn, server.url, lease_ttl_s=lease_ttl_s, every_seconds=every_seconds)
+               for name in ("first", "second")]
+    try:
+        yield Fleet(gate, app, *workers)
+    finally:
+        gate.release.set()
+        for worker in workers:
+            worker.stop()
+        app.close()
