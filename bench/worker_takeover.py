@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import signal
 import statistics
 import sys
@@ -40,7 +41,9 @@ def one_trial(pg, number: int, folder: Path, lease_ttl_s: float | None, every_se
         if not f.gate.waiting.wait(120):
             raise RuntimeError("the first worker never reached the model: " + f.first.log_text()[-2000:])
         f.second.start()
-        time.sleep(warm_s)  # the second worker is up and sweeping; the first renews its lease
+        # the second worker is up and sweeping while the first renews its lease; a random part so the
+        # SIGKILL falls anywhere between two renewals
+        time.sleep(warm_s + random.uniform(0, 4))
         while_alive = requests_of(server, f.second.key)
         f.first.signal(signal.SIGKILL)
         killed = time.monotonic()
@@ -61,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"setting's default, {ConsolidationSettings().lease_ttl_s:g} s)")
     parser.add_argument("--every-seconds", type=float, default=ConsolidationSettings().every_seconds,
                         help="the workers' sweep interval (default: the setting's default)")
-    parser.add_argument("--warm", type=float, default=8.0, help="seconds both workers run before the SIGKILL")
+    parser.add_argument("--warm", type=float, default=12.0, help="seconds both workers run before the SIGKILL "
+                        "(plus 0-4 s at random); longer than the TTL shows the heartbeat keeps the lease")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     trials = []
@@ -74,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = [t["seconds"] for t in trials]
     summary = {"lease_ttl_s": args.lease_ttl or ConsolidationSettings().lease_ttl_s,
                "every_seconds": args.every_seconds, "trials": trials, "min_s": min(seconds),
-               "median_s": statistics.median(seconds), "max_s": max(seconds)}
+               "median_s": round(statistics.median(seconds), 2), "max_s": max(seconds)}
     if args.json:
         print(json.dumps(summary))
     else:
