@@ -35,6 +35,11 @@ class SchemaVersionError(StoreError):
     """The store was written by a newer schema version than this library knows."""
 
 
+class LeaseLostError(MemoryScopeError, RuntimeError):
+    """A consolidation commit was refused: the user's lease is no longer the committer's (expired,
+    or taken over by another worker). Nothing was written; the step's messages stay pending."""
+
+
 class ModelError(MemoryScopeError):
     """A model (embedder, reranker, LLM) failed after its retries.
 

@@ -201,7 +201,10 @@ class ConsolidationSettings(Section):
     context_messages: int = Field(6, ge=0)
     related_memories: int = Field(8, ge=0)
     max_attempts: int = Field(5, ge=1)
-    lease_ttl_s: float = Field(300.0, gt=0)
+    lease_ttl_s: float = Field(10.0, gt=0, description="a user's lease lasts this long unless renewed; a worker "
+                               "renews it every third of this while it works on the user, and tries a user whose "
+                               "lease another worker held again every fifth of this, so a dead worker's users "
+                               "move to another worker within about 1.2 times this")
     language: Literal["auto", "en", "zh"] = "auto"
     prompts_dir: Path | None = None
     flush_on_close: bool = True

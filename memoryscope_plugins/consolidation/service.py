@@ -9,8 +9,10 @@ Triggers (``settings.consolidation``):
 * on close: `stop` finishes the current step, then flushes when ``flush_on_close`` (default on).
 
 One user's work runs in one place at a time: a per-user lock inside the process plus a per-user
-lease in the store (renewed before each commit), which also holds across processes. Consolidation
-and reflection of a user take the same lease, so they never race.
+lease in the store, which also holds across processes: renewed by a heartbeat every third of
+``lease_ttl_s`` while the user's work runs, and checked by the store in the same transaction as
+every commit (a worker paused past its lease never commits over its successor). Consolidation and
+reflection of a user take the same lease, so they never race.
 
 Failures: a failed step (the model failed after its retries, or gave unusable JSON) leaves its
 messages pending with their attempt count raised; after ``max_attempts`` they are marked
@@ -37,16 +39,19 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Literal
 
-from ..errors import ConfigError, MemoryScopeError, StoreError
+from ..errors import ConfigError, LeaseLostError, MemoryScopeError, StoreError
 from ..log_hygiene import user_ref
 from ..models.structured import UsageMeter
 from ..storage.base import StoredMessage
 from .backend import ConsolidationBackend
+from .leases import HeldElsewhere, LeaseHeartbeat
 from .reflection import load_state, reflect_user
 from .report import ConsolidationReport
-from .steps import GoneError, LeaseLostError, StepEnv, consolidate_batch, select_batch
+from .steps import GoneError, StepEnv, consolidate_batch, select_batch
 
 log = logging.getLogger("memoryscope_plugins.consolidation")
+
+LEASE_HELD = "another worker holds this user's lease"  # a report's skipped_reason
 
 DEFAULTS = {  # settings the service reads with these defaults when ConsolidationSettings lacks them
     "flush_on_close": True,
@@ -201,10 +206,16 @@ class ConsolidationService:
         pool = ThreadPoolExecutor(threads, thread_name_prefix="memoryscope-consolidation") if threads > 1 else None
         inflight: set[str] = set()
         inflight_lock = threading.Lock()
+        held = HeldElsewhere(self.cfg.lease_ttl_s / 5)
 
         def work(user_id: str) -> None:
             try:
-                self._work_user(user_id, wait=False, deadline=None, interruptible=True, stop_event=stop_event)
+                report = self._work_user(user_id, wait=False, deadline=None, interruptible=True,
+                                         stop_event=stop_event)
+                if report.skipped_reason == LEASE_HELD:
+                    held.add(user_id)
+                    with self._cond:
+                        self._cond.notify_all()  # the loop waits until this user's retry at the latest
             except Exception as exc:  # noqa: BLE001 - the worker must survive anything
                 if self._abandoned:
                     log.debug("an abandoned step of user %s ended: %s", user_ref(user_id), type(exc).__name__)
@@ -218,9 +229,10 @@ class ConsolidationService:
         next_sweep = time.monotonic()
         try:
             while not self._halted(stop_event):
-                users = self._wait_for_work(next_sweep, stop_event)
+                users = self._wait_for_work(next_sweep, stop_event, retry_at=held.next_at)
                 if self._halted(stop_event):
                     break
+                users |= held.take_due()
                 if time.monotonic() >= next_sweep:
                     try:
                         users |= set(self.backend.store.users_with_pending())
@@ -249,10 +261,13 @@ class ConsolidationService:
     def _halted(self, stop_event: threading.Event | None) -> bool:
         return self._stopping or (stop_event is not None and stop_event.is_set())
 
-    def _wait_for_work(self, next_sweep: float, stop_event: threading.Event | None) -> set[str]:
+    def _wait_for_work(self, next_sweep: float, stop_event: threading.Event | None, *,
+                       retry_at: Callable[[], float] = lambda: float("inf")) -> set[str]:
+        """The users notified meanwhile, once there are any or the next sweep or `retry_at()` (read
+        again after every notification) has come."""
         with self._cond:
             while not self._due and not self._halted(stop_event):
-                remaining = next_sweep - time.monotonic()
+                remaining = min(next_sweep, retry_at()) - time.monotonic()
                 if remaining <= 0:
                     break
                 self._cond.wait(min(remaining, 0.25) if stop_event is not None else remaining)
@@ -377,17 +392,21 @@ class ConsolidationService:
             return report
         try:
             if not self._acquire_lease(user_id, wait, deadline):
-                report.skipped_reason = "another worker holds this user's lease"
+                report.skipped_reason = LEASE_HELD
                 return report
             with self._locks_guard:
                 self._active.add(user_id)
             try:
-                env = StepEnv(self.backend, self.usage, check_lease=lambda: not self._abandoned and
-                              self.backend.store.acquire_lease(user_id, self.owner, self.cfg.lease_ttl_s))
-                if consolidate:
-                    self._consolidate_pending(env, user_id, report, interruptible, deadline, stop_event)
-                if reflect != "no" and not report.errors and not (interruptible and self._halted(stop_event)):
-                    self._reflect(env, user_id, report, force=reflect == "force")
+                def renew() -> bool:  # after stop gave the lease back, never take it again
+                    return self._abandoned or self.backend.store.renew_lease(user_id, self.owner,
+                                                                             self.cfg.lease_ttl_s)
+                with LeaseHeartbeat(user_id, renew, self.cfg.lease_ttl_s / 3) as beat:
+                    env = StepEnv(self.backend, self.usage, lease_owner=self.owner,
+                                  check_lease=lambda: not self._abandoned and not beat.lost and renew())
+                    if consolidate:
+                        self._consolidate_pending(env, user_id, report, interruptible, deadline, stop_event)
+                    if reflect != "no" and not report.errors and not (interruptible and self._halted(stop_event)):
+                        self._reflect(env, user_id, report, force=reflect == "force")
             finally:
                 with self._locks_guard:
                     self._active.discard(user_id)

@@ -31,13 +31,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import LeaseLostError, ModelError
 from ..indexing import embedding_text
 from ..log_hygiene import user_ref
 from ..models.base import ChatMessages, ChatModel, ChatResult, TokenUsage
 from ..models.structured import IncompleteAnswerError, UsageMeter, chat_json
 from ..retrieval.noise_floor import calibrated
 from ..storage.base import StoredMessage
+from ..storage.leases import Lease
 from ..storage.text_analysis import analyse
 from ..timeparse import detect_language, format_memory_time, is_recurring
 from ..types import Memory, MemoryStatus, MemoryType, as_aware, utc_now
@@ -60,10 +61,6 @@ FRAMING_WORDS = "said 说"  # what `wording.third_person` adds
 # Extraction compares with observations only: an insight is a summary that reflection rewrites when
 # its source observations expire, so a contradiction always expires the observation it contradicts.
 RELATED_TYPES = (MemoryType.OBSERVATION,)
-
-
-class LeaseLostError(RuntimeError):
-    """Another worker took over this user's lease; the step must not commit."""
 
 
 class GoneError(RuntimeError):
@@ -105,11 +102,13 @@ class CountingModel:
 
 @dataclass(slots=True)
 class StepEnv:
-    """What a step needs from the service: the backend, the meter, and the lease check."""
+    """What a step needs from the service: the backend, the meter, the lease check, and the lease
+    owner whose lease every commit is fenced by (None: commits unfenced)."""
 
     backend: ConsolidationBackend
     meter: UsageMeter
     check_lease: Callable[[], bool] = lambda: True
+    lease_owner: str | None = None
     max_repairs: int = 1
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -150,7 +149,9 @@ class StepEnv:
     def commit(self, user_id: str, memories: Sequence[Memory], vectors: Sequence[Any] | None,
                done_ids: Sequence[str], *, anchors: Sequence[str] = ()) -> None:
         """Renew the lease, check that what the step read still exists (the user may have been
-        deleted meanwhile: nothing must come back), then write everything in one transaction."""
+        deleted meanwhile: nothing must come back), then write everything in one transaction that
+        also checks the lease is still ours (`LeaseLostError` otherwise: a worker paused past its
+        lease never commits over the one that took it over)."""
         if not self.check_lease():
             raise LeaseLostError("the user's lease was taken over; not committing")
         store = self.backend.store
@@ -160,7 +161,9 @@ class StepEnv:
                 raise GoneError("the messages of this step are no longer pending (deleted?); not committing")
         if anchors and len(store.get(user_id, list(anchors))) < len(set(anchors)):
             raise GoneError("memories this step rests on were deleted; not committing")
-        store.commit_consolidation(list(memories), list(vectors) if vectors is not None else None, list(done_ids))
+        lease = Lease(user_id, self.lease_owner) if self.lease_owner is not None else None
+        store.commit_consolidation(list(memories), list(vectors) if vectors is not None else None, list(done_ids),
+                                   lease=lease)
 
 
 def embed_text(memory: Memory, embedder: object | None = None) -> str:

@@ -19,6 +19,7 @@ from typing import Any, Iterator, Literal, Protocol, Sequence, TypeAlias, runtim
 import numpy as np
 
 from ..types import Memory, MemoryStatus, MemoryType, Message, TimeRange
+from .leases import Lease
 from .messages import PENDING
 
 # vectors aligned with the memories they go with: a 2-D array, or rows where None keeps the stored
@@ -129,15 +130,17 @@ class MemoryStore(Protocol):
     def pending_messages(self, user_id: str, limit: int = 100) -> builtins.list[StoredMessage]: ...
     def mark_messages(self, ids: Sequence[str], state: str) -> None: ...
     def commit_consolidation(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                             done_message_ids: Sequence[str]) -> None:
+                             done_message_ids: Sequence[str], *, lease: Lease | None = None) -> None:
         """Put `memories` (new or changed; a None vector row keeps the stored vector) and mark the
-        messages done, in one transaction."""
+        messages done, in one transaction; with `lease`, only while that lease is held (checked in
+        the same transaction; `LeaseLostError` otherwise, nothing written)."""
     def users_with_pending(self) -> builtins.list[str]: ...
     def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
                         limit: int) -> builtins.list[StoredMessage]: ...
 
     # -- per-user lease, so one user's consolidation runs in one worker at a time ---------------
     def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool: ...
+    def renew_lease(self, user_id: str, owner: str, ttl_s: float) -> bool: ...
     def release_lease(self, user_id: str, owner: str) -> None: ...
 
     def close(self) -> None: ...

@@ -8,7 +8,8 @@ builds get/search/list on `batch`. A backend subclasses it and implements only t
   `count_needing_vectors`;
 - search: `search` (both channels, each with its own ranks and scores);
 - the message log: `_log`, `_read_messages`, `_set_message_state`, `users_with_pending`;
-- leases: `acquire_lease`, `release_lease`; and `close`.
+- leases: `acquire_lease`, `renew_lease`, `release_lease` (and the fence in `_commit`:
+  `leases.require_held`); and `close`.
 
 Built here once: `put`, `commit_consolidation`, `append_messages`, `iter_memories`, `iter_needing_vectors`,
 `pending_messages`, `recent_messages`, `mark_messages`, and use as a context manager.
@@ -29,6 +30,7 @@ import numpy as np
 from ..types import Memory, Message
 from . import records
 from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows, message_ids_for
+from .leases import Lease
 from .messages import PENDING, check_state
 
 _Store = TypeVar("_Store", bound="StoreBase")
@@ -54,9 +56,10 @@ class StoreBase(ABC):
 
     @abstractmethod
     def _commit(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                done_message_ids: Sequence[str]) -> None:
+                done_message_ids: Sequence[str], lease: Lease | None = None) -> None:
         """Put `memories` (vectors aligned by row, see `MemoryStore.put`) and mark the messages
-        done, all or nothing."""
+        done, all or nothing; with `lease`, first check in the same transaction that it is held
+        (`leases.require_held`), writing nothing when it is not."""
 
     @abstractmethod
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None: ...
@@ -118,6 +121,12 @@ class StoreBase(ABC):
     def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool: ...
 
     @abstractmethod
+    def renew_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:
+        """Extend the lease to `ttl_s` from now only while `owner` holds it unexpired; False
+        (nothing changed) when it expired or changed hands: unlike `acquire_lease`, never takes
+        back a lease that lapsed meanwhile (another worker may have used it)."""
+
+    @abstractmethod
     def release_lease(self, user_id: str, owner: str) -> None: ...
 
     @abstractmethod
@@ -129,11 +138,15 @@ class StoreBase(ABC):
         self._commit(memories, vectors, ())
 
     def commit_consolidation(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                             done_message_ids: Sequence[str]) -> None:
+                             done_message_ids: Sequence[str], *, lease: Lease | None = None) -> None:
         """Store what consolidation made (new and changed memories; `vectors` aligned with
         `memories`, a None row keeps the stored vector) and mark its messages done, in one
-        transaction: a crash leaves either both or neither, so no message is consolidated twice."""
-        self._commit(memories, vectors, done_message_ids)
+        transaction: a crash leaves either both or neither, so no message is consolidated twice.
+
+        With `lease` (a fenced commit), the transaction first checks that `lease.owner` still holds
+        `lease.user_id`'s lease and that it has not expired, and raises `LeaseLostError` (writing
+        nothing) otherwise: a worker paused past its lease cannot commit over its successor."""
+        self._commit(memories, vectors, done_message_ids, lease)
 
     def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
         """Batches of memories in insertion order, of one user or (None) of all users."""

@@ -47,12 +47,13 @@ try:
 except ImportError as exc:  # pragma: no cover - the engine turns this into a ConfigError
     raise ImportError("the elasticsearch backend needs: pip install 'memoryscope-plugins[elasticsearch]'") from exc
 
-from ..errors import SchemaVersionError, StoreError
+from ..errors import LeaseLostError, SchemaVersionError, StoreError
 from ..indexing import full_text
 from ..types import Memory
 from . import base, messages, records
 from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
+from .leases import Lease, require_held
 from .timecodes import epoch_microseconds
 
 log = logging.getLogger(__name__)
@@ -326,8 +327,10 @@ class ElasticsearchStore(StoreBase):
         return known[0]
 
     # -- bulk with rollback -------------------------------------------------------------------
-    def _bulk(self, ops: list[dict[str, Any]], undo: list[dict[str, Any] | None], what: str) -> None:
-        """Run bulk operations; when any item fails, undo the ones that succeeded and raise."""
+    def _bulk(self, ops: list[dict[str, Any]], undo: list[dict[str, Any] | None], what: str,
+              fence: str | None = None) -> None:
+        """Run bulk operations; when any item fails, undo the ones that succeeded and raise
+        (`LeaseLostError` when the failed item is the lease document `fence`)."""
         if not ops:
             return
         body: list[dict[str, Any]] = []
@@ -339,10 +342,11 @@ class ElasticsearchStore(StoreBase):
         resp = self._call(self.es.bulk, operations=body, refresh="wait_for")
         if not resp.get("errors"):
             return
-        failed, undo_ops = [], []
+        failed, undo_ops, lost = [], [], False
         for op, item, back in zip(ops, resp["items"], undo):
             result = next(iter(item.values()))
             if result.get("status", 500) >= 300:
+                lost = lost or (op["_index"] == self.leases_index and op["_id"] == fence)
                 error = result.get("error") or {}
                 reason = str(error.get("reason", "")).split("Preview of field's value")[0].strip()[:200]
                 failed.append(f"{op['_id']} ({error.get('type', result.get('status'))}: {reason})")
@@ -358,6 +362,8 @@ class ElasticsearchStore(StoreBase):
                 self.es.bulk(operations=rollback, refresh="wait_for")
             except (ApiError, TransportError) as exc:  # pragma: no cover - best effort
                 log.error("rollback of a failed %s failed too: %s", what, exc)
+        if lost:
+            raise LeaseLostError("the user's lease changed hands during the commit; nothing kept")
         raise StoreError(f"{what} failed for {len(failed)} item(s), nothing kept: " + "; ".join(failed[:20]))
 
     def _memory_ops(self, memories: Sequence[Memory], vectors: Any
@@ -411,11 +417,27 @@ class ElasticsearchStore(StoreBase):
 
     # -- writes -----------------------------------------------------------------------------
     def _commit(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                done_message_ids: Sequence[str]) -> None:
-        """All or nothing (see the module docstring)."""
+                done_message_ids: Sequence[str], lease: Lease | None = None) -> None:
+        """All or nothing (see the module docstring). With `lease`, the lease document is checked
+        and rewritten unchanged, conditionally on the version checked, in the same bulk request:
+        a takeover in between fails that item, and the rest is undone as for any failed item."""
+        fence_ops: list[dict[str, Any]] = []
+        if lease is not None:
+            fence_ops = [self._fence_op(lease)]
         mem_ops, mem_undo = self._memory_ops(memories, vectors)
         msg_ops, msg_undo = self._message_ops(done_message_ids, messages.DONE)
-        self._bulk(mem_ops + msg_ops, mem_undo + msg_undo, "put" if not done_message_ids else "commit_consolidation")
+        self._bulk(fence_ops + mem_ops + msg_ops, [None] * len(fence_ops) + mem_undo + msg_undo,
+                   "put" if not done_message_ids else "commit_consolidation",
+                   fence=_doc_id(lease.user_id) if lease is not None else None)
+
+    def _fence_op(self, lease: Lease) -> dict[str, Any]:
+        """The bulk item that fences a commit: the lease document as read, if still that version."""
+        current = self._call(self.es.options(ignore_status=404).get, index=self.leases_index, id=_doc_id(lease.user_id))
+        held = current["_source"] if current.get("found") else None
+        require_held(lease, held["owner"] if held else None, bool(held and held["expires_ms"] > time.time() * 1000))
+        assert held is not None
+        return {"_op_type": "index", "_index": self.leases_index, "_id": current["_id"], "_source": held,
+                "if_seq_no": current["_seq_no"], "if_primary_term": current["_primary_term"]}
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Replace the vectors of existing memories (used when the embedding model changes)."""
@@ -740,6 +762,23 @@ class ElasticsearchStore(StoreBase):
             return True
         except ConflictError:
             return False  # another worker took or renewed it in between
+        except (ApiError, TransportError) as exc:
+            raise StoreError(f"Elasticsearch error: {exc}") from exc
+
+    def renew_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:
+        doc_id = _doc_id(user_id)
+        now_ms = int(time.time() * 1000)
+        try:
+            current = self.es.options(ignore_status=404).get(index=self.leases_index, id=doc_id)
+            held = current["_source"] if current.get("found") else None
+            if held is None or held["owner"] != owner or held["expires_ms"] <= now_ms:
+                return False
+            renewed = dict(held, expires_ms=now_ms + int(ttl_s * 1000))
+            self.es.index(index=self.leases_index, id=doc_id, document=renewed,
+                          if_seq_no=current["_seq_no"], if_primary_term=current["_primary_term"], refresh="wait_for")
+            return True
+        except ConflictError:
+            return False  # changed hands in between
         except (ApiError, TransportError) as exc:
             raise StoreError(f"Elasticsearch error: {exc}") from exc
 

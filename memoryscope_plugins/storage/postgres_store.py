@@ -56,6 +56,7 @@ from ..types import Memory
 from . import base, records
 from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
+from .leases import Lease, require_held
 from .messages import DONE, FAILED, PENDING
 from .term_index import K1, B
 from .timecodes import aware
@@ -514,7 +515,7 @@ class PostgresStore(StoreBase):
             raise ValueError(f"memory id {owned[0][0] if owned else '?'!r} belongs to another user")
 
     def _commit(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                done_message_ids: Sequence[str]) -> None:
+                done_message_ids: Sequence[str], lease: Lease | None = None) -> None:
         if not memories and not done_message_ids:
             return
         with self._tx() as conn:
@@ -523,6 +524,12 @@ class PostgresStore(StoreBase):
                 self._lock_messages(conn, done_message_ids)
                 conn.execute(self._q("UPDATE {messages} SET state=%s WHERE id = ANY(%s)"),
                              (DONE, sorted(set(done_message_ids))))
+            if lease is not None:
+                # last, so locks are taken in delete_user's order (memories, messages, lease); the
+                # row stays locked until this commits, so no takeover lands in between
+                row = conn.execute(self._q("SELECT owner, expires_at > clock_timestamp() FROM {leases} "
+                                           "WHERE user_id=%s FOR UPDATE"), (lease.user_id,)).fetchone()
+                require_held(lease, row[0] if row else None, bool(row and row[1]))
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Replace the vectors of existing memories (used when the embedding model changes)."""
@@ -801,6 +808,14 @@ class PostgresStore(StoreBase):
                 "SET owner = excluded.owner, expires_at = excluded.expires_at "
                 "WHERE l.owner = excluded.owner OR l.expires_at <= clock_timestamp() RETURNING l.owner"),
                 (user_id, owner, float(ttl_s))).fetchone()
+        return row is not None
+
+    def renew_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:
+        with self._tx() as conn:
+            row = conn.execute(self._q(
+                "UPDATE {leases} SET expires_at = clock_timestamp() + make_interval(secs => %s) "
+                "WHERE user_id=%s AND owner=%s AND expires_at > clock_timestamp() RETURNING 1"),
+                (float(ttl_s), user_id, owner)).fetchone()
         return row is not None
 
     def release_lease(self, user_id: str, owner: str) -> None:

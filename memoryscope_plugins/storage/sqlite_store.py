@@ -33,6 +33,7 @@ from ..types import Memory, MemoryStatus, MemoryType
 from . import records
 from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
+from .leases import Lease, require_held
 from .messages import DONE, FAILED, PENDING
 from .term_index import TermIndex
 from .text_analysis import analyse
@@ -456,8 +457,11 @@ class SQLiteStore(StoreBase):
                 "rev = rev + 1, epoch = epoch + ?", (user_id, int(deletion), int(deletion)))
 
     def _commit(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                done_message_ids: Sequence[str]) -> None:
-        with self._write() as conn:
+                done_message_ids: Sequence[str], lease: Lease | None = None) -> None:
+        with self._write() as conn:  # BEGIN IMMEDIATE: no other writer can take the lease meanwhile
+            if lease is not None:
+                row = conn.execute("SELECT owner, expires_ts FROM leases WHERE user_id=?", (lease.user_id,)).fetchone()
+                require_held(lease, row[0] if row else None, row is not None and row[1] > time.time())
             self._put_in(conn, memories, vectors)
             conn.executemany("UPDATE messages SET state=? WHERE id=?", ((DONE, i) for i in done_message_ids))
 
@@ -849,6 +853,12 @@ class SQLiteStore(StoreBase):
                          "DO UPDATE SET owner=excluded.owner, expires_ts=excluded.expires_ts",
                          (user_id, owner, now + ttl_s))
         return True
+
+    def renew_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:
+        now = time.time()
+        with self._write() as conn:
+            return conn.execute("UPDATE leases SET expires_ts=? WHERE user_id=? AND owner=? AND expires_ts > ?",
+                                (now + ttl_s, user_id, owner, now)).rowcount == 1
 
     def release_lease(self, user_id: str, owner: str) -> None:
         with self._write() as conn:

@@ -33,6 +33,7 @@ from tests.support.consolidation_helpers import (
     make_engine,
     make_settings,
     user_msg,
+    wait_for,
 )
 from tests.support.fakes.fake_model_server import DASHSCOPE_GENERATION, openai_completion
 from tests.support.paths import ROOT
@@ -44,15 +45,6 @@ class NoFlushOnClose(ConsolidationSettings):
     """Until ConsolidationSettings has the field, a subclass carries it (the service reads it)."""
 
     flush_on_close: bool = False
-
-
-def wait_for(condition, timeout: float = 15.0, interval: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(interval)
-    return condition()
 
 
 def all_messages(engine, user):
@@ -204,6 +196,73 @@ def test_a_lease_held_elsewhere_is_waited_for_on_demand_and_skipped_by_the_worke
         report = engine.consolidate("anna")  # on demand: waits for the lease to expire
         assert time.monotonic() - started >= 0.1
         assert report.added == ["Anna is vegetarian."]
+    finally:
+        engine.close()
+
+
+def test_the_worker_tries_a_user_held_elsewhere_again_soon_not_at_the_next_sweep(tmp_path, server, brain,
+                                                                                 local_embedder):
+    engine = make_engine(tmp_path, server, local_embedder, lease_ttl_s=1.0, every_seconds=3600)
+    stop = threading.Event()
+    worker = threading.Thread(target=engine._consolidation.run, args=(stop,))
+    try:
+        engine.record("anna", [user_msg("I'm vegetarian.", at(1))])
+        assert engine.store.acquire_lease("anna", "a-worker-that-died", 30)
+        worker.start()  # sweeps at once: anna is held elsewhere
+        time.sleep(0.5)
+        assert brain.prompts == []
+        engine.store.release_lease("anna", "a-worker-that-died")  # as if its lease had run out
+        assert wait_for(lambda: engine.list("anna", types=["observation"]) != [])  # long before the sweep
+    finally:
+        stop.set()
+        worker.join()
+        engine.close()
+
+
+def test_the_heartbeat_keeps_the_lease_through_a_step_longer_than_its_ttl(tmp_path, server, brain, local_embedder):
+    engine = make_engine(tmp_path, server, local_embedder, lease_ttl_s=0.6)
+    entered, release = threading.Event(), threading.Event()
+    normal = brain.extract
+
+    def slow(prompt):
+        entered.set()
+        release.wait(20)
+        return normal(prompt)
+    brain.extract = slow
+    try:
+        engine.record("anna", [user_msg("I'm vegetarian.", at(1))])
+        step = threading.Thread(target=engine.consolidate, args=("anna",))
+        step.start()
+        assert entered.wait(10)
+        for _ in range(4):  # well past the TTL: the lease is renewed meanwhile, no one else gets it
+            time.sleep(0.5)
+            assert not engine.store.acquire_lease("anna", "another-worker", 30)
+        release.set()
+        step.join(20)
+        assert [m.content for m in engine.list("anna", types=["observation"])] == ["Anna is vegetarian."]
+        assert engine.store.acquire_lease("anna", "another-worker", 30)  # released at the end of the step
+    finally:
+        release.set()
+        engine.close()
+
+
+def test_a_step_whose_lease_was_taken_over_commits_nothing(tmp_path, server, brain, local_embedder):
+    engine = make_engine(tmp_path, server, local_embedder, lease_ttl_s=30)
+    normal = brain.extract
+    service = engine._consolidation
+
+    def taken_over(prompt):  # while the model answers, another worker takes the lease over
+        engine.store.release_lease("anna", service.owner)
+        assert engine.store.acquire_lease("anna", "another-worker", 30)
+        return normal(prompt)
+    brain.extract = taken_over
+    try:
+        engine.record("anna", [user_msg("I'm vegetarian.", at(1))])
+        report = engine.consolidate("anna")
+        assert report.errors == ["the user's lease was taken over by another worker"]
+        assert engine.list("anna", types=["observation"]) == []
+        assert [m.state for m in all_messages(engine, "anna")] == ["pending"]  # left for the new owner
+        assert not engine.store.acquire_lease("anna", service.owner, 30)  # and its lease was not touched
     finally:
         engine.close()
 

@@ -216,3 +216,38 @@ def test_server_store_unreachable_raises_store_error():
     from memoryscope_plugins.storage.elasticsearch_store import ElasticsearchStore
     with pytest.raises(StoreError):
         ElasticsearchStore(f"http://127.0.0.1:{port}", request_timeout_s=2)
+
+
+def test_elasticsearch_a_lease_taken_over_between_the_check_and_the_bulk_write_keeps_nothing(es_server):
+    """Elasticsearch has no multi-document transaction: the fence is the lease document rewritten
+    in the commit's bulk request, conditionally on the version checked. A takeover in between
+    fails that item, and the commit's other items are undone."""
+    from memoryscope_plugins.errors import LeaseLostError
+    from memoryscope_plugins.storage.elasticsearch_store import ElasticsearchStore
+    from memoryscope_plugins.storage.leases import Lease
+    from tests.support.store_contract import _msgs
+
+    prefix = f"msp-fence-{os.getpid()}-{next(_counter)}"
+    store = ElasticsearchStore(es_server.url, embedding_model="model-a", index_prefix=prefix)
+    other = ElasticsearchStore(es_server.url, embedding_model="model-a", index_prefix=prefix)
+    try:
+        message_ids = store.append_messages("alice", "agent", _msgs(3))
+        store.put([mem("keep", content="original")], np.stack([unit(1)]))
+        assert store.acquire_lease("alice", "worker-1", 30)
+        build_ops = store._memory_ops
+
+        def taken_over_meanwhile(*args, **kwargs):  # runs after the lease was checked
+            store.release_lease("alice", "worker-1")
+            assert other.acquire_lease("alice", "worker-2", 30)
+            return build_ops(*args, **kwargs)
+        store._memory_ops = taken_over_meanwhile
+        with pytest.raises(LeaseLostError):
+            store.commit_consolidation([mem("obs-1", content="likes tea"), mem("keep", content="changed")],
+                                       [unit(5), None], message_ids[:2], lease=Lease("alice", "worker-1"))
+        assert [p.id for p in store.pending_messages("alice")] == message_ids
+        assert store.get("alice", ["obs-1"]) == [] and store.get("alice", ["keep"])[0].content == "original"
+        assert not store.renew_lease("alice", "worker-1", 30) and other.renew_lease("alice", "worker-2", 30)
+    finally:
+        other.close()
+        store.drop_indices()
+        store.close()

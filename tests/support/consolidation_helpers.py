@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -252,6 +253,16 @@ def entries(prompt: Prompt, items: list[Any]) -> dict:
                          for n, _stamp, _speaker, content in prompt.new]}
 
 
+def wait_for(condition: Callable[[], bool], timeout: float = 15.0, interval: float = 0.02) -> bool:
+    """Poll `condition` until it holds or `timeout` seconds have passed; its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return condition()
+
+
 def fast_policy(attempts: int = 2) -> RetryPolicy:
     return RetryPolicy(max_attempts=attempts, base_delay=0.001, max_delay=0.005, max_retry_after=0.01)
 
@@ -284,4 +295,4 @@ def assistant_msg(text: str, when: datetime) -> dict:
 
 
 __all__ = ["Brain", "Prompt", "parse_prompt", "obs", "entries", "make_engine", "make_settings", "at", "user_msg",
-           "assistant_msg", "fast_policy", "OPENAI_CHAT", "FakeModelServer", "Reply"]
+           "assistant_msg", "fast_policy", "wait_for", "OPENAI_CHAT", "FakeModelServer", "Reply"]

@@ -20,8 +20,10 @@ from typing import cast
 import numpy as np
 import pytest
 
+from memoryscope_plugins.errors import LeaseLostError
 from memoryscope_plugins.storage.base import Candidate, MemoryFilter, SearchRequest
 from memoryscope_plugins.storage.filtering import matches
+from memoryscope_plugins.storage.leases import Lease
 from memoryscope_plugins.types import Memory, MemoryStatus, MemoryType, Message, TimeRange
 
 DIM = 16
@@ -592,6 +594,77 @@ def test_lease_expires(store, store_factory):
     time.sleep(0.8)
     assert other.acquire_lease("alice", "worker-2", 30)
     assert not store.acquire_lease("alice", "worker-1", 30)
+
+
+def _fenced_commit_setup(store):
+    """A user with three pending messages and one memory the commit would change."""
+    message_ids = store.append_messages("alice", "agent", _msgs(3))
+    store.put([mem("keep", content="original")], np.stack([unit(1)]))
+    return message_ids, [mem("obs-1", content="likes tea"), mem("keep", content="changed")]
+
+
+def _unchanged(store, message_ids) -> None:
+    assert [p.id for p in store.pending_messages("alice")] == message_ids
+    assert store.get("alice", ["obs-1"]) == [] and store.get("alice", ["keep"])[0].content == "original"
+
+
+def test_a_fenced_commit_by_the_lease_owner_goes_through(store):
+    message_ids, memories = _fenced_commit_setup(store)
+    assert store.acquire_lease("alice", "worker-1", 30)
+    store.commit_consolidation(memories, [unit(5), None], message_ids[:2], lease=Lease("alice", "worker-1"))
+    assert [p.id for p in store.pending_messages("alice")] == message_ids[2:]
+    assert store.get("alice", ["keep"])[0].content == "changed" and ids(store.get("alice", ["obs-1"])) == ["obs-1"]
+    store.commit_consolidation([], None, message_ids[2:], lease=Lease("alice", "worker-1"))  # messages only
+    assert store.pending_messages("alice") == []
+    assert not store.acquire_lease("alice", "worker-2", 30)  # the commit left the lease with its owner
+
+
+def test_a_fenced_commit_by_another_owner_is_refused_and_changes_nothing(store, store_factory):
+    message_ids, memories = _fenced_commit_setup(store)
+    other = store_factory("model-a")
+    assert other.acquire_lease("alice", "worker-2", 30)
+    with pytest.raises(LeaseLostError):
+        store.commit_consolidation(memories, [unit(5), None], message_ids[:2], lease=Lease("alice", "worker-1"))
+    with pytest.raises(LeaseLostError):  # nor without any memory to write
+        store.commit_consolidation([], None, message_ids[:2], lease=Lease("alice", "worker-1"))
+    _unchanged(store, message_ids)
+    assert not store.acquire_lease("alice", "worker-1", 30)  # the refusal did not touch the lease
+
+
+def test_a_fenced_commit_after_the_lease_expired_or_without_one_is_refused(store, store_factory):
+    message_ids, memories = _fenced_commit_setup(store)
+    with pytest.raises(LeaseLostError):  # never taken
+        store.commit_consolidation(memories, [unit(5), None], message_ids[:2], lease=Lease("alice", "worker-1"))
+    assert store.acquire_lease("alice", "worker-1", 0.3)
+    time.sleep(0.8)  # expired, and nobody took it over yet
+    with pytest.raises(LeaseLostError):
+        store.commit_consolidation(memories, [unit(5), None], message_ids[:2], lease=Lease("alice", "worker-1"))
+    _unchanged(store, message_ids)
+    assert store.acquire_lease("alice", "worker-1", 30)  # taken again: the commit goes through
+    store.commit_consolidation(memories, [unit(5), None], message_ids[:2], lease=Lease("alice", "worker-1"))
+    assert [p.id for p in store.pending_messages("alice")] == message_ids[2:]
+
+
+def test_a_fence_is_per_user(store):
+    message_ids, memories = _fenced_commit_setup(store)
+    assert store.acquire_lease("bob", "worker-1", 30)  # bob's lease does not cover alice
+    with pytest.raises(LeaseLostError):
+        store.commit_consolidation(memories, [unit(5), None], message_ids[:2], lease=Lease("alice", "worker-1"))
+    _unchanged(store, message_ids)
+
+
+def test_renewal_extends_only_a_lease_still_held(store, store_factory):
+    other = store_factory("model-a")
+    assert not store.renew_lease("alice", "worker-1", 30)  # nothing to renew: a renewal never takes
+    assert store.acquire_lease("alice", "worker-1", 0.6)
+    time.sleep(0.4)
+    assert store.renew_lease("alice", "worker-1", 0.6)  # before it ran out
+    time.sleep(0.4)  # 0.8 s after it was taken: still held, thanks to the renewal
+    assert not other.acquire_lease("alice", "worker-2", 30) and not other.renew_lease("alice", "worker-2", 30)
+    time.sleep(0.6)
+    assert not store.renew_lease("alice", "worker-1", 30)  # lapsed: a renewal does not take it back
+    assert other.acquire_lease("alice", "worker-2", 30)
+    assert not store.renew_lease("alice", "worker-1", 30)  # taken over
 
 
 # -- meta --------------------------------------------------------------------------------------
