@@ -21,7 +21,7 @@ from typing import IO, Any, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import transfer, validation
+from . import metrics, transfer, validation
 from .errors import ConfigError, ModelError, NotFoundError, ValidationError
 from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
@@ -353,8 +353,10 @@ class MemoryScope:
             user_id=user_id, query=query, now=moment, top_k=top_k, min_relevance=floor, agent_id=agent_id,
             types=type_filter, include_expired=cfg.include_expired if include_expired is None else include_expired,
             time_range=explicit, rerank=rerank, language=language)
-        return pipeline.retrieve(request, settings=self.settings, store=self.store, embedder=self.embedder,
-                                 reranker=self.reranker, started=start)
+        result = pipeline.retrieve(request, settings=self.settings, store=self.store, embedder=self.embedder,
+                                   reranker=self.reranker, started=start)
+        metrics.recorder().retrieval(result.timings_ms)
+        return result
 
     # -- admin -------------------------------------------------------------------------------------
     def list(self, user_id: str, *, agent_id: str | None = None, types: Iterable[MemoryType | str] | None = None,
