@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Generic, Literal, Mapping, TypeVar
 
-from .. import metrics
+from .. import metrics, tracing
 from ..errors import ModelAuthError, ModelError, ModelNotFoundError
 
 logger = logging.getLogger(__name__)
@@ -152,7 +152,8 @@ class RetryPolicy:
             attempt += 1
             started = time.perf_counter()
             try:
-                result = fn()
+                with tracing.span("memoryscope.model_request", _span_attributes(purpose, target, attempt)):
+                    result = fn()
             except Exception as exc:  # noqa: BLE001 - classified below, re-raised if unknown
                 wait = self._after_failure(exc, attempt, classify, target, _Timing(purpose, started))
             else:
@@ -169,7 +170,8 @@ class RetryPolicy:
             attempt += 1
             started = time.perf_counter()
             try:
-                result = await fn()
+                with tracing.span("memoryscope.model_request", _span_attributes(purpose, target, attempt)):
+                    result = await fn()
             except Exception as exc:  # noqa: BLE001
                 wait = self._after_failure(exc, attempt, classify, target, _Timing(purpose, started))
             else:
@@ -207,6 +209,10 @@ class _Timing:
 
     purpose: str
     started: float
+
+
+def _span_attributes(purpose: str, target: CallTarget, attempt: int) -> dict[str, Any]:
+    return {"memoryscope.purpose": purpose, "memoryscope.model": target.model, "memoryscope.attempt": attempt}
 
 
 def _report(purpose: str, target: CallTarget, outcome: str, reason: str, started: float) -> None:
