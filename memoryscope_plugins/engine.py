@@ -21,7 +21,7 @@ from typing import IO, Any, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import transfer, validation
+from . import metrics, tracing, transfer, validation
 from .errors import ConfigError, ModelError, NotFoundError, ValidationError
 from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
@@ -100,6 +100,8 @@ class MemoryScope:
             settings = settings.model_copy(update={"store": settings.store.model_copy(update={"path": Path(path)})})
         validation.check_settings(settings)
         self.settings = settings
+        if settings.traces:
+            tracing.enable()
         from .log_hygiene import quiet_sdk_loggers
         quiet_sdk_loggers(settings.log_content)
         from .models.factory import build_embedder, build_llm, build_reranker
@@ -353,8 +355,12 @@ class MemoryScope:
             user_id=user_id, query=query, now=moment, top_k=top_k, min_relevance=floor, agent_id=agent_id,
             types=type_filter, include_expired=cfg.include_expired if include_expired is None else include_expired,
             time_range=explicit, rerank=rerank, language=language)
-        return pipeline.retrieve(request, settings=self.settings, store=self.store, embedder=self.embedder,
-                                 reranker=self.reranker, started=start)
+        with tracing.span("memoryscope.retrieve", {"memoryscope.top_k": top_k}, since=start):
+            result = pipeline.retrieve(request, settings=self.settings, store=self.store, embedder=self.embedder,
+                                       reranker=self.reranker, started=start)
+            tracing.retrieval_stages(result.timings_ms)
+        metrics.recorder().retrieval(result.timings_ms)
+        return result
 
     # -- admin -------------------------------------------------------------------------------------
     def list(self, user_id: str, *, agent_id: str | None = None, types: Iterable[MemoryType | str] | None = None,

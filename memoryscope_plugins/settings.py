@@ -239,6 +239,8 @@ class Settings(BaseSettings):
     language: Literal["auto", "en", "zh"] = "auto"
     max_content_chars: int = Field(100_000, gt=0, description="longer content is refused, not cut")
     log_content: bool = Field(False, description="allow memory text in debug logs")
+    traces: bool = Field(False, description="OpenTelemetry spans around retrieval stages and model requests "
+                                            "(the [otel] extra; to the tracer provider the application set up)")
     max_metadata_chars: int = Field(65_536, gt=0, description="metadata larger than this (as JSON) is refused")
 
     def __init__(self, **values: Any) -> None:

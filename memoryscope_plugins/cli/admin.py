@@ -1,5 +1,5 @@
 """The admin commands over the store: a user's memories (list, retrieve, add, delete, delete-all,
-export, import) and the users themselves (users, rename-user, reembed)."""
+export, import), the users themselves (users, rename-user, reembed) and the store's counts (stats)."""
 
 from __future__ import annotations
 
@@ -106,6 +106,29 @@ def cmd_reembed(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stats(args: argparse.Namespace) -> int:
+    """The store's counts, as ``/metrics`` shows them, read from the store itself (no server needed)."""
+    from datetime import datetime, timezone
+
+    from ..storage.overview import store_overview
+    with _engine(args) as memory:
+        overview = store_overview(memory.store)
+    now = datetime.now(timezone.utc)
+    if args.json:
+        print(json.dumps(overview.to_dict(now), indent=1))
+        return 0
+    print(f"users: {overview.users}")
+    states = ", ".join(f"{n} {state}" for state, n in overview.messages.items())
+    print(f"messages: {states}")
+    if overview.oldest_pending is not None:
+        print(f"oldest pending: {overview.oldest_pending_age_s(now):.0f} s old "
+              f"(logged {overview.oldest_pending.isoformat(timespec='seconds')})")
+    for kind, total in sorted(overview.memories_by_type().items()):
+        by_status = ", ".join(f"{n} {status}" for (k, status), n in sorted(overview.memories.items()) if k == kind)
+        print(f"{kind} memories: {total} ({by_status})")
+    return 0
+
+
 def add_memory_parsers(sub: CommandGroup) -> None:
     """Add the commands over one user's memories to the CLI's subparsers."""
     p = sub.add_parser("list", help="list a user's memories, newest first")
@@ -161,3 +184,8 @@ def add_user_parsers(sub: CommandGroup) -> None:
     p.add_argument("new")
     p.set_defaults(func=cmd_rename_user)
     sub.add_parser("reembed", help="re-embed memories made by another embedding model").set_defaults(func=cmd_reembed)
+
+    p = sub.add_parser("stats", help="the store's counts: users, messages per state, the oldest pending one's age "
+                                     "(consolidation lag), memories per type (what /metrics shows, without a server)")
+    p.add_argument("--json", action="store_true", help="print them as one JSON object")
+    p.set_defaults(func=cmd_stats)

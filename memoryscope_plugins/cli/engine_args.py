@@ -33,6 +33,14 @@ def add_shared_options(parser: argparse.ArgumentParser, *, on_subcommand: bool =
                         help="log lines as text (default) or as JSON objects for log collectors")
 
 
+def add_metrics_options(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--metrics-port`` (described by `help`) and ``--metrics-host``: a Prometheus scrape on a bind
+    address of its own (``serve`` and ``worker``)."""
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT", help=help)
+    parser.add_argument("--metrics-host", default="127.0.0.1",
+                        help="bind address of --metrics-port (default %(default)s: this machine only)")
+
+
 class CommandGroup:
     """A group of subcommands whose every parser also takes the shared options: what the command
     modules receive as ``sub`` (its ``add_parser`` is argparse's, with the shared options added)."""

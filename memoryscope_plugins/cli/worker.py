@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
 from typing import Any
 
-from .engine_args import settings_from_args
+from .engine_args import add_metrics_options, settings_from_args
 from .wording import count_of
 
 
@@ -24,6 +25,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="seconds between sweeps for pending work (default consolidation.every_seconds)")
     parser.add_argument("--no-flush", action="store_true", help="on stop, leave pending messages for next time")
     parser.add_argument("--json", action="store_true", help="print the final counts as JSON")
+    add_metrics_options(parser, "serve Prometheus metrics (model calls, consolidation steps, leases, the queue) on "
+                                "this port, without a key (default: off; needs the [server] extra)")
     parser.set_defaults(func=cmd_worker)
     return parser
 
@@ -37,9 +40,38 @@ def _load_settings(args: argparse.Namespace):
     return settings
 
 
+def _run(args: argparse.Namespace, settings, stop: threading.Event):
+    """`run_worker`, with the metrics listener of ``--metrics-port`` beside it (None: it could not start)."""
+    from ..consolidation.worker import run_worker
+    flush = False if args.no_flush else None
+    if args.metrics_port is None and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return run_worker(settings, stop, once=args.once, flush_on_stop=flush)
+    try:
+        from ..server.metrics import ensure_recorder, serve_metrics
+    except ImportError as exc:
+        print(f"error: metrics need: pip install 'memoryscope-plugins[server]' ({exc.name} is missing)",
+              file=sys.stderr)
+        return None
+    from ..engine import MemoryScope
+    ensure_recorder()  # also what the files of PROMETHEUS_MULTIPROC_DIR, read by a scrape elsewhere, need
+    with MemoryScope(settings, start_worker=False) as engine:
+        listener = None
+        if args.metrics_port is not None:
+            try:
+                listener = serve_metrics(engine.store, args.metrics_host, args.metrics_port)
+            except OSError as exc:
+                print(f"error: --metrics-port {args.metrics_port}: {exc.strerror or exc}", file=sys.stderr)
+                return None
+            print(f"metrics on http://{args.metrics_host}:{args.metrics_port}/metrics (no key)", file=sys.stderr)
+        try:
+            return run_worker(settings, stop, once=args.once, flush_on_stop=flush, engine=engine)
+        finally:
+            if listener is not None:
+                listener.shutdown()
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run the worker until Ctrl-C / SIGTERM (or, with --once, until nothing is pending)."""
-    from ..consolidation.worker import run_worker
     from ..errors import ConfigError
 
     stop = threading.Event()
@@ -52,13 +84,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
         if not args.once:
             print(f"consolidation worker running (sweep every {settings.consolidation.every_seconds:g} s); "
                   "Ctrl-C to stop", file=sys.stderr)
-        result = run_worker(settings, stop, once=args.once, flush_on_stop=False if args.no_flush else None)
+        result = _run(args, settings, stop)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    if result is None:
+        return 1
     if args.json:
         print(json.dumps({"stats": result.stats, "usage": result.usage, "drained": result.drained}))
     else:

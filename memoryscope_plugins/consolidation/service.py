@@ -39,6 +39,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Literal
 
+from .. import metrics
 from ..errors import ConfigError, LeaseLostError, MemoryScopeError, StoreError
 from ..log_hygiene import user_ref
 from ..models.structured import UsageMeter
@@ -62,6 +63,16 @@ DEFAULTS = {  # settings the service reads with these defaults when Consolidatio
     "threads": 4,  # users consolidated in parallel by the worker (one user is never run twice at once)
 }
 ReflectMode = Literal["auto", "force", "no"]
+
+
+def _step_ended(outcome: str, store_error: StoreError | None = None) -> None:
+    """Report how a consolidation step ended (and a lease lost, or a store error, behind it)."""
+    recorder = metrics.recorder()
+    recorder.consolidation_step(outcome)
+    if outcome == "lease_lost":
+        recorder.lease("lost")
+    if store_error is not None and outcome == "store_error":
+        recorder.store_error("consolidation", type(store_error).__name__)
 
 
 def no_model_error() -> ConfigError:
@@ -237,6 +248,7 @@ class ConsolidationService:
                     try:
                         users |= set(self.backend.store.users_with_pending())
                     except StoreError as exc:
+                        metrics.recorder().store_error("consolidation", type(exc).__name__)
                         log.warning("consolidation sweep failed: %s", type(exc).__name__)
                     next_sweep = time.monotonic() + interval
                 for user_id in sorted(users):
@@ -369,8 +381,10 @@ class ConsolidationService:
         pause = 0.02
         while True:
             if store.acquire_lease(user_id, self.owner, ttl):
+                metrics.recorder().lease("acquired")
                 return True
             if not wait or (deadline is not None and time.monotonic() >= deadline):
+                metrics.recorder().lease("busy")
                 return False
             time.sleep(pause)
             pause = min(pause * 2, 0.5)
@@ -468,15 +482,18 @@ class ConsolidationService:
             try:
                 consolidate_batch(env, user_id, batch, report=step, boost=boost)
             except LeaseLostError:
+                _step_ended("lease_lost")
                 report.merge(step)
                 report.errors.append("the user's lease was taken over by another worker")
                 log.warning("consolidation of user %s stopped: lease taken over", user_ref(user_id))
                 return
             except GoneError:
+                _step_ended("gone")
                 report.merge(step)
                 log.info("consolidation of user %s dropped: its messages were deleted meanwhile", user_ref(user_id))
                 return
             except StoreError as exc:
+                _step_ended("abandoned" if self._abandoned else "store_error", exc)
                 report.merge(step)
                 report.errors.append(f"store error: {type(exc).__name__}")
                 if self._abandoned:  # the engine closed its store under a step that outlived stop()
@@ -486,9 +503,11 @@ class ConsolidationService:
                             type(exc).__name__)
                 return
             except Exception as exc:  # noqa: BLE001 - model, parsing, or a bug: count the attempt
+                _step_ended("failed")
                 report.merge(step)
                 self._count_failure(user_id, batch, exc, report)
                 return
+            _step_ended("committed")
             report.merge(step)
             if step.unaccounted_ids:
                 left = [m for m in batch if m.id in set(step.unaccounted_ids)]
@@ -546,6 +565,7 @@ class ConsolidationService:
                 return
             result = reflect_user(env, user_id, force=force, state=state)
         except LeaseLostError:
+            metrics.recorder().lease("lost")
             report.errors.append("the user's lease was taken over by another worker")
             return
         except GoneError:

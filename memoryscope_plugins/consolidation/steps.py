@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .. import metrics
 from ..errors import LeaseLostError, ModelError
 from ..indexing import embedding_text
 from ..log_hygiene import user_ref
@@ -134,8 +135,9 @@ class StepEnv:
             raise ModelError("consolidation needs an LLM")
         counting = CountingModel(llm)
         try:
-            value, _ = chat_json(counting, messages, required_keys=required, max_repairs=self.max_repairs,
-                                 max_tokens=max_tokens, schema=schema)
+            with metrics.purpose(operation):  # "consolidate", "judge", "reflect": the model calls' label
+                value, _ = chat_json(counting, messages, required_keys=required, max_repairs=self.max_repairs,
+                                     max_tokens=max_tokens, schema=schema)
             if self.backend.settings.log_content:  # the user asked for memory text in debug logs
                 log.debug("%s answer for user %s: %s", operation, user_ref(user_id),
                           json.dumps(value, ensure_ascii=False))

@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 
 import numpy as np
 
+from .. import metrics
 from ..errors import ConfigError, ModelError, ValidationError
 from .base import (
     ChatMessages,
@@ -398,8 +399,9 @@ class DashScopeChatModel(_DashScopeBase):
         usage = getattr(response, "usage", None) or {}
         return ChatResult(
             text=_message_text(response), model=self.model,
-            usage=TokenUsage(prompt_tokens=int(usage.get("input_tokens", 0) or 0),
-                             completion_tokens=int(usage.get("output_tokens", 0) or 0)),
+            usage=metrics.count_tokens(self.model, TokenUsage(
+                prompt_tokens=int(usage.get("input_tokens", 0) or 0),
+                completion_tokens=int(usage.get("output_tokens", 0) or 0))),
             finish_reason=_finish_reason(response))
 
 

@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from .. import metrics
 from ..errors import ConfigError, ModelError, ValidationError
 from ..settings import is_local_url
 from .base import ChatMessages, ChatResult, EmbedKind, JsonSchema, TokenUsage, l2_normalise
@@ -409,7 +410,7 @@ class OpenAIChatModel(_OpenAIClientBase):
         message = choices[0].message
         text = (getattr(message, "content", None) or "") if message is not None else ""
         return ChatResult(text=text, model=getattr(completion, "model", None) or self.model,
-                          usage=_usage(getattr(completion, "usage", None)),
+                          usage=metrics.count_tokens(self.model, _usage(getattr(completion, "usage", None))),
                           finish_reason=getattr(choices[0], "finish_reason", None))
 
 

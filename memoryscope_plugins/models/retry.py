@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Generic, Literal, Mapping, TypeVar
 
+from .. import metrics, tracing
 from ..errors import ModelAuthError, ModelError, ModelNotFoundError
 
 logger = logging.getLogger(__name__)
@@ -146,43 +147,76 @@ class RetryPolicy:
     def call(self, fn: Callable[[], T], *, classify: Classifier, target: CallTarget) -> T:
         """Run ``fn`` until it succeeds, a non-retryable failure occurs, or attempts run out."""
         attempt = 0
+        purpose = metrics.current_purpose(metrics.purpose_of_client(target.provider))
         while True:
             attempt += 1
+            started = time.perf_counter()
             try:
-                return fn()
+                with tracing.span("memoryscope.model_request", _span_attributes(purpose, target, attempt)):
+                    result = fn()
             except Exception as exc:  # noqa: BLE001 - classified below, re-raised if unknown
-                wait = self._after_failure(exc, attempt, classify, target)
+                wait = self._after_failure(exc, attempt, classify, target, _Timing(purpose, started))
+            else:
+                _report(purpose, target, "ok", "", started)
+                return result
             self.sleep(wait)
 
     async def acall(self, fn: Callable[[], Awaitable[T]], *, classify: Classifier,
                     target: CallTarget) -> T:
         """Async twin of `call`, with the same decisions and delays."""
         attempt = 0
+        purpose = metrics.current_purpose(metrics.purpose_of_client(target.provider))
         while True:
             attempt += 1
+            started = time.perf_counter()
             try:
-                return await fn()
+                with tracing.span("memoryscope.model_request", _span_attributes(purpose, target, attempt)):
+                    result = await fn()
             except Exception as exc:  # noqa: BLE001
-                wait = self._after_failure(exc, attempt, classify, target)
+                wait = self._after_failure(exc, attempt, classify, target, _Timing(purpose, started))
+            else:
+                _report(purpose, target, "ok", "", started)
+                return result
             await self.async_sleep(wait)
 
     def _after_failure(self, exc: Exception, attempt: int, classify: Classifier,
-                       target: CallTarget) -> float:
+                       target: CallTarget, timing: _Timing) -> float:
         """Return how long to wait before retrying, or raise the final error."""
         failure = exc.failure if isinstance(exc, RemoteFailure) else classify(exc)
         if failure is None:
+            _report(timing.purpose, target, "failed", "other", timing.started)
             raise exc
+        reason = metrics.failure_reason(failure.kind, failure.status)
         if not self.is_retryable(failure):
             logger.debug("%s failed with %s; not retrying", target.describe(), failure.label())
+            _report(timing.purpose, target, "failed", reason, timing.started)
             raise _counted(to_model_error(failure, target), attempt) from None  # the SDK error may hold a key
         if attempt >= self.max_attempts:
             logger.debug("%s failed with %s; giving up after %d attempts",
                          target.describe(), failure.label(), attempt)
+            _report(timing.purpose, target, "failed", reason, timing.started)
             raise _counted(exhausted_error(failure, target, attempt), attempt) from None
+        _report(timing.purpose, target, "retried", reason, timing.started)
         wait = self.delay(attempt, failure.retry_after)
         logger.debug("%s failed with %s; retry %d/%d in %.3fs", target.describe(),
                      failure.label(), attempt, self.max_attempts - 1, wait)
         return wait
+
+
+@dataclass(frozen=True, slots=True)
+class _Timing:
+    """The purpose of a call and when its current attempt started (for the metrics recorder)."""
+
+    purpose: str
+    started: float
+
+
+def _span_attributes(purpose: str, target: CallTarget, attempt: int) -> dict[str, Any]:
+    return {"memoryscope.purpose": purpose, "memoryscope.model": target.model, "memoryscope.attempt": attempt}
+
+
+def _report(purpose: str, target: CallTarget, outcome: str, reason: str, started: float) -> None:
+    metrics.recorder().model_request(purpose, target.model, outcome, reason, time.perf_counter() - started)
 
 
 def _counted(error: ModelError, attempts: int) -> ModelError:

@@ -22,6 +22,7 @@ from . import safe_json
 from .auth import KeyRing, RateLimiter
 from .guard import GuardMiddleware, default_allowed_hosts
 from .mcp_tools import build_mcp, mcp_security
+from .metrics import RequestMetricsMiddleware, metrics_route
 from .peers import TrustedProxies
 from .pipeline import RequestIdMiddleware
 from .route_support import ApiError, api_error
@@ -65,17 +66,17 @@ def build_routes(engine: MemoryScope) -> list[Route]:
 
 class _Service(Starlette):
     """Starlette with `RequestIdMiddleware` outside everything (outside even its ServerErrorMiddleware,
-    which re-raises what it handled)."""
+    which re-raises what it handled), and the request metrics outside that (they see its 500s)."""
 
     def build_middleware_stack(self):
-        return RequestIdMiddleware(super().build_middleware_stack())
+        return RequestMetricsMiddleware(RequestIdMiddleware(super().build_middleware_stack()), self.routes)
 
 
 def create_app(engine: MemoryScope, keys: KeyRing, config: ServerConfig | None = None) -> Starlette:
     """The whole service as one ASGI app: /v1 JSON API, /mcp (MCP streamable HTTP), / (the browser),
-    /health and /openapi.json. Every /v1 and /mcp request needs a key (``Authorization: Bearer``
-    or ``X-API-Key``). Users stored in the layout of older versions are renamed first
-    (`tenancy.migrate_legacy_users`)."""
+    /health, /metrics (Prometheus, admin key) and /openapi.json. Every /v1, /mcp and /metrics request
+    needs a key (``Authorization: Bearer`` or ``X-API-Key``). Users stored in the layout of older
+    versions are renamed first (`tenancy.migrate_legacy_users`)."""
     config = config or ServerConfig()
     migrate_legacy_users(engine)  # "<tenant>/<user>" users of older versions -> "<tenant>:<user>"
     mcp = build_mcp(engine, keys=keys, security=mcp_security(config.hosts()))
@@ -86,7 +87,7 @@ def create_app(engine: MemoryScope, keys: KeyRing, config: ServerConfig | None =
         async with mcp.session_manager.run():
             yield
 
-    routes = [*health_routes(), *browser_routes(), *build_routes(engine),
+    routes = [*health_routes(), metrics_route(engine.store), *browser_routes(), *build_routes(engine),
               *mcp_app.routes]  # the /mcp route itself, so unknown paths get this app's JSON 404
     middleware = [Middleware(GuardMiddleware, keys=keys,
                              limiter=RateLimiter(config.rate_per_second, config.rate_burst),

@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..cli.engine_args import add_metrics_options
+
 DEFAULT_PORT = 8765
 
 
@@ -58,6 +60,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="comma-separated addresses or networks of trusted reverse proxies (or '*'): only from "
                         "them is X-Forwarded-For (the client's address, for the failed-authentication limit) and "
                         "X-Forwarded-Proto believed. Default: none")
+    add_metrics_options(p, "also serve Prometheus metrics on this port, without a key (default: off; /metrics "
+                           "on --port is always there for an admin key)")
     p.add_argument("--stdio", action="store_true", help="serve MCP over stdio for one --tenant/--user instead")
     p.add_argument("--tenant", default="default", help="with --stdio: the tenant (default '%(default)s')")
     p.add_argument("--user", help="with --stdio: the user the tools act on")
@@ -131,6 +135,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     scrub_log_records()  # no traceback, no raw control character in any log line of this process
     with _engine(args) as engine:
         app = create_app(engine, ring, config)
+        if args.metrics_port is not None and not _serve_metrics(engine, args):
+            return 1
         server = _make_server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
                                              access_log=False, proxy_headers=False))  # forwarded: see peers.py
         print(f"serving on http://{args.host}:{args.port}/ (browser), /v1 (API), /mcp (MCP)", file=sys.stderr)
@@ -140,6 +146,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 1
     print("stopped", file=sys.stderr)
     return 0
+
+
+def _serve_metrics(engine, args: argparse.Namespace) -> bool:
+    """Start the keyless metrics listener of ``--metrics-port``; False (said on stderr) when it cannot bind."""
+    from .metrics import serve_metrics
+    try:
+        serve_metrics(engine.store, args.metrics_host, args.metrics_port)
+    except OSError as exc:
+        print(f"error: --metrics-port {args.metrics_port} on {args.metrics_host}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return False
+    print(f"metrics on http://{args.metrics_host}:{args.metrics_port}/metrics (no key)", file=sys.stderr)
+    return True
 
 
 def _server_class() -> type:

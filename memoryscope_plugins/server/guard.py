@@ -1,5 +1,5 @@
 """ASGI middleware in front of the service: Host allow-list on every route; for /mcp the browser's Origin
-(this server's own only); for /v1 and /mcp the API key (one credential header), the per-key rate limit,
+(this server's own only); for /v1, /mcp and /metrics the API key (one credential header), the per-key rate limit,
 the body size (declared or streamed: the body is read here, whole, before any handler runs) and the JSON
 nesting depth.
 
@@ -19,7 +19,7 @@ from .auth import ApiKey, KeyRing, RateLimiter, hash_key
 from .peers import TrustedProxies, client_address, same_origin
 from .safe_json import MAX_DEPTH, TooDeep, check_depth
 
-PROTECTED = ("/v1", "/mcp")
+PROTECTED = ("/v1", "/mcp", "/metrics")
 SCOPE_KEY = "memoryscope.api_key"
 REQUEST_ID = "memoryscope.request_id"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from .. import metrics
 from ..errors import ConfigError, MemoryScopeError, ModelError, NotFoundError, StoreError, ValidationError
 from ..timeparse import when_label
 from . import safe_json
@@ -132,6 +133,7 @@ async def api_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, MemoryScopeError):  # not the client's fault; handled here, so logged here
         log.warning("request %s failed (%s)", request_id(request.scope), type(exc).__name__)
         if isinstance(exc, StoreError):  # locked, closed, ...: a retry may work
+            metrics.recorder().store_error("api", type(exc).__name__)
             return _error(request, 503, "the memory store is not available; retry later")
         if isinstance(exc, ModelError):
             return _error(request, 502, "the model service failed")

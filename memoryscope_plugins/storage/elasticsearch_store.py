@@ -54,6 +54,7 @@ from . import base, messages, records
 from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
 from .leases import Lease, require_held
+from .overview import StoreOverview, from_rows
 from .timecodes import epoch_microseconds
 
 log = logging.getLogger(__name__)
@@ -741,6 +742,19 @@ class ElasticsearchStore(StoreBase):
 
     def users_with_pending(self) -> builtins.list[str]:
         return sorted(self._distinct(self.messages_index, "user_id", {"term": {"state": messages.PENDING}}))
+
+    def overview(self) -> StoreOverview:
+        """Counts of messages per state, users and memories per type (`storage.overview`)."""
+        states = self._call(self.es.search, index=self.messages_index, size=0,
+                            aggs={"s": {"terms": {"field": "state", "size": 16}}})["aggregations"]["s"]["buckets"]
+        first = self._call(self.es.search, index=self.messages_index, size=1, sort=[{"seq": "asc"}],
+                           query={"term": {"state": messages.PENDING}})["hits"]["hits"]
+        kinds = self._call(self.es.search, index=self.memories_index, size=0, aggs={"t": {
+            "terms": {"field": "type", "size": 16}, "aggs": {"s": {"terms": {"field": "status", "size": 16}}}}})
+        return from_rows(messages=[(b["key"], b["doc_count"]) for b in states],
+                         oldest_pending=first[0]["_source"]["timestamp"] if first else None, users=len(self.users()),
+                         memories=[(t["key"], st["key"], st["doc_count"]) for t in kinds["aggregations"]["t"]["buckets"]
+                                   for st in t["s"]["buckets"]])
 
     # -- leases -----------------------------------------------------------------------------
     def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:

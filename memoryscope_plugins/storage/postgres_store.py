@@ -58,6 +58,7 @@ from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorR
 from .core import StoreBase, in_order
 from .leases import Lease, require_held
 from .messages import DONE, FAILED, PENDING
+from .overview import StoreOverview, sql_overview
 from .term_index import K1, B
 from .timecodes import aware
 
@@ -797,6 +798,11 @@ class PostgresStore(StoreBase):
         with self._tx() as conn:
             return [r[0] for r in
                     conn.execute(self._q("SELECT DISTINCT user_id FROM {messages} WHERE state=%s"), (PENDING,))]
+
+    def overview(self) -> StoreOverview:
+        """Counts of messages per state, users and memories per type (`storage.overview`)."""
+        with self._tx() as conn:
+            return sql_overview(lambda query: conn.execute(query).fetchall(), self._q)
 
     # -- leases -----------------------------------------------------------------------------
     def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:

@@ -35,6 +35,7 @@ from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorR
 from .core import StoreBase, in_order
 from .leases import Lease, require_held
 from .messages import DONE, FAILED, PENDING
+from .overview import StoreOverview, sql_overview
 from .term_index import TermIndex
 from .text_analysis import analyse
 from .timecodes import epoch_seconds
@@ -841,6 +842,12 @@ class SQLiteStore(StoreBase):
     def users_with_pending(self) -> builtins.list[str]:
         with self._read() as conn:
             return [r[0] for r in conn.execute("SELECT DISTINCT user_id FROM messages WHERE state=?", (PENDING,))]
+
+    def overview(self) -> StoreOverview:
+        """Counts of messages per state, users and memories per type (`storage.overview`)."""
+        with self._read() as conn:
+            return sql_overview(lambda query: conn.execute(query).fetchall(),
+                                lambda template: template.format(memories="memories", messages="messages"))
 
     # -- leases -----------------------------------------------------------------------------
     def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:

@@ -329,6 +329,29 @@ def test_users_lists_users_with_memories_or_messages(store):
     assert store.users() == ["alice", "bob", "carol"]
 
 
+def test_overview_counts_users_messages_per_state_and_memories_per_type(store):
+    from memoryscope_plugins.storage.overview import store_overview
+    assert store_overview(store).users == 0 and store_overview(store).oldest_pending is None
+    store.put([mem("o1", type=MemoryType.OBSERVATION), mem("n1", user="carol", type=MemoryType.INSIGHT),
+               mem("o2", type=MemoryType.OBSERVATION, status=MemoryStatus.EXPIRED)])
+    first = store.append_messages("bob", "agent", [Message(role="user", content="a",
+                                                           timestamp=T0 + timedelta(hours=1))])
+    store.append_messages("bob", "agent", [Message(role="user", content="b", timestamp=T0 - timedelta(hours=1))] * 2)
+    store.append_messages("alice", "agent", [Message(role="user", content="c", timestamp=T0)])
+    done = store.append_messages("dave", "agent", [Message(role="user", content="d", timestamp=T0)])
+    store.mark_messages(done, "done")
+    store.mark_messages(first, "failed")  # the first message logged is no longer pending: the next one is
+    overview = store_overview(store)
+    assert overview.users == 4
+    assert overview.messages == {"pending": 3, "done": 1, "failed": 1} and overview.pending == 3
+    assert overview.oldest_pending == T0 - timedelta(hours=1)  # logged second, with its own (earlier) time
+    assert overview.memories == {("observation", "active"): 1, ("observation", "expired"): 1,
+                                 ("insight", "active"): 1}
+    assert overview.memories_by_type() == {"observation": 2, "insight": 1}
+    assert overview.oldest_pending_age_s(T0 + timedelta(minutes=61)) == 7260
+    assert overview.oldest_pending_age_s(T0 - timedelta(hours=2)) == 0.0  # a clock behind the message's time
+
+
 def test_iter_memories_in_insertion_order(store):
     store.put([mem(f"i{i}", user="alice" if i % 3 else "bob", created_at=T0 - timedelta(minutes=i)) for i in range(25)])
     batches = list(store.iter_memories(None, batch_size=10))
