@@ -6,7 +6,8 @@ then PostgreSQL stopped for ``--outage`` seconds and started again on the same d
     python bench/deploy_load.py [--clients 5] [--seconds 75] [--outage 30] [--lease-ttl 5] [--json]
 
 Prints throughput, p50/p95 per operation (record, retrieve), the consolidation lag p50/p95 (record
-acknowledged -> the worker's model call that extracted the message answered; the commit follows it), the
+acknowledged -> the worker's model call that extracted the message answered; the commit follows it), over all
+messages and over those whose wait did not overlap the outage, the
 takeover time (SIGKILL of a worker in the middle of a model call -> the first model call of another
 worker for a user the dead one held), and the checks: every acknowledged write stored once, every
 message consolidated once (one observation), none pending, no retrieval showing another user's or
@@ -210,7 +211,7 @@ def settings_yaml(dsn: str, model_url: str, api_key: str, consolidation: dict[st
 class Process:
     """One `memoryscope-plugins` process (restartable), its output appended to ``log``."""
 
-    def __init__(self, name: str, argv: list[str], folder: Path, url: str | None = None) -> None:
+    def __init__(self, name: str, argv: list[str], folder: Path, url: str = "") -> None:
         self.name, self.argv, self.url = name, argv, url
         self.env = {**os.environ, "MEMORYSCOPE_HOME": str(folder / "home")}
         self.log = folder / f"{name}.log"
@@ -223,7 +224,7 @@ class Process:
     def wait_ready(self, timeout: float = 120) -> None:
         """For an instance, until /health answers (RuntimeError when it exits or times out)."""
         deadline = time.monotonic() + timeout
-        while self.url is not None:
+        while self.url:
             try:
                 httpx.get(self.url + "/health", timeout=5)
                 return
@@ -424,14 +425,17 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def consolidation_lags(outcome: Outcome, traffic: ModelTraffic) -> list[float]:
-    """Per acknowledged message: from its acknowledgement to the end of the last model call that extracted it."""
+def consolidation_lags(outcome: Outcome, traffic: ModelTraffic,
+                       outage: tuple[float, float] | None = None) -> list[float]:
+    """Per acknowledged message: from its acknowledgement to the end of the last model call that extracted it
+    (with ``outage``, only the messages whose wait did not overlap it)."""
     extracted: dict[str, float] = {}
     for call in traffic.snapshot():
         for tenant, user, n in call.tags:
             tag = f"[{tenant}/{user}#{n}]"
             extracted[tag] = max(extracted.get(tag, 0.0), call.ended)
-    return [max(0.0, extracted[tag] - acked.at) for tag, acked in outcome.acked.items() if tag in extracted]
+    return [max(0.0, extracted[tag] - acked.at) for tag, acked in outcome.acked.items() if tag in extracted
+            and (outage is None or extracted[tag] < outage[0] or acked.at > outage[1])]
 
 
 def takeover_s(traffic: ModelTraffic, killed_at: float, dead_tags: list[tuple[str, str, int]],
@@ -442,6 +446,12 @@ def takeover_s(traffic: ModelTraffic, killed_at: float, dead_tags: list[tuple[st
         if call.started > killed_at and call.api_key != dead_key and users & {(t, u) for t, u, _ in call.tags}:
             return call.started - killed_at
     return None
+
+
+def owner(tag: str) -> str:
+    """The store's user id of the user a [tenant/user#n] tag belongs to."""
+    tenant, user, _ = TAG.findall(tag)[0]
+    return f"{tenant}:{user}"
 
 
 def verdict(outcome: Outcome, state: dict[str, Any], instance_model_calls: int) -> dict[str, Any]:
@@ -455,8 +465,7 @@ def verdict(outcome: Outcome, state: dict[str, Any], instance_model_calls: int) 
         "duplicate_observations": sum(1 for count in state["observations"].values() if count > 1),
         "pending": state["states"].get("pending", 0),
         "failed": state["states"].get("failed", 0),
-        "misplaced": sum(1 for tag, users in state["owners"].items()
-                         if users != {"{}:{}".format(*TAG.match(tag).groups()[:2])}),  # type: ignore[union-attr]
+        "misplaced": sum(1 for tag, users in state["owners"].items() if users != {owner(tag)}),
         "leaks": len(outcome.leaks),
         "server_errors": sum(count for (_, status), count in outcome.statuses.items() if status >= 500
                              and status != 503),
@@ -552,6 +561,7 @@ def report(outcome: Outcome, traffic: ModelTraffic, events: dict[str, Any], stat
            instance_model_calls: int, load_s: float, drain_s: float, workers_alive: bool,
            instance_urls: list[str]) -> dict[str, Any]:
     lags = consolidation_lags(outcome, traffic)
+    calm = consolidation_lags(outcome, traffic, (events["outage_start"], events["outage_end"]))
     end = events.get("outage_end", float("inf"))
     checks = verdict(outcome, state, instance_model_calls)
     checks["instances_not_serving_after_outage"] = sum(
@@ -567,6 +577,8 @@ def report(outcome: Outcome, traffic: ModelTraffic, events: dict[str, Any], stat
         "latency_ms": {op: {"p50": round(percentile(v, 0.5), 1), "p95": round(percentile(v, 0.95), 1)}
                        for op, v in outcome.latencies.items()},
         "consolidation_lag_s": {"p50": round(percentile(lags, 0.5), 2), "p95": round(percentile(lags, 0.95), 2)},
+        "consolidation_lag_outside_outage_s": {"p50": round(percentile(calm, 0.5), 2),
+                                               "p95": round(percentile(calm, 0.95), 2)},
         "worker_killed_mid_call": events.get("worker_mid_call"),
         "takeover_s": takeover_s(traffic, events["killed_at"], events["dead_tags"], events["dead_key"])
         if events.get("dead_tags") else None,
