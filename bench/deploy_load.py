@@ -500,11 +500,25 @@ def run(pg: Any, folder: Path, instance_model_url: str, instance_model_calls: Ca
     which ``instance_model_calls()`` counts; the workers' endpoint answers chat calls with ``traffic``."""
     dsn = pg.create_database("deployment")
     deployment = Deployment(folder, dsn, instance_model_url, worker_model_url, lease_ttl_s=lease_ttl_s)
+    try:
+        deployment.start()
+        log("deployment started")
+        outcome, events, load_s = drive(pg, deployment, traffic, timeline, log)
+        drain_s = wait_until_consolidated(dsn, timeline.drain_timeout_s)
+        log(f"load over; drained in {drain_s:.1f} s")
+        workers_alive = all(worker.alive() for worker in deployment.workers)
+    finally:
+        deployment.stop()
+    return report(outcome, traffic, events, store_state(dsn), instance_model_calls(), load_s, drain_s,
+                  workers_alive, [i.url for i in deployment.instances])
+
+
+def drive(pg: Any, deployment: Deployment, traffic: ModelTraffic, timeline: Timeline,
+          log: Callable[[str], None]) -> tuple[Outcome, dict[str, Any], float]:
+    """The clients' load through the timeline: the SIGKILLs and restarts, then the outage."""
     outcome, stop = Outcome(), threading.Event()
     users = [(tenant, f"user{i}") for tenant in TENANTS for i in range(timeline.users_per_tenant)]
     events: dict[str, Any] = {}
-    deployment.start()
-    log("deployment started")
     threads = [threading.Thread(target=client, args=(c, users[c::timeline.clients] or users, deployment, 1_000_000,
                                                      stop, outcome, timeline.pause_s), daemon=True)
                for c in range(timeline.clients)]
@@ -528,13 +542,7 @@ def run(pg: Any, folder: Path, instance_model_url: str, instance_model_calls: Ca
         stop.set()
         for thread in threads:
             thread.join(90)
-    load_s = time.time() - load_start
-    drain_s = wait_until_consolidated(dsn, timeline.drain_timeout_s)
-    log(f"load over; drained in {drain_s:.1f} s")
-    workers_alive = all(worker.alive() for worker in deployment.workers)
-    deployment.stop()
-    return report(outcome, traffic, events, store_state(dsn), instance_model_calls(), load_s, drain_s,
-                  workers_alive, [i.url for i in deployment.instances])
+    return outcome, events, time.time() - load_start
 
 
 def kill_mid_step(deployment: Deployment, traffic: ModelTraffic, down_s: float) -> dict[str, Any]:
