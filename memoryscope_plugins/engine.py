@@ -362,6 +362,12 @@ class MemoryScope:
         metrics.recorder().retrieval(result.timings_ms)
         return result
 
+    def warm_up(self) -> None:
+        """Do now the one-time work of a process's first `retrieve` (loading the embedder, measuring
+        its noise floors: 150-300 ms with the local model), so no user's first turn waits for it.
+        `serve` calls it at start; an application can call it once after opening. No LLM is called."""
+        pipeline.warm_up(self.embedder)
+
     # -- admin -------------------------------------------------------------------------------------
     def list(self, user_id: str, *, agent_id: str | None = None, types: Iterable[MemoryType | str] | None = None,
              include_expired: bool = True, limit: int = 100, offset: int = 0,
@@ -669,6 +675,7 @@ class MemoryScope:
     arecord = _async_twin(record)
     aadd = _async_twin(add)
     aretrieve = _async_twin(retrieve)
+    awarm_up = _async_twin(warm_up)
     alist = _async_twin(list)
     acount = _async_twin(count)
     aget = _async_twin(get)

@@ -42,6 +42,26 @@ class PostgresServer:
     port: int
     data_dir: Path
     bin_dir: Path
+    options: str = ""  # the ``-c`` options it was started with
+    as_user: str | None = None  # the system user that runs it (when we are root)
+
+    def _pg_ctl(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), *args], capture_output=True,
+                              text=True, timeout=120, user=self.as_user, cwd=str(self.data_dir.parent),
+                              env={**os.environ, "LC_ALL": "C", "LANG": "C"})
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown: open connections are cut), keeping its data: an outage."""
+        result = self._pg_ctl("-m", "fast", "-w", "-t", "60", "stop")
+        if result.returncode != 0:
+            raise ServerUnavailable(f"PostgreSQL did not stop: {result.stderr.strip()[-500:]}")
+
+    def start(self) -> None:
+        """Start it again on the same data folder and port (after `stop`)."""
+        log_file = self.data_dir.parent / "server.log"
+        result = self._pg_ctl("-l", str(log_file), "-w", "-t", "60", "-o", self.options, "start")
+        if result.returncode != 0:
+            raise ServerUnavailable(f"PostgreSQL did not start again: {result.stderr.strip()[-500:]}")
 
     def create_database(self, name: str) -> str:
         """Create a database (with pgvector) and return its DSN."""
@@ -157,7 +177,7 @@ def postgres_server(*, settings: dict[str, str] | None = None, durable: bool = F
             raise ServerUnavailable(f"PostgreSQL did not start: {result.stderr.strip()[-500:]} {log_text}")
         try:
             yield PostgresServer(dsn=f"postgresql://postgres@127.0.0.1:{port}/postgres", port=port,
-                                 data_dir=data_dir, bin_dir=bin_dir)
+                                 data_dir=data_dir, bin_dir=bin_dir, options=opts, as_user=as_user)
         finally:
             run([str(bin_dir / "pg_ctl"), "-D", str(data_dir), "-m", "fast", "-w", "-t", "60", "stop"])
     finally:

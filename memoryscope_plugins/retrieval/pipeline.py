@@ -218,6 +218,20 @@ def noise_floors(embedder: Embedder, language: str,
         return 0.0
 
 
+def warm_up(embedder: Embedder) -> None:
+    """Measure and cache now what `noise_floors` measures on a process's first retrieval (the floors of
+    English and Chinese queries, the anchors of `query_floor`: a few batches of fixed texts, 150-300 ms
+    with the local model), and load the embedder. The values are the ones the first retrieval would
+    measure, so ranking is unchanged; a model error only leaves them to that retrieval."""
+    try:
+        vector = np.asarray(embedder.embed(["warm up"], kind="query"), dtype=np.float32)[0]
+    except ModelError as exc:
+        log.warning("could not warm the embedder up (%s); the first retrieval will", type(exc).__name__)
+        return
+    for language in ("en", "zh"):
+        noise_floors(embedder, language, vector)
+
+
 def relevance_floor(ranked: list[ScoredMemory], min_relevance: float, noise: float | Mapping[str, float],
                     text: str) -> list[ScoredMemory]:
     """The memories that meet `min_relevance` (see `ranking.relevant`), cosines calibrated by `noise`."""

@@ -111,6 +111,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print("error: --stdio needs --user", file=sys.stderr)
             return 2
         with _engine(args) as engine:
+            engine.warm_up()
             build_mcp(engine, fixed_user=(args.tenant, args.user)).run("stdio")
         return 0
 
@@ -134,6 +135,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           auth_failure_rate=args.auth_failure_rate, auth_failure_burst=args.auth_failure_burst)
     scrub_log_records()  # no traceback, no raw control character in any log line of this process
     with _engine(args) as engine:
+        engine.warm_up()  # the first retrieval's one-time work, before the first request
         app = create_app(engine, ring, config)
         if args.metrics_port is not None and not _serve_metrics(engine, args):
             return 1

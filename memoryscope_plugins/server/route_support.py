@@ -115,8 +115,13 @@ def report_dict(report) -> dict[str, Any]:
     return asdict(report) if is_dataclass(report) and not isinstance(report, type) else {"report": str(report)}
 
 
-def _error(request: Request, status: int, message: str) -> Response:
-    return JSONResponse({"error": message, "request_id": request_id(request.scope)}, status_code=status)
+# seconds a client is told to wait when the store is away (PostgreSQL restarting, SQLite locked)
+STORE_RETRY_AFTER_S = 2
+
+
+def _error(request: Request, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse({"error": message, "request_id": request_id(request.scope)}, status_code=status,
+                        headers=headers)
 
 
 async def api_error(request: Request, exc: Exception) -> Response:
@@ -134,7 +139,8 @@ async def api_error(request: Request, exc: Exception) -> Response:
         log.warning("request %s failed (%s)", request_id(request.scope), type(exc).__name__)
         if isinstance(exc, StoreError):  # locked, closed, ...: a retry may work
             metrics.recorder().store_error("api", type(exc).__name__)
-            return _error(request, 503, "the memory store is not available; retry later")
+            return _error(request, 503, "the memory store is not available; retry later",
+                          {"Retry-After": str(STORE_RETRY_AFTER_S)})
         if isinstance(exc, ModelError):
             return _error(request, 502, "the model service failed")
     return _error(request, 500, "internal error")
