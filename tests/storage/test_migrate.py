@@ -243,3 +243,16 @@ def test_store_urls():
     assert mig.describe_url("postgresql://me:pw@db/mem") == "postgresql://me:***@db/mem"
     with pytest.raises(Exception, match="unknown store URL scheme"):
         mig.settings_for_url("mysql://db/mem")
+
+
+def test_the_command_line_resumes_when_told(source_file, tmp_path, capsys):
+    target = str(tmp_path / "target.db")
+    with pytest.raises(Stop):
+        mig.migrate(str(source_file), target, batch_size=4, on_batch=_stop_after(5))
+    assert main(["migrate", "--from", str(source_file), "--to", target]) == 1
+    assert "unfinished migration" in capsys.readouterr().err
+    assert main(["migrate", "--from", str(source_file), "--to", target, "--resume", "--batch-size", "4"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("resumed: ") and "verified" in out
+    with SQLiteStore(source_file) as original, SQLiteStore(target) as copy:
+        assert_same_contents(original, copy)
