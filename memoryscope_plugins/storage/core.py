@@ -8,11 +8,13 @@ builds get/search/list on `batch`. A backend subclasses it and implements only t
   `count_needing_vectors`;
 - search: `search` (both channels, each with its own ranks and scores);
 - the message log: `_log`, `_read_messages`, `_set_message_state`, `users_with_pending`;
+- reading back what a copy needs: `vectors_of` (vectors as stored), `_message_page` (every state);
 - leases: `acquire_lease`, `renew_lease`, `release_lease` (and the fence in `_commit`:
   `leases.require_held`); and `close`.
 
 Built here once: `put`, `commit_consolidation`, `append_messages`, `iter_memories`, `iter_needing_vectors`,
-`pending_messages`, `recent_messages`, `mark_messages`, and use as a context manager.
+`pending_messages`, `recent_messages`, `mark_messages`, `memory_pages`, `iter_messages`,
+`copy_messages`, and use as a context manager.
 
 What a backend shares with the others is in modules of their own: columns and row conversion
 (`records`), time encoding (`timecodes`), the filter rules (`filtering.matches`, the reference its
@@ -118,6 +120,16 @@ class StoreBase(ABC):
     def users_with_pending(self) -> builtins.list[str]: ...
 
     @abstractmethod
+    def _message_page(self, user_id: str, *, after_seq: int, limit: int) -> builtins.list[StoredMessage]:
+        """Up to `limit` of a user's logged messages of every state with `seq` above `after_seq`,
+        oldest first."""
+
+    @abstractmethod
+    def vectors_of(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors (float32 rows, as the store keeps them) of those of the user's
+        memories `ids` that have one, by id; each was made by its memory's `embedding_model`."""
+
+    @abstractmethod
     def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool: ...
 
     @abstractmethod
@@ -156,15 +168,43 @@ class StoreBase(ABC):
         """Batches of memories whose vector is missing or from another embedding model."""
         return self._pages(None, needing_vectors=True, batch_size=batch_size)
 
+    def memory_pages(self, user_id: str | None, *, after: int = 0,
+                     batch_size: int = 1000) -> Iterator[tuple[int, builtins.list[Memory]]]:
+        """Batches of memories in insertion order after the position `after` (0: from the start),
+        each with the position of its last memory, so a reader can stop and later go on from there
+        (while nobody writes to the store)."""
+        return self._positioned_pages(user_id, needing_vectors=False, after=after, batch_size=batch_size)
+
     def _pages(self, user_id: str | None, *, needing_vectors: bool,
                batch_size: int) -> Iterator[builtins.list[Memory]]:
-        after = 0
+        for _, batch in self._positioned_pages(user_id, needing_vectors=needing_vectors, after=0,
+                                               batch_size=batch_size):
+            yield batch
+
+    def _positioned_pages(self, user_id: str | None, *, needing_vectors: bool, after: int,
+                          batch_size: int) -> Iterator[tuple[int, builtins.list[Memory]]]:
         while True:
             page = self._memory_page(user_id, needing_vectors=needing_vectors, after=after, limit=batch_size)
             if not page:
                 return
             after = page[-1][0]
-            yield [memory for _, memory in page]
+            yield after, [memory for _, memory in page]
+
+    def iter_messages(self, user_id: str, batch_size: int = 1000) -> Iterator[builtins.list[StoredMessage]]:
+        """Batches of every logged message of a user (pending, done and failed), oldest first."""
+        after = 0
+        while True:
+            page = self._message_page(user_id, after_seq=after, limit=batch_size)
+            if not page:
+                return
+            after = page[-1].seq
+            yield page
+
+    def copy_messages(self, messages: Sequence[StoredMessage]) -> None:
+        """Log messages read from another store, each with its own id, user, agent, session and
+        state (attempt counts start again at 0), numbered in this order, all or nothing."""
+        self._log([records.message_values(m.id, m.user_id, m.agent_id, m.session_id, m.message, m.state)
+                   for m in messages], (), None)
 
     def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
                         session_id: str | None = None, memories: Sequence[Memory] = (),

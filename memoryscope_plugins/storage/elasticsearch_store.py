@@ -740,6 +740,27 @@ class ElasticsearchStore(StoreBase):
         ops, undo = self._message_ops(ids, state)
         self._bulk(ops, undo, "mark_messages")
 
+    def _message_page(self, user_id: str, *, after_seq: int, limit: int) -> builtins.list[StoredMessage]:
+        query = {"bool": {"filter": [{"term": {"user_id": user_id}}, {"range": {"seq": {"gt": after_seq}}}]}}
+        hits = self._call(self.es.search, index=self.messages_index, query=query, sort=[{"seq": "asc"}],
+                          size=limit, track_total_hits=False)["hits"]["hits"]
+        return [_source_to_message(h["_source"]) for h in hits]
+
+    def vectors_of(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        if not ids:
+            return {}
+        docs = self._call(self.es.mget, index=self.memories_index, ids=[_doc_id(i) for i in ids],
+                          source_includes=["id", "user_id", "embedding_model", _VEC + "*"])["docs"]
+        out: dict[str, np.ndarray] = {}
+        for doc in docs:
+            src = doc.get("_source") if doc.get("found") else None
+            if src is None or src["user_id"] != user_id or not src.get("embedding_model"):
+                continue
+            field = self._field_of(src["embedding_model"])
+            if field is not None and src.get(field[0]) is not None:
+                out[src["id"]] = np.asarray(src[field[0]], dtype=np.float32)
+        return out
+
     def users_with_pending(self) -> builtins.list[str]:
         return sorted(self._distinct(self.messages_index, "user_id", {"term": {"state": messages.PENDING}}))
 

@@ -794,6 +794,22 @@ class PostgresStore(StoreBase):
             conn.execute(self._q("UPDATE {messages} SET state=%s, attempts = attempts + (CASE WHEN %s = %s "
                                  "THEN 1 ELSE 0 END) WHERE id = ANY(%s)"), (state, state, FAILED, sorted(set(ids))))
 
+    def _message_page(self, user_id: str, *, after_seq: int, limit: int) -> builtins.list[StoredMessage]:
+        with self._tx() as conn:
+            rows = conn.execute(self._q(f"SELECT {_MESSAGE_COLUMNS} FROM {{messages}} "
+                                        "WHERE user_id = %s AND seq > %s ORDER BY seq LIMIT %s"),
+                                (user_id, after_seq, limit)).fetchall()
+        return [records.message_from_row(r) for r in rows]
+
+    def vectors_of(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        if not ids:
+            return {}
+        with self._tx() as conn:
+            rows = conn.execute(self._q("SELECT id, embedding::real[] FROM {memories} "
+                                        "WHERE user_id = %s AND id = ANY(%s) AND embedding IS NOT NULL"),
+                                (user_id, list(ids))).fetchall()
+        return {memory_id: np.asarray(values, dtype=np.float32) for memory_id, values in rows}
+
     def users_with_pending(self) -> builtins.list[str]:
         with self._tx() as conn:
             return [r[0] for r in

@@ -839,6 +839,24 @@ class SQLiteStore(StoreBase):
             conn.executemany("UPDATE messages SET state=?, attempts=attempts + (? = ?) WHERE id=?",
                              ((state, state, FAILED, i) for i in ids))
 
+    def _message_page(self, user_id: str, *, after_seq: int, limit: int) -> builtins.list[StoredMessage]:
+        with self._read() as conn:
+            rows = conn.execute(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE user_id=? AND seq > ? "
+                                "ORDER BY seq LIMIT ?", (user_id, after_seq, limit)).fetchall()
+        return [records.message_from_row(r) for r in rows]
+
+    def vectors_of(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        with self._read() as conn:
+            for start in range(0, len(ids), 500):  # below SQLite's bound on parameters
+                chunk = list(ids[start:start + 500])
+                marks = ",".join("?" * len(chunk))
+                for memory_id, blob in conn.execute(
+                        f"SELECT id, vector FROM memories WHERE user_id=? AND id IN ({marks}) AND vector IS NOT NULL",
+                        [user_id, *chunk]):
+                    out[memory_id] = np.frombuffer(blob, dtype=np.float16).astype(np.float32)
+        return out
+
     def users_with_pending(self) -> builtins.list[str]:
         with self._read() as conn:
             return [r[0] for r in conn.execute("SELECT DISTINCT user_id FROM messages WHERE state=?", (PENDING,))]

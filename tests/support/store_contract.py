@@ -744,3 +744,61 @@ def test_text_statistics_are_the_users_own(store):
     if store.text_statistics == "user":
         assert [i for i, _ in shared] == [i for i, _ in alone]
         assert [s for _, s in shared] == pytest.approx([s for _, s in alone], rel=1e-4)
+
+
+# -- reading back what a copy to another store needs (`migrate`) ---------------------------------
+def test_memory_pages_go_on_from_a_position(store):
+    store.put([mem(f"p{i}", user="alice" if i % 3 else "bob") for i in range(12)])
+    pages = list(store.memory_pages("alice", batch_size=3))
+    assert [[m.id for m in batch] for _, batch in pages] == [["p1", "p2", "p4"], ["p5", "p7", "p8"],
+                                                              ["p10", "p11"]]
+    rest = [m.id for _, batch in store.memory_pages("alice", after=pages[0][0], batch_size=3) for m in batch]
+    assert rest == ["p5", "p7", "p8", "p10", "p11"]
+    assert list(store.memory_pages("alice", after=pages[-1][0])) == []
+
+
+def test_vectors_of_returns_the_stored_vectors_of_the_users_memories(store, store_factory):
+    store.put([mem("v1"), mem("v2"), mem("v3"), mem("v4", user="bob")],
+              [unit(1), unit(2), None, unit(4)])
+    found = store.vectors_of("alice", ["v1", "v2", "v3", "v4", "missing"])
+    assert sorted(found) == ["v1", "v2"]
+    assert found["v1"].dtype == np.float32 and found["v1"].shape == (DIM,)
+    # as stored: SQLite keeps half precision
+    assert np.allclose(found["v1"], unit(1), atol=1e-3) and np.allclose(found["v2"], unit(2), atol=1e-3)
+    assert store.vectors_of("alice", []) == {}
+    store_factory("model-b").set_vectors(["v2"], np.stack([unit(9, 8)]))
+    again = store.vectors_of("alice", ["v2"])
+    assert again["v2"].shape == (8,) and np.allclose(again["v2"], unit(9, 8), atol=1e-3)
+    assert store.get("alice", ["v2"])[0].embedding_model == "model-b"
+
+
+def test_iter_messages_reads_every_state_in_order(store):
+    first = store.append_messages("alice", "agent-1", _msgs(3), session_id="s1")
+    store.append_messages("bob", "agent-1", _msgs(2))
+    second = store.append_messages("alice", "agent-2", _msgs(2, 3))
+    store.mark_messages(first[:2], "done")
+    store.mark_messages([second[0]], "failed")
+    batches = list(store.iter_messages("alice", batch_size=2))
+    assert [len(b) for b in batches] == [2, 2, 1]
+    read = [m for b in batches for m in b]
+    assert [m.id for m in read] == first + second
+    assert [m.state for m in read] == ["done", "done", "pending", "failed", "pending"]
+    assert read[0].session_id == "s1" and read[3].agent_id == "agent-2" and read[3].message.metadata == {"i": 3}
+    assert list(store.iter_messages("nobody")) == []
+
+
+def test_copy_messages_keeps_ids_agents_sessions_and_states(store):
+    from memoryscope_plugins.storage.base import StoredMessage
+    texts = _msgs(4, tz=IST)
+    copied = [StoredMessage(id=f"c{i}", user_id="carol", agent_id=f"agent-{i % 2}", message=texts[i], seq=0,
+                            state=("pending", "done", "failed", "pending")[i], session_id="s" if i else None)
+              for i in range(4)]
+    store.copy_messages(copied)
+    read = [m for b in store.iter_messages("carol") for m in b]
+    assert [(m.id, m.agent_id, m.session_id, m.state) for m in read] == [
+        ("c0", "agent-0", None, "pending"), ("c1", "agent-1", "s", "done"),
+        ("c2", "agent-0", "s", "failed"), ("c3", "agent-1", "s", "pending")]
+    assert [m.message for m in read] == texts
+    assert read[0].message.timestamp.utcoffset() == IST.utcoffset(None)
+    assert [m.id for m in store.pending_messages("carol")] == ["c0", "c3"]
+    assert store.users_with_pending() == ["carol"]
