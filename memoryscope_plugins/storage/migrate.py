@@ -151,7 +151,7 @@ class MigrationReport:
     mismatches: list[str] = field(default_factory=list)
 
 
-def _put_batch(target: StoreBase, user_id: str, batch: Sequence[Memory], vectors: dict[str, np.ndarray]) -> None:
+def _put_batch(target: StoreBase, batch: Sequence[Memory], vectors: dict[str, np.ndarray]) -> None:
     """Put one batch with its vectors as stored, each labelled with the model that made it."""
     kept_model = target.embedding_model
     groups: dict[str | None, list[Memory]] = {}
@@ -238,7 +238,7 @@ class Migration:
     def _copy_memories(self, user_id: str, progress: Progress) -> None:
         for position, batch in self.source.memory_pages(user_id, after=progress.after, batch_size=self.batch_size):
             vectors = self.source.vectors_of(user_id, [m.id for m in batch])
-            _put_batch(self.target, user_id, batch, vectors)
+            _put_batch(self.target, batch, vectors)
             self.report.memories += len(batch)
             self.report.vectors += len(vectors)
             progress.after = position
