@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from memoryscope_plugins.engine import MemoryScope
+from memoryscope_plugins.log_hygiene import user_ref
 from memoryscope_plugins.retrieval.injection import (
     DEFAULT_TEMPLATE,
     check_template,
@@ -245,8 +246,8 @@ class MemoryBridge:
         """Log a memory failure (exception type only) or re-raise it with ``on_error="raise"``."""
         if self.config.on_error == "raise":
             raise exc
-        log.warning("%s: memory %s failed for user %r (%s); the agent continues without it",
-                    self.framework, what, user_id, type(exc).__name__)
+        log.warning("%s: memory %s failed for user %s (%s); the agent continues without it",
+                    self.framework, what, user_ref(user_id), type(exc).__name__)
 
 
 # -- text helpers -------------------------------------------------------------------------------

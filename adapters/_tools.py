@@ -20,6 +20,7 @@ from typing import Any
 
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.errors import NotFoundError
+from memoryscope_plugins.log_hygiene import user_ref
 
 from ._common import log
 
@@ -199,5 +200,5 @@ class MemoryTools:
         return await asyncio.to_thread(self.delete_memory, memory_id)
 
     def _failed(self, what: str, exc: Exception) -> str:
-        log.warning("memory tool %s failed for user %r (%s)", what, self.user_id, type(exc).__name__)
+        log.warning("memory tool %s failed for user %s (%s)", what, user_ref(self.user_id), type(exc).__name__)
         return f"Memory is unavailable right now ({type(exc).__name__})."

@@ -39,6 +39,7 @@ from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, ToolBase, ToolChunk
 
 from memoryscope_plugins.engine import MemoryScope, detect_language
+from memoryscope_plugins.log_hygiene import user_ref
 from memoryscope_plugins.retrieval.context import format_context
 from memoryscope_plugins.retrieval.present import asks_about_present
 from memoryscope_plugins.types import MemoryType, ScoredMemory, utc_now
@@ -232,7 +233,7 @@ class MemoryScopeMiddleware(MiddlewareBase):
                                  min_relevance=self.config.min_relevance)
                 for k in keywords])
         except Exception as exc:  # noqa: BLE001
-            log.warning("agentscope: retrieve_from_memory failed for user %r (%s)", self.user_id,
+            log.warning("agentscope: retrieve_from_memory failed for user %s (%s)", user_ref(self.user_id),
                         type(exc).__name__)
             return _chunk(f"Memory is unavailable right now ({type(exc).__name__}).", error=True)
         merged: dict[str, ScoredMemory] = {}
@@ -271,7 +272,7 @@ class MemoryScopeMiddleware(MiddlewareBase):
             for fact in facts:
                 await self.bridge.memory.aadd(self.user_id, fact, agent_id=agent_id)
         except Exception as exc:  # noqa: BLE001
-            log.warning("agentscope: record_to_memory failed for user %r (%s)", self.user_id,
+            log.warning("agentscope: record_to_memory failed for user %s (%s)", user_ref(self.user_id),
                         type(exc).__name__)
             return _chunk(f"Could not record to memory ({type(exc).__name__}).", error=True)
         return _chunk(f"Recorded {len(facts)} item(s) to long-term memory.")

@@ -80,3 +80,24 @@ def test_agentscope_joins_the_inputs_user_messages_and_names_the_last():
         "My dog is Biscuit.\nWhat is his name?", second.id)
     assert _query_of(first) == ("My dog is Biscuit.", first.id)
     assert _query_of(None) == ("", None) and _query_of([reply]) == ("", None)
+
+
+def test_a_failing_memory_is_logged_without_the_users_id(engine, caplog):
+    """The bridge and the memory tools log a failure with the user's reference, never the id itself
+    (ids are often e-mail addresses)."""
+    import logging
+
+    from memoryscope_plugins.adapters._common import MemoryBridge, MemoryConfig
+    from memoryscope_plugins.adapters._tools import MemoryTools
+    from memoryscope_plugins.log_hygiene import user_ref
+
+    user = "anna@example.com"
+    bridge = MemoryBridge(engine, MemoryConfig(user_id=user), "test")
+    tools = MemoryTools(engine, user_id=user)
+    engine.close()  # every store call now fails
+    with caplog.at_level(logging.WARNING):
+        assert bridge.retrieve(user, "What do I like?").memories == []
+        assert tools.search_memory("What do I like?").startswith("Memory is unavailable")
+    failures = [record.getMessage() for record in caplog.records if "failed for user" in record.getMessage()]
+    assert len(failures) == 2
+    assert all(user_ref(user) in line and user not in line for line in failures)
