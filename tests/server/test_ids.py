@@ -144,6 +144,22 @@ def test_a_store_in_the_old_layout_is_migrated_on_start_and_can_be_cleaned(tmp_p
         assert "legacy" not in srv.log_text()[first_log:]
 
 
+def test_no_tenant_chooses_a_memory_id_on_add(tmp_path):
+    """Over HTTP a memory's id is always the server's: a tenant cannot name another tenant's id on add
+    (the Python API's `add(memory_id=)` is for the engine's owner, who reads every user anyway)."""
+    keys = make_keys()
+    with serving(tmp_path, keys.ring) as srv:
+        globex = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {keys.other}"}, timeout=60)
+        acme = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {keys.admin}"}, timeout=60)
+        with globex, acme:
+            secret = globex.post("/v1/users/zoe/memories", json={"content": "Zoe's secret."}).json()["id"]
+            for chosen in (secret, "f" * 32):  # taken elsewhere, free: the same refusal
+                answer = acme.post("/v1/users/anna/memories", json={"content": "Mine.", "memory_id": chosen})
+                assert answer.status_code == 400 and "memory_id" in answer.json()["error"]
+            assert acme.get("/v1/users/anna/memories").json()["memories"] == []
+            assert globex.get(f"/v1/users/zoe/memories/{secret}").json()["content"] == "Zoe's secret."
+
+
 def test_no_id_oracle_across_tenants_on_import(tmp_path):
     keys = make_keys()
     with serving(tmp_path, keys.ring) as srv:
