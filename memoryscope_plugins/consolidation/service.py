@@ -43,6 +43,7 @@ from .. import metrics
 from ..errors import ConfigError, LeaseLostError, MemoryScopeError, StoreError
 from ..log_hygiene import user_ref
 from ..models.structured import UsageMeter
+from ..storage import messages
 from ..storage.base import StoredMessage
 from .backend import ConsolidationBackend
 from .leases import HeldElsewhere, LeaseHeartbeat
@@ -523,10 +524,10 @@ class ConsolidationService:
         """Messages the answer gave no verdict on: an attempt is counted, they stay pending (and
         are given up, as 'failed', after max_attempts)."""
         store, limit = self.backend.store, self.cfg.max_attempts
-        store.mark_messages([m.id for m in left], "failed")  # counts one attempt
+        store.mark_messages([m.id for m in left], messages.FAILED)  # counts one attempt
         retry = [m.id for m in left if m.attempts + 1 < limit]
         if retry:
-            store.mark_messages(retry, "pending")
+            store.mark_messages(retry, messages.PENDING)
         exhausted = len(left) - len(retry)
         report.failed_messages += exhausted
         why = "was cut off at the token cap" if step.incomplete else "gave no verdict on them"
@@ -542,10 +543,10 @@ class ConsolidationService:
         """Raise the attempt count of the batch; give up (state 'failed') after max_attempts."""
         store, limit = self.backend.store, self.cfg.max_attempts
         ids = [m.id for m in batch]
-        store.mark_messages(ids, "failed")  # counts one attempt
+        store.mark_messages(ids, messages.FAILED)  # counts one attempt
         retry = [m.id for m in batch if m.attempts + 1 < limit]
         if retry:
-            store.mark_messages(retry, "pending")
+            store.mark_messages(retry, messages.PENDING)
         exhausted = len(batch) - len(retry)
         kind = type(exc).__name__
         detail = str(exc)[:300] if isinstance(exc, MemoryScopeError) else kind
