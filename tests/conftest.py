@@ -70,3 +70,15 @@ def brain(server):
     fake_llm = Brain()
     server.route(OPENAI_CHAT, fake_llm)
     return fake_llm
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A throw-away embedded PostgreSQL server for one test module (`create_database(name)` gives a DSN);
+    skipped where it cannot start, which under CI=true fails the run."""
+    from tests.support import servers
+    try:
+        with servers.postgres_server() as server:
+            yield server
+    except servers.ServerUnavailable as exc:
+        pytest.skip(f"embedded PostgreSQL could not start here: {exc}")

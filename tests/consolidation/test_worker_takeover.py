@@ -12,7 +12,6 @@ from collections import Counter
 
 import pytest
 
-from tests.support import servers
 from tests.support.consolidation_helpers import obs, wait_for
 from tests.support.worker_fleet import USER, consolidated, fleet, requests_of, say
 
@@ -20,15 +19,6 @@ pytest.importorskip("psycopg")
 pytestmark = pytest.mark.slow
 
 TTL = 3.0  # short, so the tests are quick; the takeover comes within one TTL of the last renewal
-
-
-@pytest.fixture(scope="module")
-def pg():
-    try:
-        with servers.postgres_server() as server:
-            yield server
-    except servers.ServerUnavailable as exc:
-        pytest.skip(f"embedded PostgreSQL could not start here: {exc}")
 
 
 def assert_each_message_consolidated_once(engine) -> None:
@@ -43,8 +33,8 @@ def observations(engine) -> dict[str, tuple]:
     return {m.id: (m.content, m.status, m.updated_at) for m in engine.list(USER, types=["observation"], limit=1000)}
 
 
-def test_a_killed_workers_user_is_consolidated_by_another_worker(tmp_path, pg, server, brain):
-    with fleet(tmp_path, pg.create_database("takeover_kill"), server, brain, lease_ttl_s=TTL) as f:
+def test_a_killed_workers_user_is_consolidated_by_another_worker(tmp_path, postgres, server, brain):
+    with fleet(tmp_path, postgres.create_database("takeover_kill"), server, brain, lease_ttl_s=TTL) as f:
         say(f.app, 1, "I'm vegetarian.")
         f.first.start()
         assert f.gate.waiting.wait(120), f.first.log_text()[-3000:]  # mid-step: it holds anna's lease
@@ -58,11 +48,11 @@ def test_a_killed_workers_user_is_consolidated_by_another_worker(tmp_path, pg, s
         assert_each_message_consolidated_once(f.app)
 
 
-def test_a_worker_paused_past_its_lease_does_not_commit_when_resumed(tmp_path, pg, server, brain):
+def test_a_worker_paused_past_its_lease_does_not_commit_when_resumed(tmp_path, postgres, server, brain):
     # the paused worker's answer has other words: anything it wrote would show
     def stale(prompt):
         return [obs(f"STALE {content}", [n]) for n, _, _, content in prompt.new]
-    with fleet(tmp_path, pg.create_database("takeover_pause"), server, brain, lease_ttl_s=TTL,
+    with fleet(tmp_path, postgres.create_database("takeover_pause"), server, brain, lease_ttl_s=TTL,
                held_extract=stale) as f:
         say(f.app, 1, "I'm vegetarian.")
         say(f.app, 2, "I moved to Lisbon last month.")

@@ -20,7 +20,6 @@ import pytest
 pytest.importorskip("uvicorn", reason="the [server] extra is not installed")
 pytest.importorskip("psycopg_pool")
 
-from tests.support import servers  # noqa: E402
 from tests.support.fakes.fake_model_server import OPENAI_CHAT, FakeModelServer, RecordedRequest, Reply  # noqa: E402
 from tests.support.paths import ROOT  # noqa: E402
 
@@ -36,16 +35,7 @@ def load_bench():
     return module
 
 
-@pytest.fixture(scope="module")
-def pg():
-    try:
-        with servers.postgres_server() as server:
-            yield server
-    except servers.ServerUnavailable as exc:
-        pytest.skip(f"embedded PostgreSQL could not start here: {exc}")
-
-
-def test_two_instances_and_two_workers_survive_kills_and_a_database_outage(pg, tmp_path):
+def test_two_instances_and_two_workers_survive_kills_and_a_database_outage(postgres, tmp_path):
     bench = load_bench()
     traffic = bench.ModelTraffic(latency=0.3)  # a model call lasts long enough to kill a worker inside it
 
@@ -65,7 +55,7 @@ def test_two_instances_and_two_workers_survive_kills_and_a_database_outage(pg, t
 
         timeline = bench.Timeline(clients=4, users_per_tenant=3, kill_after_s=6.0, down_s=2.0, outage_after_s=4.0,
                                   outage_s=8.0, recovery_s=5.0, drain_timeout_s=60.0, pause_s=0.05)
-        result = bench.run(pg, tmp_path, instance_model.url, instance_model_calls, worker_model.url, traffic,
+        result = bench.run(postgres, tmp_path, instance_model.url, instance_model_calls, worker_model.url, traffic,
                            timeline, lease_ttl_s=3.0)
 
     checks = result["checks"]

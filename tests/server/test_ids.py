@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
@@ -144,44 +146,46 @@ def test_a_store_in_the_old_layout_is_migrated_on_start_and_can_be_cleaned(tmp_p
         assert "legacy" not in srv.log_text()[first_log:]
 
 
+@contextmanager
+def two_tenants(tmp_path) -> Iterator[tuple[Any, Any, str]]:
+    """A server with tenants acme and globex (each an admin client) and the id of globex's one memory."""
+    keys = make_keys()
+    with serving(tmp_path, keys.ring) as srv:
+        globex = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {keys.other}"}, timeout=60)
+        acme = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {keys.admin}"}, timeout=60)
+        with globex, acme:
+            secret = globex.post("/v1/users/zoe/memories", json={"content": "Zoe's secret."}).json()["id"]
+            yield acme, globex, secret
+
+
 def test_no_tenant_chooses_a_memory_id_on_add(tmp_path):
     """Over HTTP a memory's id is always the server's: a tenant cannot name another tenant's id on add
     (the Python API's `add(memory_id=)` is for the engine's owner, who reads every user anyway)."""
-    keys = make_keys()
-    with serving(tmp_path, keys.ring) as srv:
-        globex = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {keys.other}"}, timeout=60)
-        acme = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {keys.admin}"}, timeout=60)
-        with globex, acme:
-            secret = globex.post("/v1/users/zoe/memories", json={"content": "Zoe's secret."}).json()["id"]
-            for chosen in (secret, "f" * 32):  # taken elsewhere, free: the same refusal
-                answer = acme.post("/v1/users/anna/memories", json={"content": "Mine.", "memory_id": chosen})
-                assert answer.status_code == 400 and "memory_id" in answer.json()["error"]
-            assert acme.get("/v1/users/anna/memories").json()["memories"] == []
-            assert globex.get(f"/v1/users/zoe/memories/{secret}").json()["content"] == "Zoe's secret."
+    with two_tenants(tmp_path) as (acme, globex, secret):
+        for chosen in (secret, "f" * 32):  # taken elsewhere, free: the same refusal
+            answer = acme.post("/v1/users/anna/memories", json={"content": "Mine.", "memory_id": chosen})
+            assert answer.status_code == 400 and "memory_id" in answer.json()["error"]
+        assert acme.get("/v1/users/anna/memories").json()["memories"] == []
+        assert globex.get(f"/v1/users/zoe/memories/{secret}").json()["content"] == "Zoe's secret."
 
 
 def test_no_id_oracle_across_tenants_on_import(tmp_path):
-    keys = make_keys()
-    with serving(tmp_path, keys.ring) as srv:
-        globex = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {keys.other}"}, timeout=60)
-        acme = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {keys.admin}"}, timeout=60)
-        with globex, acme:
-            secret = globex.post("/v1/users/zoe/memories", json={"content": "Zoe's secret."}).json()["id"]
-            taken = acme.post("/v1/users/anna/import", content=_line(secret))
-            fresh = acme.post("/v1/users/anna/import", content=_line("f" * 32))
-            # the same status, the same shape, the same kind of answer
-            assert taken.status_code == fresh.status_code == 200
-            assert set(taken.json()) == set(fresh.json()) == {"imported", "ids"}
-            assert taken.json()["imported"] == fresh.json()["imported"] == 1
-            assert taken.json()["ids"] == {secret: derived_id("acme:anna", secret)}
-            assert fresh.json()["ids"] == {"f" * 32: derived_id("acme:anna", "f" * 32)}
-            assert all(HEX32.fullmatch(v) for v in [*taken.json()["ids"].values(), *fresh.json()["ids"].values()])
-            # afterwards too: neither id is anna's under its own name; both are under their mapped one
-            assert acme.get(f"/v1/users/anna/memories/{secret}").status_code == 404
-            assert acme.get(f"/v1/users/anna/memories/{'f' * 32}").status_code == 404
-            assert acme.get(f"/v1/users/anna/memories/{taken.json()['ids'][secret]}").status_code == 200
-            # a mixed file: one answer per id, in the file's order, the other tenant untouched
-            mixed = acme.post("/v1/users/anna/import", content=_line("fresh-2") + _line(secret, "mine")).json()
-            assert list(mixed["ids"]) == ["fresh-2", secret]
-            assert globex.get(f"/v1/users/zoe/memories/{secret}").json()["content"] == "Zoe's secret."
-            assert len(globex.get("/v1/users/zoe/memories").json()["memories"]) == 1
+    with two_tenants(tmp_path) as (acme, globex, secret):
+        taken = acme.post("/v1/users/anna/import", content=_line(secret))
+        fresh = acme.post("/v1/users/anna/import", content=_line("f" * 32))
+        # the same status, the same shape, the same kind of answer
+        assert taken.status_code == fresh.status_code == 200
+        assert set(taken.json()) == set(fresh.json()) == {"imported", "ids"}
+        assert taken.json()["imported"] == fresh.json()["imported"] == 1
+        assert taken.json()["ids"] == {secret: derived_id("acme:anna", secret)}
+        assert fresh.json()["ids"] == {"f" * 32: derived_id("acme:anna", "f" * 32)}
+        assert all(HEX32.fullmatch(v) for v in [*taken.json()["ids"].values(), *fresh.json()["ids"].values()])
+        # afterwards too: neither id is anna's under its own name; both are under their mapped one
+        assert acme.get(f"/v1/users/anna/memories/{secret}").status_code == 404
+        assert acme.get(f"/v1/users/anna/memories/{'f' * 32}").status_code == 404
+        assert acme.get(f"/v1/users/anna/memories/{taken.json()['ids'][secret]}").status_code == 200
+        # a mixed file: one answer per id, in the file's order, the other tenant untouched
+        mixed = acme.post("/v1/users/anna/import", content=_line("fresh-2") + _line(secret, "mine")).json()
+        assert list(mixed["ids"]) == ["fresh-2", secret]
+        assert globex.get(f"/v1/users/zoe/memories/{secret}").json()["content"] == "Zoe's secret."
+        assert len(globex.get("/v1/users/zoe/memories").json()["memories"]) == 1

@@ -17,7 +17,6 @@ import pytest
 
 from memoryscope_plugins.log_format import JsonFormatter, configure_logging, current_request_id
 from memoryscope_plugins.log_hygiene import SDK_LOGGERS, quiet_sdk_loggers
-from tests.support import servers
 from tests.support.server_harness import ServeProcess
 
 SECRET_TEXT = "Anna hides the spare key under the blue flowerpot"
@@ -86,12 +85,8 @@ def test_configure_logging_writes_json_to_stderr(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def pg_dsn():
-    try:
-        with servers.postgres_server() as server:
-            yield server.create_database("logs")
-    except servers.ServerUnavailable as exc:
-        pytest.skip(f"embedded PostgreSQL could not start here: {exc}")
+def pg_dsn(postgres):
+    return postgres.create_database("logs")
 
 
 def serve_on_postgres(folder, dsn: str, *global_options: str) -> ServeProcess:

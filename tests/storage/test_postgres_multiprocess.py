@@ -16,8 +16,6 @@ import time
 import numpy as np
 import pytest
 
-from tests.support import servers  # noqa: E402
-
 pytest.importorskip("psycopg")
 pytest.importorskip("psycopg_pool")
 
@@ -29,12 +27,8 @@ DIM = 24
 
 
 @pytest.fixture(scope="module")
-def pg_dsn():
-    try:
-        with servers.postgres_server() as server:
-            yield server.create_database("multiprocess")
-    except servers.ServerUnavailable as exc:
-        pytest.skip(f"postgres backend: embedded PostgreSQL could not start here: {exc}")
+def pg_dsn(postgres):
+    return postgres.create_database("multiprocess")
 
 
 def _vector(seed: int) -> np.ndarray:
