@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 
 SDK_LOGGERS = ("dashscope", "openai", "httpx", "httpcore", "elastic_transport", "urllib3", "psycopg")
 _held: dict[str, int] = {}  # the level this module gave each SDK logger (a level set by others is theirs)
@@ -41,3 +42,10 @@ def user_ref(user_id: str) -> str:
     find a user's lines with ``user_ref("acme:anna")``; a guessable id can be confirmed that way too, so
     this keeps ids out of log stores, it does not make them secret."""
     return "user#" + hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def without_password(conninfo: str) -> str:
+    """A store URL or connection string without its password (``postgresql://me:***@db/x``,
+    ``password=***``), for messages and logs."""
+    text = re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", conninfo)
+    return re.sub(r"(password\s*=\s*)\S+", r"\1***", text)

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from ..errors import ConfigError, MemoryScopeError
+from ..log_hygiene import without_password
 from ..types import Memory, MemoryStatus
 from .base import MemoryFilter, StoredMessage
 from .core import StoreBase
@@ -68,11 +69,7 @@ def settings_for_url(url: str):
 
 def describe_url(url: str) -> str:
     """The URL without its password, for messages and the progress marker."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    return without_password(url)
 
 
 def open_url(url: str, *, must_exist: bool = False) -> StoreBase:

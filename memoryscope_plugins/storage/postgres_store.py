@@ -52,6 +52,7 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
 
 from ..errors import SchemaVersionError, StoreError, StoreLockedError
 from ..indexing import full_text
+from ..log_hygiene import without_password
 from ..types import Memory
 from . import base, records
 from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
@@ -239,7 +240,7 @@ class PostgresStore(StoreBase):
                                         name=f"memoryscope-{prefix}")
             self._pool.open(wait=True, timeout=connect_timeout_s)
         except PoolTimeout as exc:
-            raise StoreError(f"cannot connect to PostgreSQL ({_redact(conninfo)}): {exc}") from exc
+            raise StoreError(f"cannot connect to PostgreSQL ({without_password(conninfo)}): {exc}") from exc
         except psycopg.Error as exc:
             raise self._translate(exc) from exc
         try:
@@ -303,9 +304,9 @@ class PostgresStore(StoreBase):
                             psycopg.errors.SerializationFailure)):
             return StoreLockedError(f"PostgreSQL store {self.prefix}*: {exc}".strip())
         if isinstance(exc, PoolTimeout):
-            return StoreError(f"no PostgreSQL connection available ({_redact(self._conninfo)}): {exc}")
+            return StoreError(f"no PostgreSQL connection available ({without_password(self._conninfo)}): {exc}")
         if isinstance(exc, psycopg.OperationalError):
-            return StoreError(f"PostgreSQL unreachable or failing ({_redact(self._conninfo)}): {exc}")
+            return StoreError(f"PostgreSQL unreachable or failing ({without_password(self._conninfo)}): {exc}")
         if isinstance(exc, psycopg.DataError) and "NUL" in str(exc):
             return StoreError("PostgreSQL text cannot hold NUL (\\x00) characters")
         # the primary message only: DETAIL and CONTEXT lines can quote the values (memory text)
@@ -844,8 +845,3 @@ class PostgresStore(StoreBase):
         with self._tx() as conn:
             conn.execute(self._q("DELETE FROM {leases} WHERE user_id=%s AND owner=%s"), (user_id, owner))
 
-
-def _redact(conninfo: str) -> str:
-    """A connection string without its password, for messages."""
-    text = re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", conninfo)
-    return re.sub(r"(password\s*=\s*)\S+", r"\1***", text)
