@@ -143,3 +143,84 @@ class RetrievalResult:
 
     def __len__(self) -> int:
         return len(self.memories)
+
+
+class EntityKind(str, enum.Enum):
+    """What an entity of the ledger is."""
+
+    PERSON = "person"
+    PLACE = "place"
+    ORGANIZATION = "organization"
+    PET = "pet"
+    OBJECT = "object"
+    TOPIC = "topic"
+
+
+@dataclass(slots=True)
+class Entity:
+    """One person, place, organisation, pet, object or topic a user's conversations name.
+
+    `name` is the canonical name, `aliases` the other names it goes by ("Mel" for "Melanie", 小王
+    for 王磊). The mention figures are computed by the store from the entity's mentions (so they
+    stay right when memories or entities are deleted or merged): `mention_count` counts the
+    messages that name it, the times are those messages' times and, when known, the events' times.
+    """
+
+    id: str
+    user_id: str
+    name: str
+    kind: EntityKind = EntityKind.TOPIC
+    aliases: list[str] = field(default_factory=list)
+    created_at: datetime = field(default_factory=utc_now)
+    updated_at: datetime = field(default_factory=utc_now)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    # computed from the mentions when read; ignored when written
+    mention_count: int = 0
+    first_mentioned_at: datetime | None = None
+    last_mentioned_at: datetime | None = None
+    last_event_at: datetime | None = None
+
+    @property
+    def names(self) -> list[str]:
+        """The canonical name, then the aliases."""
+        return [self.name, *self.aliases]
+
+
+@dataclass(slots=True)
+class EntityMention:
+    """A memory that names an entity. `counted` mentions are messages (turns, memories added by
+    hand): each is one mention; memories derived from them (observations, insights) link as
+    evidence without counting again."""
+
+    entity_id: str
+    memory_id: str
+    user_id: str
+    said_at: datetime  # the memory's message time
+    event_at: datetime | None = None  # the memory's event time, when known
+    counted: bool = True
+
+
+@dataclass(slots=True)
+class ProfileValue:
+    """One value of one key of a user's profile ("home": "Leeds"), with the memories it rests on.
+
+    Current values have no `valid_to`; a replaced value keeps its `valid_to` (when the value that
+    replaced it became true) and `superseded_by`, as expired memories do: history, not overwrite.
+    `set_by` is "model" (consolidation) or "user" (a correction, which the model never overrides
+    with anything said before it)."""
+
+    id: str
+    user_id: str
+    key: str
+    value: str
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    source_ids: list[str] = field(default_factory=list)
+    set_by: str = "model"
+    superseded_by: str | None = None
+    created_at: datetime = field(default_factory=utc_now)
+    updated_at: datetime = field(default_factory=utc_now)
+
+    @property
+    def current(self) -> bool:
+        return self.valid_to is None and self.superseded_by is None

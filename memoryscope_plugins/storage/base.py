@@ -18,7 +18,7 @@ from typing import Any, Iterator, Literal, Protocol, Sequence, TypeAlias, runtim
 
 import numpy as np
 
-from ..types import Memory, MemoryStatus, MemoryType, Message, TimeRange
+from ..types import Entity, EntityMention, Memory, MemoryStatus, MemoryType, Message, ProfileValue, TimeRange
 from .leases import Lease
 from .messages import PENDING
 
@@ -74,6 +74,25 @@ class StoredMessage:
     state: str = PENDING  # one of messages.MESSAGE_STATES: pending | done | failed
     attempts: int = 0
     session_id: str | None = None
+
+
+@dataclass(slots=True)
+class LedgerChanges:
+    """Changes to one user's entity ledger and profile, written with the memories of the same
+    call in one transaction (or alone by `put_ledger`).
+
+    Entities and profile values are upserted by id, mentions by (entity_id, memory_id);
+    `removed_entities` are deleted with their mentions (never their memories). Every item must
+    belong to `user_id` (`ValueError` otherwise, nothing written)."""
+
+    user_id: str
+    entities: Sequence[Entity] = ()
+    mentions: Sequence[EntityMention] = ()
+    removed_entities: Sequence[str] = ()
+    profile: Sequence[ProfileValue] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.entities or self.mentions or self.removed_entities or self.profile)
 
 
 @runtime_checkable
