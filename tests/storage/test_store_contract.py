@@ -20,6 +20,7 @@ import pytest
 
 from memoryscope_plugins.storage.sqlite_store import SQLiteStore  # noqa: E402
 from tests.support import servers  # noqa: E402
+from tests.support.ledger_contract import *  # noqa: E402,F401,F403
 from tests.support.store_contract import *  # noqa: E402,F401,F403
 from tests.support.store_contract import ids, mem, unit, vector_search  # noqa: E402
 
@@ -79,7 +80,7 @@ def store_factory(request, tmp_path):
         def drop():
             import psycopg
             with psycopg.connect(server.contract_dsn, autocommit=True) as conn:
-                for table in ("memories", "messages", "leases", "meta"):
+                for table in ("memories", "messages", "leases", "meta", "entities", "mentions", "profile"):
                     conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
         cleanup.append(drop)
     else:
@@ -93,7 +94,7 @@ def store_factory(request, tmp_path):
         def drop():
             from elasticsearch import Elasticsearch
             with Elasticsearch(server.url) as client:
-                for kind in ("memories", "messages", "leases", "meta"):
+                for kind in ("memories", "messages", "leases", "meta", "entities", "mentions", "profile"):
                     client.options(ignore_status=404).indices.delete(index=f"{prefix}-{kind}")
         cleanup.append(drop)
 
