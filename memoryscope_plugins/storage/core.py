@@ -14,8 +14,8 @@ builds get/search/list on `batch`. A backend subclasses it and implements only t
 - leases: `acquire_lease`, `renew_lease`, `release_lease` (and the fence in `_commit`:
   `leases.require_held`); and `close`.
 
-Built here once: `put`, `put_ledger`, `commit_consolidation`, `append_messages`, `iter_memories`, `iter_needing_vectors`,
-`pending_messages`, `recent_messages`, `mark_messages`, `memory_pages`, `iter_messages`,
+Built here once: `put`, `put_ledger`, `commit_consolidation`, `append_messages`, `iter_memories`,
+`iter_needing_vectors`, `pending_messages`, `recent_messages`, `mark_messages`, `memory_pages`, `iter_messages`,
 `copy_messages`, and use as a context manager.
 
 What a backend shares with the others is in modules of their own: columns and row conversion
@@ -33,10 +33,9 @@ import numpy as np
 
 from ..types import Entity, EntityMention, Memory, Message, ProfileValue
 from . import records
-from .base import (Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows,
-                   message_ids_for)
-from .ledger_records import check_changes
+from .base import Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows, message_ids_for
 from .leases import Lease
+from .ledger_records import check_changes
 from .messages import PENDING, check_state
 
 _Store = TypeVar("_Store", bound="StoreBase")

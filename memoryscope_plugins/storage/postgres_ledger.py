@@ -91,21 +91,24 @@ class PostgresLedger:
         self._foreign(conn, "profile", user, [p.id for p in changes.profile])
         with conn.cursor() as cur:
             if changes.entities:
+                # rows in key order, so concurrent writers take their row locks in one order
                 cur.executemany(self.q(_UPSERT_ENTITY),
-                                sorted((lr.entity_values(e) for e in changes.entities), key=lambda r: r[0]))
+                                [lr.entity_values(e) for e in sorted(changes.entities, key=lambda e: e.id)])
             if changes.removed_entities:
                 removed = sorted(set(changes.removed_entities))
-                cur.execute(self.q("DELETE FROM {mentions} WHERE user_id = %s AND entity_id = ANY(%s)"), (user, removed))
+                cur.execute(self.q("DELETE FROM {mentions} WHERE user_id = %s AND entity_id = ANY(%s)"),
+                            (user, removed))
                 cur.execute(self.q("DELETE FROM {entities} WHERE user_id = %s AND id = ANY(%s)"), (user, removed))
             if changes.mentions:
                 memories = self._owned(conn, "memories", user, [m.memory_id for m in changes.mentions])
                 entities = self._owned(conn, "entities", user, [m.entity_id for m in changes.mentions])
                 lr.refuse_unknown(lr.unknown_mentions(changes, memories, entities), user)
-                rows = [(*lr.mention_values(m), aware(m.said_at), aware(m.event_at)) for m in changes.mentions]
-                cur.executemany(self.q(_UPSERT_MENTION), sorted(rows, key=lambda r: (r[0], r[1])))
+                cur.executemany(self.q(_UPSERT_MENTION), [
+                    (*lr.mention_values(m), aware(m.said_at), aware(m.event_at))
+                    for m in sorted(changes.mentions, key=lambda m: (m.entity_id, m.memory_id))])
             if changes.profile:
                 cur.executemany(self.q(_UPSERT_PROFILE),
-                                sorted((lr.profile_row(p) for p in changes.profile), key=lambda r: r[0]))
+                                [lr.profile_row(p) for p in sorted(changes.profile, key=lambda p: p.id)])
 
     def _owned(self, conn: psycopg.Connection, table: str, user_id: str, ids: Sequence[str]) -> set[str]:
         rows = conn.execute(self.q(f"SELECT id FROM {{{table}}} WHERE user_id = %s AND id = ANY(%s)"),

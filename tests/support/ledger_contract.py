@@ -6,7 +6,7 @@ PostgreSQL and Elasticsearch.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
