@@ -44,9 +44,12 @@ _PAGE = 1000
 
 
 def doc_key(*parts: str) -> str:
-    """A document id from one id or several (a mention's entity and memory), at most 512 bytes."""
+    """The document id of one id (a memory's, an entity's ...) or of several (a mention's entity
+    and memory). Elasticsearch ids are at most 512 bytes; longer ids are hashed (the document's
+    fields keep them). Ids that start with "h:" are hashed too, so no id can name another id's
+    hashed document (a user id "h:<sha256 of a long id>" would otherwise share that user's lease)."""
     text = parts[0] if len(parts) == 1 else json.dumps(list(parts), ensure_ascii=False)
-    if len(text.encode("utf-8")) <= 500 and not text.startswith("h:") and len(parts) == 1:
+    if len(parts) == 1 and len(text.encode("utf-8")) <= 500 and not text.startswith("h:"):
         return text
     return "h:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -133,13 +136,12 @@ class ElasticsearchLedger:
 
     def _check_mentions(self, changes: LedgerChanges, memories: Sequence[Memory],
                         entities: dict[str, dict[str, Any]], removed: set[str]) -> None:
-        from .elasticsearch_store import _doc_id
         user = changes.user_id
         mine = {m.id for m in memories if m.user_id == user}
         wanted = [m.memory_id for m in changes.mentions if m.memory_id not in mine]
         if wanted:
             docs = self.store._call(self.store.es.mget, index=self.store.memories_index,
-                                    ids=list(dict.fromkeys(_doc_id(i) for i in wanted)),
+                                    ids=list(dict.fromkeys(doc_key(i) for i in wanted)),
                                     source_includes=["id", "user_id"])["docs"]
             mine |= {d["_source"]["id"] for d in docs if d.get("found") and d["_source"]["user_id"] == user}
         known = {e.id for e in changes.entities}

@@ -53,7 +53,7 @@ from ..types import Entity, EntityMention, Memory, ProfileValue
 from . import base, messages, records
 from .base import Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
-from .elasticsearch_ledger import ElasticsearchLedger
+from .elasticsearch_ledger import ElasticsearchLedger, doc_key
 from .leases import Lease, require_held
 from .overview import StoreOverview, from_rows
 from .timecodes import epoch_microseconds
@@ -105,13 +105,7 @@ _MIGRATIONS: list[tuple[int, dict[str, Any]]] = [
 ]
 
 
-def _doc_id(memory_id: str) -> str:
-    """Elasticsearch ids are at most 512 bytes; longer ids are hashed (the `id` field keeps them).
-    Ids that start with "h:" are hashed too, so no id can name another id's hashed document (a user
-    id "h:<sha256 of a long id>" would otherwise share that user's lease)."""
-    if len(memory_id.encode("utf-8")) <= 500 and not memory_id.startswith("h:"):
-        return memory_id
-    return "h:" + hashlib.sha256(memory_id.encode("utf-8")).hexdigest()
+_doc_id = doc_key  # a memory's, message's or lease's document id
 
 
 # the shared columns under the field names of this mapping (metadata is kept as JSON text)
