@@ -26,6 +26,21 @@ PROFILE_COLUMNS = ("id", "user_id", "key", "value", "valid_from", "valid_to", "s
                    "superseded_by", "created_at", "updated_at")
 
 _KINDS = {k.value: k for k in EntityKind}
+# what the SQL stores write per table: the shared columns (the mentions' comparable times after
+# them) and the key an upsert replaces on
+WRITES = {"entities": (ENTITY_COLUMNS, ("id",)),
+          "mentions": ((*MENTION_COLUMNS, "said_ts", "event_ts"), ("entity_id", "memory_id")),
+          "profile": (PROFILE_COLUMNS, ("id",))}
+
+
+def upsert_sql(table: str, name: str, mark: str) -> str:
+    """The SQL stores' upsert of one `WRITES` table (`name`) as `table` (its name in the statement)
+    with parameter marker `mark`; a row of another user is left as it is (the store has refused
+    such ids before)."""
+    columns, key = WRITES[name]
+    sets = ", ".join(f"{c}=excluded.{c}" for c in columns if c not in key and c != "user_id")
+    return (f"INSERT INTO {table} AS t ({', '.join(columns)}) VALUES ({', '.join([mark] * len(columns))}) "
+            f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {sets} WHERE t.user_id = excluded.user_id")
 
 
 def _list(value: Any) -> list:

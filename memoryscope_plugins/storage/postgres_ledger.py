@@ -56,18 +56,10 @@ MIGRATION = [
     )""",
     "CREATE INDEX IF NOT EXISTS {p}prof_user_key ON {p}profile (user_id, key)",
 ]
-TABLES = ("entities", "mentions", "profile")
+TABLES = tuple(lr.WRITES)  # entities, mentions, profile
 
 
-def _upsert(table: str, columns: Sequence[str], key: Sequence[str]) -> str:
-    sets = ", ".join(f"{c}=excluded.{c}" for c in columns if c not in key and c != "user_id")
-    return (f"INSERT INTO {{{table}}} AS t ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) "
-            f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {sets} WHERE t.user_id = excluded.user_id")
-
-
-_UPSERT_ENTITY = _upsert("entities", lr.ENTITY_COLUMNS, ("id",))
-_UPSERT_MENTION = _upsert("mentions", (*lr.MENTION_COLUMNS, "said_ts", "event_ts"), ("entity_id", "memory_id"))
-_UPSERT_PROFILE = _upsert("profile", lr.PROFILE_COLUMNS, ("id",))
+_UPSERT_ENTITY, _UPSERT_MENTION, _UPSERT_PROFILE = (lr.upsert_sql(f"{{{t}}}", t, "%s") for t in TABLES)
 _FIGURES = ("SELECT entity_id, count(*) FILTER (WHERE counted), "
             "COALESCE(min(said_ts) FILTER (WHERE counted), min(said_ts)), "
             "COALESCE(max(said_ts) FILTER (WHERE counted), max(said_ts)), max(event_ts) FROM {mentions} ")

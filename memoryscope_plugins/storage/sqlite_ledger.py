@@ -57,22 +57,14 @@ CREATE TABLE IF NOT EXISTS profile (
 );
 CREATE INDEX IF NOT EXISTS profile_user_key ON profile(user_id, key)
 """
-TABLES = ("entities", "mentions", "profile")
+TABLES = tuple(lr.WRITES)  # entities, mentions, profile
 
 _E = ", ".join(lr.ENTITY_COLUMNS)
 _M = ", ".join(lr.MENTION_COLUMNS)
 _P = ", ".join(lr.PROFILE_COLUMNS)
 
 
-def _upsert(table: str, columns: Sequence[str], key: Sequence[str]) -> str:
-    sets = ", ".join(f"{c}=excluded.{c}" for c in columns if c not in key and c != "user_id")
-    return (f"INSERT INTO {table}({', '.join(columns)}) VALUES({','.join('?' * len(columns))}) "
-            f"ON CONFLICT({', '.join(key)}) DO UPDATE SET {sets} WHERE {table}.user_id = excluded.user_id")
-
-
-_UPSERT_ENTITY = _upsert("entities", lr.ENTITY_COLUMNS, ("id",))
-_UPSERT_MENTION = _upsert("mentions", (*lr.MENTION_COLUMNS, "said_ts", "event_ts"), ("entity_id", "memory_id"))
-_UPSERT_PROFILE = _upsert("profile", lr.PROFILE_COLUMNS, ("id",))
+_UPSERT_ENTITY, _UPSERT_MENTION, _UPSERT_PROFILE = (lr.upsert_sql(t, t, "?") for t in TABLES)
 
 
 def _marks(values: Sequence[Any]) -> str:
