@@ -170,7 +170,7 @@ class ElasticsearchLedger:
         if ids is not None:
             filters.append({"terms": {"id": list(ids)}})
         if kind is not None:
-            filters.append({"term": {"kind": kind}})
+            filters.append({"term": {"kind": lr.kind_value(kind)}})
         rows = [[h["_source"].get(c) for c in lr.ENTITY_COLUMNS] for h in self._hits("entities", filters)]
         if not rows:
             return []

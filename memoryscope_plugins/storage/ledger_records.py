@@ -49,6 +49,11 @@ def _list(value: Any) -> list:
     return json.loads(value) if isinstance(value, str) else list(value)
 
 
+def kind_value(kind: str | EntityKind) -> str:
+    """A kind asked for (`EntityKind` or its text) as the text stored."""
+    return str(getattr(kind, "value", kind))
+
+
 def entity_values(entity: Entity) -> tuple[Any, ...]:
     """An entity's values in `ENTITY_COLUMNS` order (the mention figures are never written)."""
     return (entity.id, entity.user_id, entity.name, EntityKind(entity.kind).value,

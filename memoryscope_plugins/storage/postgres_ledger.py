@@ -134,7 +134,8 @@ class PostgresLedger:
     # -- reads ---------------------------------------------------------------------------------
     def entities(self, conn: psycopg.Connection, user_id: str, ids: Sequence[str] | None,
                  kind: str | None) -> list[Entity]:
-        params: dict[str, Any] = {"user": user_id, "ids": None if ids is None else list(ids), "kind": kind}
+        params: dict[str, Any] = {"user": user_id, "ids": None if ids is None else list(ids),
+                                  "kind": None if kind is None else lr.kind_value(kind)}
         where = "user_id = %(user)s" + (" AND id = ANY(%(ids)s)" if ids is not None else "") + (
             " AND kind = %(kind)s" if kind is not None else "")
         rows = conn.execute(self.q(f"SELECT {', '.join(lr.ENTITY_COLUMNS)} FROM {{entities}} WHERE {where} "

@@ -151,7 +151,7 @@ def entities(conn: sqlite3.Connection, user_id: str, ids: Sequence[str] | None, 
     _in("id", None if ids is None else list(ids), clauses, params)
     if kind is not None:
         clauses.append("kind=?")
-        params.append(kind)
+        params.append(lr.kind_value(kind))
     rows = conn.execute(f"SELECT {_E} FROM entities WHERE {' AND '.join(clauses)} ORDER BY id", params).fetchall()
     if not rows:
         return []

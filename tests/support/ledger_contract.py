@@ -69,6 +69,8 @@ def test_ledger_items_round_trip_and_upsert_by_id(store):
     assert [v.value for v in store.profile_values("alice", key="home")] == ["York"]
     assert sorted(e.id for e in store.entities("alice")) == ["alice-e-leeds", "alice-e-mel", "e-1"]
     assert [e.id for e in store.entities("alice", kind="place")] == ["alice-e-leeds"]
+    assert [e.id for e in store.entities("alice", kind=EntityKind.PLACE, ids=["e-1", "alice-e-leeds"])] == [
+        "alice-e-leeds"]
     assert store.entities("bob") == [] and store.profile_values("bob") == []
 
 
