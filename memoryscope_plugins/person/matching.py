@@ -2,9 +2,10 @@
 
 The rules, which `NameMatcher.find` follows:
 
-- Every name of an entity counts: its canonical name and its aliases. A name shorter than two
-  characters, longer than `MAX_NAME_CHARS`, or that is only a function word ("it", "我们") is never
-  matched: it would match everywhere.
+- Every name of an entity counts: its canonical name and its aliases. Names are compared normalised
+  (`normalise_name`: case, width and punctuation folded), so a name shorter than two characters once
+  normalised ("J", "C++" which is "c"), longer than `MAX_NAME_CHARS`, or a lower-case function word
+  ("it", "will", "我们") is never matched: it would match everywhere.
 - English (and any other non-CJK script) matches whole words only: "Mel" is found in "Mel's" and
   "(Mel)" but not in "Melody", "Mel2" or "Mel-Anne"; a name inside CJK text still matches
   ("我用Figma做设计"). Spaces inside a name match any run of white space.
