@@ -14,7 +14,8 @@ The rules:
 - A new value of a single-valued key replaces the current one: the old value gets `valid_to` = the
   new value's `valid_from` and `superseded_by` = its id (history, not overwrite). Multi-valued keys
   accumulate. A value said *before* a value already known to start later (a late or out-of-order
-  observation) does not replace it: it is stored as history, ending where its successor starts.
+  observation) does not replace it: it is stored as history, ending where its successor starts (and
+  the value true until then ends where it starts).
 - A user's correction (`set_by_user`) starts at the moment of the edit, so by the rule above a
   proposal said before the edit never replaces it; one said after it does.
 - Nothing is deleted: every value proposed is kept, current or as history (`retract` only ends one).
@@ -243,7 +244,10 @@ def _apply_one(profile: _Profile, key: str, text: str, at: datetime, source_id: 
     later = [value for value in values if _start(value) > at]
     if later:  # said before a value known to start later: history, ending where that one starts
         successor = min(later, key=lambda value: (_start(value), value.id))
-        profile.add(key, text, at, source, "model", valid_to=_start(successor), superseded_by=successor.id)
+        new = profile.add(key, text, at, source, "model", valid_to=_start(successor), superseded_by=successor.id)
+        for value in values:  # the value true at `at` ends there
+            if _start(value) < at and value.valid_to is not None and as_aware(value.valid_to) > at:
+                profile.update(value, valid_to=at, superseded_by=new.id)
         return
     new = profile.add(key, text, at, source, "model")
     for value in values:
@@ -254,8 +258,9 @@ def _apply_one(profile: _Profile, key: str, text: str, at: datetime, source_id: 
 def set_by_user(existing: Iterable[ProfileValue], key: str, value: str, now: datetime, replace: bool = True,
                 *, user_id: str) -> list[ProfileValue]:
     """The values to write when the user sets `key` to `value` at `now` (a correction): a value set
-    by the user, true from `now`; with `replace` (always, for a single-valued key) the key's other
-    current values end at `now`, superseded by it. When the value is already current it is kept
+    by the user, true from `now` (or from the latest start the key has, when one is after `now`);
+    with `replace` (always, for a single-valued key) the key's other current values end then,
+    superseded by it. When the value is already current it is kept
     (its start unchanged) and marked as the user's. Raises ValueError for an empty or too long key
     or value, TypeError on wrong types."""
     moment = _when(now, "now")
@@ -265,13 +270,16 @@ def set_by_user(existing: Iterable[ProfileValue], key: str, value: str, now: dat
     if text is None:
         raise ValueError(f"a profile value is 1 to {MAX_VALUE_CHARS} characters, not blank")
     replace = replace or not is_multi_valued(key)
-    current = [item for item in profile.of_key(key) if item.current]
+    values = profile.of_key(key)
+    current = [item for item in values if item.current]
     kept = next((item for item in current if _same(item.value, text)), None)
+    if replace and kept is None:  # the correction is the latest value, even when a value starts after `now`
+        moment = max([moment, *(_start(item) for item in values)])
     chosen = profile.update(kept, set_by="user") if kept else profile.add(key, text, moment, None, "user")
     if replace:
         for item in current:
             if item.id != chosen.id:
-                profile.update(item, valid_to=moment, superseded_by=chosen.id)
+                profile.update(item, valid_to=max(moment, _start(item)), superseded_by=chosen.id)
     return profile.result()
 
 
