@@ -5,8 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from memoryscope_plugins.person import (
     NameMatcher,
@@ -19,10 +18,9 @@ from memoryscope_plugins.person import (
     rename,
     timeline,
 )
-from memoryscope_plugins.person.ledger import HALF_LIFE_DAYS, relevance
+from memoryscope_plugins.person.ledger import HALF_LIFE_DAYS, Order, relevance
 from memoryscope_plugins.types import EntityKind, MemoryType
 from tests.person.helpers import T0, entity, memory, mention
-
 
 # -- record_mentions ------------------------------------------------------------------------------
 
@@ -57,11 +55,11 @@ def test_another_users_entities_are_never_linked():
 
 def test_record_mentions_refuses_wrong_types():
     with pytest.raises(TypeError):
-        record_mentions([entity("mel", "Mel")], ["Mel"])  # type: ignore[list-item]
+        record_mentions([entity("mel", "Mel")], ["Mel"])
     with pytest.raises(TypeError):
-        record_mentions([entity("mel", "Mel")], "Mel")  # type: ignore[arg-type]
+        record_mentions([entity("mel", "Mel")], "Mel")
     with pytest.raises(TypeError):
-        record_mentions(["Mel"], [])  # type: ignore[list-item]
+        record_mentions(["Mel"], [])
 
 
 # -- plan_new_entities ----------------------------------------------------------------------------
@@ -174,13 +172,13 @@ def test_plan_new_entities_validates_its_inputs():
     with pytest.raises(ValueError):
         plan_new_entities("", [], [], [], T0)
     with pytest.raises(TypeError):
-        plan_new_entities("u", [], [{"name": "Mel"}], ["Mel"], T0)  # type: ignore[list-item]
+        plan_new_entities("u", [], [{"name": "Mel"}], ["Mel"], T0)
     with pytest.raises(TypeError):
-        plan_new_entities("u", [], [], "Mel", T0)  # type: ignore[arg-type]
+        plan_new_entities("u", [], [], "Mel", T0)
     with pytest.raises(TypeError):
-        plan_new_entities("u", [], [], [None], T0)  # type: ignore[list-item]
+        plan_new_entities("u", [], [], [None], T0)
     with pytest.raises(TypeError):
-        plan_new_entities("u", ["Mel"], [], [], T0)  # type: ignore[list-item]
+        plan_new_entities("u", ["Mel"], [], [], T0)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
@@ -227,9 +225,9 @@ def test_merge_refuses_two_users_the_same_entity_and_wrong_types():
     with pytest.raises(ValueError):
         merge(entity("a", "Mel"), entity("a", "Mel"), [])
     with pytest.raises(TypeError):
-        merge(entity("a", "Mel"), "b", [])  # type: ignore[arg-type]
+        merge(entity("a", "Mel"), "b", [])
     with pytest.raises(TypeError):
-        merge(entity("a", "Mel"), entity("b", "Bo"), ["m1"])  # type: ignore[list-item]
+        merge(entity("a", "Mel"), entity("b", "Bo"), ["m1"])
 
 
 def test_rename_keeps_the_old_name_as_an_alias():
@@ -248,9 +246,9 @@ def test_rename_refuses_unusable_names(bad):
 
 def test_rename_refuses_wrong_types():
     with pytest.raises(TypeError):
-        rename(entity("a", "Mel"), None)  # type: ignore[arg-type]
+        rename(entity("a", "Mel"), None)
     with pytest.raises(TypeError):
-        rename("Mel", "Bo")  # type: ignore[arg-type]
+        rename("Mel", "Bo")
 
 
 # -- rank ------------------------------------------------------------------------------------------
@@ -258,8 +256,8 @@ def test_rename_refuses_wrong_types():
 NOW = T0 + timedelta(days=365)
 
 
-def ranked(order: str, entities) -> list[str]:
-    return [e.id for e in rank(entities, order, now=NOW)]  # type: ignore[arg-type]
+def ranked(order: Order, entities) -> list[str]:
+    return [e.id for e in rank(entities, order, now=NOW)]
 
 
 def test_frequency_and_recency_orders_with_ties_by_name():
@@ -287,11 +285,11 @@ def test_rank_limit_and_validation():
     assert [e.id for e in rank(items, "frequency", now=NOW, limit=2)] == ["4", "3"]
     assert rank(items, "frequency", limit=0) == []
     with pytest.raises(ValueError):
-        rank(items, "alphabet")  # type: ignore[arg-type]
+        rank(items, "alphabet")
     with pytest.raises(ValueError):
         rank(items, "frequency", limit=-1)
     with pytest.raises(TypeError):
-        rank([1, 2])  # type: ignore[list-item]
+        rank([1, 2])
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
@@ -328,6 +326,6 @@ def test_timeline_reads_naive_and_other_zones_as_utc_instants():
 def test_timeline_validation_and_empty():
     assert timeline([], "week") == []
     with pytest.raises(ValueError):
-        timeline([], "day")  # type: ignore[arg-type]
+        timeline([], "day")
     with pytest.raises(TypeError):
-        timeline([1], "week")  # type: ignore[list-item]
+        timeline([1], "week")

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from memoryscope_plugins.person import NameMatcher, normalise_name
 from memoryscope_plugins.types import EntityKind
@@ -26,7 +25,7 @@ def test_normalise_name_folds_case_width_space_and_punctuation(raw, folded):
 
 def test_normalise_name_rejects_a_non_str():
     with pytest.raises(TypeError):
-        normalise_name(None)  # type: ignore[arg-type]
+        normalise_name(None)
 
 
 def test_english_names_on_word_boundaries_with_possessives():
@@ -124,13 +123,13 @@ def test_regex_metacharacters_in_names_are_literal():
 
 def test_hostile_input_is_refused_clearly():
     with pytest.raises(TypeError):
-        NameMatcher("Mel")  # type: ignore[arg-type]
+        NameMatcher("Mel")
     with pytest.raises(TypeError):
-        NameMatcher([object()])  # type: ignore[list-item]
+        NameMatcher([object()])
     with pytest.raises(TypeError):
-        NameMatcher(42)  # type: ignore[arg-type]
+        NameMatcher(42)
     with pytest.raises(TypeError):
-        NameMatcher([]).find(None)  # type: ignore[arg-type]
+        NameMatcher([]).find(None)
 
 
 def test_no_entities_finds_nothing_and_odd_text_is_safe():

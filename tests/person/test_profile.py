@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from memoryscope_plugins.person import (
     ProfileProposal,
@@ -58,7 +57,7 @@ def test_empty_or_huge_keys_are_refused(bad):
 
 def test_a_non_str_key_is_refused():
     with pytest.raises(TypeError):
-        normalise_key(3)  # type: ignore[arg-type]
+        normalise_key(3)
 
 
 @pytest.mark.parametrize(("key", "multi"), [
@@ -185,7 +184,7 @@ def test_a_retracted_value_said_again_before_its_end_adds_evidence_only():
 
 def test_invalid_proposals_are_skipped_and_nothing_else_changes():
     proposals = [said("", "x", 0), said("home", "   ", 1), said("home", "x" * 500, 2), said("!!", "Leeds", 3),
-                 ProfileProposal("home", None, "m", at(4)),  # type: ignore[arg-type]
+                 ProfileProposal("home", None, "m", at(4)),
                  ProfileProposal("home", "Leeds", None, at(5))]
     changes = apply([], proposals, user_id="u", now=at(100))
     assert [(v.key, v.value, v.source_ids) for v in changes] == [("home", "Leeds", [])]
@@ -195,11 +194,11 @@ def test_apply_validates_its_inputs():
     with pytest.raises(ValueError):
         apply([], [], user_id="")
     with pytest.raises(TypeError):
-        apply([], [("home", "Leeds")], user_id="u")  # type: ignore[list-item]
+        apply([], [("home", "Leeds")], user_id="u")
     with pytest.raises(TypeError):
-        apply([], [ProfileProposal("home", "Leeds", "m", "yesterday")], user_id="u")  # type: ignore[arg-type]
+        apply([], [ProfileProposal("home", "Leeds", "m", "yesterday")], user_id="u")
     with pytest.raises(TypeError):
-        apply("values", [], user_id="u")  # type: ignore[arg-type]
+        apply("values", [], user_id="u")
     other = run([], said("home", "Leeds", 0))
     with pytest.raises(ValueError):
         apply(other, [], user_id="v")
