@@ -165,3 +165,11 @@ def test_matches_never_overlap_are_ordered_and_spell_a_known_name(names, pieces)
         assert 0 <= match.start < match.end <= len(text)
         assert normalise_name(text[match.start:match.end]) == normalise_name(match.name)
         assert match.name in names
+
+
+def test_any_case_names_read_the_text_lowered_without_shifting_offsets():
+    matcher = NameMatcher([entity("i", "istanbul", kind=EntityKind.TOPIC),
+                           entity("x", "小米SU7", kind=EntityKind.OBJECT),
+                           entity("p", "pottery", kind=EntityKind.TOPIC)])
+    text = "İİ İSTANBUL, 我买了小米su7 and POTTERY"
+    assert spans(matcher, text) == [("istanbul", "İSTANBUL"), ("小米SU7", "小米su7"), ("pottery", "POTTERY")]
