@@ -5,7 +5,8 @@ renaming, ranking and the timeline. Pure functions over the records of `types`: 
   finds one of its names (`matching`); each turn counts once per entity (`counted=True`); observations
   and insights link as evidence (`counted=False`), they repeat what a turn said.
 - New entities (`plan_new_entities`) come from what consolidation's answer proposes, checked: a name
-  the message does not contain is invented and dropped; a name shorter than 2 characters, longer
+  the message does not contain is invented and dropped (quotes, brackets and an English possessive
+  around a name are taken off first: "“Mel's”" is Mel); a name shorter than 2 characters, longer
   than `MAX_NAME_CHARS`, a pronoun or a function word is dropped; names are compared normalised, so
   "Mel" proposed twice, or "mel" when "Mel" is known, is one entity; `alias_of` a known entity adds
   the name as its alias (小王 for 王磊); a kind the ledger does not know is a topic, and a topic
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -176,7 +178,8 @@ def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Seque
         raise TypeError("texts must be a sequence of str")
     plan = _Plan(user_id, [e for e in entity_list(existing) if e.user_id == user_id],
                  as_aware(now) if isinstance(now, datetime) else utc_now())
-    accepted = [(index, proposal) for index, proposal in enumerate(proposals) if _grounded(proposal, texts)]
+    cleaned = [_cleaned(proposal) for proposal in proposals]
+    accepted = [(index, proposal) for index, proposal in enumerate(cleaned) if _grounded(proposal, texts)]
     for _, proposal in accepted:  # aliases last: their target may be proposed in the same batch
         if proposal.alias_of is None or not _acceptable(proposal.alias_of):
             _place(plan, proposal.name, entity_kind(proposal.kind), None)
@@ -191,9 +194,27 @@ def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Seque
     return list(plan.changed.values()), ids
 
 
-def _grounded(proposal: object, texts: Sequence[str]) -> bool:
+_QUOTES = "\"'“”‘’«»「」『』《》()（）[]【】.,;:!?。，；：！？、 "
+_POSSESSIVE = re.compile(r"['’]s?$")
+
+
+def _clean_name(name: object) -> object:
+    """A proposed name without the quotes, brackets, end punctuation and English possessive a model
+    may leave on it ("“Mel's”" -> "Mel"); anything but a str as it is (rejected later)."""
+    if not isinstance(name, str) or len(name) > MAX_NAME_CHARS * 4:
+        return name
+    stripped = " ".join(name.split()).strip(_QUOTES)
+    return _POSSESSIVE.sub("", stripped) if not CJK.search(stripped) else stripped
+
+
+def _cleaned(proposal: object) -> ProposedEntity:
     if not isinstance(proposal, ProposedEntity):
         raise TypeError(f"proposals must hold ProposedEntity records, got {type(proposal).__name__}")
+    return dataclasses.replace(proposal, name=_clean_name(proposal.name),  # type: ignore[arg-type]
+                               alias_of=_clean_name(proposal.alias_of))  # type: ignore[arg-type]
+
+
+def _grounded(proposal: ProposedEntity, texts: Sequence[str]) -> bool:
     index = proposal.message_index
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(texts):
         return False

@@ -106,6 +106,15 @@ def test_empty_huge_and_function_word_names_are_dropped():
     assert plan_new_entities("u", [], proposals, [text], T0) == ([], {})
 
 
+def test_quotes_brackets_and_possessives_are_taken_off_a_proposed_name():
+    texts = ["I went to “Mel's” shop with (Anna) and 「王磊」"]
+    proposals = [ProposedEntity("“Mel's”", "person", None, 0), ProposedEntity("(Anna)", "person", None, 0),
+                 ProposedEntity("「王磊」。", "person", None, 0), ProposedEntity("Anna’s", "person", None, 0)]
+    new, ids = plan_new_entities("u", [], proposals, texts, T0)
+    assert sorted(e.name for e in new) == ["Anna", "Mel", "王磊"]
+    assert ids[1] == ids[3]
+
+
 def test_unknown_kinds_become_topics_and_a_topic_is_refined_later():
     new, ids = plan_new_entities("u", [], [ProposedEntity("pottery", "hobby!!", None, 0)], ["pottery class"], T0)
     assert new[0].kind is EntityKind.TOPIC
