@@ -84,7 +84,8 @@ def record_mentions(entities: Iterable[Entity] | NameMatcher, memories: Iterable
     the entity. Turns and memories added by hand count (`counted=True`); observations and insights
     are evidence only. `entities` may be a `NameMatcher` built for them (reuse one per user).
 
-    Only entities of the memory's own user are linked. Raises TypeError on wrong types."""
+    Pass one user's entities (a name two users share belongs to one of them in a matcher); only
+    entities of the memory's own user are linked. Raises TypeError on wrong types."""
     matcher = entities if isinstance(entities, NameMatcher) else NameMatcher(entities)
     if isinstance(memories, (str, bytes)) or not hasattr(memories, "__iter__"):
         raise TypeError(f"memories must be an iterable of Memory, got {type(memories).__name__}")
