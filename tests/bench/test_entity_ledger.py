@@ -212,3 +212,58 @@ def test_the_bench_folder_is_not_shipped() -> None:
     assert "memoryscope_plugins.bench" in quoted  # the section read is the package list
     assert not [q for q in quoted if q == "bench" or q.startswith(("bench.", "bench/"))]
     assert not (ROOT / "MANIFEST.in").exists() and not (ROOT / "setup.py").exists()
+
+
+# -- the run: recording and the turn -> memory mapping (no model: the ledger read is a stand-in) ----
+
+class _NameLedger:
+    """A stand-in for the store's ledger reads: links each known name to the turn memories whose
+    text contains it, and records what it was asked."""
+
+    def __init__(self, store: object, names: dict[str, tuple[str, EntityKind]]) -> None:
+        self.store, self.names = store, names
+        self.asked: list[tuple[str, list[str]]] = []
+
+    def entities(self, user_id: str, *, ids=None, kind=None) -> list[Entity]:
+        return [Entity(id=name, user_id=user_id, name=canonical, kind=k) for name, (canonical, k) in self.names.items()]
+
+    def mentions(self, user_id: str, *, entity_ids=None, memory_ids=None) -> list[EntityMention]:
+        self.asked.append((user_id, sorted(memory_ids or [])))
+        memories = self.store.get(user_id, list(memory_ids or []))  # type: ignore[attr-defined]
+        return [mention(name, m.id) for m in memories for name in self.names if name in m.content]
+
+
+def test_run_set_records_the_labelled_turns_and_scores_the_ledger_per_turn(tmp_path, monkeypatch) -> None:
+    data = [{"sample_id": "conv-x", "qa": [], "conversation": {
+        "speaker_a": "Caroline", "speaker_b": "Melanie",
+        "session_1_date_time": "1:56 pm on 8 May, 2023", "session_2_date_time": "1:14 pm on 25 May, 2023",
+        "session_1": [{"speaker": "Caroline", "dia_id": "D1:1", "text": "Hey Mel! I went to Sweden."},
+                      {"speaker": "Melanie", "dia_id": "D1:2", "text": "Cool! How was it?"}],
+        "session_2": [{"speaker": "Caroline", "dia_id": "D2:1", "text": "Mel, Oliver says hi.",
+                       "blip_caption": "a photo of a cat"},
+                      {"speaker": "Melanie", "dia_id": "D2:2", "text": "Not labelled: Sweden again."}]}}]
+    (tmp_path / "data.json").write_text(json.dumps(data), encoding="utf-8")
+    (tmp_path / "settings.yaml").write_text("{}\n", encoding="utf-8")
+    labels = el.Labels("en", (
+        turn("D1:1", label("Mel", canonical="Melanie"), label("Sweden", "place"), conversation="conv-x"),
+        turn("D1:2", conversation="conv-x"),
+        turn("D2:1", label("Mel", canonical="Melanie"), label("Oliver", "pet"), conversation="conv-x")))
+    readers: list[_NameLedger] = []
+
+    def reader(store: object) -> _NameLedger:
+        names = {"Mel": ("Melanie", EntityKind.PERSON), "Sweden": ("Sweden", EntityKind.PLACE),
+                 "cat": ("cat", EntityKind.PET)}
+        readers.append(_NameLedger(store, names))
+        return readers[0]
+
+    monkeypatch.setattr(el, "_reader", reader)
+    result = el.run_set(tmp_path / "data.json", labels, tmp_path / "settings.yaml", tmp_path / "kept")
+    assert result["consolidation"]["conv-x"]["turns"] == 3  # D2:2 is not labelled: not recorded
+    assert [user for user, _ in readers[0].asked] == ["conv-x"] and len(readers[0].asked[0][1]) == 3
+    mentions = result["mentions"]
+    assert (mentions["matched"], mentions["ledger"], mentions["labelled"]) == (3, 4, 4)
+    # the caption "[shares a photo of a cat]" is recorded with the turn: a false link, as in a real run
+    assert mentions["false"] == [{"conversation": "conv-x", "dia_id": "D2:1", "name": "cat", "kind": "pet"}]
+    assert [m["name"] for m in mentions["missed"]] == ["Oliver"]
+    assert result["entities"]["labelled"] == 3 and result["entities"]["matched"] == 2
+    assert (tmp_path / "kept" / "ledger-en.db").exists()
