@@ -3,16 +3,18 @@
     python bench/entity_ledger.py --settings llm.yaml \\
         --set ../shared/data/locomo_dev.json bench/data/entities_en.json \\
         --set ../shared/data/zh_memory_dev.json bench/data/entities_zh.json \\
-        [--limit-turns N] [--out result.json] [--keep DIR]
+        [--limit-turns N] [--consolidate session|end] [--out result.json] [--keep DIR]
 
 For each `--set DATA LABELS` (a LoCoMo-format file and a labels file of `bench/data/`), the labelled
 turns (the first turns of each labelled conversation, in session order; with `--limit-turns N` only
 the first N labelled turns of each conversation) are recorded into a fresh temporary SQLite store
 with `MemoryScope.record`, exactly as `bench qa`'s `consolidated` configuration records them
 (`memoryscope_plugins.bench.locomo.ingest`: one user per conversation, one `record` call per turn,
-the LoCoMo image caption appended as "[shares ...]"), then consolidated with the model of the
-settings file (its `llm` section; consolidation is switched on, no background worker). The ledger
-is then read back and scored against the labels:
+the LoCoMo image caption appended as "[shares ...]"), and consolidated with the model of the
+settings file (its `llm` section; consolidation is switched on, no background worker): after each
+session by default, so that the names of entities already known are counted at record time as in an
+application, or with `--consolidate end` once after all the turns (as `bench qa`'s consolidated
+store is built). The ledger is then read back and scored against the labels:
 
 - which turn is which: `ingest` keeps each turn's LoCoMo id in the turn memory's metadata
   (`metadata["dia_id"]`); the turn memories are listed and mapped dia_id -> memory id, and the
@@ -287,10 +289,42 @@ def _labelled_conversation(conv: Any, wanted: set[str]) -> Any:
     return dataclasses.replace(conv, sessions=[s for s in sessions if s.turns], questions=[])
 
 
-def run_set(data: Path, labels: Labels, settings_path: Path, keep: Path | None) -> dict[str, Any]:
-    """Records and consolidates one labelled set, reads its ledger back and scores it."""
+def _record(memory: Any, conv: Any, consolidate: str) -> dict[str, Any]:
+    """Records the conversation's turns as bench ingest does and consolidates them: after each
+    session ("session": later sessions' names of known entities are then counted at record time,
+    as in an application) or once at the end ("end", as `bench qa`'s consolidated store)."""
+    from memoryscope_plugins.bench.locomo import ingest
+
+    parts = [conv] if consolidate == "end" else [dataclasses.replace(conv, sessions=[s]) for s in conv.sessions]
+    counts, skipped = Counter[str](), []
+    for part in parts:
+        counts["turns"] += ingest(memory, part, "turns")
+        report = memory.consolidate(conv.id)
+        counts.update(llm_calls=report.llm_calls, errors=len(report.errors), failed_messages=report.failed_messages)
+        if report.skipped_reason and report.skipped_reason not in skipped:
+            skipped.append(report.skipped_reason)
+    return {**{k: counts[k] for k in ("turns", "llm_calls", "errors", "failed_messages")}, "skipped": skipped}
+
+
+def _read_ledger(memory: Any, user_id: str) -> tuple[list[Entity], dict[str, list[LedgerEntity]]]:
+    """The user's ledger entities, and those linked to each turn (by dia_id): bench ingest keeps
+    the LoCoMo turn id in the turn memory's metadata["dia_id"]."""
+    from memoryscope_plugins.bench.locomo import covered_turns
+
+    reader = _reader(memory.store)
+    turns = memory.list(user_id, types=["turn"], limit=10_000)
+    dia_of = {m.id: d for m in turns for d in covered_turns(m.metadata)}
+    entities = reader.entities(user_id)
+    mentions = reader.mentions(user_id, memory_ids=list(dia_of)) if dia_of else []
+    return entities, ledger_by_turn(entities, mentions, dia_of)
+
+
+def run_set(data: Path, labels: Labels, settings_path: Path, keep: Path | None,
+            consolidate: str = "session") -> dict[str, Any]:
+    """Records and consolidates one labelled set in a fresh store, reads its ledger back and
+    scores it."""
     from memoryscope_plugins import MemoryScope, Settings
-    from memoryscope_plugins.bench.locomo import covered_turns, ingest, load_conversations
+    from memoryscope_plugins.bench.locomo import load_conversations
 
     settings = Settings.load(settings_path)
     by_conv = {c.id: c for c in load_conversations(data, require_evidence=False)}
@@ -301,32 +335,24 @@ def run_set(data: Path, labels: Labels, settings_path: Path, keep: Path | None) 
     if missing:
         raise SystemExit(f"{data} has no conversation {missing}")
     with tempfile.TemporaryDirectory(prefix="memoryscope-bench-ledger-") as tmp:
-        folder = keep if keep is not None else Path(tmp)
-        folder.mkdir(parents=True, exist_ok=True)
+        path = (keep if keep is not None else Path(tmp)) / f"ledger-{labels.language or 'set'}.db"
+        if path.exists():
+            raise SystemExit(f"{path} exists: the run needs a fresh store")
+        path.parent.mkdir(parents=True, exist_ok=True)
         driven = settings.model_copy(update={
             "consolidation": settings.consolidation.model_copy(
                 update={"enabled": True, "worker": "none", "flush_on_close": False}),
-            "store": settings.store.model_copy(
-                update={"backend": "sqlite", "path": folder / f"ledger-{labels.language or 'set'}.db"})})
+            "store": settings.store.model_copy(update={"backend": "sqlite", "path": path})})
         ledgers: dict[tuple[str, str], list[LedgerEntity]] = {}
         all_entities: dict[str, list[LedgerEntity]] = {}
         runs = {}
         with MemoryScope(driven) as memory:
-            reader = _reader(memory.store)
             for conv_id, dia_ids in wanted.items():
-                conv = _labelled_conversation(by_conv[conv_id], dia_ids)
-                recorded = ingest(memory, conv, "turns")
-                report = memory.consolidate(conv_id)
-                runs[conv_id] = {"turns": recorded, "llm_calls": report.llm_calls, "errors": len(report.errors),
-                                 "failed_messages": report.failed_messages}
-                turns = memory.list(conv_id, types=["turn"], limit=10_000)
-                dia_of = {m.id: d for m in turns for d in covered_turns(m.metadata)}
-                entities = reader.entities(conv_id)
-                mentions = reader.mentions(conv_id, memory_ids=list(dia_of))
-                for dia, found in ledger_by_turn(entities, mentions, dia_of).items():
-                    ledgers[(conv_id, dia)] = found
+                runs[conv_id] = _record(memory, _labelled_conversation(by_conv[conv_id], dia_ids), consolidate)
+                entities, by_turn = _read_ledger(memory, conv_id)
+                ledgers.update(((conv_id, dia), found) for dia, found in by_turn.items())
                 all_entities[conv_id] = [LedgerEntity.of(e) for e in entities]
-    return {"language": labels.language, "data": str(data), "consolidation": runs,
+    return {"language": labels.language, "data": str(data), "consolidate": consolidate, "consolidation": runs,
             "mentions": score_mentions(labels.turns, ledgers),
             "entities": score_entities(labels.turns, all_entities)}
 
@@ -362,11 +388,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="only the first N labelled turns of each conversation")
     parser.add_argument("--out", type=Path, default=None, help="write the full result (with the errors) as JSON")
     parser.add_argument("--keep", type=Path, default=None, help="keep the stores in this folder (default: temporary)")
+    parser.add_argument("--consolidate", choices=("session", "end"), default="session",
+                        help="consolidate after each session (default; names of known entities are then "
+                             "counted at record time) or once after all turns (as bench qa's consolidated store)")
     args = parser.parse_args(argv)
     results = []
     for data, labels_path in args.sets:
         labels = parse_labels(json.loads(Path(labels_path).read_text(encoding="utf-8")))
-        results.append(run_set(Path(data), limit_turns(labels, args.limit_turns), args.settings, args.keep))
+        results.append(run_set(Path(data), limit_turns(labels, args.limit_turns), args.settings, args.keep,
+                               args.consolidate))
     print(format_table(results))
     if args.out is not None:
         args.out.write_text(json.dumps({"results": results}, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

@@ -233,7 +233,8 @@ class _NameLedger:
         return [mention(name, m.id) for m in memories for name in self.names if name in m.content]
 
 
-def test_run_set_records_the_labelled_turns_and_scores_the_ledger_per_turn(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("consolidate", ["session", "end"])
+def test_run_set_records_the_labelled_turns_and_scores_the_ledger_per_turn(tmp_path, monkeypatch, consolidate) -> None:
     data = [{"sample_id": "conv-x", "qa": [], "conversation": {
         "speaker_a": "Caroline", "speaker_b": "Melanie",
         "session_1_date_time": "1:56 pm on 8 May, 2023", "session_2_date_time": "1:14 pm on 25 May, 2023",
@@ -257,8 +258,10 @@ def test_run_set_records_the_labelled_turns_and_scores_the_ledger_per_turn(tmp_p
         return readers[0]
 
     monkeypatch.setattr(el, "_reader", reader)
-    result = el.run_set(tmp_path / "data.json", labels, tmp_path / "settings.yaml", tmp_path / "kept")
-    assert result["consolidation"]["conv-x"]["turns"] == 3  # D2:2 is not labelled: not recorded
+    result = el.run_set(tmp_path / "data.json", labels, tmp_path / "settings.yaml", tmp_path / "kept", consolidate)
+    run = result["consolidation"]["conv-x"]
+    assert run["turns"] == 3 and run["llm_calls"] == 0  # D2:2 is not labelled: not recorded
+    assert run["skipped"] and result["consolidate"] == consolidate  # no model configured: said, not hidden
     assert [user for user, _ in readers[0].asked] == ["conv-x"] and len(readers[0].asked[0][1]) == 3
     mentions = result["mentions"]
     assert (mentions["matched"], mentions["ledger"], mentions["labelled"]) == (3, 4, 4)
@@ -267,3 +270,27 @@ def test_run_set_records_the_labelled_turns_and_scores_the_ledger_per_turn(tmp_p
     assert [m["name"] for m in mentions["missed"]] == ["Oliver"]
     assert result["entities"]["labelled"] == 3 and result["entities"]["matched"] == 2
     assert (tmp_path / "kept" / "ledger-en.db").exists()
+    with pytest.raises(SystemExit, match="fresh store"):  # a kept store is never measured twice
+        el.run_set(tmp_path / "data.json", labels, tmp_path / "settings.yaml", tmp_path / "kept", consolidate)
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_a_ledger_that_knows_what_the_labels_know_scores_one(language: str) -> None:
+    labels = el.parse_labels(json.loads(LABELS[language].read_text(encoding="utf-8")))
+    names: dict[tuple[str, str], set[str]] = {}
+    for t in labels.turns:
+        for e in t.entities:
+            names.setdefault((t.conversation, e.canonical), set()).add(e.name)
+    ids = {key: f"e{i}" for i, key in enumerate(sorted(names))}
+    kinds = {(t.conversation, e.canonical): EntityKind(e.kind) for t in labels.turns for e in t.entities}
+    ledger = {key: el.LedgerEntity.of(Entity(id=ids[key], user_id=key[0], name=key[1], kind=kinds[key],
+                                             aliases=sorted(names[key] - {key[1]}))) for key in names}
+    by_turn = {(t.conversation, t.dia_id): [ledger[(t.conversation, e.canonical)] for e in t.entities]
+               for t in labels.turns}
+    mentions = el.score_mentions(labels.turns, by_turn)
+    assert mentions["precision"] == mentions["recall"] == mentions["kind_agreement"] == 1.0
+    per_user: dict[str, list[object]] = {}
+    for (conversation, _), entity_ in ledger.items():
+        per_user.setdefault(conversation, []).append(entity_)
+    entities = el.score_entities(labels.turns, per_user)
+    assert entities["precision"] == entities["recall"] == 1.0 and entities["labelled"] == len(names)
