@@ -23,9 +23,10 @@ store is built). The ledger is then read back and scored against the labels:
 - mention level (micro over (turn, entity) pairs): a labelled entity and a ledger entity of the same
   turn match when one of the ledger entity's names or aliases equals the label's written name or its
   canonical name after normalisation (NFKC, case folded, a trailing possessive dropped, punctuation
-  and spaces folded), each at most once; precision = matched / ledger mentions of the labelled turns,
-  recall = matched / labelled mentions, F1; per language and per kind (recall by the label's kind,
-  precision by the ledger entity's kind; `kind_agreement` is the share of matches whose kinds agree);
+  and spaces folded, a leading "the" dropped), each at most once; precision = matched / ledger
+  mentions of the labelled turns, recall = matched / labelled mentions, F1; per language and per kind
+  (recall by the label's kind, precision by the ledger entity's kind; `kind_agreement` is the share
+  of matches whose kinds agree);
 - entity level (per conversation, i.e. per user): precision = the ledger's entities that match a
   labelled entity (any of its names) / the ledger's entities; recall = the labelled entities
   (distinct canonical names) that some ledger entity matches / the labelled entities.
@@ -117,13 +118,15 @@ def limit_turns(labels: Labels, per_conversation: int | None) -> Labels:
 
 _POSSESSIVE = re.compile(r"['\u2019]s$")
 _FOLD = re.compile(r"[\W_]+")
+_ARTICLE = re.compile(r"^the ")
 
 
 def normalise(name: str) -> str:
     """A name as compared: NFKC, case folded, a trailing possessive dropped ("Mel's" -> "mel"),
-    runs of punctuation and spaces folded to one space ("LGBTQ+" -> "lgbtq")."""
+    runs of punctuation and spaces folded to one space ("LGBTQ+" -> "lgbtq"), a leading "the"
+    dropped ("the Minnesota Wolves" and "Minnesota Wolves" are one name)."""
     text = _POSSESSIVE.sub("", unicodedata.normalize("NFKC", name).strip())
-    return _FOLD.sub(" ", text.casefold()).strip()
+    return _ARTICLE.sub("", _FOLD.sub(" ", text.casefold()).strip())
 
 
 @dataclasses.dataclass(frozen=True)

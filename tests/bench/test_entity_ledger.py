@@ -60,7 +60,8 @@ LUNA = entity("e5", "Luna", EntityKind.PERSON)  # a pet the ledger took for a pe
 @pytest.mark.parametrize(("raw", "expected"), [
     ("Mel's", "mel"), ("Mel\u2019s", "mel"), ("LGBTQ+", "lgbtq"), ("  Amy  Ellis-Nutt ", "amy ellis nutt"),
     ("\uff2c\uff27\uff22\uff34\uff31", "lgbtq"), ("Charlotte's Web", "charlotte s web"), ("林晓雯", "林晓雯"),
-    ("mini 12", "mini 12"), ("西溪湿地。", "西溪湿地"), ("", ""),
+    ("mini 12", "mini 12"), ("西溪湿地。", "西溪湿地"), ("", ""), ("the Minnesota Wolves", "minnesota wolves"),
+    ("The Name of the Wind", "name of the wind"), ("Theo", "theo"),
 ])
 def test_normalise(raw: str, expected: str) -> None:
     assert el.normalise(raw) == expected
