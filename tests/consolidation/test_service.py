@@ -391,12 +391,10 @@ def test_a_crash_mid_way_resumes_on_restart_without_duplicates(tmp_path, server,
         assert restarted.store.users_with_pending()
         done_before = sum(len(restarted.list(u, types=["observation"])) for u in ("u1", "u2", "u3"))
         assert 0 < done_before < 12
-        started = time.monotonic()
         assert restarted.flush(timeout=30) is True
         assert restarted.store.users_with_pending() == []
         for user in ("u1", "u2", "u3"):
             assert_exactly_once(restarted, user, 4)
-        assert time.monotonic() - started < 20
     finally:
         restarted.close()
 
