@@ -104,3 +104,140 @@ def test_the_entities_schema_reaches_the_endpoint(tmp_path, server, brain, local
         assert json.loads(json.dumps(entries(brain.prompts[0], [])))["messages"][0]["entities"] == []
     finally:
         engine.close()
+
+
+# -- the ledger and the profile in the store ----------------------------------------------------------
+
+
+def ledger(engine, user="anna"):
+    entities = {e.name: e for e in engine.store.entities(user)}
+    return entities, engine.store.mentions(user), engine.store.profile_values(user)
+
+
+def turn_id(engine, text: str, user="anna") -> str:
+    return next(m.id for m in engine.store.recent_messages(user, None, None, 1000) if m.message.content == text)
+
+
+def test_consolidation_builds_the_ledger_and_keeps_the_profile_current(tmp_path, server, brain, local_embedder):
+    said = {"Boston is freezing today.": [],
+            "I live in Boston now.": [obs("Anna lives in Boston.", [1], profile={"key": "lives in", "value": "Boston"}),
+                                      named("Boston", 1, kind="city")],
+            "My friend Melanie runs a vintage shop.": [
+                obs("Anna's friend Melanie runs a vintage shop.", [1], about="Melanie",
+                    profile={"key": "friends", "value": "Melanie"}), named("Melanie", 1),
+                named("Caroline", 1)],  # not in the message: never an entity
+            "Everyone calls her Mel, Melanie I mean.": [named("Mel", 1, alias_of="Melanie")],
+            "We moved to Denver last month, Mel helped.": [
+                obs("Anna moved to Denver.", [1], kind="event", time="last month",
+                    profile={"home": "Denver"}), named("Denver", 1, kind="place"), named("Mel", 1)]}
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        for month, text in enumerate(said, start=1):
+            engine.record("anna", [user_msg(text, at(1, month=month))])
+            engine.consolidate("anna")
+        entities, mentions, profile = ledger(engine)
+        assert sorted(entities) == ["Boston", "Denver", "Melanie"]
+        boston, melanie = entities["Boston"], entities["Melanie"]
+        assert boston.kind.value == "place" and melanie.aliases == ["Mel"]
+        # "Boston is freezing today." was said before Boston was known: found again and counted
+        assert boston.mention_count == 2 and boston.first_mentioned_at == at(1, month=1)
+        assert melanie.mention_count == 3 and melanie.last_mentioned_at == at(1, month=5)
+        counted = {(m.entity_id, m.memory_id) for m in mentions if m.counted}
+        assert (boston.id, turn_id(engine, "Boston is freezing today.")) in counted
+        evidence = {m.memory_id for m in mentions if not m.counted and m.entity_id == melanie.id}
+        assert [m.content for m in engine.store.get("anna", sorted(evidence))] == \
+            ["Anna's friend Melanie runs a vintage shop."]
+        # the profile: a value stated, changed later, kept as history, with its sources and times
+        homes = sorted((v for v in profile if v.key == "home"), key=lambda v: v.valid_from)
+        assert [(v.value, v.current) for v in homes] == [("Boston", False), ("Denver", True)]
+        denver = next(m for m in engine.list("anna", types=["observation"]) if "Denver" in m.content)
+        assert homes[1].source_ids == [denver.id] and homes[1].valid_from == denver.event_start
+        assert homes[0].superseded_by == homes[1].id and homes[0].valid_to == homes[1].valid_from
+        assert [v.value for v in profile if v.key == "friends"] == ["Melanie"]
+    finally:
+        engine.close()
+
+
+def test_the_report_names_new_entities_and_profile_values(tmp_path, server, brain, local_embedder):
+    brain.extract = lambda p: [obs("Anna lives in Boston.", [1], profile={"key": "home", "value": "Boston"}),
+                               named("Boston", 1, kind="place")]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg("I live in Boston now.", at(1))])
+        report = engine.consolidate("anna")
+        assert report.entities == ["Boston (place)"] and report.profile == ["home: Boston"]
+        assert "new entity: Boston (place)" in report.lines() and report.llm_calls == 1
+    finally:
+        engine.close()
+
+
+def test_a_value_neither_the_observation_nor_its_message_says_is_not_a_profile_value(tmp_path, server, brain,
+                                                                                    local_embedder):
+    brain.extract = lambda p: [obs("Anna lives in Boston.", [1], profile={"key": "home", "value": "Paris"}),
+                               obs("Anna's novel is set in Rome.", [1], reality="fiction",
+                                   profile={"key": "home", "value": "Rome"})]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg("I live in Boston now, and my novel is set in Rome.", at(1))])
+        engine.consolidate("anna")
+        assert engine.store.profile_values("anna") == []
+    finally:
+        engine.close()
+
+
+def test_a_broken_answer_leaves_the_ledger_untouched(tmp_path, server, brain, local_embedder):
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        brain.extract = lambda p: '{"observations": "not the shape asked for"}'
+        engine.record("anna", [user_msg("I live in Boston now.", at(1))])
+        report = engine.consolidate("anna")
+        assert report.errors and states(engine) == {"I live in Boston now.": ("pending", 1)}
+        assert ledger(engine) == ({}, [], [])
+        brain.extract = lambda p: [obs("Anna lives in Boston.", [1], profile={"key": "home", "value": "Boston"}),
+                                   named("Boston", 1, kind="place")]
+        engine.consolidate("anna")  # the next run succeeds, with everything
+        entities, mentions, profile = ledger(engine)
+        assert list(entities) == ["Boston"] and len(mentions) == 2 and [v.value for v in profile] == ["Boston"]
+    finally:
+        engine.close()
+
+
+def test_a_step_whose_lease_was_taken_over_writes_no_ledger(tmp_path, server, brain, local_embedder):
+    engine = make_engine(tmp_path, server, local_embedder, lease_ttl_s=30)
+    owner = engine._consolidation.owner
+
+    def taken_over(prompt):  # while the model answers, another worker takes the lease over
+        engine.store.release_lease("anna", owner)
+        assert engine.store.acquire_lease("anna", "another-worker", 30)
+        return [obs("Anna lives in Boston.", [1], profile={"key": "home", "value": "Boston"}),
+                named("Boston", 1, kind="place")]
+
+    brain.extract = taken_over
+    try:
+        engine.record("anna", [user_msg("I live in Boston now.", at(1))])
+        report = engine.consolidate("anna")
+        assert report.errors == ["the user's lease was taken over by another worker"]
+        assert ledger(engine) == ({}, [], []) and engine.list("anna", types=["observation"]) == []
+    finally:
+        engine.close()
+
+
+def test_chinese_names_and_profile_values(tmp_path, server, brain, local_embedder):
+    said = {"我同事王磊下周去杭州出差。": [named("王磊", 1), named("杭州", 1, kind="城市"),
+                                    obs("小美的同事王磊下周去杭州出差。", [1], about="王磊")],
+            "大家都叫王磊小王，我住在南京。": [named("小王", 1, alias_of="王磊"),
+                                  obs("小美住在南京。", [1], about="小美", profile={"key": "住址", "value": "南京"})]}
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    engine = make_engine(tmp_path, server, local_embedder, language="zh")
+    try:
+        for day, text in enumerate(said, start=1):
+            engine.record("xm", [user_msg(text, at(day), name="小美")])
+            engine.consolidate("xm")
+        entities, _, profile = ledger(engine, "xm")
+        assert sorted(entities) == ["杭州", "王磊"]
+        assert entities["王磊"].aliases == ["小王"] and entities["王磊"].mention_count == 2
+        assert entities["杭州"].kind.value == "place"
+        assert [(v.key, v.value, v.current) for v in profile] == [("home", "南京", True)]
+    finally:
+        engine.close()
