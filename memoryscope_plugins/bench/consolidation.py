@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import ConfigError, ValidationError
-from ..settings import Settings
 from ..person.matching import normalise_name
 from ..person.profile import normalise_key
+from ..settings import Settings
 from ..types import Entity, Memory, MemoryStatus, MemoryType, ProfileValue
 
 CHECK_TYPES = ("active", "not_active", "expired", "event", "no_event", "recall", "count_max", "profile",

@@ -24,7 +24,7 @@ from typing import Iterable, Sequence
 from ..person.ledger import ProposedEntity, plan_new_entities, record_mentions
 from ..person.matching import NameMatcher, normalise_name
 from ..person.profile import ProfileProposal, apply
-from ..storage.base import LedgerChanges, MemoryFilter, SearchRequest, StoredMessage
+from ..storage.base import LedgerChanges, MemoryFilter, MemoryStore, SearchRequest, StoredMessage
 from ..storage.text_analysis import analyse
 from ..types import Entity, EntityMention, Memory, MemoryType, ProfileValue, as_aware, utc_now
 from .extract import Extracted, Extraction
@@ -52,7 +52,7 @@ class LedgerPlan:
     profile: list[str] = field(default_factory=list)  # "key: value" set by this step
 
 
-def plan_ledger(store, user_id: str, minable: Sequence[StoredMessage], extraction: Extraction,
+def plan_ledger(store: MemoryStore, user_id: str, minable: Sequence[StoredMessage], extraction: Extraction,
                 observed: Sequence[Observed], language: str) -> LedgerPlan:
     """The ledger and profile changes of one step (see the module docstring)."""
     now = utc_now()
@@ -99,7 +99,7 @@ def _new_names(entity: Entity, before: Entity | None) -> list[str]:
     return [name for name in entity.names if normalise_name(name) not in old]
 
 
-def _earlier_turns(store, user_id: str, names: Sequence[str], skip: set[str]) -> list[Memory]:
+def _earlier_turns(store: MemoryStore, user_id: str, names: Sequence[str], skip: set[str]) -> list[Memory]:
     """The user's earlier turns the full-text search finds for ``names`` (bounded; the matcher
     then keeps only those that really say one)."""
     found: dict[str, Memory] = {}
@@ -115,7 +115,7 @@ def _earlier_turns(store, user_id: str, names: Sequence[str], skip: set[str]) ->
     return list(found.values())[:BACKFILL_MAX]
 
 
-def _profile(store, user_id: str, observed: Sequence[Observed], language: str,
+def _profile(store: MemoryStore, user_id: str, observed: Sequence[Observed], language: str,
              now: datetime) -> tuple[list[ProfileValue], list[str]]:
     """The profile values the step's observations propose, applied to the stored profile; and the
     ``"key: value"`` of the values new to it."""

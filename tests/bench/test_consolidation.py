@@ -47,7 +47,8 @@ OBSERVATIONS = {
     "Tomorrow I'm taking Sofia to the art museum.": [
         obs("Ines is taking Sofia to the art museum.", [], about="Ines", kind="plan", time="Tomorrow",
             date="2026-06-04")],
-    "我在深圳做程序员，平时不喝酒。": [obs("周航在深圳做程序员。", [], about="周航", profile={"key": "职业", "value": "程序员"}),
+    "我在深圳做程序员，平时不喝酒。": [obs("周航在深圳做程序员。", [], about="周航",
+                                        profile={"key": "职业", "value": "程序员"}),
                                     obs("周航不喝酒。", [], about="周航", profile={"key": "diet", "value": "不喝酒"})],
     "最近开始喝红酒了，周末会喝一杯。": [obs("周航开始喝红酒了，周末会喝一杯。", [], about="周航",
                                      profile={"key": "饮食", "value": "喝红酒"})],
@@ -79,7 +80,8 @@ OBSERVATIONS.update({
         obs("Priya moved to Glasgow.", [], about="Priya", kind="event", time="last month",
             profile={"key": "home", "value": "Glasgow"})],
     "Miso already loves the new flat.": [obs("Priya's cat Miso loves the new flat.", [], about="Miso")],
-    "我住在南京，在一家出版社当编辑。": [obs("孙悦住在南京。", [], about="孙悦", profile={"key": "住址", "value": "南京"}),
+    "我住在南京，在一家出版社当编辑。": [obs("孙悦住在南京。", [], about="孙悦",
+                                           profile={"key": "住址", "value": "南京"}),
                                        obs("孙悦在一家出版社当编辑。", [], about="孙悦",
                                            profile={"key": "work", "value": "出版社编辑"})],
     "我上个月跳槽了，现在在一家游戏公司做策划。": [obs("孙悦在一家游戏公司做策划。", [], about="孙悦",
@@ -174,7 +176,7 @@ def run_bench(tmp_path, server, capsys, scenarios: Path = SCENARIOS) -> dict:
     assert main(["--config", str(config), "bench", "consolidation", "--scenarios", str(scenarios),
                  "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "| check type |" in printed and "silent losses" in printed
+    assert "| check type |" in printed and "silent losses" in printed and "\nprofile: " in printed
     return json.loads(out.read_text(encoding="utf-8"))
 
 
@@ -186,12 +188,48 @@ def test_a_strong_model_passes_every_check(tmp_path, server, capsys):
     report = run_bench(tmp_path, server, capsys)
     failed = [(s["name"], f) for s in report["scenarios"] for f in s["failed"]]
     assert failed == []
-    assert report["checks"]["passed"] == report["checks"]["total"] == 15
-    assert set(report["checks"]["by_type"]) == {"active", "not_active", "expired", "event", "recall", "count_max"}
+    assert report["checks"]["passed"] == report["checks"]["total"] == 24
+    assert set(report["checks"]["by_type"]) == {"active", "not_active", "expired", "event", "recall", "count_max",
+                                                "profile", "profile_history", "entity"}
     assert report["messages"] == {"recorded": 16, "done": 16, "pending": 0, "failed": 0, "dropped": 0}
     assert report["silent_losses"] == 0
+    assert report["profile"] == {"passed": 7, "total": 7, "values": 7, "current": 5, "unsourced": 0}
     assert report["llm"]["calls"] >= 5 and report["llm"]["tokens"] > 0
     assert report["record_ms"]["n"] == 16
+
+
+@pytest.mark.slow
+def test_the_profile_scenarios_pass_with_a_strong_model(tmp_path, server, capsys):
+    """Issue 27: a value stated, changed later and asked "now", in English and Chinese: the current
+    value is the new one, the old one is history with its end, and the entities are counted."""
+    brain = Brain()
+    brain.extract, brain.judge = strong_extract, strong_judge
+    server.route(OPENAI_CHAT, brain)
+    report = run_bench(tmp_path, server, capsys, SCENARIOS_PROFILE)
+    failed = [(s["name"], f["what"]) for s in report["scenarios"] for f in s["failed"]]
+    assert failed == []
+    assert report["profile"]["passed"] == report["profile"]["total"] == 7
+    assert report["profile"]["unsourced"] == 0 and report["silent_losses"] == 0
+    assert report["messages"]["done"] == report["messages"]["recorded"] == 11
+    priya = next(s for s in report["scenarios"] if s["name"] == "profile_en_move_and_pet")
+    homes = {v["value"]: v for v in priya["profile_values"] if v["key"] == "home"}
+    assert homes["Bristol"]["valid_to"] == homes["Glasgow"]["valid_from"] and homes["Glasgow"]["current"]
+    assert {e["name"]: e["mentions"] for e in priya["entities"]}["Miso"] == 2
+
+
+@pytest.mark.slow
+def test_a_model_that_writes_no_entities_or_profile_loses_no_message(tmp_path, server, capsys):
+    """The profile checks fail (nothing was proposed), and that is all: every message is done with
+    a verdict, the memory checks pass, nothing rests on no memory."""
+    brain = Brain()
+    brain.extract = lambda prompt: [{k: v for k, v in item.items() if k != "profile"}
+                                    for item in strong_extract(prompt) if "entity" not in item]
+    brain.judge = strong_judge
+    server.route(OPENAI_CHAT, brain)
+    report = run_bench(tmp_path, server, capsys, SCENARIOS_PROFILE)
+    assert report["profile"] == {"passed": 0, "total": 7, "values": 0, "current": 0, "unsourced": 0}
+    assert {f["type"] for s in report["scenarios"] for f in s["failed"]} == {"profile", "profile_history", "entity"}
+    assert report["messages"]["done"] == report["messages"]["recorded"] and report["silent_losses"] == 0
 
 
 @pytest.mark.slow

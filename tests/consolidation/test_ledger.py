@@ -241,3 +241,42 @@ def test_chinese_names_and_profile_values(tmp_path, server, brain, local_embedde
         assert [(v.key, v.value, v.current) for v in profile] == [("home", "南京", True)]
     finally:
         engine.close()
+
+
+def test_a_new_alias_finds_the_earlier_turns_that_used_it(tmp_path, server, brain, local_embedder):
+    said = {"Mel sent me a postcard from Lisbon.": [],  # nobody named Mel is known yet
+            "My friend Melanie runs a vintage shop.": [named("Melanie", 1)],
+            "We all call Melanie Mel, by the way.": [named("Mel", 1, alias_of="Melanie")]}
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        for day, text in enumerate(said, start=1):
+            engine.record("anna", [user_msg(text, at(day))])
+            engine.consolidate("anna")
+        [melanie] = engine.store.entities("anna")
+        assert melanie.aliases == ["Mel"] and melanie.mention_count == 3
+        assert melanie.first_mentioned_at == at(1)
+    finally:
+        engine.close()
+
+
+def test_a_failure_while_planning_the_ledger_never_costs_the_memories(tmp_path, server, brain, local_embedder,
+                                                                      monkeypatch, caplog):
+    from memoryscope_plugins.consolidation import ledger_step
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the ledger rules")
+
+    monkeypatch.setattr(ledger_step, "plan_new_entities", broken)
+    brain.extract = lambda p: [obs("Anna lives in Boston.", [1], profile={"key": "home", "value": "Boston"}),
+                               named("Boston", 1, kind="place")]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg("I live in Boston now.", at(1))])
+        with caplog.at_level("WARNING", logger="memoryscope_plugins.consolidation"):
+            report = engine.consolidate("anna")
+        assert report.added == ["Anna lives in Boston."] and not report.errors
+        assert states(engine) == {"I live in Boston now.": ("done", 0)}
+        assert ledger(engine) == ({}, [], []) and "was not updated" in caplog.text
+    finally:
+        engine.close()
