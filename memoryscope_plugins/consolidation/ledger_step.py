@@ -52,9 +52,10 @@ class LedgerPlan:
     profile: list[str] = field(default_factory=list)  # "key: value" set by this step
 
 
-def plan_ledger(store: MemoryStore, user_id: str, minable: Sequence[StoredMessage], extraction: Extraction,
-                observed: Sequence[Observed], language: str) -> LedgerPlan:
-    """The ledger and profile changes of one step (see the module docstring)."""
+def plan_ledger(store: MemoryStore, user_id: str, batch: Sequence[StoredMessage], minable: Sequence[StoredMessage],
+                extraction: Extraction, observed: Sequence[Observed], language: str) -> LedgerPlan:
+    """The ledger and profile changes of one step (see the module docstring): ``batch`` is every
+    message of the step, ``minable`` its numbered ones (the extraction's message indexes)."""
     now = utc_now()
     existing = list(store.entities(user_id))
     proposals = [ProposedEntity(name=e.name, kind=e.kind, alias_of=e.alias_of, message_index=e.message)
@@ -67,7 +68,7 @@ def plan_ledger(store: MemoryStore, user_id: str, minable: Sequence[StoredMessag
     entities = list({**known, **{e.id: e for e in planned}}.values())
     mentions: dict[tuple[str, str], EntityMention] = {}
     if entities:
-        turns = store.get(user_id, [m.id for m in minable])  # a message and its turn share one id
+        turns = store.get(user_id, [m.id for m in batch])  # a message and its turn share one id
         _link(mentions, NameMatcher(entities), [*turns, *(o.memory for o in observed)])
         renamed = {e.id: _new_names(e, known.get(e.id)) for e in planned}  # new entities, new aliases
         searched = [e for e in planned if renamed[e.id]]

@@ -258,7 +258,7 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     created = [n for n in new if n.repeat_of is None]
     memories = [n.memory for n in created] + list(changes.changed.values())
     memory_vectors = [vectors[i] for i, n in enumerate(new) if n.repeat_of is None] + [None] * len(changes.changed)
-    ledger = _ledger(env, user_id, minable, extraction, new, language)
+    ledger = _ledger(env, user_id, batch, minable, extraction, new, language)
     env.commit(user_id, memories, memory_vectors, [m.id for m in done], anchors=list(changes.changed),
                ledger=ledger.changes if ledger is not None else None)
     report.messages += len(done)
@@ -300,14 +300,14 @@ def _extract(env: StepEnv, user_id: str, batch: Sequence[StoredMessage], minable
     return extract.parse_extraction(value, minable, language=language)
 
 
-def _ledger(env: StepEnv, user_id: str, minable: Sequence[StoredMessage], extraction: Extraction,
-            new: Sequence[_New], language: str) -> LedgerPlan | None:
+def _ledger(env: StepEnv, user_id: str, batch: Sequence[StoredMessage], minable: Sequence[StoredMessage],
+            extraction: Extraction, new: Sequence[_New], language: str) -> LedgerPlan | None:
     """The step's entity ledger and profile changes (`ledger_step`). A failure here never costs
     the step its memories: it is logged and the step commits without ledger changes."""
     observed = [Observed(item=n.item, memory=n.repeat_of if n.repeat_of is not None else n.memory,
                          message=n.source.message.content) for n in new]
     try:
-        return plan_ledger(env.backend.store, user_id, minable, extraction, observed, language)
+        return plan_ledger(env.backend.store, user_id, batch, minable, extraction, observed, language)
     except StoreError:
         raise
     except Exception as exc:  # noqa: BLE001 - the memories matter more than the ledger

@@ -9,7 +9,16 @@ from typing import Any
 
 import pytest
 
-from tests.support.consolidation_helpers import at, entries, make_engine, named, obs, raw_entities, user_msg
+from tests.support.consolidation_helpers import (
+    assistant_msg,
+    at,
+    entries,
+    make_engine,
+    named,
+    obs,
+    raw_entities,
+    user_msg,
+)
 
 MESSAGES = ["My friend Mel runs a vintage shop in Boston.", "Thanks, see you!"]
 
@@ -278,5 +287,20 @@ def test_a_failure_while_planning_the_ledger_never_costs_the_memories(tmp_path, 
         assert report.added == ["Anna lives in Boston."] and not report.errors
         assert states(engine) == {"I live in Boston now.": ("done", 0)}
         assert ledger(engine) == ({}, [], []) and "was not updated" in caplog.text
+    finally:
+        engine.close()
+
+
+def test_the_assistants_turns_of_the_batch_count_too(tmp_path, server, brain, local_embedder):
+    brain.extract = lambda p: [named("Boston", 1, kind="place")]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg("I live in Boston now.", at(1)),
+                               assistant_msg("Boston is lovely in spring!", at(1))])
+        engine.consolidate("anna")
+        [boston] = engine.store.entities("anna")
+        assert boston.mention_count == 2
+        assert {m.memory_id for m in engine.store.mentions("anna")} == \
+            {turn_id(engine, "I live in Boston now."), turn_id(engine, "Boston is lovely in spring!")}
     finally:
         engine.close()
