@@ -232,7 +232,7 @@ def parse_extraction(value: Any, numbered: Sequence[StoredMessage], *, complete:
         if index is None or index in result.accounted:
             continue
         result.accounted.add(index)
-        named = parse_entities(raw.get("entities"), numbered[index].message.content, index)
+        named = parse_entities(_entities_of(raw), numbered[index].message.content, index)
         result.entities.extend(named.entities)
         result.dropped_entities += named.dropped
         seen: set[str] = set()
@@ -250,6 +250,16 @@ def parse_extraction(value: Any, numbered: Sequence[StoredMessage], *, complete:
             else:
                 result.repeated_items += 1
     return result
+
+
+def _entities_of(raw: dict[str, Any]) -> Any:
+    """An entry's ``entities``; when it has none, those a small model wrote inside its
+    observations instead."""
+    value = raw.get("entities")
+    if value is not None:
+        return value
+    misplaced = [item.get("entities") for item in raw["observations"] if isinstance(item, dict)]
+    return [entity for group in misplaced if isinstance(group, list) for entity in group]
 
 
 def _fold(text: str) -> str:

@@ -171,3 +171,15 @@ def test_the_schema_asks_for_entities_and_allows_a_profile():
                                                                    "object", "topic"}
     observation = first["properties"]["observations"]["items"]
     assert "profile" in observation["properties"] and "profile" not in observation["required"]
+
+
+def test_entities_written_inside_the_observations_are_found():
+    answer = {"messages": [entry(1, "My friend Mel", [
+        {"content": "Mel runs a shop in Boston.", "about": "Mel",
+         "entities": [{"name": "Mel", "kind": "person"}, {"name": "Boston", "kind": "place"}]},
+        {"content": "Anna likes Mel.", "entities": "junk"}])]}
+    parsed = parse_extraction(answer, numbered())
+    assert parsed.accounted == {0} and [e.name for e in parsed.entities] == ["Mel", "Boston"]
+    # an entry's own list wins over anything inside its observations
+    answer["messages"][0]["entities"] = [{"name": "Melanie", "kind": "person"}]
+    assert [e.name for e in parse_extraction(answer, numbered()).entities] == ["Melanie"]
