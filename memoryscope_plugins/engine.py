@@ -432,7 +432,8 @@ class MemoryScope:
             raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
 
     def delete_all(self, user_id: str) -> int:
-        """Delete every memory and logged message of one user (and nobody else's); returns the count.
+        """Delete every memory and logged message of one user, with their entity ledger and profile
+        (and nobody else's); returns the count of memories.
         A user id stored before the identifier rule is accepted, so such a user can be removed."""
         return self.store.delete_user(_stored_id(user_id, "user_id"))
 
@@ -474,7 +475,8 @@ class MemoryScope:
             self.store.release_lease(old_user_id, owner)
 
     def export(self, user_id: str, destination: str | os.PathLike[str] | IO[str] | IO[bytes]) -> int:
-        """Write a user's memories as JSON Lines (one memory per line); returns how many.
+        """Write a user's memories as JSON Lines (one memory per line), then their entity ledger and
+        profile (one item per line, `transfer`); returns how many memories.
 
         To a path, nothing there is damaged: a regular file is written beside its final name and
         renamed into place when complete, so a failed export never leaves a truncated file (nor
@@ -491,10 +493,11 @@ class MemoryScope:
 
     def import_(self, user_id: str, source: str | os.PathLike[str] | IO[str] | IO[bytes], *,
                 progress: bool | None = None, batch_size: int = 256) -> int:
-        """Read memories from JSON Lines into a user; returns how many lines were stored.
+        """Read memories (and the entity ledger and profile an export carries, `transfer`) from
+        JSON Lines into a user; returns how many memories were stored.
 
         All or nothing: every line is checked as the engine checks its arguments before anything
-        is written, and the memories are stored in one transaction. A bad line raises
+        is written, and the memories and the ledger are stored in one transaction. A bad line raises
         `ValidationError` naming the line, and nothing of the file is stored. `batch_size` is how
         many memories are embedded per embedder call.
 
@@ -513,12 +516,13 @@ class MemoryScope:
         user_id = _check_id(user_id, "user_id")
         batch_size = validation.check_int(batch_size, "batch_size", 1, 100_000)
         progress = validation.check_optional_bool(progress, "progress")
-        memories = transfer.read_memories(source, user_id, max_content_chars=self.settings.max_content_chars,
-                                          max_metadata_chars=self.settings.max_metadata_chars)
-        named = transfer.named_ids(memories)
+        memories, ledger = transfer.read_export(source, user_id, max_content_chars=self.settings.max_content_chars,
+                                                max_metadata_chars=self.settings.max_metadata_chars)
+        named = transfer.named_ids(memories, ledger)
         own = {m.id for start in range(0, len(named), 500)
                for m in self.store.get(user_id, named[start:start + 500])}
-        mapping = transfer.import_ids(memories, user_id, own)
+        mapping = transfer.import_ids(memories, user_id, own, ledger)
+        ledger = transfer.import_ledger_ids(ledger, self.store, mapping, memories)
         bar = _progress(len(memories), "importing", progress if progress is not None else len(memories) > 1000)
         rows: list[Any] = []
         try:
@@ -529,9 +533,9 @@ class MemoryScope:
                 bar.update(len(batch))
         finally:
             bar.close()
-        if memories:
+        if memories or ledger:
             try:
-                self.store.put(memories, rows)
+                transfer.store_import(self.store, memories, rows, ledger)
             except ValueError:  # only a derived id someone stored verbatim through the library can clash
                 raise ValidationError("import refused, nothing stored: an id clashes with a stored memory") from None
         return transfer.ImportResult(len(memories), mapping)

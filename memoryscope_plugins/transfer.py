@@ -14,20 +14,31 @@ superseded_by, source_ids) is kept only when it already names one of the importi
 UUID of the user and the id, whether or not another user or tenant holds a memory with that id: the
 caller cannot tell the two apart (no id oracle), a re-import of the same file is idempotent, and
 references inside the file stay consistent.
+
+The entity ledger and the profile follow the memories, one item a line, each line marked by its
+``record`` field: ``"entity"`` (id, name, kind, aliases, times, metadata), ``"mention"``
+(entity_id, memory_id, said_at, event_at, counted) and ``"profile"`` (a `ProfileValue` without its
+user). A line without ``record`` is a memory, so an export written before the ledger imports as it
+always did. On import, entity and profile ids follow the rule above for memory ids (kept when
+already the user's, else derived), and the memory ids a mention or a profile value names are mapped
+with the memories'; a mention of a memory or an entity that is neither in the file nor the user's
+is refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
 import uuid
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
+from . import validation
 from .errors import ValidationError
 from .safe_write import open_for_writing
-from .storage.base import MemoryStore
-from .types import Memory
+from .storage.base import LedgerChanges, MemoryStore, VectorRows
+from .types import Entity, EntityKind, EntityMention, Memory, ProfileValue
 from .validation import memory_from_record
 
 MAX_LINE_CHARS = 16 * 1024 * 1024  # one memory: content + metadata + context stay far below this
@@ -36,29 +47,57 @@ _LINE_BREAKS = {code: f"\\u{code:04x}" for code in (0x0B, 0x0C, 0x1C, 0x1D, 0x1E
 
 def memory_line(memory: Memory) -> str:
     """One JSON line (with its newline) for a memory; always encodable as UTF-8."""
-    line = json.dumps(memory.to_dict(), ensure_ascii=False, default=str)
+    return _json_line(memory.to_dict())
+
+
+def _json_line(data: dict[str, Any]) -> str:
+    line = json.dumps(data, ensure_ascii=False, default=str)
     try:
         line.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: \\u escapes are valid JSON and round-trip
-        line = json.dumps(memory.to_dict(), ensure_ascii=True, default=str)
+        line = json.dumps(data, ensure_ascii=True, default=str)
     # characters other tools take for line breaks (str.splitlines, JavaScript) are escaped, so
     # one memory is always exactly one line
     return line.translate(_LINE_BREAKS) + "\n"
 
 
-def _lines(store: MemoryStore, user_id: str) -> Iterator[str]:
+def _iso(moment: Any) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def ledger_lines(store: MemoryStore, user_id: str) -> Iterator[str]:
+    """The user's entities, mentions and profile values as JSON lines (see the module docstring)."""
+    for e in store.entities(user_id):
+        yield _json_line({"record": "entity", "id": e.id, "name": e.name, "kind": EntityKind(e.kind).value,
+                          "aliases": list(e.aliases), "created_at": _iso(e.created_at),
+                          "updated_at": _iso(e.updated_at), "metadata": e.metadata})
+    for m in store.mentions(user_id):
+        yield _json_line({"record": "mention", "entity_id": m.entity_id, "memory_id": m.memory_id,
+                          "said_at": _iso(m.said_at), "event_at": _iso(m.event_at), "counted": m.counted})
+    for v in store.profile_values(user_id):
+        yield _json_line({"record": "profile", "id": v.id, "key": v.key, "value": v.value,
+                          "valid_from": _iso(v.valid_from), "valid_to": _iso(v.valid_to),
+                          "source_ids": list(v.source_ids), "set_by": v.set_by, "superseded_by": v.superseded_by,
+                          "created_at": _iso(v.created_at), "updated_at": _iso(v.updated_at)})
+
+
+def _lines(store: MemoryStore, user_id: str) -> Iterator[tuple[bool, str]]:
+    """Every line of a user's export, each with whether it is a memory."""
     for batch in store.iter_memories(user_id):
         for memory in batch:
-            yield memory_line(memory)
+            yield True, memory_line(memory)
+    for line in ledger_lines(store, user_id):
+        yield False, line
 
 
 def export_to_path(store: MemoryStore, user_id: str, destination: str | os.PathLike[str]) -> int:
-    """Write a user's memories to a path by the rules of `safe_write` (``-`` is standard output)."""
+    """Write a user's memories (then ledger and profile) to a path by the rules of `safe_write`
+    (``-`` is standard output); returns how many memories."""
     count = 0
     with open_for_writing(destination, what="export") as handle:
-        for line in _lines(store, user_id):
+        for is_memory, line in _lines(store, user_id):
             handle.write(line)
-            count += 1
+            count += is_memory
     return count
 
 
@@ -68,9 +107,9 @@ def export_to_stream(store: MemoryStore, user_id: str, stream: Any) -> int:
     binary = _is_binary(stream, "w")
     count = 0
     try:
-        for line in _lines(store, user_id):
+        for is_memory, line in _lines(store, user_id):
             stream.write(line.encode("utf-8") if binary else line)
-            count += 1
+            count += is_memory
     except (OSError, ValueError) as exc:  # closed or read-only streams
         raise ValidationError(f"cannot write to the export stream: {type(exc).__name__}") from None
     return count
@@ -114,7 +153,22 @@ def _read_text(source: Any) -> str:
 
 def read_memories(source: Any, user_id: str, *, max_content_chars: int, max_metadata_chars: int) -> list[Memory]:
     """Every memory of a JSON Lines source, checked; `ValidationError` naming the first bad line."""
+    return read_export(source, user_id, max_content_chars=max_content_chars,
+                       max_metadata_chars=max_metadata_chars).memories
+
+
+class ExportContents(NamedTuple):
+    """What an export file holds: its memories, and its ledger and profile (as the file names them)."""
+
+    memories: list[Memory]
+    ledger: LedgerChanges
+
+
+def read_export(source: Any, user_id: str, *, max_content_chars: int, max_metadata_chars: int) -> ExportContents:
+    """Every memory, entity, mention and profile value of a JSON Lines source, checked, as items of
+    `user_id`; `ValidationError` naming the first bad line."""
     memories: list[Memory] = []
+    ledger = LedgerChanges(user_id, entities=[], mentions=[], profile=[])
     for number, line in enumerate(_read_text(source).split("\n"), start=1):  # not splitlines: see memory_line
         if not line.strip():
             continue
@@ -125,6 +179,9 @@ def read_memories(source: Any, user_id: str, *, max_content_chars: int, max_meta
         except (ValueError, RecursionError):
             raise ValidationError(f"line {number}: not valid JSON; nothing was imported") from None
         try:
+            if isinstance(data, dict) and "record" in data:
+                _read_ledger_line(data, ledger, max_content_chars, max_metadata_chars)
+                continue
             if isinstance(data, dict):
                 data = {k: v for k, v in data.items() if k != "embedding_model"}
                 data.pop("user_id", None)  # the importing user's; which ids are kept: see import_ids
@@ -132,7 +189,68 @@ def read_memories(source: Any, user_id: str, *, max_content_chars: int, max_meta
                                                max_metadata_chars=max_metadata_chars))
         except ValidationError as exc:
             raise ValidationError(f"line {number}: {exc}; nothing was imported") from None
-    return memories
+    return ExportContents(memories, ledger)
+
+
+_LEDGER_FIELDS = {
+    "entity": {"record", "id", "name", "kind", "aliases", "created_at", "updated_at", "metadata"},
+    "mention": {"record", "entity_id", "memory_id", "said_at", "event_at", "counted"},
+    "profile": {"record", "id", "key", "value", "valid_from", "valid_to", "source_ids", "set_by", "superseded_by",
+                "created_at", "updated_at"},
+}
+MAX_ALIASES = 100
+
+
+def _read_ledger_line(data: dict[str, Any], ledger: LedgerChanges, max_content_chars: int,
+                      max_metadata_chars: int) -> None:
+    """Check one ledger line and add its item to `ledger` (lists, as `read_export` made them)."""
+    kind = data["record"]
+    if kind not in _LEDGER_FIELDS:
+        raise ValidationError(f"unknown record {str(kind)[:40]!r} (entity, mention or profile)")
+    unknown = set(data) - _LEDGER_FIELDS[kind]
+    if unknown:
+        raise ValidationError(f"unknown {kind} fields: {sorted(str(k)[:40] for k in unknown)}")
+    user, v = ledger.user_id, validation
+    stamps = {name: v.check_time(data.get(name), name) for name in ("created_at", "updated_at")}
+    times: dict[str, Any] = {name: moment for name, moment in stamps.items() if moment is not None}
+    if kind == "entity":
+        aliases = data.get("aliases") or []
+        if not isinstance(aliases, list) or len(aliases) > MAX_ALIASES:
+            raise ValidationError(f"aliases must be a list of at most {MAX_ALIASES} names")
+        try:
+            entity_kind = EntityKind(data.get("kind", EntityKind.TOPIC.value))
+        except ValueError:
+            raise ValidationError(f"kind must be one of {[k.value for k in EntityKind]}") from None
+        _append(ledger.entities, Entity(
+            id=v.check_id(data.get("id"), "id"), user_id=user, name=v.check_text(data.get("name"), "name",
+                                                                                  v.MAX_NAME_CHARS),
+            kind=entity_kind, aliases=[v.check_text(a, "an alias", v.MAX_NAME_CHARS) for a in aliases],
+            metadata=v.check_metadata(data.get("metadata"), "metadata", max_metadata_chars), **times))
+    elif kind == "mention":
+        said = v.check_time(data.get("said_at"), "said_at")
+        if said is None:
+            raise ValidationError("a mention needs said_at")
+        _append(ledger.mentions, EntityMention(
+            entity_id=v.check_id(data.get("entity_id"), "entity_id"),
+            memory_id=v.check_id(data.get("memory_id"), "memory_id"), user_id=user, said_at=said,
+            event_at=v.check_time(data.get("event_at"), "event_at"),
+            counted=v.check_bool(data.get("counted", True), "counted")))
+    else:
+        if data.get("set_by", "model") not in ("model", "user"):
+            raise ValidationError("set_by must be 'model' or 'user'")
+        _append(ledger.profile, ProfileValue(
+            id=v.check_id(data.get("id"), "id"), user_id=user, key=v.check_text(data.get("key"), "key",
+                                                                               v.MAX_NAME_CHARS),
+            value=v.check_text(data.get("value"), "value", max_content_chars),
+            valid_from=v.check_time(data.get("valid_from"), "valid_from"),
+            valid_to=v.check_time(data.get("valid_to"), "valid_to"),
+            source_ids=v.check_source_ids(data.get("source_ids")), set_by=data.get("set_by", "model"),
+            superseded_by=v.check_optional_id(data.get("superseded_by"), "superseded_by"), **times))
+
+
+def _append(items: Sequence[Any], item: Any) -> None:
+    assert isinstance(items, list)  # read_export makes them lists
+    items.append(item)
 
 
 class ImportResult(NamedTuple):
@@ -147,22 +265,31 @@ def derived_id(user_id: str, memory_id: str) -> str:
     return uuid.uuid5(uuid.NAMESPACE_URL, f"{user_id}/{memory_id}").hex
 
 
-def named_ids(memories: Iterable[Memory]) -> list[str]:
-    """Every id the imported memories name (their own and their references), each once, in order."""
+def named_ids(memories: Iterable[Memory], ledger: LedgerChanges | None = None) -> list[str]:
+    """Every memory id the imported memories (their own and their references) and ledger (the
+    memories mentions and profile values name) name, each once, in order."""
     seen: dict[str, None] = {}
     for memory in memories:
         for name in (memory.id, memory.previous_id, memory.superseded_by, *memory.source_ids):
             if name is not None:
                 seen.setdefault(name)
+    if ledger is not None:
+        for mention in ledger.mentions:
+            seen.setdefault(mention.memory_id)
+        for value in ledger.profile:
+            for name in value.source_ids:
+                seen.setdefault(name)
     return list(seen)
 
 
-def import_ids(memories: list[Memory], user_id: str, own: set[str]) -> dict[str, str]:
-    """Give `memories` their stored ids in place and return the mapping for every id they named.
+def import_ids(memories: list[Memory], user_id: str, own: set[str],
+               ledger: LedgerChanges | None = None) -> dict[str, str]:
+    """Give `memories` their stored ids in place and return the mapping for every id they (and
+    the memory references of `ledger`) named.
 
     `own`: which of those ids are already memories of `user_id` (found by a lookup scoped to that
     user, so nothing about other users' ids can change the outcome)."""
-    mapping = {name: name if name in own else derived_id(user_id, name) for name in named_ids(memories)}
+    mapping = {name: name if name in own else derived_id(user_id, name) for name in named_ids(memories, ledger)}
     for memory in memories:
         memory.id = mapping[memory.id]
         if memory.previous_id is not None:
@@ -173,5 +300,56 @@ def import_ids(memories: list[Memory], user_id: str, own: set[str]) -> dict[str,
     return mapping
 
 
-__all__ = ["ImportResult", "derived_id", "export_to_path", "export_to_stream", "import_ids", "memory_line", "named_ids",
-           "read_memories"]
+def import_ledger_ids(ledger: LedgerChanges, store: MemoryStore, mapping: dict[str, str],
+                      memories: Sequence[Memory]) -> LedgerChanges:
+    """The file's ledger with the ids it will be stored under: memory ids by `mapping` (from
+    `import_ids`, which saw `named_ids(memories, ledger)` and gave `memories` their ids), entity
+    and profile ids kept when they are already the user's and derived otherwise (as memory ids
+    are). `ValidationError` for a mention of a memory or an entity that is neither in the file
+    nor the user's."""
+    user = ledger.user_id
+    own_entities = {e.id for e in store.entities(user, ids=list({e.id for e in ledger.entities}
+                                                                | {m.entity_id for m in ledger.mentions}))}
+    own_values = {v.id for v in store.profile_values(user)}
+    entity_ids = {i: i if i in own_entities else derived_id(user, i)
+                  for i in [*(e.id for e in ledger.entities), *(m.entity_id for m in ledger.mentions)]}
+    value_ids = {v.id: v.id if v.id in own_values else derived_id(user, v.id) for v in ledger.profile}
+    for v in ledger.profile:
+        if v.superseded_by is not None and v.superseded_by not in value_ids:
+            value_ids[v.superseded_by] = v.superseded_by if v.superseded_by in own_values else derived_id(
+                user, v.superseded_by)
+    in_file = {e.id for e in ledger.entities}
+    stored = {m.id for m in memories}  # already mapped
+    for m in ledger.mentions:
+        if m.entity_id not in in_file and m.entity_id not in own_entities:
+            raise ValidationError(f"a mention names the entity {m.entity_id!r}, which is neither in the file "
+                                  "nor the user's; nothing was imported")
+        if mapping[m.memory_id] not in stored and mapping[m.memory_id] != m.memory_id:
+            raise ValidationError(f"a mention names the memory {m.memory_id!r}, which is neither in the file "
+                                  "nor the user's; nothing was imported")
+    return LedgerChanges(
+        user,
+        entities=[_with(e, id=entity_ids[e.id]) for e in ledger.entities],
+        mentions=[_with(m, entity_id=entity_ids[m.entity_id], memory_id=mapping[m.memory_id]) for m in ledger.mentions],
+        profile=[_with(v, id=value_ids[v.id], source_ids=[mapping[s] for s in v.source_ids],
+                       superseded_by=None if v.superseded_by is None else value_ids[v.superseded_by])
+                 for v in ledger.profile])
+
+
+def _with(item: Any, **changes: Any) -> Any:
+    return dataclasses.replace(item, **changes)
+
+
+def store_import(store: MemoryStore, memories: list[Memory], vectors: VectorRows | None,
+                 ledger: LedgerChanges) -> None:
+    """Store an import's memories and ledger in one transaction (`commit_consolidation` with no
+    messages to mark is a put that carries ledger changes); `ValueError` when the store refuses."""
+    if ledger:
+        store.commit_consolidation(memories, vectors, (), ledger=ledger)
+    elif memories:
+        store.put(memories, vectors)
+
+
+__all__ = ["ExportContents", "ImportResult", "derived_id", "export_to_path", "export_to_stream", "import_ids",
+           "import_ledger_ids", "ledger_lines", "memory_line", "named_ids", "read_export", "read_memories",
+           "store_import"]

@@ -45,13 +45,15 @@ def cmd_migrate(args: argparse.Namespace) -> int:
               f"({report.vectors:,} with vectors), {report.messages:,} messages; nothing written")
         for user_id in list(report.counts)[:_SHOWN_USERS]:
             counts = report.counts[user_id]
-            print(f"  {user_id}: memories {_figures(counts.memories)}; messages {_figures(counts.messages)}")
+            ledger = f"; ledger {_figures(counts.ledger)}" if any(counts.ledger.values()) else ""
+            print(f"  {user_id}: memories {_figures(counts.memories)}; messages {_figures(counts.messages)}{ledger}")
         if len(report.counts) > _SHOWN_USERS:
             print(f"  ... and {len(report.counts) - _SHOWN_USERS:,} more users")
     else:
         rate = report.memories / report.seconds if report.seconds > 0 else 0.0
         print(f"{'resumed: ' if report.resumed else ''}copied {report.memories:,} memories "
-              f"({report.vectors:,} vectors) and {report.messages:,} messages of {report.users:,} users "
+              f"({report.vectors:,} vectors), {report.messages:,} messages and {report.ledger:,} ledger items "
+              f"of {report.users:,} users "
               f"from {report.source} to {report.target} in {report.seconds:.1f} s ({rate:,.0f} memories/s)")
     _say_models(report.source_models, args.embedding_model)
     if report.dry_run:

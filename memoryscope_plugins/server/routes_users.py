@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from .. import transfer
 from ..engine import MemoryScope
 from .route_support import ApiError, admin_key, content_disposition, public_memory, request_key, store_user
 from .tenancy import public_user_id
@@ -37,7 +38,7 @@ def user_routes(engine: MemoryScope, base: str) -> list[Route]:
 
     async def export(request: Request) -> Response:
         """
-        summary: Every memory of a user as JSON Lines (streamed).
+        summary: Every memory of a user as JSON Lines (streamed), then their entity ledger and profile.
         """
         key = request_key(request)
         user = store_user(key, request.path_params["user"])
@@ -46,6 +47,7 @@ def user_routes(engine: MemoryScope, base: str) -> list[Route]:
             for batch in engine.store.iter_memories(user):
                 for memory in batch:
                     yield json.dumps(public_memory(memory, key.tenant, listing=False), ensure_ascii=False) + "\n"
+            yield from transfer.ledger_lines(engine.store, user)  # no user ids in them: nothing to unprefix
 
         return StreamingResponse(lines(), media_type="application/x-ndjson",
                                  headers={"Content-Disposition": content_disposition(

@@ -143,19 +143,35 @@ class MemoryStore(Protocol):
     def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
                         session_id: str | None = None,
                         memories: Sequence[Memory] = (), vectors: np.ndarray | None = None, *,
-                        message_ids: Sequence[str] | None = None) -> builtins.list[str]:
-        """Log messages (and, in the same transaction, the memories made from them); returns their
-        ids (`message_ids` when given: the engine gives each message its turn memory's id)."""
+                        message_ids: Sequence[str] | None = None,
+                        ledger: LedgerChanges | None = None) -> builtins.list[str]:
+        """Log messages (and, in the same transaction, the memories made from them and the ledger
+        changes they bring); returns their ids (`message_ids` when given: the engine gives each
+        message its turn memory's id)."""
     def pending_messages(self, user_id: str, limit: int = 100) -> builtins.list[StoredMessage]: ...
     def mark_messages(self, ids: Sequence[str], state: str) -> None: ...
     def commit_consolidation(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                             done_message_ids: Sequence[str], *, lease: Lease | None = None) -> None:
-        """Put `memories` (new or changed; a None vector row keeps the stored vector) and mark the
-        messages done, in one transaction; with `lease`, only while that lease is held (checked in
-        the same transaction; `LeaseLostError` otherwise, nothing written)."""
+                             done_message_ids: Sequence[str], *, lease: Lease | None = None,
+                             ledger: LedgerChanges | None = None) -> None:
+        """Put `memories` (new or changed; a None vector row keeps the stored vector), apply the
+        `ledger` changes and mark the messages done, in one transaction; with `lease`, only while
+        that lease is held (checked in the same transaction; `LeaseLostError` otherwise, nothing
+        written)."""
     def users_with_pending(self) -> builtins.list[str]: ...
     def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
                         limit: int) -> builtins.list[StoredMessage]: ...
+
+    # -- the entity ledger and the profile ---------------------------------------------------------
+    def put_ledger(self, changes: LedgerChanges) -> None:
+        """Apply `changes` in one transaction; `ValueError`, nothing written, when an item is
+        another user's or a mention names a memory or entity the user does not have."""
+    def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
+                 kind: str | None = None) -> builtins.list[Entity]:
+        """The user's entities by id, with the figures computed from their mentions."""
+    def mentions(self, user_id: str, *, entity_ids: Sequence[str] | None = None,
+                 memory_ids: Sequence[str] | None = None) -> builtins.list[EntityMention]: ...
+    def profile_values(self, user_id: str, *, key: str | None = None,
+                       current_only: bool = False) -> builtins.list[ProfileValue]: ...
 
     # -- per-user lease, so one user's consolidation runs in one worker at a time ---------------
     def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool: ...

@@ -3,21 +3,23 @@ builds get/search/list on `batch`. A backend subclasses it and implements only t
 (the abstract methods below), each the one place its engine does something its own way:
 
 - meta: `get_meta`, `set_meta`;
-- records: `_commit` (put memories and mark messages done, atomically), `set_vectors`, `get`,
-  `delete`, `delete_user`, `rename_user`, `list`, `count`, `users`, `_memory_page`,
-  `count_needing_vectors`;
+- records: `_commit` (put memories and ledger changes and mark messages done, atomically),
+  `set_vectors`, `get`, `delete`, `delete_user`, `rename_user`, `list`, `count`, `users`,
+  `_memory_page`, `count_needing_vectors`;
+- the entity ledger and the profile: `entities`, `mentions`, `profile_values` (written through
+  `_commit` and `_log`);
 - search: `search` (both channels, each with its own ranks and scores);
 - the message log: `_log`, `_read_messages`, `_set_message_state`, `users_with_pending`;
 - reading back what a copy needs: `vectors_of` (vectors as stored), `_message_page` (every state);
 - leases: `acquire_lease`, `renew_lease`, `release_lease` (and the fence in `_commit`:
   `leases.require_held`); and `close`.
 
-Built here once: `put`, `commit_consolidation`, `append_messages`, `iter_memories`, `iter_needing_vectors`,
-`pending_messages`, `recent_messages`, `mark_messages`, `memory_pages`, `iter_messages`,
+Built here once: `put`, `put_ledger`, `commit_consolidation`, `append_messages`, `iter_memories`,
+`iter_needing_vectors`, `pending_messages`, `recent_messages`, `mark_messages`, `memory_pages`, `iter_messages`,
 `copy_messages`, and use as a context manager.
 
 What a backend shares with the others is in modules of their own: columns and row conversion
-(`records`), time encoding (`timecodes`), the filter rules (`filtering.matches`, the reference its
+(`records`, `ledger_records`), time encoding (`timecodes`), the filter rules (`filtering.matches`, the reference its
 query translation is tested against), message states (`messages`), BM25 constants (`term_index`).
 """
 
@@ -29,13 +31,22 @@ from typing import Any, Iterator, Literal, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from ..types import Memory, Message
+from ..types import Entity, EntityMention, Memory, Message, ProfileValue
 from . import records
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows, message_ids_for
+from .base import Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows, message_ids_for
 from .leases import Lease
+from .ledger_records import check_changes
 from .messages import PENDING, check_state
 
 _Store = TypeVar("_Store", bound="StoreBase")
+
+
+def _checked(ledger: LedgerChanges | None) -> LedgerChanges | None:
+    """The changes when there are any (checked: `ledger_records.check_changes`), else None."""
+    if not ledger:
+        return None
+    check_changes(ledger)
+    return ledger
 
 
 def in_order(ids: Sequence[str], found: Mapping[str, Memory]) -> list[Memory]:
@@ -58,10 +69,14 @@ class StoreBase(ABC):
 
     @abstractmethod
     def _commit(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                done_message_ids: Sequence[str], lease: Lease | None = None) -> None:
-        """Put `memories` (vectors aligned by row, see `MemoryStore.put`) and mark the messages
-        done, all or nothing; with `lease`, first check in the same transaction that it is held
-        (`leases.require_held`), writing nothing when it is not."""
+                done_message_ids: Sequence[str], lease: Lease | None = None,
+                ledger: LedgerChanges | None = None) -> None:
+        """Put `memories` (vectors aligned by row, see `MemoryStore.put`), apply `ledger` (checked
+        by `ledger_records.check_changes` already; the store checks in the same transaction that
+        no id is another user's and that every mention's memory and entity are the user's, after
+        the call's memories and entities are written) and mark the messages done, all or nothing;
+        with `lease`, first check in the same transaction that it is held (`leases.require_held`),
+        writing nothing when it is not."""
 
     @abstractmethod
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None: ...
@@ -102,9 +117,28 @@ class StoreBase(ABC):
     def search(self, request: SearchRequest) -> builtins.list[Candidate]: ...
 
     @abstractmethod
-    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None) -> None:
+    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None,
+             ledger: LedgerChanges | None = None) -> None:
         """Log the messages (encoded rows in `records.MESSAGE_WRITE_COLUMNS` order, numbered in
-        order) and put `memories`, all or nothing."""
+        order), put `memories` and apply `ledger` (as `_commit` does), all or nothing."""
+
+    @abstractmethod
+    def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
+                 kind: str | None = None) -> builtins.list[Entity]:
+        """The user's entities (those of `ids`, of one `kind`, when given) by id, each with its
+        figures computed from its mentions (`ledger_records.Figures`)."""
+
+    @abstractmethod
+    def mentions(self, user_id: str, *, entity_ids: Sequence[str] | None = None,
+                 memory_ids: Sequence[str] | None = None) -> builtins.list[EntityMention]:
+        """The user's mentions (of those entities, in those memories, when given), in
+        `ledger_records.mention_order`."""
+
+    @abstractmethod
+    def profile_values(self, user_id: str, *, key: str | None = None,
+                       current_only: bool = False) -> builtins.list[ProfileValue]:
+        """The user's profile values (of one `key`; only the current ones), in
+        `ledger_records.profile_order`."""
 
     @abstractmethod
     def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
@@ -149,16 +183,27 @@ class StoreBase(ABC):
         """Insert or replace records (and their vectors) atomically; see `MemoryStore.put`."""
         self._commit(memories, vectors, ())
 
+    def put_ledger(self, changes: LedgerChanges) -> None:
+        """Apply changes to one user's entity ledger and profile in one transaction (see
+        `LedgerChanges`): `ValueError`, nothing written, when an item is another user's or a
+        mention names a memory or an entity the user does not have."""
+        if changes:
+            self._commit((), None, (), ledger=_checked(changes))
+
     def commit_consolidation(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                             done_message_ids: Sequence[str], *, lease: Lease | None = None) -> None:
+                             done_message_ids: Sequence[str], *, lease: Lease | None = None,
+                             ledger: LedgerChanges | None = None) -> None:
         """Store what consolidation made (new and changed memories; `vectors` aligned with
         `memories`, a None row keeps the stored vector) and mark its messages done, in one
         transaction: a crash leaves either both or neither, so no message is consolidated twice.
 
         With `lease` (a fenced commit), the transaction first checks that `lease.owner` still holds
         `lease.user_id`'s lease and that it has not expired, and raises `LeaseLostError` (writing
-        nothing) otherwise: a worker paused past its lease cannot commit over its successor."""
-        self._commit(memories, vectors, done_message_ids, lease)
+        nothing) otherwise: a worker paused past its lease cannot commit over its successor.
+
+        `ledger`: changes to the entity ledger and profile, in the same transaction (`put_ledger`'s
+        rules; a mention may name a memory of this call)."""
+        self._commit(memories, vectors, done_message_ids, lease, ledger=_checked(ledger))
 
     def iter_memories(self, user_id: str | None, batch_size: int = 1000) -> Iterator[builtins.list[Memory]]:
         """Batches of memories in insertion order, of one user or (None) of all users."""
@@ -209,12 +254,14 @@ class StoreBase(ABC):
     def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
                         session_id: str | None = None, memories: Sequence[Memory] = (),
                         vectors: np.ndarray | None = None, *, state: str = PENDING,
-                        message_ids: Sequence[str] | None = None) -> builtins.list[str]:
-        """Log messages (and, in the same transaction, the memories made from them); returns their
-        ids (`message_ids` when given, else new random ones)."""
+                        message_ids: Sequence[str] | None = None,
+                        ledger: LedgerChanges | None = None) -> builtins.list[str]:
+        """Log messages (and, in the same transaction, the memories made from them and the
+        `ledger` changes they bring, as `put_ledger` applies them); returns their ids
+        (`message_ids` when given, else new random ones)."""
         ids = message_ids_for(messages, message_ids)
         self._log([records.message_values(message_id, user_id, agent_id, session_id, message, state)
-                   for message_id, message in zip(ids, messages)], memories, vectors)
+                   for message_id, message in zip(ids, messages)], memories, vectors, _checked(ledger))
         return ids
 
     def pending_messages(self, user_id: str, limit: int = 100) -> builtins.list[StoredMessage]:

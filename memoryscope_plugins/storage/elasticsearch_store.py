@@ -49,17 +49,18 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
 
 from ..errors import LeaseLostError, SchemaVersionError, StoreError
 from ..indexing import full_text
-from ..types import Memory
+from ..types import Entity, EntityMention, Memory, ProfileValue
 from . import base, messages, records
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
+from .base import Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
+from .elasticsearch_ledger import ElasticsearchLedger, doc_key
 from .leases import Lease, require_held
 from .overview import StoreOverview, from_rows
 from .timecodes import epoch_microseconds
 
 log = logging.getLogger(__name__)
 
-MAPPING_VERSION = 1
+MAPPING_VERSION = 2
 _STORED = {"type": "keyword", "index": False, "doc_values": False}  # kept in _source, never searched
 _VEC = "vec_"
 
@@ -100,16 +101,11 @@ _META_PROPERTIES = {"value": _STORED, "n": {"type": "long"}}
 # type in place; such a change would need a reindex step here).
 _MIGRATIONS: list[tuple[int, dict[str, Any]]] = [
     (1, {}),
+    (2, {}),  # the entity ledger and the profile: indices of their own (`elasticsearch_ledger`)
 ]
 
 
-def _doc_id(memory_id: str) -> str:
-    """Elasticsearch ids are at most 512 bytes; longer ids are hashed (the `id` field keeps them).
-    Ids that start with "h:" are hashed too, so no id can name another id's hashed document (a user
-    id "h:<sha256 of a long id>" would otherwise share that user's lease)."""
-    if len(memory_id.encode("utf-8")) <= 500 and not memory_id.startswith("h:"):
-        return memory_id
-    return "h:" + hashlib.sha256(memory_id.encode("utf-8")).hexdigest()
+_doc_id = doc_key  # a memory's, message's or lease's document id
 
 
 # the shared columns under the field names of this mapping (metadata is kept as JSON text)
@@ -167,6 +163,7 @@ class ElasticsearchStore(StoreBase):
         self.messages_index = f"{prefix}-messages"
         self.leases_index = f"{prefix}-leases"
         self.meta_index = f"{prefix}-meta"
+        self._ledger = ElasticsearchLedger(self)
         self._vector_index_type = vector_index_type
         self._shards = number_of_shards
         self._fields: dict[str, tuple[str, int]] = {}  # model -> (field, dims)
@@ -221,6 +218,8 @@ class ElasticsearchStore(StoreBase):
         self._ensure_index(self.meta_index, _META_PROPERTIES, {"mapping_version": MAPPING_VERSION})
         self._ensure_index(self.leases_index, _LEASE_PROPERTIES, {"mapping_version": MAPPING_VERSION})
         self._ensure_index(self.messages_index, _MESSAGE_PROPERTIES, {"mapping_version": MAPPING_VERSION})
+        for name, properties in self._ledger.properties().items():
+            self._ensure_index(name, properties, {"mapping_version": MAPPING_VERSION})
         self._ensure_index(self.memories_index, _MEMORY_PROPERTIES, {"mapping_version": MAPPING_VERSION},
                            migrations=True)
 
@@ -261,8 +260,9 @@ class ElasticsearchStore(StoreBase):
                        meta={**(current.get("_meta") or {}), "mapping_version": MAPPING_VERSION})
 
     def drop_indices(self) -> None:
-        """Delete this store's four indices (tests and tear-down)."""
-        for name in (self.memories_index, self.messages_index, self.leases_index, self.meta_index):
+        """Delete this store's indices (tests and tear-down)."""
+        for name in (self.memories_index, self.messages_index, self.leases_index, self.meta_index,
+                     *self._ledger.properties()):
             self._call(self.es.options(ignore_status=404).indices.delete, index=name)
 
     def close(self) -> None:
@@ -418,7 +418,8 @@ class ElasticsearchStore(StoreBase):
 
     # -- writes -----------------------------------------------------------------------------
     def _commit(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                done_message_ids: Sequence[str], lease: Lease | None = None) -> None:
+                done_message_ids: Sequence[str], lease: Lease | None = None,
+                ledger: LedgerChanges | None = None) -> None:
         """All or nothing (see the module docstring). With `lease`, the lease document is checked
         and rewritten unchanged, conditionally on the version checked, in the same bulk request:
         a takeover in between fails that item, and the rest is undone as for any failed item."""
@@ -426,6 +427,9 @@ class ElasticsearchStore(StoreBase):
         if lease is not None:
             fence_ops = [self._fence_op(lease)]
         mem_ops, mem_undo = self._memory_ops(memories, vectors)
+        if ledger is not None:
+            led_ops, led_undo = self._ledger.ops(ledger, memories)
+            mem_ops, mem_undo = mem_ops + led_ops, mem_undo + led_undo
         msg_ops, msg_undo = self._message_ops(done_message_ids, messages.DONE)
         self._bulk(fence_ops + mem_ops + msg_ops, [None] * len(fence_ops) + mem_undo + msg_undo,
                    "put" if not done_message_ids else "commit_consolidation",
@@ -473,13 +477,14 @@ class ElasticsearchStore(StoreBase):
         resp = self._call(self.es.delete_by_query, index=self.memories_index, refresh=True, conflicts="proceed",
                           query={"bool": {"filter": [{"ids": {"values": [_doc_id(i) for i in ids]}},
                                                      {"term": {"user_id": user_id}}]}})
+        self._ledger.delete_mentions_of(user_id, ids)
         return int(resp.get("deleted", 0))
 
     def delete_user(self, user_id: str) -> int:
         query = {"bool": {"filter": [{"term": {"user_id": user_id}}]}}
         resp = self._call(self.es.delete_by_query, index=self.memories_index, refresh=True, conflicts="proceed",
                           query=query)
-        for index in (self.messages_index, self.leases_index):
+        for index in (self.messages_index, self.leases_index, *self._ledger.properties()):
             self._call(self.es.delete_by_query, index=index, refresh=True, conflicts="proceed", query=query)
         return int(resp.get("deleted", 0))
 
@@ -487,15 +492,16 @@ class ElasticsearchStore(StoreBase):
         """Re-index the old user's documents under the new id in one bulk request (undone as a whole
         when any item fails, like every write here)."""
         new_query = {"bool": {"filter": [{"term": {"user_id": new_user_id}}]}}
-        for index in (self.memories_index, self.messages_index):
+        ledger = builtins.list(self._ledger.properties())
+        for index in (self.memories_index, self.messages_index, *ledger):
             if int(self._call(self.es.count, index=index, query=new_query)["count"]):
-                raise ValueError("the new user id already has memories or messages")
+                raise ValueError("the new user id already has memories, messages or ledger entries")
         old_query = {"bool": {"filter": [{"term": {"user_id": old_user_id}}]}}
         ops: list[dict[str, Any]] = []
         undo: list[dict[str, Any] | None] = []
         moved = 0
-        for index in (self.memories_index, self.messages_index):
-            for hits in self._scan(index, old_query, [{"seq": "asc"}]):
+        for index in (self.memories_index, self.messages_index, *ledger):
+            for hits in self._scan(index, old_query, [{"key" if index in ledger else "seq": "asc"}]):
                 for hit in hits:
                     source = dict(hit["_source"], user_id=new_user_id)
                     ops.append({"_op_type": "index", "_index": index, "_id": hit["_id"], "_source": source})
@@ -505,6 +511,19 @@ class ElasticsearchStore(StoreBase):
         self._call(self.es.delete_by_query, index=self.leases_index, refresh=True, conflicts="proceed",
                    query=old_query)
         return moved
+
+    # -- the entity ledger and the profile (elasticsearch_ledger) ------------------------------
+    def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
+                 kind: str | None = None) -> builtins.list[Entity]:
+        return self._ledger.entities(user_id, ids, kind)
+
+    def mentions(self, user_id: str, *, entity_ids: Sequence[str] | None = None,
+                 memory_ids: Sequence[str] | None = None) -> builtins.list[EntityMention]:
+        return self._ledger.mentions(user_id, entity_ids, memory_ids)
+
+    def profile_values(self, user_id: str, *, key: str | None = None,
+                       current_only: bool = False) -> builtins.list[ProfileValue]:
+        return self._ledger.profile_values(user_id, key, current_only)
 
     # -- reads ------------------------------------------------------------------------------
     _NO_VECTORS = [_VEC + "*"]
@@ -690,8 +709,12 @@ class ElasticsearchStore(StoreBase):
         return list(found.values())
 
     # -- the durable message log ------------------------------------------------------------------
-    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None) -> None:
+    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None,
+             ledger: LedgerChanges | None = None) -> None:
         mem_ops, mem_undo = self._memory_ops(memories, vectors)
+        if ledger is not None:
+            led_ops, led_undo = self._ledger.ops(ledger, memories)
+            mem_ops, mem_undo = mem_ops + led_ops, mem_undo + led_undo
         first = self._reserve("message_seq", len(rows))
         ops: list[dict[str, Any]] = []
         undo: list[dict[str, Any] | None] = []

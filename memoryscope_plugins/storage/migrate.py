@@ -1,5 +1,6 @@
 """Moving a whole store to another store: every user, memory (every status, with its links and
-metadata), vector as stored, and logged message with its state, between any two backends.
+metadata), vector as stored, logged message with its state, and the entity ledger and profile,
+between any two backends.
 
     from memoryscope_plugins.storage.migrate import migrate
     report = migrate("memory.db", "postgresql://me:secret@db/memoryscope")
@@ -10,12 +11,14 @@ Stores are named by URL (`open_url`): a SQLite file path or ``sqlite:///path``,
 
 The copy goes user by user (sorted ids) and batch by batch in insertion order, through the
 target's ordinary writes (`put` with vectors, `copy_messages`), so its indexes are built as for
-any write. After every batch a progress marker is written to the target's meta; a rerun with
-``resume=True`` continues from it. Memories are put by id (a batch written again replaces itself)
-and messages already in the target are skipped by id, so an interrupted run and its rerun copy
-every record exactly once. Nothing is re-embedded: a vector is copied with the name of the model
-that made it; an engine opened on the target with another embedding model re-embeds those
-memories, as it does after any change of model.
+any write. A user's ledger follows their messages (`put_ledger`: entities, then mentions, then
+profile values, in batches). After every batch a progress marker is written to the target's
+meta; a rerun with ``resume=True`` continues from it. Memories are put by id (a batch written
+again replaces itself), messages already in the target are skipped by id and ledger items are
+upserted by id, so an interrupted run and its rerun copy every record exactly once. Nothing is
+re-embedded: a vector is copied with the name of the model that made it; an engine opened on the
+target with another embedding model re-embeds those memories, as it does after any change of
+model.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import numpy as np
 from ..errors import ConfigError, MemoryScopeError
 from ..log_hygiene import without_password
 from ..types import Memory, MemoryStatus
-from .base import MemoryFilter, StoredMessage
+from .base import LedgerChanges, MemoryFilter, StoredMessage
 from .core import StoreBase
 from .messages import MESSAGE_STATES
 
@@ -87,11 +90,13 @@ def open_url(url: str, *, must_exist: bool = False) -> StoreBase:
 # -- what a store holds ------------------------------------------------------------------------------
 @dataclass
 class UserCounts:
-    """One user's records: memories by status, messages by state, memories with a vector by model."""
+    """One user's records: memories by status, messages by state, memories with a vector by model,
+    and the ledger's entities, mentions and profile values."""
 
     memories: dict[str, int] = field(default_factory=dict)
     messages: dict[str, int] = field(default_factory=dict)
     vectors: dict[str, int] = field(default_factory=dict)
+    ledger: dict[str, int] = field(default_factory=dict)
 
 
 def count_user(store: StoreBase, user_id: str, batch_size: int = 1000) -> UserCounts:
@@ -107,6 +112,8 @@ def count_user(store: StoreBase, user_id: str, batch_size: int = 1000) -> UserCo
     for batch in store.iter_memories(user_id, batch_size):
         models.update(m.embedding_model for m in batch if m.embedding_model)
     out.vectors = dict(models)
+    out.ledger = {"entities": len(store.entities(user_id)), "mentions": len(store.mentions(user_id)),
+                  "profile": len(store.profile_values(user_id))}
     return out
 
 
@@ -117,7 +124,7 @@ class Progress:
 
     source: str
     user: str | None = None  # the user being copied; users sorted before it are done
-    phase: str = "memories"  # or "messages"
+    phase: str = "memories"  # then "messages", then "ledger"
     after: int = 0  # the source position of the last memory copied of `user`
     finished: bool = False
     batches: int = 0  # batches written so far, over every run
@@ -142,6 +149,7 @@ class MigrationReport:
     memories: int = 0
     vectors: int = 0
     messages: int = 0
+    ledger: int = 0  # entities, mentions and profile values
     seconds: float = 0.0
     source_models: dict[str, int] = field(default_factory=dict)
     counts: dict[str, UserCounts] = field(default_factory=dict)
@@ -170,6 +178,7 @@ def survey(store: StoreBase, report: MigrationReport, batch_size: int = 1000) ->
         report.memories += sum(counts.memories.values())
         report.messages += sum(counts.messages.values())
         report.vectors += sum(counts.vectors.values())
+        report.ledger += sum(counts.ledger.values())
         for model, n in counts.vectors.items():
             report.source_models[model] = report.source_models.get(model, 0) + n
     report.users = len(report.counts)
@@ -226,7 +235,10 @@ class Migration:
             if progress.phase == "memories":
                 self._copy_memories(user_id, progress)
                 progress.phase, progress.after = "messages", 0
-            self._copy_messages(user_id, progress)
+            if progress.phase == "messages":
+                self._copy_messages(user_id, progress)
+                progress.phase = "ledger"
+            self._copy_ledger(user_id, progress)
         progress.finished = True
         self.target.set_meta(MARKER_KEY, progress.dump())
         self.report.seconds = time.monotonic() - began
@@ -250,6 +262,20 @@ class Migration:
                 self.report.messages += len(missing)
                 self._save(progress)
 
+    def _copy_ledger(self, user_id: str, progress: Progress) -> None:
+        """Entities first (mentions name them), then mentions, then profile values; upserts by id,
+        so a batch copied again after an interruption replaces itself."""
+        size = self.batch_size
+        entities, mentions = self.source.entities(user_id), self.source.mentions(user_id)
+        profile = self.source.profile_values(user_id)
+        batches = [*(LedgerChanges(user_id, entities=entities[i:i + size]) for i in range(0, len(entities), size)),
+                   *(LedgerChanges(user_id, mentions=mentions[i:i + size]) for i in range(0, len(mentions), size)),
+                   *(LedgerChanges(user_id, profile=profile[i:i + size]) for i in range(0, len(profile), size))]
+        for batch in batches:
+            self.target.put_ledger(batch)
+            self.report.ledger += len(batch.entities) + len(batch.mentions) + len(batch.profile)
+            self._save(progress)
+
     # -- verifying -----------------------------------------------------------------------------
     def verify(self, *, sample: int = 5, seed: int = 0) -> list[str]:
         """Compare the stores: users, each user's counts, and `sample` random memories per user
@@ -263,11 +289,12 @@ class Migration:
             self.report.counts[user_id] = mine
             for model, n in mine.vectors.items():
                 self.report.source_models[model] = self.report.source_models.get(model, 0) + n
-            for what in ("memories", "messages", "vectors"):
+            for what in ("memories", "messages", "vectors", "ledger"):
                 if getattr(mine, what) != getattr(theirs, what):
                     found.append(f"user {user_id!r}: {what} {getattr(mine, what)} in the source, "
                                  f"{getattr(theirs, what)} in the target")
             found += self._compare_messages(user_id)
+            found += self._compare_ledger(user_id)
             ids = [m.id for batch in self.source.iter_memories(user_id, self.batch_size) for m in batch]
             found += self._compare_memories(user_id, rng.sample(ids, min(sample, len(ids))))
         self.report.mismatches = found
@@ -283,6 +310,16 @@ class Migration:
             if (a.agent_id, a.session_id, a.message) != (b.agent_id, b.session_id, b.message):
                 return [f"user {user_id!r}: message {message_id!r} differs"]
         return []
+
+    def _compare_ledger(self, user_id: str) -> list[str]:
+        def ledger(store: StoreBase) -> tuple[list, list, list]:
+            # the stored fields of the entities (their figures are computed, to the store's precision)
+            entities = [(e.id, e.name, e.kind, e.aliases, e.created_at, e.updated_at, e.metadata, e.mention_count)
+                        for e in store.entities(user_id)]
+            return entities, store.mentions(user_id), store.profile_values(user_id)
+        mine, theirs = ledger(self.source), ledger(self.target)
+        return [f"user {user_id!r}: the {what} differ" for what, a, b in
+                zip(("entities", "mentions", "profile values"), mine, theirs) if a != b]
 
     def _compare_memories(self, user_id: str, ids: list[str]) -> list[str]:
         found: list[str] = []

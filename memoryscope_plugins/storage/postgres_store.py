@@ -53,9 +53,9 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
 from ..errors import SchemaVersionError, StoreError, StoreLockedError
 from ..indexing import full_text
 from ..log_hygiene import without_password
-from ..types import Memory
-from . import base, records
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
+from ..types import Entity, EntityMention, Memory, ProfileValue
+from . import base, postgres_ledger, records
+from .base import Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
 from .leases import Lease, require_held
 from .messages import DONE, FAILED, PENDING
@@ -65,7 +65,7 @@ from .timecodes import aware
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Each entry: (version it brings the schema to, SQL steps). `{p}` is the table prefix, `{cfg}` the
 # text search configuration (a quoted literal). Steps run in order in one transaction.
@@ -130,6 +130,7 @@ _MIGRATIONS: list[tuple[int, list[str]]] = [
             expires_at timestamptz NOT NULL
         )""",
     ]),
+    (2, postgres_ledger.MIGRATION),  # the entity ledger and the profile
 ]
 
 _MEMORY_COLUMNS = ", ".join(records.MEMORY_COLUMNS)
@@ -230,6 +231,7 @@ class PostgresStore(StoreBase):
         self._defer_vector_index = False
         self._closed = False
         self._conninfo = conninfo
+        self._ledger = postgres_ledger.PostgresLedger(prefix)
         kwargs = dict(connect_kwargs or {})
         kwargs.setdefault("connect_timeout", max(1, int(connect_timeout_s)))
         kwargs["autocommit"] = False
@@ -517,11 +519,14 @@ class PostgresStore(StoreBase):
             raise ValueError(f"memory id {owned[0][0] if owned else '?'!r} belongs to another user")
 
     def _commit(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                done_message_ids: Sequence[str], lease: Lease | None = None) -> None:
-        if not memories and not done_message_ids:
+                done_message_ids: Sequence[str], lease: Lease | None = None,
+                ledger: LedgerChanges | None = None) -> None:
+        if not memories and not done_message_ids and ledger is None:
             return
         with self._tx() as conn:
             self._put_in(conn, memories, vectors)
+            if ledger is not None:
+                self._ledger.apply(conn, ledger)
             if done_message_ids:
                 self._lock_messages(conn, done_message_ids)
                 conn.execute(self._q("UPDATE {messages} SET state=%s WHERE id = ANY(%s)"),
@@ -556,6 +561,7 @@ class PostgresStore(StoreBase):
                          (sorted(set(ids)),))
             cur = conn.execute(self._q("DELETE FROM {memories} WHERE user_id=%s AND id = ANY(%s)"),
                                (user_id, sorted(set(ids))))
+            self._ledger.delete_mentions_of(conn, user_id, ids)
             return cur.rowcount
 
     def delete_user(self, user_id: str) -> int:
@@ -563,6 +569,7 @@ class PostgresStore(StoreBase):
             deleted = conn.execute(self._q("DELETE FROM {memories} WHERE user_id=%s"), (user_id,)).rowcount
             conn.execute(self._q("DELETE FROM {messages} WHERE user_id=%s"), (user_id,))
             conn.execute(self._q("DELETE FROM {leases} WHERE user_id=%s"), (user_id,))
+            self._ledger.delete_user(conn, user_id)
         return deleted
 
     def rename_user(self, old_user_id: str, new_user_id: str) -> int:
@@ -571,13 +578,30 @@ class PostgresStore(StoreBase):
                          ([old_user_id, new_user_id],))
             taken = conn.execute(self._q("SELECT 1 FROM {memories} WHERE user_id=%s UNION ALL SELECT 1 FROM "
                                          "{messages} WHERE user_id=%s LIMIT 1"), (new_user_id, new_user_id)).fetchone()
-            if taken is not None:
-                raise ValueError("the new user id already has memories or messages")
+            if taken is not None or self._ledger.has_user(conn, new_user_id):
+                raise ValueError("the new user id already has memories, messages or ledger entries")
             moved = conn.execute(self._q("UPDATE {memories} SET user_id=%s WHERE user_id=%s"),
                                  (new_user_id, old_user_id)).rowcount
             conn.execute(self._q("UPDATE {messages} SET user_id=%s WHERE user_id=%s"), (new_user_id, old_user_id))
+            self._ledger.rename_user(conn, old_user_id, new_user_id)
             conn.execute(self._q("DELETE FROM {leases} WHERE user_id=%s"), (old_user_id,))
         return moved
+
+    # -- the entity ledger and the profile (postgres_ledger) -----------------------------------
+    def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
+                 kind: str | None = None) -> builtins.list[Entity]:
+        with self._tx() as conn:
+            return self._ledger.entities(conn, user_id, ids, kind)
+
+    def mentions(self, user_id: str, *, entity_ids: Sequence[str] | None = None,
+                 memory_ids: Sequence[str] | None = None) -> builtins.list[EntityMention]:
+        with self._tx() as conn:
+            return self._ledger.mentions(conn, user_id, entity_ids, memory_ids)
+
+    def profile_values(self, user_id: str, *, key: str | None = None,
+                       current_only: bool = False) -> builtins.list[ProfileValue]:
+        with self._tx() as conn:
+            return self._ledger.profile_values(conn, user_id, key, current_only)
 
     # -- reads ------------------------------------------------------------------------------
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
@@ -760,12 +784,15 @@ class PostgresStore(StoreBase):
             "(SELECT * FROM v_exact UNION ALL SELECT * FROM v_ann) u)")
 
     # -- the durable message log ------------------------------------------------------------------
-    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None) -> None:
+    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None,
+             ledger: LedgerChanges | None = None) -> None:
         with self._tx() as conn:
             if rows:
                 with conn.cursor() as cur:
                     cur.executemany(self._q(_INSERT_MESSAGE), rows)
             self._put_in(conn, memories, vectors)
+            if ledger is not None:
+                self._ledger.apply(conn, ledger)
 
     def _lock_messages(self, conn: psycopg.Connection, ids: Sequence[str]) -> None:
         """Lock message rows in id order before changing them (no lock-order deadlocks)."""

@@ -29,9 +29,9 @@ import numpy as np
 
 from ..errors import SchemaVersionError, StoreCorruptError, StoreError, StoreLockedError
 from ..indexing import full_text
-from ..types import Memory, MemoryStatus, MemoryType
-from . import records
-from .base import Candidate, MemoryFilter, SearchRequest, StoredMessage, VectorRows
+from ..types import Entity, EntityMention, Memory, MemoryStatus, MemoryType, ProfileValue
+from . import records, sqlite_ledger
+from .base import Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
 from .leases import Lease, require_held
 from .messages import DONE, FAILED, PENDING
@@ -42,7 +42,7 @@ from .timecodes import epoch_seconds
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -99,7 +99,7 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_user_state ON messages(user_id, state, seq);
 CREATE INDEX IF NOT EXISTS messages_state ON messages(state, user_id);
 CREATE TABLE IF NOT EXISTS leases (user_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_ts REAL NOT NULL);
-"""
+""" + sqlite_ledger.DDL
 
 _MEMORY_COLUMNS = ", ".join(records.MEMORY_COLUMNS)
 _MESSAGE_COLUMNS = ", ".join(records.MESSAGE_COLUMNS)
@@ -336,7 +336,7 @@ class SQLiteStore(StoreBase):
         try:
             with self._read() as conn:
                 tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-                if not {"meta", "users", "memories", "messages", "leases"} <= tables:
+                if not {"meta", "users", "memories", "messages", "leases", *sqlite_ledger.TABLES} <= tables:
                     return False
                 row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         except StoreLockedError:
@@ -379,6 +379,7 @@ class SQLiteStore(StoreBase):
             conn.execute("UPDATE memories SET terms = COALESCE((SELECT f.terms FROM memories_fts f "
                          "WHERE f.rowid = memories.rowid), '')")
             conn.execute("DROP TABLE memories_fts")
+        # v3 added the entity ledger and the profile: their tables are made by `_SCHEMA` above
         conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
@@ -458,12 +459,15 @@ class SQLiteStore(StoreBase):
                 "rev = rev + 1, epoch = epoch + ?", (user_id, int(deletion), int(deletion)))
 
     def _commit(self, memories: Sequence[Memory], vectors: VectorRows | None,
-                done_message_ids: Sequence[str], lease: Lease | None = None) -> None:
+                done_message_ids: Sequence[str], lease: Lease | None = None,
+                ledger: LedgerChanges | None = None) -> None:
         with self._write() as conn:  # BEGIN IMMEDIATE: no other writer can take the lease meanwhile
             if lease is not None:
                 row = conn.execute("SELECT owner, expires_ts FROM leases WHERE user_id=?", (lease.user_id,)).fetchone()
                 require_held(lease, row[0] if row else None, row is not None and row[1] > time.time())
             self._put_in(conn, memories, vectors)
+            if ledger is not None:
+                sqlite_ledger.apply(conn, ledger)
             conn.executemany("UPDATE messages SET state=? WHERE id=?", ((DONE, i) for i in done_message_ids))
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
@@ -492,6 +496,7 @@ class SQLiteStore(StoreBase):
                                    (memory_id, user_id)).fetchone()
                 if row is not None:
                     deleted += 1
+            sqlite_ledger.delete_mentions_of(conn, user_id, list(ids))
             if deleted:
                 self._bump(conn, {user_id}, deletion=True)
         return deleted
@@ -501,6 +506,7 @@ class SQLiteStore(StoreBase):
             removed = conn.execute("DELETE FROM memories WHERE user_id=?", (user_id,)).rowcount
             conn.execute("DELETE FROM messages WHERE user_id=?", (user_id,))
             conn.execute("DELETE FROM leases WHERE user_id=?", (user_id,))
+            sqlite_ledger.delete_user(conn, user_id)
             self._bump(conn, {user_id}, deletion=True)
         with self._cache_lock:
             self._cache.pop(user_id, None)
@@ -510,17 +516,34 @@ class SQLiteStore(StoreBase):
         with self._write() as conn:
             taken = conn.execute("SELECT 1 FROM memories WHERE user_id=? UNION ALL SELECT 1 FROM messages "
                                  "WHERE user_id=? LIMIT 1", (new_user_id, new_user_id)).fetchone()
-            if taken is not None:
-                raise ValueError("the new user id already has memories or messages")
+            if taken is not None or sqlite_ledger.has_user(conn, new_user_id):
+                raise ValueError("the new user id already has memories, messages or ledger entries")
             moved = conn.execute("UPDATE memories SET user_id=? WHERE user_id=?",
                                  (new_user_id, old_user_id)).rowcount
             conn.execute("UPDATE messages SET user_id=? WHERE user_id=?", (new_user_id, old_user_id))
+            sqlite_ledger.rename_user(conn, old_user_id, new_user_id)
             conn.execute("DELETE FROM leases WHERE user_id=?", (old_user_id,))
             self._bump(conn, {old_user_id, new_user_id}, deletion=True)
         with self._cache_lock:
             self._cache.pop(old_user_id, None)
             self._cache.pop(new_user_id, None)
         return moved
+
+    # -- the entity ledger and the profile (sqlite_ledger) -------------------------------------
+    def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
+                 kind: str | None = None) -> builtins.list[Entity]:
+        with self._read() as conn:
+            return sqlite_ledger.entities(conn, user_id, ids, kind)
+
+    def mentions(self, user_id: str, *, entity_ids: Sequence[str] | None = None,
+                 memory_ids: Sequence[str] | None = None) -> builtins.list[EntityMention]:
+        with self._read() as conn:
+            return sqlite_ledger.mentions(conn, user_id, entity_ids, memory_ids)
+
+    def profile_values(self, user_id: str, *, key: str | None = None,
+                       current_only: bool = False) -> builtins.list[ProfileValue]:
+        with self._read() as conn:
+            return sqlite_ledger.profile_values(conn, user_id, key, current_only)
 
     # -- reads ------------------------------------------------------------------------------
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
@@ -813,11 +836,14 @@ class SQLiteStore(StoreBase):
         )
 
     # -- the durable message log ------------------------------------------------------------------
-    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None) -> None:
+    def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None,
+             ledger: LedgerChanges | None = None) -> None:
         with self._write() as conn:
             for row in rows:
                 conn.execute(_INSERT_MESSAGE, row)
             self._put_in(conn, memories, vectors)
+            if ledger is not None:
+                sqlite_ledger.apply(conn, ledger)
 
     def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
                        before_seq: int | None = None, limit: int,

@@ -14,10 +14,10 @@ import pytest
 from memoryscope_plugins import MemoryScope
 from memoryscope_plugins.cli.main import main
 from memoryscope_plugins.storage import migrate as mig
-from memoryscope_plugins.storage.base import MemoryFilter
+from memoryscope_plugins.storage.base import LedgerChanges, MemoryFilter
 from memoryscope_plugins.storage.core import StoreBase
 from memoryscope_plugins.storage.sqlite_store import SQLiteStore
-from memoryscope_plugins.types import Memory, MemoryStatus, Message
+from memoryscope_plugins.types import Entity, EntityKind, EntityMention, Memory, MemoryStatus, Message, ProfileValue
 from tests.storage.test_store_contract import es_server, pg_server  # noqa: F401 - the servers, once per session
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone(timedelta(hours=2)))
@@ -32,7 +32,7 @@ _names = itertools.count()
 
 def build_source(path, embedder) -> None:
     """Several users with vectors, an expired memory linked to the one that replaced it, a memory
-    without a vector, and messages pending, done and failed."""
+    without a vector, messages pending, done and failed, and an entity ledger and profile."""
     with MemoryScope(path=path, embedder=embedder, start_worker=False) as memory:
         for n, user in enumerate(USERS):
             made = [memory.add(user, fact.format(u=user.title()), created_at=T0 + timedelta(days=i),
@@ -47,9 +47,27 @@ def build_source(path, embedder) -> None:
                 session_id="s1")
             store.mark_messages(ids[:2], "done")
             store.mark_messages(ids[2:3], "failed")
+            store.put_ledger(_ledger(user, made))
     with SQLiteStore(path) as store:  # after the engine, which would embed it
         store.put([Memory(id=f"novec-{user}", user_id=user, agent_id="assistant", content=f"{user} no vector",
                           created_at=T0, updated_at=T0) for user in USERS])
+
+
+def _ledger(user: str, made: list[Memory]) -> LedgerChanges:
+    """Two entities with mentions (one not counted) and a profile value replaced by another."""
+    pixel, lisbon = f"{user}-e-pixel", f"{user}-e-lisbon"
+    return LedgerChanges(
+        user, entities=[Entity(id=pixel, user_id=user, name="Pixel", kind=EntityKind.PET, aliases=["the cat"],
+                               created_at=T0, updated_at=T0),
+                        Entity(id=lisbon, user_id=user, name="Lisboa", kind=EntityKind.PLACE, aliases=["Lisbon"],
+                               created_at=T0, updated_at=T0, metadata={"country": "PT"})],
+        mentions=[EntityMention(pixel, made[5].id, user, said_at=made[5].created_at),
+                  EntityMention(lisbon, made[1].id, user, said_at=made[1].created_at, event_at=T0),
+                  EntityMention(lisbon, made[2].id, user, said_at=made[2].created_at, counted=False)],
+        profile=[ProfileValue(f"{user}-p1", user, "home", "Porto", valid_from=T0, valid_to=T0 + timedelta(days=1),
+                              superseded_by=f"{user}-p2", source_ids=[made[1].id], created_at=T0, updated_at=T0),
+                 ProfileValue(f"{user}-p2", user, "home", "Lisbon", valid_from=T0 + timedelta(days=1),
+                              source_ids=[made[2].id], created_at=T0, updated_at=T0)])
 
 
 def _replace(memory: Memory, **changes) -> Memory:
@@ -76,11 +94,14 @@ def es_url(es_server):  # noqa: F811
 
 
 def everything(store: StoreBase):
-    """Every record of the store: memories by id (with their vectors) and each user's message log."""
+    """Every record of the store: memories by id (with their vectors) and each user's message log
+    and ledger (entities with their computed mention counts, mentions, profile values)."""
     memories: dict[str, Memory] = {}
     vectors: dict[str, np.ndarray] = {}
     logs: dict[str, list] = {}
     for user in sorted(store.users()):
+        logs[user + "/ledger"] = [[(e.id, e.name, e.kind, e.aliases, e.metadata, e.mention_count)
+                                   for e in store.entities(user)], store.mentions(user), store.profile_values(user)]
         for batch in store.iter_memories(user):
             memories.update((m.id, m) for m in batch)
             vectors.update(store.vectors_of(user, [m.id for m in batch]))
@@ -120,6 +141,7 @@ def test_sqlite_to_postgres_to_sqlite_keeps_everything(source_file, pg_url, tmp_
     assert second.mismatches == []
     assert first.memories == second.memories == len(USERS) * (len(FACTS) + 1)
     assert first.vectors == len(USERS) * len(FACTS)
+    assert first.ledger == second.ledger == len(USERS) * 7
     with SQLiteStore(source_file) as original, mig.open_url(pg_url) as middle, SQLiteStore(back) as copy:
         assert_same_contents(original, middle)
         assert_same_contents(original, copy)
@@ -153,7 +175,7 @@ def _stop_after(k: int):
     return hook
 
 
-@pytest.mark.parametrize("stop_at", [2, 9, 13])  # in memories, in messages, between the two
+@pytest.mark.parametrize("stop_at", [2, 5, 7, 13])  # in memories, in messages, in the ledger, between users
 def test_an_interrupted_migration_resumes_nothing_twice_nothing_missing(source_file, tmp_path, stop_at):
     target = str(tmp_path / "target.db")
     with pytest.raises(Stop):
@@ -225,12 +247,16 @@ def test_verification_reports_what_differs(source_file, tmp_path):
         copy.put([_replace(m, content=m.content + "!") for m in some], [np.zeros(0)] * len(some))
         copy.delete("ben", [copy.list("ben", MemoryFilter())[0].id])
         copy.mark_messages([copy.pending_messages("chloé")[0].id], "done")
+        (moved, *_) = copy.mentions("dev")
+        copy.put_ledger(LedgerChanges("dev", mentions=[EntityMention(moved.entity_id, moved.memory_id, "dev",
+                                                                     said_at=T0 - timedelta(days=9),
+                                                                     counted=moved.counted)]))
         found = mig.Migration(original, copy, source_label="a", target_label="b").verify(sample=100)
     assert any("'ben': memories" in line for line in found)
     assert any("'chloé': messages" in line for line in found)
     assert any("'anna'" in line and "content differs" in line for line in found)
     assert any("'anna'" in line and "vector differs" in line for line in found)
-    assert not any("'dev'" in line for line in found)
+    assert [line for line in found if "'dev'" in line] == ["user 'dev': the mentions differ"]
 
 
 def test_store_urls():

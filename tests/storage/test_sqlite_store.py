@@ -19,7 +19,7 @@ import pytest
 from memoryscope_plugins import MemoryScope, Settings
 from memoryscope_plugins.errors import SchemaVersionError, StoreError, StoreLockedError
 from memoryscope_plugins.storage.base import SearchRequest
-from memoryscope_plugins.storage.sqlite_store import SQLiteStore
+from memoryscope_plugins.storage.sqlite_store import SCHEMA_VERSION, SQLiteStore
 from memoryscope_plugins.types import Memory
 
 
@@ -235,7 +235,7 @@ def test_a_version_1_file_is_upgraded_in_place(tmp_path):
     store = SQLiteStore(path, embedding_model="model-a")
     found = store.search(SearchRequest(user_id="u", text="sailing", vector=None))
     assert [c.memory.id for c in found] == ["a"]
-    assert store.get_meta("schema_version") == "2"
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
     store.put([Memory(id="c", user_id="u", agent_id="x", content="sailing again",
                       created_at=datetime(2024, 2, 1, tzinfo=timezone.utc),
                       updated_at=datetime(2024, 2, 1, tzinfo=timezone.utc))])

@@ -20,6 +20,7 @@ import pytest
 
 from memoryscope_plugins.storage.sqlite_store import SQLiteStore  # noqa: E402
 from tests.support import servers  # noqa: E402
+from tests.support.ledger_contract import *  # noqa: E402,F401,F403
 from tests.support.store_contract import *  # noqa: E402,F401,F403
 from tests.support.store_contract import ids, mem, unit, vector_search  # noqa: E402
 
@@ -79,7 +80,7 @@ def store_factory(request, tmp_path):
         def drop():
             import psycopg
             with psycopg.connect(server.contract_dsn, autocommit=True) as conn:
-                for table in ("memories", "messages", "leases", "meta"):
+                for table in ("memories", "messages", "leases", "meta", "entities", "mentions", "profile"):
                     conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
         cleanup.append(drop)
     else:
@@ -93,7 +94,7 @@ def store_factory(request, tmp_path):
         def drop():
             from elasticsearch import Elasticsearch
             with Elasticsearch(server.url) as client:
-                for kind in ("memories", "messages", "leases", "meta"):
+                for kind in ("memories", "messages", "leases", "meta", "entities", "mentions", "profile"):
                     client.options(ignore_status=404).indices.delete(index=f"{prefix}-{kind}")
         cleanup.append(drop)
 
@@ -135,6 +136,44 @@ def test_a_newer_schema_is_refused(store_factory):
         store.es.indices.put_mapping(index=store.memories_index, meta={"mapping_version": 999})
     with pytest.raises(SchemaVersionError):
         store_factory("model-a")
+
+
+def _make_older(store, backend: str) -> None:
+    """Turn a fresh store into one written before the entity ledger (SQLite schema 2, PostgreSQL
+    schema 1, Elasticsearch mapping 1 without the ledger's indices)."""
+    if backend == "sqlite":
+        with store._write() as conn:
+            for table in ("entities", "mentions", "profile"):
+                conn.execute(f"DROP TABLE {table}")
+        store.set_meta("schema_version", "2")
+    elif backend == "postgres":
+        import psycopg
+        with psycopg.connect(store._conninfo, autocommit=True) as conn:
+            for table in ("entities", "mentions", "profile"):
+                conn.execute(f"DROP TABLE {store.prefix}{table}")
+        store.set_meta("schema_version", "1")
+    else:
+        for name in store._ledger.properties():
+            store.es.indices.delete(index=name)
+        for name in (store.memories_index, store.messages_index, store.leases_index, store.meta_index):
+            store.es.indices.put_mapping(index=name, meta={"mapping_version": 1})
+
+
+def test_an_older_store_opens_and_gains_the_ledger(store_factory):
+    from memoryscope_plugins.storage.base import LedgerChanges
+    from memoryscope_plugins.types import Entity, EntityMention
+    store = store_factory("model-a")
+    store.put([mem("m1", content="Mel in Leeds")], np.stack([unit(1)]))
+    _make_older(store, store_factory.backend)
+    store.close()
+    again = store_factory("model-a")
+    again.put_ledger(LedgerChanges("alice", entities=[Entity(id="e1", user_id="alice", name="Mel")],
+                                   mentions=[EntityMention("e1", "m1", "alice", said_at=mem("x").created_at)]))
+    assert [e.mention_count for e in again.entities("alice")] == [1]
+    assert ids(vector_search(again, "alice", unit(1))) == ["m1"]
+    if store_factory.backend != ES_ID:
+        assert again.get_meta("schema_version") == {"sqlite": "3", "postgres": "2"}[store_factory.backend]
+    store_factory("model-a")  # a third opening finds the schema current
 
 
 @pytest.fixture
