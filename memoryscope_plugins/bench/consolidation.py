@@ -17,13 +17,20 @@ and custom memories; never turns):
   names an active memory);
 * ``event``: a matching active memory's event range holds ``date``;
 * ``recall``: a match in the top ``k`` of ``retrieve(query, now=now)`` over those types;
-* ``count_max``: at most ``max`` active memories match.
+* ``count_max``: at most ``max`` active memories match;
+* ``profile`` (+ ``key``): some current profile value of that key matches, and no current value of
+  it holds a ``none`` word (the value stated, changed later, asked "now");
+* ``profile_history`` (+ ``key``): some replaced value of that key matches and has its end time
+  (with ``"superseded": true``, its ``superseded_by`` names a current value);
+* ``entity`` (+ ``name``, optional ``kind``, ``min_mentions``): the ledger holds an entity by that
+  name or alias, of that kind, counted at least that often.
 
 A memory matches when each given list holds (case-insensitive substrings): ``any`` (one of),
 ``all`` (every), ``none`` (none of).
 
 Every recorded message ends done, pending or failed. A *silent loss* is a message marked done
-although no memory (of any status) rests on it and the model never gave a verdict on it.
+although no memory (of any status) rests on it and the model never gave a verdict on it. The
+profile checks are also reported apart, with the profile's values and those resting on no memory.
 """
 
 from __future__ import annotations
@@ -38,10 +45,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import ConfigError, ValidationError
+from ..person.matching import normalise_name
+from ..person.profile import normalise_key
 from ..settings import Settings
-from ..types import Memory, MemoryStatus, MemoryType
+from ..types import Entity, Memory, MemoryStatus, MemoryType, ProfileValue
 
-CHECK_TYPES = ("active", "not_active", "expired", "event", "no_event", "recall", "count_max")
+CHECK_TYPES = ("active", "not_active", "expired", "event", "no_event", "recall", "count_max", "profile",
+               "profile_history", "entity")
+PROFILE_CHECKS = ("profile", "profile_history")
 MEMORY_TYPES = (MemoryType.OBSERVATION, MemoryType.INSIGHT, MemoryType.CUSTOM)
 MESSAGE_GAP = timedelta(seconds=30)
 # what a done message may have become without a memory resting on it: a verdict of the model, or
@@ -99,6 +110,9 @@ def _check_scenario(scenario: Any, number: int) -> None:
     for check in scenario["checks"]:
         if not isinstance(check, dict) or check.get("type") not in CHECK_TYPES:
             raise ValidationError(f"{where}: unknown check {check!r}; types are {', '.join(CHECK_TYPES)}")
+        needed = "key" if check["type"] in PROFILE_CHECKS else "name" if check["type"] == "entity" else None
+        if needed is not None and not str(check.get(needed) or "").strip():
+            raise ValidationError(f"{where}: a {check['type']} check needs a {needed!r}")
 
 
 # -------------------------------------------------------------------------------------------------
@@ -107,7 +121,12 @@ def _check_scenario(scenario: Any, number: int) -> None:
 
 def matches(memory: Memory, check: dict[str, Any]) -> bool:
     """Whether a memory's content satisfies every word list the check gives."""
-    text = memory.content.casefold()
+    return matches_text(memory.content, check)
+
+
+def matches_text(text: str, check: dict[str, Any]) -> bool:
+    """Whether a text satisfies every word list the check gives."""
+    text = text.casefold()
     any_of = [str(w).casefold() for w in check.get("any") or []]
     all_of = [str(w).casefold() for w in check.get("all") or []]
     none_of = [str(w).casefold() for w in check.get("none") or []]
@@ -128,9 +147,42 @@ def _holds_date(memory: Memory, day: date) -> bool:
     return memory.event_start < end and event_end > start
 
 
-def evaluate(check: dict[str, Any], memories: list[Memory], recall: Callable[[dict[str, Any]], list[Memory]]) -> bool:
-    """Whether one check passes on a scenario's final memories."""
+@dataclass
+class Person:
+    """A scenario's final entity ledger and profile (every value, current and replaced)."""
+
+    entities: list[Entity] = field(default_factory=list)
+    profile: list[ProfileValue] = field(default_factory=list)
+
+
+def evaluate_person(check: dict[str, Any], person: Person) -> bool:
+    """Whether a ``profile``, ``profile_history`` or ``entity`` check passes."""
     kind = check["type"]
+    if kind == "entity":
+        wanted = normalise_name(str(check["name"]))
+        found = [e for e in person.entities if wanted in {normalise_name(n) for n in e.names}
+                 and (check.get("kind") is None or getattr(e.kind, "value", e.kind) == check["kind"])]
+        return any(e.mention_count >= int(check.get("min_mentions", 0)) for e in found)
+    key = normalise_key(str(check["key"]))
+    values = [v for v in person.profile if v.key == key]
+    current = [v for v in values if v.current]
+    if kind == "profile":
+        stale = [str(w).casefold() for w in check.get("none") or []]
+        return any(matches_text(v.value, {**check, "none": []}) for v in current) and \
+            not any(word in v.value.casefold() for v in current for word in stale)
+    if kind == "profile_history":
+        current_ids = {v.id for v in current}
+        return any(not v.current and v.valid_to is not None and matches_text(v.value, check)
+                   and (not check.get("superseded") or v.superseded_by in current_ids) for v in values)
+    raise ValidationError(f"unknown check type {kind!r}")
+
+
+def evaluate(check: dict[str, Any], memories: list[Memory], recall: Callable[[dict[str, Any]], list[Memory]],
+             person: Person | None = None) -> bool:
+    """Whether one check passes on a scenario's final memories (and entity ledger and profile)."""
+    kind = check["type"]
+    if kind in PROFILE_CHECKS or kind == "entity":
+        return evaluate_person(check, person or Person())
     active = [m for m in memories if m.status is MemoryStatus.ACTIVE]
     if kind == "active":
         return any(matches(m, check) for m in active)
@@ -223,7 +275,9 @@ def run_scenario(scenario: dict[str, Any], settings: Settings, workdir: Path) ->
                                      now=now)
             return [scored.memory for scored in result.memories]
 
-        results = [(check, evaluate(check, memories, recall)) for check in scenario["checks"]]
+        person = Person(entities=list(engine.store.entities(user_id)),
+                        profile=list(engine.store.profile_values(user_id)))
+        results = [(check, evaluate(check, memories, recall, person)) for check in scenario["checks"]]
     states = {m.id: m.state for m in messages}
     sourced = {source for memory in memories for source in memory.source_ids}
     silent = [m for m in recorded if states.get(m) == "done" and m not in sourced
@@ -238,6 +292,7 @@ def run_scenario(scenario: dict[str, Any], settings: Settings, workdir: Path) ->
                      "failed": sum(states.get(m) == "failed" for m in recorded),
                      "dropped": sum(m not in states for m in recorded)},
         "silent_losses": len(silent),
+        "profile": _profile_part(results, person, {m.id for m in memories}),
         "llm": {"calls": collected.calls, "tokens": collected.tokens},
         "errors": len(collected.errors), "insights_refused": collected.rejected,
         "record_ms": record_ms,
@@ -245,8 +300,21 @@ def run_scenario(scenario: dict[str, Any], settings: Settings, workdir: Path) ->
                       "event_start": m.event_start.isoformat() if m.event_start else None,
                       "event_end": m.event_end.isoformat() if m.event_end else None,
                       "superseded_by": m.superseded_by} for m in memories],
+        "entities": [{"name": e.name, "kind": getattr(e.kind, "value", e.kind), "aliases": list(e.aliases),
+                      "mentions": e.mention_count} for e in person.entities],
+        "profile_values": [{"key": v.key, "value": v.value, "current": v.current,
+                            "valid_from": v.valid_from.isoformat() if v.valid_from else None,
+                            "valid_to": v.valid_to.isoformat() if v.valid_to else None} for v in person.profile],
         "seconds": round(time.perf_counter() - started, 2),
     }
+
+
+def _profile_part(results: list[tuple[dict[str, Any], bool]], person: Person, memory_ids: set[str]) -> dict[str, int]:
+    """The profile checks of a scenario, its values, and the values that rest on no memory."""
+    checks = [ok for check, ok in results if check["type"] in PROFILE_CHECKS]
+    return {"passed": sum(checks), "total": len(checks), "values": len(person.profile),
+            "current": sum(v.current for v in person.profile),
+            "unsourced": sum(not set(v.source_ids) & memory_ids for v in person.profile)}
 
 
 def _by_type(results: Iterable[tuple[dict[str, Any], bool]]) -> dict[str, dict[str, int]]:
@@ -305,6 +373,8 @@ def summarise(parts: list[dict[str, Any]], settings: Settings, seconds: float) -
                    "total": sum(p["checks"]["total"] for p in parts), "by_type": by_type},
         "messages": messages,
         "silent_losses": sum(p["silent_losses"] for p in parts),
+        "profile": {key: sum(p["profile"][key] for p in parts)
+                    for key in ("passed", "total", "values", "current", "unsourced")},
         "llm": {"calls": calls, "tokens": tokens, "model": settings.llm.model,
                 "calls_per_message": round(calls / max(1, messages["recorded"]), 3),
                 "tokens_per_message": round(tokens / max(1, messages["recorded"]), 1)},
@@ -331,8 +401,10 @@ def format_table(report: dict[str, Any]) -> str:
         failed = "; ".join(f"{f['type']}: {f['what']}" for f in part["failed"]) or "-"
         lines.append(f"| {part['name']} | {part['checks']['passed']}/{part['checks']['total']} | "
                      f"{part['llm']['calls']} | {failed} |")
-    m = report["messages"]
-    lines += ["", f"messages: {m['recorded']} recorded, {m['done']} done, {m['pending']} pending, "
+    m, profile = report["messages"], report["profile"]
+    lines += ["", f"profile: {profile['passed']}/{profile['total']} checks, {profile['current']} current of "
+                  f"{profile['values']} values, {profile['unsourced']} resting on no memory",
+              f"messages: {m['recorded']} recorded, {m['done']} done, {m['pending']} pending, "
                   f"{m['failed']} failed, {m['dropped']} dropped; silent losses: {report['silent_losses']}",
               f"LLM: {report['llm']['calls']} calls, {report['llm']['tokens']} tokens "
               f"({report['llm']['calls_per_message']} calls and {report['llm']['tokens_per_message']} tokens "

@@ -2,8 +2,10 @@
 
 The user's new messages are numbered; the assistant's stand between them, unnumbered, as context
 (its suggestions are never the user's facts). The model answers with one entry per numbered
-message, in order, ``{"n": 2, "says": "<the message's first words>", "observations": [...]}``,
-with an empty list when a message holds nothing worth keeping. That entry is the model's verdict
+message, in order, ``{"n": 2, "says": "<the message's first words>", "observations": [...],
+"entities": [...]}``, with an empty list when a message holds nothing worth keeping; the entities
+the message names and an observation's optional ``profile`` value feed the entity ledger and the
+profile (`ledger_answer`: extras that never decide a verdict). That entry is the model's verdict
 on the message: a message without one is not accounted for and is never marked done.
 
 ``says`` anchors each entry to its message: a schema-constrained endpoint is made to write it
@@ -26,6 +28,7 @@ from typing import Any, Sequence
 from ..storage.base import StoredMessage
 from ..timeparse import format_memory_time, format_time_span
 from ..types import Memory
+from .ledger_answer import ENTITY_KINDS, MAX_ENTITIES_PER_MESSAGE, NamedEntity, parse_entities, parse_profile
 from .prompts import PromptSet
 
 KINDS = ("fact", "preference", "plan", "relation", "event")
@@ -54,14 +57,18 @@ class Extracted:
     time: str | None = None
     date: str | None = None
     importance: int = 2
+    profile: tuple[str, str] | None = None  # (key, value) the model proposes for the user's profile
 
 
 @dataclass(slots=True)
 class Extraction:
-    """The usable part of an answer: the messages it gives a verdict on and their observations."""
+    """The usable part of an answer: the messages it gives a verdict on, their observations and
+    the entities they name."""
 
     accounted: set[int] = field(default_factory=set)  # 0-based batch indexes with a verdict
     items: list[Extracted] = field(default_factory=list)
+    entities: list[NamedEntity] = field(default_factory=list)  # of accounted messages only
+    dropped_entities: int = 0  # proposals not used (not in the message, oversized, repeated, ...)
     repeated_items: int = 0  # identical observations dropped (a looping answer)
     complete: bool = True  # False: salvaged from an answer cut off at the token cap
 
@@ -136,14 +143,22 @@ def answer_schema(numbered: Sequence[StoredMessage], language: str) -> dict[str,
             "time": nullable,
             "date": nullable,
             "importance": {"type": "integer", "enum": [1, 2, 3]},
+            "profile": {"type": ["object", "null"],
+                        "properties": {"key": {"type": "string"}, "value": {"type": "string"}},
+                        "required": ["key", "value"]},
         },
         "required": ["content", "about", "kind", "reality", "time", "date", "importance"],
     }
     observations = {"type": "array", "items": observation, "maxItems": MAX_OBSERVATIONS_PER_MESSAGE}
+    entity = {"type": "object",
+              "properties": {"name": {"type": "string"}, "kind": {"type": "string", "enum": list(ENTITY_KINDS)},
+                             "alias_of": nullable},
+              "required": ["name", "kind"]}
+    entities = {"type": "array", "items": entity, "maxItems": MAX_ENTITIES_PER_MESSAGE}
     entries = [{"type": "object",
                 "properties": {"n": {"const": number}, "says": {"const": opening(stored.message.content, language)},
-                               "observations": observations},
-                "required": ["n", "says", "observations"]}
+                               "observations": observations, "entities": entities},
+                "required": ["n", "says", "observations", "entities"]}
                for number, stored in enumerate(numbered, start=1)]
     return {
         "type": "object",
@@ -200,7 +215,8 @@ def parse_extraction(value: Any, numbered: Sequence[StoredMessage], *, complete:
     An entry counts as a verdict when its ``observations`` is a list and it names a numbered
     message: by its ``says`` when that quotes a message's opening, else by its number. A second
     entry for the same message is ignored. Malformed observations inside a good entry are dropped
-    (the verdict stands).
+    (the verdict stands); so are unusable entities and profile values (`ledger_answer`): they
+    never decide whether an entry is a verdict.
 
     Raises:
         ExtractionError: the answer has no ``messages`` list at all.
@@ -216,6 +232,9 @@ def parse_extraction(value: Any, numbered: Sequence[StoredMessage], *, complete:
         if index is None or index in result.accounted:
             continue
         result.accounted.add(index)
+        named = parse_entities(_entities_of(raw), numbered[index].message.content, index)
+        result.entities.extend(named.entities)
+        result.dropped_entities += named.dropped
         seen: set[str] = set()
         for item in raw["observations"]:
             extracted = _observation(item, index)
@@ -231,6 +250,16 @@ def parse_extraction(value: Any, numbered: Sequence[StoredMessage], *, complete:
             else:
                 result.repeated_items += 1
     return result
+
+
+def _entities_of(raw: dict[str, Any]) -> Any:
+    """An entry's ``entities``; when it has none, those a small model wrote inside its
+    observations instead."""
+    value = raw.get("entities")
+    if value is not None:
+        return value
+    misplaced = [item.get("entities") for item in raw["observations"] if isinstance(item, dict)]
+    return [entity for group in misplaced if isinstance(group, list) for entity in group]
 
 
 def _fold(text: str) -> str:
@@ -261,7 +290,8 @@ def _observation(raw: Any, index: int) -> Extracted | None:
     return Extracted(content=content, message=index, about=_text(raw.get("about")),
                      kind=_choice(raw.get("kind"), KINDS, "fact"),
                      reality=_choice(raw.get("reality"), REALITIES, "real"),
-                     time=_text(raw.get("time")), date=_text(raw.get("date")), importance=importance)
+                     time=_text(raw.get("time")), date=_text(raw.get("date")), importance=importance,
+                     profile=parse_profile(raw.get("profile")))
 
 
 def salvage_entries(text: str) -> dict[str, Any] | None:

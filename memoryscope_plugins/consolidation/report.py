@@ -34,6 +34,8 @@ class ConsolidationReport:
     incomplete: bool = False  # an answer stopped at the token cap
     unjudged: int = 0  # repeat/contradiction questions without a usable answer (both memories kept)
     rejected: list[str] = field(default_factory=list)  # model output refused by the checks (not stored)
+    entities: list[str] = field(default_factory=list)  # new entities of the ledger: "name (kind)"
+    profile: list[str] = field(default_factory=list)  # profile values set: "key: value"
 
     @classmethod
     def no_llm(cls) -> "ConsolidationReport":
@@ -62,6 +64,8 @@ class ConsolidationReport:
         self.incomplete = self.incomplete or other.incomplete
         self.unjudged += other.unjudged
         self.rejected.extend(other.rejected)
+        self.entities.extend(other.entities)
+        self.profile.extend(other.profile)
         self.llm_calls += other.llm_calls
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
@@ -79,12 +83,14 @@ class ConsolidationReport:
                 + [f"not a fact about the user (hypothetical, fiction, or the assistant's words): {t}"
                    for t in self.flagged]
                 + [f"refused (prompt text or unfounded): {t}" for t in self.rejected]
+                + [f"new entity: {t}" for t in self.entities] + [f"profile: {t}" for t in self.profile]
                 + [f"error: {t}" for t in self.errors])
 
     def summary(self) -> str:
         """One line of counts, without any memory text (safe to log)."""
         text = (f"{self.messages} messages, {len(self.added)} added, {len(self.merged)} merged, "
-                f"{len(self.expired)} expired, {len(self.insights)} insights, {self.llm_calls} LLM calls, "
+                f"{len(self.expired)} expired, {len(self.insights)} insights, {len(self.entities)} new entities, "
+                f"{len(self.profile)} profile values, {self.llm_calls} LLM calls, "
                 f"{self.prompt_tokens}+{self.completion_tokens} tokens")
         if self.errors:
             text += f", {len(self.errors)} errors"

@@ -32,13 +32,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import metrics
-from ..errors import LeaseLostError, ModelError
+from ..errors import LeaseLostError, ModelError, StoreError
 from ..indexing import embedding_text
 from ..log_hygiene import user_ref
 from ..models.base import ChatMessages, ChatModel, ChatResult, TokenUsage
 from ..models.structured import IncompleteAnswerError, UsageMeter, chat_json
 from ..retrieval.noise_floor import calibrated
-from ..storage.base import StoredMessage
+from ..storage.base import LedgerChanges, StoredMessage
 from ..storage.leases import Lease
 from ..storage.text_analysis import analyse
 from ..timeparse import detect_language, format_memory_time, is_recurring
@@ -48,6 +48,7 @@ from .backend import ConsolidationBackend
 from .cues import corrects_itself, framing, last_said, small_talk
 from .event_time import resolve_event_time
 from .extract import Extracted, Extraction, speaker_of, user_display_name
+from .ledger_step import LedgerPlan, Observed, plan_ledger
 from .prompts import load_prompt
 from .report import ConsolidationReport
 from .time_scope import dates_a_start, time_scope
@@ -149,11 +150,11 @@ class StepEnv:
         return value
 
     def commit(self, user_id: str, memories: Sequence[Memory], vectors: Sequence[Any] | None,
-               done_ids: Sequence[str], *, anchors: Sequence[str] = ()) -> None:
+               done_ids: Sequence[str], *, anchors: Sequence[str] = (), ledger: LedgerChanges | None = None) -> None:
         """Renew the lease, check that what the step read still exists (the user may have been
-        deleted meanwhile: nothing must come back), then write everything in one transaction that
-        also checks the lease is still ours (`LeaseLostError` otherwise: a worker paused past its
-        lease never commits over the one that took it over)."""
+        deleted meanwhile: nothing must come back), then write everything (with the ``ledger``
+        changes) in one transaction that also checks the lease is still ours (`LeaseLostError`
+        otherwise: a worker paused past its lease never commits over the one that took it over)."""
         if not self.check_lease():
             raise LeaseLostError("the user's lease was taken over; not committing")
         store = self.backend.store
@@ -165,7 +166,7 @@ class StepEnv:
             raise GoneError("memories this step rests on were deleted; not committing")
         lease = Lease(user_id, self.lease_owner) if self.lease_owner is not None else None
         store.commit_consolidation(list(memories), list(vectors) if vectors is not None else None, list(done_ids),
-                                   lease=lease)
+                                   lease=lease, ledger=ledger if ledger else None)
 
 
 def embed_text(memory: Memory, embedder: object | None = None) -> str:
@@ -257,8 +258,13 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     created = [n for n in new if n.repeat_of is None]
     memories = [n.memory for n in created] + list(changes.changed.values())
     memory_vectors = [vectors[i] for i, n in enumerate(new) if n.repeat_of is None] + [None] * len(changes.changed)
-    env.commit(user_id, memories, memory_vectors, [m.id for m in done], anchors=list(changes.changed))
+    ledger = _ledger(env, user_id, batch, minable, extraction, new, language)
+    env.commit(user_id, memories, memory_vectors, [m.id for m in done], anchors=list(changes.changed),
+               ledger=ledger.changes if ledger is not None else None)
     report.messages += len(done)
+    if ledger is not None:
+        report.entities.extend(ledger.new_entities)
+        report.profile.extend(ledger.profile)
     for n in created:
         report.added.append(n.memory.content)
         report.added_ids.append(n.memory.id)
@@ -292,6 +298,22 @@ def _extract(env: StepEnv, user_id: str, batch: Sequence[StoredMessage], minable
                     "for, the rest stay pending", user_ref(user_id), len(result.accounted), len(minable))
         return result
     return extract.parse_extraction(value, minable, language=language)
+
+
+def _ledger(env: StepEnv, user_id: str, batch: Sequence[StoredMessage], minable: Sequence[StoredMessage],
+            extraction: Extraction, new: Sequence[_New], language: str) -> LedgerPlan | None:
+    """The step's entity ledger and profile changes (`ledger_step`). A failure here never costs
+    the step its memories: it is logged and the step commits without ledger changes."""
+    observed = [Observed(item=n.item, memory=n.repeat_of if n.repeat_of is not None else n.memory,
+                         message=n.source.message.content) for n in new]
+    try:
+        return plan_ledger(env.backend.store, user_id, batch, minable, extraction, observed, language)
+    except StoreError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the memories matter more than the ledger
+        log.warning("the entity ledger of user %s was not updated in this step (%s)", user_ref(user_id),
+                    type(exc).__name__)
+        return None
 
 
 def _checked_observations(user_id: str, batch: Sequence[StoredMessage],

@@ -13,26 +13,32 @@ from memoryscope_plugins.bench.consolidation import evaluate, load_scenarios, ma
 from memoryscope_plugins.cli.main import main
 from memoryscope_plugins.errors import ValidationError
 from memoryscope_plugins.types import Memory, MemoryStatus
-from tests.support.consolidation_helpers import Brain, Prompt, obs
+from tests.support.consolidation_helpers import Brain, Prompt, named, obs
 from tests.support.fakes.fake_model_server import OPENAI_CHAT, Reply
 from tests.support.paths import DATA
 
 SCENARIOS = DATA / "consolidation_scenarios.json"
 # Issue 21: made-up content, small talk and repeats, corrections within a session, time on events only.
 SCENARIOS_I21 = DATA / "consolidation_scenarios_issue21.json"
+# Issue 27: the profile kept current (a value stated, changed later, asked "now") and the entity ledger.
+SCENARIOS_PROFILE = DATA / "consolidation_scenarios_profile.json"
 
 # What a strong model writes for each user message of the scenarios above.
 OBSERVATIONS = {
-    "I work as a baker in Lyon.": [obs("Omar works as a baker.", [], about="Omar"),
-                                   obs("Omar lives in Lyon.", [], about="Omar")],
+    "I work as a baker in Lyon.": [obs("Omar works as a baker.", [], about="Omar", profile={"key": "job",
+                                                                                         "value": "baker"}),
+                                   obs("Omar lives in Lyon.", [], about="Omar", profile={"key": "home",
+                                                                                      "value": "Lyon"})],
     "Yes. Please remember my bike lock code is 5190.": [obs("Omar's bike lock code is 5190.", [], about="Omar",
                                                             importance=3)],
     "Big news: I quit the bakery last month and now I teach cooking classes.": [
         obs("Omar no longer works as a baker; he quit the bakery.", [], about="Omar", kind="event",
             time="last month", date="2026-04"),
-        obs("Omar teaches cooking classes.", [], about="Omar")],
-    "Also, I still live in Lyon.": [obs("Omar lives in Lyon.", [], about="Omar")],
-    "My daughter Sofia is seven and loves drawing.": [obs("Ines's daughter Sofia is seven.", [], about="Sofia"),
+        obs("Omar teaches cooking classes.", [], about="Omar", profile={"key": "work", "value": "cooking teacher"})],
+    "Also, I still live in Lyon.": [obs("Omar lives in Lyon.", [], about="Omar", profile={"key": "home",
+                                                                                       "value": "Lyon"})],
+    "My daughter Sofia is seven and loves drawing.": [obs("Ines's daughter Sofia is seven.", [], about="Sofia",
+                                                          profile={"key": "family", "value": "daughter Sofia"}),
                                                       obs("Sofia loves drawing.", [], about="Sofia")],
     "She hates chess, no way.": [obs("Sofia hates chess.", [], about="Sofia")],
     "In the story I'm writing, a dragon runs a bakery.": [
@@ -41,11 +47,48 @@ OBSERVATIONS = {
     "Tomorrow I'm taking Sofia to the art museum.": [
         obs("Ines is taking Sofia to the art museum.", [], about="Ines", kind="plan", time="Tomorrow",
             date="2026-06-04")],
-    "我在深圳做程序员，平时不喝酒。": [obs("周航在深圳做程序员。", [], about="周航"),
-                                    obs("周航不喝酒。", [], about="周航")],
-    "最近开始喝红酒了，周末会喝一杯。": [obs("周航开始喝红酒了，周末会喝一杯。", [], about="周航")],
+    "我在深圳做程序员，平时不喝酒。": [obs("周航在深圳做程序员。", [], about="周航",
+                                        profile={"key": "职业", "value": "程序员"}),
+                                    obs("周航不喝酒。", [], about="周航", profile={"key": "diet", "value": "不喝酒"})],
+    "最近开始喝红酒了，周末会喝一杯。": [obs("周航开始喝红酒了，周末会喝一杯。", [], about="周航",
+                                     profile={"key": "饮食", "value": "喝红酒"})],
     "上周六我去了香港。": [obs("周航去了香港。", [], about="周航", kind="event", time="上周六", date="2026-03-14")],
 }
+# The entities a strong model lists for each user message (name, kind).
+NAMES = {
+    "I work as a baker in Lyon.": [("Lyon", "place")], "Also, I still live in Lyon.": [("Lyon", "place")],
+    "My daughter Sofia is seven and loves drawing.": [("Sofia", "person")],
+    "Tomorrow I'm taking Sofia to the art museum.": [("Sofia", "person")],
+    "我在深圳做程序员，平时不喝酒。": [("深圳", "place")], "上周六我去了香港。": [("香港", "place")],
+    "I live in Bristol with my partner Dev.": [("Bristol", "place"), ("Dev", "person")],
+    "We adopted a cat called Miso last week.": [("Miso", "pet")],
+    "Big change: we moved to Glasgow last month.": [("Glasgow", "place")],
+    "Miso already loves the new flat.": [("Miso", "pet")],
+    "我住在南京，在一家出版社当编辑。": [("南京", "place")],
+    "周末我和表妹小林去了趟扬州。": [("小林", "person"), ("扬州", "place")],
+}
+# ... and its observations for the profile scenarios (a value stated, changed later, asked "now")
+OBSERVATIONS.update({
+    "I live in Bristol with my partner Dev.": [
+        obs("Priya lives in Bristol with her partner Dev.", [], about="Priya", profile={"key": "home",
+                                                                                       "value": "Bristol"}),
+        obs("Priya's partner is Dev.", [], about="Dev", profile={"key": "family", "value": "partner Dev"})],
+    "We adopted a cat called Miso last week.": [
+        obs("Priya adopted a cat called Miso.", [], about="Priya", kind="event", time="last week",
+            profile={"key": "pets", "value": "cat Miso"})],
+    "Big change: we moved to Glasgow last month.": [
+        obs("Priya moved to Glasgow.", [], about="Priya", kind="event", time="last month",
+            profile={"key": "home", "value": "Glasgow"})],
+    "Miso already loves the new flat.": [obs("Priya's cat Miso loves the new flat.", [], about="Miso")],
+    "我住在南京，在一家出版社当编辑。": [obs("孙悦住在南京。", [], about="孙悦",
+                                           profile={"key": "住址", "value": "南京"}),
+                                       obs("孙悦在一家出版社当编辑。", [], about="孙悦",
+                                           profile={"key": "work", "value": "出版社编辑"})],
+    "我上个月跳槽了，现在在一家游戏公司做策划。": [obs("孙悦在一家游戏公司做策划。", [], about="孙悦",
+                                                 profile={"key": "工作", "value": "游戏公司策划"})],
+    "周末我和表妹小林去了趟扬州。": [obs("孙悦和表妹小林去了扬州。", [], about="孙悦", kind="event",
+                                     profile={"key": "family", "value": "表妹小林"})],
+})
 OUTDATED = {("Omar works as a baker.", "Omar no longer works as a baker; he quit the bakery."),
             ("周航不喝酒。", "周航开始喝红酒了，周末会喝一杯。")}
 
@@ -109,6 +152,7 @@ def strong_extract(prompt: Prompt) -> list[dict]:
     for number, _stamp, _speaker, content in prompt.new:
         for item in OBSERVATIONS.get(content, []):
             out.append({**item, "messages": [number]})
+        out.extend(named(name, number, kind) for name, kind in NAMES.get(content, []))
     return out
 
 
@@ -132,7 +176,7 @@ def run_bench(tmp_path, server, capsys, scenarios: Path = SCENARIOS) -> dict:
     assert main(["--config", str(config), "bench", "consolidation", "--scenarios", str(scenarios),
                  "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "| check type |" in printed and "silent losses" in printed
+    assert "| check type |" in printed and "silent losses" in printed and "\nprofile: " in printed
     return json.loads(out.read_text(encoding="utf-8"))
 
 
@@ -144,12 +188,48 @@ def test_a_strong_model_passes_every_check(tmp_path, server, capsys):
     report = run_bench(tmp_path, server, capsys)
     failed = [(s["name"], f) for s in report["scenarios"] for f in s["failed"]]
     assert failed == []
-    assert report["checks"]["passed"] == report["checks"]["total"] == 15
-    assert set(report["checks"]["by_type"]) == {"active", "not_active", "expired", "event", "recall", "count_max"}
+    assert report["checks"]["passed"] == report["checks"]["total"] == 24
+    assert set(report["checks"]["by_type"]) == {"active", "not_active", "expired", "event", "recall", "count_max",
+                                                "profile", "profile_history", "entity"}
     assert report["messages"] == {"recorded": 16, "done": 16, "pending": 0, "failed": 0, "dropped": 0}
     assert report["silent_losses"] == 0
+    assert report["profile"] == {"passed": 7, "total": 7, "values": 7, "current": 5, "unsourced": 0}
     assert report["llm"]["calls"] >= 5 and report["llm"]["tokens"] > 0
     assert report["record_ms"]["n"] == 16
+
+
+@pytest.mark.slow
+def test_the_profile_scenarios_pass_with_a_strong_model(tmp_path, server, capsys):
+    """Issue 27: a value stated, changed later and asked "now", in English and Chinese: the current
+    value is the new one, the old one is history with its end, and the entities are counted."""
+    brain = Brain()
+    brain.extract, brain.judge = strong_extract, strong_judge
+    server.route(OPENAI_CHAT, brain)
+    report = run_bench(tmp_path, server, capsys, SCENARIOS_PROFILE)
+    failed = [(s["name"], f["what"]) for s in report["scenarios"] for f in s["failed"]]
+    assert failed == []
+    assert report["profile"]["passed"] == report["profile"]["total"] == 7
+    assert report["profile"]["unsourced"] == 0 and report["silent_losses"] == 0
+    assert report["messages"]["done"] == report["messages"]["recorded"] == 11
+    priya = next(s for s in report["scenarios"] if s["name"] == "profile_en_move_and_pet")
+    homes = {v["value"]: v for v in priya["profile_values"] if v["key"] == "home"}
+    assert homes["Bristol"]["valid_to"] == homes["Glasgow"]["valid_from"] and homes["Glasgow"]["current"]
+    assert {e["name"]: e["mentions"] for e in priya["entities"]}["Miso"] == 2
+
+
+@pytest.mark.slow
+def test_a_model_that_writes_no_entities_or_profile_loses_no_message(tmp_path, server, capsys):
+    """The profile checks fail (nothing was proposed), and that is all: every message is done with
+    a verdict, the memory checks pass, nothing rests on no memory."""
+    brain = Brain()
+    brain.extract = lambda prompt: [{k: v for k, v in item.items() if k != "profile"}
+                                    for item in strong_extract(prompt) if "entity" not in item]
+    brain.judge = strong_judge
+    server.route(OPENAI_CHAT, brain)
+    report = run_bench(tmp_path, server, capsys, SCENARIOS_PROFILE)
+    assert report["profile"] == {"passed": 0, "total": 7, "values": 0, "current": 0, "unsourced": 0}
+    assert {f["type"] for s in report["scenarios"] for f in s["failed"]} == {"profile", "profile_history", "entity"}
+    assert report["messages"]["done"] == report["messages"]["recorded"] and report["silent_losses"] == 0
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ import pytest
 from memoryscope_plugins.consolidation.event_time import resolve_event_time
 from memoryscope_plugins.consolidation.extract import KINDS, REALITIES, answer_schema, opening, parse_extraction
 from memoryscope_plugins.consolidation.judge import ANSWER_SCHEMA, parse_still_true
+from memoryscope_plugins.consolidation.ledger_answer import ENTITY_KINDS, parse_profile
 from memoryscope_plugins.consolidation.prompts import LANGUAGES, clear_cache, load_prompt
 from memoryscope_plugins.consolidation.wording import is_first_person
 from memoryscope_plugins.errors import ConfigError
@@ -54,7 +55,7 @@ def _stored(number: int, content: str, stamp: datetime) -> StoredMessage:
 def test_consolidation_examples_follow_their_own_instructions(language):
     prompt = load_prompt("consolidate", language)
     assert len(prompt.examples) >= 2
-    seen_realities, seen_empty = set(), 0
+    seen_realities, seen_empty, seen_profiles, seen_aliases = set(), 0, 0, 0
     for example in prompt.examples:
         lines = example["input"].splitlines()
         new = [NEW.match(line) for line in lines if NEW.match(line)]
@@ -66,8 +67,16 @@ def test_consolidation_examples_follow_their_own_instructions(language):
         assert [e["says"] for e in raw["messages"]] == [opening(m.message.content, language) for m in numbered]
         for entry, message in zip(raw["messages"], new):
             seen_empty += not entry["observations"]
+            # every entity is named in its message as written, with a kind the schema allows
+            for named in entry["entities"]:
+                assert named["name"] in message.group(4) and named["kind"] in ENTITY_KINDS
+                seen_aliases += "alias_of" in named
             for item in entry["observations"]:
-                assert set(item) == {"content", "about", "kind", "reality", "time", "date", "importance"}
+                assert set(item) - {"profile"} == {"content", "about", "kind", "reality", "time", "date",
+                                                   "importance"}
+                if "profile" in item:  # only real facts get a profile value, a short one
+                    assert item["reality"] == "real" and parse_profile(item["profile"]) is not None
+                    seen_profiles += 1
                 assert item["kind"] in KINDS and item["reality"] in REALITIES
                 assert not is_first_person(item["content"], language)
                 if item["time"] is not None:  # the words are in the message, the date is right
@@ -80,10 +89,13 @@ def test_consolidation_examples_follow_their_own_instructions(language):
         parsed = parse_extraction(raw, numbered, language=language)
         assert parsed.accounted == set(range(len(new)))
         assert len(parsed.items) == sum(len(e["observations"]) for e in raw["messages"])
+        assert len(parsed.entities) == sum(len(e["entities"]) for e in raw["messages"])
+        assert parsed.dropped_entities == 0
         # the answer fits the schema the endpoint is given
         schema = answer_schema(numbered, language)
         assert len(schema["properties"]["messages"]["prefixItems"]) == len(new)
     assert {"real", "hypothetical"} <= seen_realities and seen_empty  # small talk gets an empty list
+    assert seen_profiles and seen_aliases  # the optional fields are shown once, not everywhere
 
 
 @pytest.mark.parametrize("language", LANGUAGES)

@@ -92,10 +92,29 @@ def parse_prompt(messages: list[dict]) -> Prompt:
 
 
 def obs(content: str, messages: list[int], *, about: str = "Anna", kind: str = "fact", reality: str = "real",
-        time: str | None = None, date: str | None = None, importance: int = 2, **ignored: Any) -> dict:
-    """One observation the fake model writes, under the numbered message(s) ``messages``."""
-    return {"content": content, "about": about, "kind": kind, "messages": messages, "reality": reality,
+        time: str | None = None, date: str | None = None, importance: int = 2, profile: Any = None,
+        **ignored: Any) -> dict:
+    """One observation the fake model writes, under the numbered message(s) ``messages`` (with a
+    ``profile`` value when given: ``{"key": ..., "value": ...}`` or anything a model writes there)."""
+    item = {"content": content, "about": about, "kind": kind, "messages": messages, "reality": reality,
             "time": time, "date": date, "importance": importance}
+    if profile is not None:
+        item["profile"] = profile
+    return item
+
+
+def named(name: Any, message: int, kind: Any = "person", alias_of: Any = None) -> dict:
+    """An entity the fake model lists in the ``entities`` of numbered message ``message``."""
+    entity = {"name": name, "kind": kind}
+    if alias_of is not None:
+        entity["alias_of"] = alias_of
+    return {"entity": entity, "messages": [message]}
+
+
+def raw_entities(value: Any, message: int) -> dict:
+    """Whatever a model writes as the ``entities`` of numbered message ``message`` (a string, null,
+    a dict...): it replaces that entry's list as it is; ``...`` leaves the key out."""
+    return {"entities_value": value, "messages": [message]}
 
 
 def default_extract(prompt: Prompt) -> list[dict]:
@@ -235,9 +254,19 @@ class Brain:
 
 def entries(prompt: Prompt, items: list[Any]) -> dict:
     """Observations (each naming its message numbers) as the answer shape: one entry per numbered
-    message, in order, with its opening words."""
+    message, in order, with its opening words; `named` entities go to their entry's ``entities``
+    (`raw_entities` replaces that list with any value)."""
     grouped: dict[int, list[dict]] = {n: [] for n, *_ in prompt.new}
+    named_by: dict[int, Any] = {n: [] for n in grouped}
     for item in items:
+        if isinstance(item, dict) and ("entity" in item or "entities_value" in item):
+            number = item["messages"][0]
+            if number in named_by:
+                if "entity" in item and isinstance(named_by[number], list):
+                    named_by[number].append(item["entity"])
+                else:
+                    named_by[number] = item.get("entities_value")
+            continue
         if not isinstance(item, dict) or "messages" not in item:
             for n in list(grouped)[:1]:
                 grouped[n].append(item)  # junk goes to the first message, for tests of junk
@@ -249,8 +278,9 @@ def entries(prompt: Prompt, items: list[Any]) -> dict:
         if target is not None:
             grouped[target].append({k: v for k, v in item.items() if k != "messages"})
     language = "zh" if re.search(r"[\u4e00-\u9fff]", prompt.system[:40]) else "en"
-    return {"messages": [{"n": n, "says": opening(content, language), "observations": grouped[n]}
-                         for n, _stamp, _speaker, content in prompt.new]}
+    answer = [{"n": n, "says": opening(content, language), "observations": grouped[n], "entities": named_by[n]}
+              for n, _stamp, _speaker, content in prompt.new]
+    return {"messages": [{k: v for k, v in entry.items() if v is not ...} for entry in answer]}
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 15.0, interval: float = 0.02) -> bool:
@@ -294,5 +324,6 @@ def assistant_msg(text: str, when: datetime) -> dict:
     return {"role": "assistant", "content": text, "timestamp": when}
 
 
-__all__ = ["Brain", "Prompt", "parse_prompt", "obs", "entries", "make_engine", "make_settings", "at", "user_msg",
+__all__ = ["Brain", "Prompt", "parse_prompt", "obs", "named", "raw_entities", "entries", "make_engine",
+           "make_settings", "at", "user_msg",
            "assistant_msg", "fast_policy", "wait_for", "OPENAI_CHAT", "FakeModelServer", "Reply"]

@@ -1,0 +1,144 @@
+"""What one consolidation step changes in the entity ledger and the profile (no LLM call).
+
+From the extraction answer (`ledger_answer`): the entities the batch's messages name become new
+entities (or aliases of known ones) by `person.ledger.plan_new_entities`, which keeps only names
+the message text holds. Mentions link memories to entities: each of the batch's turn memories
+that names a known or new entity is a *counted* mention (mentions are unique per entity and
+memory, so a turn counted at `record` time is not counted twice); each observation of the step
+that names one is linked as evidence, not counted; and a bounded backfill finds the user's
+earlier turns that already named a new entity (the store's full-text search on its names, every
+hit confirmed by the name matcher). Profile values proposed on observations that passed the
+step's checks go through `person.profile.apply` with their observation as source and its event
+time (else its message time) as the time they became true.
+
+Everything is returned as one `LedgerChanges`, written by the same `commit_consolidation` call
+as the step's memories (one transaction, fenced by the same lease).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterable, Sequence
+
+from ..person.ledger import ProposedEntity, plan_new_entities, record_mentions
+from ..person.matching import NameMatcher, normalise_name
+from ..person.profile import ProfileProposal, apply
+from ..storage.base import LedgerChanges, MemoryFilter, MemoryStore, SearchRequest, StoredMessage
+from ..storage.text_analysis import analyse
+from ..types import Entity, EntityMention, Memory, MemoryType, ProfileValue, as_aware, utc_now
+from .extract import Extracted, Extraction
+
+BACKFILL_PER_NAME = 40  # earlier turns looked at per name of a new entity
+BACKFILL_MAX = 200  # earlier turns linked per step at most
+
+
+@dataclass(slots=True)
+class Observed:
+    """An observation of the step as the ledger sees it: the memory that holds it (a new one, or
+    the existing one it repeats) and the item the model wrote."""
+
+    item: Extracted
+    memory: Memory
+    message: str  # the text of its source message
+
+
+@dataclass(slots=True)
+class LedgerPlan:
+    """The step's ledger changes and what they mean, for the report."""
+
+    changes: LedgerChanges
+    new_entities: list[str] = field(default_factory=list)  # "name (kind)"
+    profile: list[str] = field(default_factory=list)  # "key: value" set by this step
+
+
+def plan_ledger(store: MemoryStore, user_id: str, batch: Sequence[StoredMessage], minable: Sequence[StoredMessage],
+                extraction: Extraction, observed: Sequence[Observed], language: str) -> LedgerPlan:
+    """The ledger and profile changes of one step (see the module docstring): ``batch`` is every
+    message of the step, ``minable`` its numbered ones (the extraction's message indexes)."""
+    now = utc_now()
+    existing = list(store.entities(user_id))
+    proposals = [ProposedEntity(name=e.name, kind=e.kind, alias_of=e.alias_of, message_index=e.message)
+                 for e in extraction.entities]
+    planned: list[Entity] = []
+    if proposals:
+        planned, _ = plan_new_entities(user_id, existing, proposals, [m.message.content for m in minable], now)
+    known = {e.id: e for e in existing}
+    fresh = [e for e in planned if e.id not in known]
+    entities = list({**known, **{e.id: e for e in planned}}.values())
+    mentions: dict[tuple[str, str], EntityMention] = {}
+    if entities:
+        turns = store.get(user_id, [m.id for m in batch])  # a message and its turn share one id
+        _link(mentions, NameMatcher(entities), [*turns, *(o.memory for o in observed)])
+        renamed = {e.id: _new_names(e, known.get(e.id)) for e in planned}  # new entities, new aliases
+        searched = [e for e in planned if renamed[e.id]]
+        if searched:
+            earlier = _earlier_turns(store, user_id, [n for e in searched for n in renamed[e.id]],
+                                     {t.id for t in turns})
+            _link(mentions, NameMatcher(searched), earlier)
+    values, set_now = _profile(store, user_id, observed, language, now)
+    changes = LedgerChanges(user_id=user_id, entities=planned, mentions=list(mentions.values()), profile=values)
+    return LedgerPlan(changes=changes, new_entities=[f"{e.name} ({_kind(e)})" for e in fresh], profile=set_now)
+
+
+def _kind(entity: Entity) -> str:
+    return getattr(entity.kind, "value", str(entity.kind))
+
+
+def _link(mentions: dict[tuple[str, str], EntityMention], matcher: NameMatcher, memories: Iterable[Memory]) -> None:
+    """A mention of each entity the matcher finds in each memory (turns count, observations are
+    evidence: `record_mentions`), once per entity and memory."""
+    for mention in record_mentions(matcher, memories):
+        mentions.setdefault((mention.entity_id, mention.memory_id), mention)
+
+
+def _new_names(entity: Entity, before: Entity | None) -> list[str]:
+    """The names an entity goes by that the ledger did not know before this step."""
+    if before is None:
+        return entity.names
+    old = {normalise_name(name) for name in before.names}
+    return [name for name in entity.names if normalise_name(name) not in old]
+
+
+def _earlier_turns(store: MemoryStore, user_id: str, names: Sequence[str], skip: set[str]) -> list[Memory]:
+    """The user's earlier turns the full-text search finds for ``names`` (bounded; the matcher
+    then keeps only those that really say one)."""
+    found: dict[str, Memory] = {}
+    flt = MemoryFilter(types=(MemoryType.TURN,), statuses=None)
+    for name in names:
+        if len(found) >= BACKFILL_MAX:
+            break
+        hits = store.search(SearchRequest(user_id=user_id, text=name, vector=None, filter=flt,
+                                          limit=BACKFILL_PER_NAME))
+        for hit in hits:
+            if hit.memory.id not in skip and hit.text_rank is not None:
+                found.setdefault(hit.memory.id, hit.memory)
+    return list(found.values())[:BACKFILL_MAX]
+
+
+def _profile(store: MemoryStore, user_id: str, observed: Sequence[Observed], language: str,
+             now: datetime) -> tuple[list[ProfileValue], list[str]]:
+    """The profile values the step's observations propose, applied to the stored profile; and the
+    ``"key: value"`` of the values new to it."""
+    proposals = []
+    for entry in observed:
+        if entry.item.profile is None:
+            continue
+        key, value = entry.item.profile
+        if not _grounded(value, f"{entry.memory.content} {entry.message}"):
+            continue  # a value neither the observation nor its message says
+        memory = entry.memory
+        when: datetime = as_aware(memory.event_start or memory.created_at)
+        proposals.append(ProfileProposal(key=key, value=value, source_id=memory.id, at=when, language=language))
+    if not proposals:
+        return [], []
+    stored = list(store.profile_values(user_id))
+    before = {v.id for v in stored}
+    values = list(apply(stored, proposals, user_id=user_id, now=now))
+    return values, [f"{v.key}: {v.value}" for v in values if v.id not in before and v.current]
+
+
+def _grounded(value: str, text: str) -> bool:
+    """Whether some search term of the value is a term of the text (stems, Chinese bigrams)."""
+    terms = set(analyse(value))
+    return bool(terms) and bool(terms & set(analyse(text)))

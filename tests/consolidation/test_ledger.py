@@ -1,0 +1,306 @@
+"""The entity ledger and the profile built by consolidation, end to end: the real engine and store,
+the real `openai` client, and a fake HTTP model whose answers carry entities and profile values,
+well formed or the way small models write them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.support.consolidation_helpers import (
+    assistant_msg,
+    at,
+    entries,
+    make_engine,
+    named,
+    obs,
+    raw_entities,
+    user_msg,
+)
+
+MESSAGES = ["My friend Mel runs a vintage shop in Boston.", "Thanks, see you!"]
+
+
+def states(engine, user="anna") -> dict[str, tuple[str, int]]:
+    return {m.message.content: (m.state, m.attempts) for m in engine.store.recent_messages(user, None, None, 1000)}
+
+
+def contents(engine, user="anna") -> list[str]:
+    return sorted(m.content for m in engine.list(user, types=["observation"]))
+
+
+def run(tmp_path, server, brain, local_embedder, extra: list[Any], name: str = "run") -> tuple[Any, dict, list[str]]:
+    """Consolidate `MESSAGES` with the observation of a good answer plus ``extra`` (entities)."""
+    brain.extract = lambda p: [obs("Anna's friend Mel runs a vintage shop in Boston.", [1], about="Mel"), *extra]
+    engine = make_engine(tmp_path / name, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg(text, at(1)) for text in MESSAGES])
+        report = engine.consolidate("anna")
+        return report, states(engine), contents(engine)
+    finally:
+        engine.close()
+
+
+MISBEHAVIOURS = {
+    "left out": [raw_entities(..., 1), raw_entities(..., 2)],
+    "null": [raw_entities(None, 1), raw_entities(None, 2)],
+    "a string": [raw_entities("Mel, Boston", 1)],
+    "an object": [raw_entities({"name": "Boston", "kind": "city"}, 1)],
+    "unknown kinds": [named("Mel", 1, kind="friend-ish"), named("Boston", 1, kind=None)],
+    "names not in the message": [named("Caroline", 1), named("Paris", 2, kind="place")],
+    "a loop": [named("Mel", 1)] * 60,
+    "huge names": [named("Mel runs a vintage shop in Boston " * 20, 1), named("x" * 5000, 1)],
+    "junk items": [raw_entities([None, 3, ["Mel"], {"name": {"x": 1}}, "Mel"], 1)],
+    "bad profile values": [obs("Anna likes Boston.", [1], profile="nonsense"),
+                           obs("Anna shops in Boston.", [1], profile={"key": None, "value": ["Boston"]})],
+}
+
+
+@pytest.mark.parametrize("case", sorted(MISBEHAVIOURS))
+def test_what_a_model_writes_in_the_extras_never_changes_the_verdicts(tmp_path, server, brain, local_embedder, case):
+    clean_report, clean_states, clean_contents = run(tmp_path, server, brain, local_embedder, [], "clean")
+    report, got_states, got_contents = run(tmp_path, server, brain, local_embedder, MISBEHAVIOURS[case], case)
+    assert got_states == clean_states == dict.fromkeys(MESSAGES, ("done", 0))
+    assert report.unaccounted_ids == [] and not report.errors and not report.incomplete
+    assert [c for c in got_contents if c in clean_contents] == clean_contents
+
+
+def test_an_answer_cut_off_in_an_entity_list_asks_that_message_again(tmp_path, server, brain, local_embedder):
+    answered: list[list[str]] = []
+
+    def cut_then_whole(server_, request):
+        reply = brain(server_, request)
+        prompt = brain.prompts[-1]
+        if prompt.kind != "consolidate":
+            return reply
+        answered.append([content for *_, content in prompt.new])
+        body = reply.json
+        text = body["choices"][0]["message"]["content"]
+        if len(answered) == 1:  # the first answer stops inside the second entry's entities
+            body["choices"][0]["message"]["content"] = text[:text.index('"Boston"') + 3]
+            body["choices"][0]["finish_reason"] = "length"
+        return reply
+
+    from tests.support.fakes.fake_model_server import OPENAI_CHAT
+    server.route(OPENAI_CHAT, cut_then_whole)
+    brain.extract = lambda p: [obs(f"Anna said: {c}", [n]) for n, _, _, c in p.new] + \
+        [named("Boston", n, kind="place") for n, _, _, c in p.new if "Boston" in c]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg("Hello there, I'm new here.", at(1)),
+                               user_msg("My shop is in Boston.", at(1))])
+        report = engine.consolidate("anna")
+        assert report.incomplete
+        assert answered == [["Hello there, I'm new here.", "My shop is in Boston."], ["My shop is in Boston."]]
+        assert states(engine) == {"Hello there, I'm new here.": ("done", 0), "My shop is in Boston.": ("done", 1)}
+    finally:
+        engine.close()
+
+
+def test_the_entities_schema_reaches_the_endpoint(tmp_path, server, brain, local_embedder):
+    from tests.support.fakes.fake_model_server import OPENAI_CHAT
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg("My friend Mel runs a vintage shop in Boston.", at(1))])
+        engine.consolidate("anna")
+        body = server.requests_to(OPENAI_CHAT)[0].json
+        entry = body["response_format"]["json_schema"]["schema"]["properties"]["messages"]["prefixItems"][0]
+        assert "entities" in entry["required"]
+        system = body["messages"][0]["content"]
+        assert '"entities"' in system and '"alias_of"' in system and '"profile"' in system
+        assert json.loads(json.dumps(entries(brain.prompts[0], [])))["messages"][0]["entities"] == []
+    finally:
+        engine.close()
+
+
+# -- the ledger and the profile in the store ----------------------------------------------------------
+
+
+def ledger(engine, user="anna"):
+    entities = {e.name: e for e in engine.store.entities(user)}
+    return entities, engine.store.mentions(user), engine.store.profile_values(user)
+
+
+def turn_id(engine, text: str, user="anna") -> str:
+    return next(m.id for m in engine.store.recent_messages(user, None, None, 1000) if m.message.content == text)
+
+
+def test_consolidation_builds_the_ledger_and_keeps_the_profile_current(tmp_path, server, brain, local_embedder):
+    said = {"Boston is freezing today.": [],
+            "I live in Boston now.": [obs("Anna lives in Boston.", [1], profile={"key": "lives in", "value": "Boston"}),
+                                      named("Boston", 1, kind="city")],
+            "My friend Melanie runs a vintage shop.": [
+                obs("Anna's friend Melanie runs a vintage shop.", [1], about="Melanie",
+                    profile={"key": "friends", "value": "Melanie"}), named("Melanie", 1),
+                named("Caroline", 1)],  # not in the message: never an entity
+            "Everyone calls her Mel, Melanie I mean.": [named("Mel", 1, alias_of="Melanie")],
+            "We moved to Denver last month, Mel helped.": [
+                obs("Anna moved to Denver.", [1], kind="event", time="last month",
+                    profile={"home": "Denver"}), named("Denver", 1, kind="place"), named("Mel", 1)]}
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        for month, text in enumerate(said, start=1):
+            engine.record("anna", [user_msg(text, at(1, month=month))])
+            engine.consolidate("anna")
+        entities, mentions, profile = ledger(engine)
+        assert sorted(entities) == ["Boston", "Denver", "Melanie"]
+        boston, melanie = entities["Boston"], entities["Melanie"]
+        assert boston.kind.value == "place" and melanie.aliases == ["Mel"]
+        # "Boston is freezing today." was said before Boston was known: found again and counted
+        assert boston.mention_count == 2 and boston.first_mentioned_at == at(1, month=1)
+        assert melanie.mention_count == 3 and melanie.last_mentioned_at == at(1, month=5)
+        counted = {(m.entity_id, m.memory_id) for m in mentions if m.counted}
+        assert (boston.id, turn_id(engine, "Boston is freezing today.")) in counted
+        evidence = {m.memory_id for m in mentions if not m.counted and m.entity_id == melanie.id}
+        assert [m.content for m in engine.store.get("anna", sorted(evidence))] == \
+            ["Anna's friend Melanie runs a vintage shop."]
+        # the profile: a value stated, changed later, kept as history, with its sources and times
+        homes = sorted((v for v in profile if v.key == "home"), key=lambda v: v.valid_from)
+        assert [(v.value, v.current) for v in homes] == [("Boston", False), ("Denver", True)]
+        denver = next(m for m in engine.list("anna", types=["observation"]) if "Denver" in m.content)
+        assert homes[1].source_ids == [denver.id] and homes[1].valid_from == denver.event_start
+        assert homes[0].superseded_by == homes[1].id and homes[0].valid_to == homes[1].valid_from
+        assert [v.value for v in profile if v.key == "friends"] == ["Melanie"]
+    finally:
+        engine.close()
+
+
+def test_the_report_names_new_entities_and_profile_values(tmp_path, server, brain, local_embedder):
+    brain.extract = lambda p: [obs("Anna lives in Boston.", [1], profile={"key": "home", "value": "Boston"}),
+                               named("Boston", 1, kind="place")]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg("I live in Boston now.", at(1))])
+        report = engine.consolidate("anna")
+        assert report.entities == ["Boston (place)"] and report.profile == ["home: Boston"]
+        assert "new entity: Boston (place)" in report.lines() and report.llm_calls == 1
+    finally:
+        engine.close()
+
+
+def test_a_value_neither_the_observation_nor_its_message_says_is_not_a_profile_value(tmp_path, server, brain,
+                                                                                    local_embedder):
+    brain.extract = lambda p: [obs("Anna lives in Boston.", [1], profile={"key": "home", "value": "Paris"}),
+                               obs("Anna's novel is set in Rome.", [1], reality="fiction",
+                                   profile={"key": "home", "value": "Rome"})]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg("I live in Boston now, and my novel is set in Rome.", at(1))])
+        engine.consolidate("anna")
+        assert engine.store.profile_values("anna") == []
+    finally:
+        engine.close()
+
+
+def test_a_broken_answer_leaves_the_ledger_untouched(tmp_path, server, brain, local_embedder):
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        brain.extract = lambda p: '{"observations": "not the shape asked for"}'
+        engine.record("anna", [user_msg("I live in Boston now.", at(1))])
+        report = engine.consolidate("anna")
+        assert report.errors and states(engine) == {"I live in Boston now.": ("pending", 1)}
+        assert ledger(engine) == ({}, [], [])
+        brain.extract = lambda p: [obs("Anna lives in Boston.", [1], profile={"key": "home", "value": "Boston"}),
+                                   named("Boston", 1, kind="place")]
+        engine.consolidate("anna")  # the next run succeeds, with everything
+        entities, mentions, profile = ledger(engine)
+        assert list(entities) == ["Boston"] and len(mentions) == 2 and [v.value for v in profile] == ["Boston"]
+    finally:
+        engine.close()
+
+
+def test_a_step_whose_lease_was_taken_over_writes_no_ledger(tmp_path, server, brain, local_embedder):
+    engine = make_engine(tmp_path, server, local_embedder, lease_ttl_s=30)
+    owner = engine._consolidation.owner
+
+    def taken_over(prompt):  # while the model answers, another worker takes the lease over
+        engine.store.release_lease("anna", owner)
+        assert engine.store.acquire_lease("anna", "another-worker", 30)
+        return [obs("Anna lives in Boston.", [1], profile={"key": "home", "value": "Boston"}),
+                named("Boston", 1, kind="place")]
+
+    brain.extract = taken_over
+    try:
+        engine.record("anna", [user_msg("I live in Boston now.", at(1))])
+        report = engine.consolidate("anna")
+        assert report.errors == ["the user's lease was taken over by another worker"]
+        assert ledger(engine) == ({}, [], []) and engine.list("anna", types=["observation"]) == []
+    finally:
+        engine.close()
+
+
+def test_chinese_names_and_profile_values(tmp_path, server, brain, local_embedder):
+    said = {"我同事王磊下周去杭州出差。": [named("王磊", 1), named("杭州", 1, kind="城市"),
+                                    obs("小美的同事王磊下周去杭州出差。", [1], about="王磊")],
+            "大家都叫王磊小王，我住在南京。": [named("小王", 1, alias_of="王磊"),
+                                  obs("小美住在南京。", [1], about="小美", profile={"key": "住址", "value": "南京"})]}
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    engine = make_engine(tmp_path, server, local_embedder, language="zh")
+    try:
+        for day, text in enumerate(said, start=1):
+            engine.record("xm", [user_msg(text, at(day), name="小美")])
+            engine.consolidate("xm")
+        entities, _, profile = ledger(engine, "xm")
+        assert sorted(entities) == ["杭州", "王磊"]
+        assert entities["王磊"].aliases == ["小王"] and entities["王磊"].mention_count == 2
+        assert entities["杭州"].kind.value == "place"
+        assert [(v.key, v.value, v.current) for v in profile] == [("home", "南京", True)]
+    finally:
+        engine.close()
+
+
+def test_a_new_alias_finds_the_earlier_turns_that_used_it(tmp_path, server, brain, local_embedder):
+    said = {"Mel sent me a postcard from Lisbon.": [],  # nobody named Mel is known yet
+            "My friend Melanie runs a vintage shop.": [named("Melanie", 1)],
+            "We all call Melanie Mel, by the way.": [named("Mel", 1, alias_of="Melanie")]}
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        for day, text in enumerate(said, start=1):
+            engine.record("anna", [user_msg(text, at(day))])
+            engine.consolidate("anna")
+        [melanie] = engine.store.entities("anna")
+        assert melanie.aliases == ["Mel"] and melanie.mention_count == 3
+        assert melanie.first_mentioned_at == at(1)
+    finally:
+        engine.close()
+
+
+def test_a_failure_while_planning_the_ledger_never_costs_the_memories(tmp_path, server, brain, local_embedder,
+                                                                      monkeypatch, caplog):
+    from memoryscope_plugins.consolidation import ledger_step
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the ledger rules")
+
+    monkeypatch.setattr(ledger_step, "plan_new_entities", broken)
+    brain.extract = lambda p: [obs("Anna lives in Boston.", [1], profile={"key": "home", "value": "Boston"}),
+                               named("Boston", 1, kind="place")]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg("I live in Boston now.", at(1))])
+        with caplog.at_level("WARNING", logger="memoryscope_plugins.consolidation"):
+            report = engine.consolidate("anna")
+        assert report.added == ["Anna lives in Boston."] and not report.errors
+        assert states(engine) == {"I live in Boston now.": ("done", 0)}
+        assert ledger(engine) == ({}, [], []) and "was not updated" in caplog.text
+    finally:
+        engine.close()
+
+
+def test_the_assistants_turns_of_the_batch_count_too(tmp_path, server, brain, local_embedder):
+    brain.extract = lambda p: [named("Boston", 1, kind="place")]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg("I live in Boston now.", at(1)),
+                               assistant_msg("Boston is lovely in spring!", at(1))])
+        engine.consolidate("anna")
+        [boston] = engine.store.entities("anna")
+        assert boston.mention_count == 2
+        assert {m.memory_id for m in engine.store.mentions("anna")} == \
+            {turn_id(engine, "I live in Boston now."), turn_id(engine, "Boston is lovely in spring!")}
+    finally:
+        engine.close()
