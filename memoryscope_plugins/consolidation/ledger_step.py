@@ -62,7 +62,9 @@ def plan_ledger(store: MemoryStore, user_id: str, batch: Sequence[StoredMessage]
                  for e in extraction.entities]
     planned: list[Entity] = []
     if proposals:
-        planned, _ = plan_new_entities(user_id, existing, proposals, [m.message.content for m in minable], now)
+        speakers = sorted({m.message.name for m in batch if m.message.name})
+        planned, _ = plan_new_entities(user_id, existing, proposals, [m.message.content for m in minable], now,
+                                       speakers=speakers)
     known = {e.id: e for e in existing}
     fresh = [e for e in planned if e.id not in known]
     entities = list({**known, **{e.id: e for e in planned}}.values())

@@ -164,7 +164,7 @@ class _Plan:
 
 
 def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Sequence[ProposedEntity],
-                      texts: Sequence[str], now: datetime | None = None,
+                      texts: Sequence[str], now: datetime | None = None, *, speakers: Sequence[str] = (),
                       ) -> tuple[list[Entity], dict[int, str]]:
     """The entities to write for a batch's proposals, and the entity id of each accepted proposal
     (by its index in `proposals`).
@@ -172,14 +172,22 @@ def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Seque
     `existing` are the user's known entities, `texts` the batch's message texts (a proposal's
     `message_index` points into them). Returned: the new entities and the existing ones that changed
     (an alias added, a topic's kind made specific), each once; the inputs are not modified. The
-    rules are the module's. Raises TypeError on wrong types, ValueError on an empty user id."""
+    rules are the module's. `speakers` are the names the conversation's speakers go by (known from
+    the messages, never guessed): a proposal of a speaker's full name for a message that calls them
+    by a short form ("Melanie" for "Hey Mel!") is taken with that short form as an alias.
+    Raises TypeError on wrong types, ValueError on an empty user id."""
     if not isinstance(user_id, str) or not user_id.strip():
         raise ValueError("user_id must be a non-empty str")
     if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
         raise TypeError("texts must be a sequence of str")
     plan = _Plan(user_id, [e for e in entity_list(existing) if e.user_id == user_id],
                  as_aware(now) if isinstance(now, datetime) else utc_now())
-    cleaned = [_cleaned(proposal) for proposal in proposals]
+    if isinstance(speakers, str) or not all(isinstance(name, str) for name in speakers):
+        raise TypeError("speakers must be a sequence of str")
+    known = {normalise_name(name): " ".join(name.split()) for name in speakers if _acceptable(name)}
+    plain = [_cleaned(proposal) for proposal in proposals]
+    cleaned = [_speaker_short_form(proposal, texts, known) for proposal in plain]
+    short_forms = {index for index, (before, after) in enumerate(zip(plain, cleaned)) if before is not after}
     accepted = [(index, proposal) for index, proposal in enumerate(cleaned) if _grounded(proposal, texts)]
     for _, proposal in accepted:  # aliases last: their target may be proposed in the same batch
         if proposal.alias_of is None or not _acceptable(proposal.alias_of):
@@ -190,6 +198,8 @@ def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Seque
         target = proposal.alias_of if isinstance(proposal.alias_of, str) and _acceptable(proposal.alias_of) else None
         if target is None:
             ids[index] = _place(plan, proposal.name, kind, None).id
+        elif index in short_forms:  # the speaker's own name, known from the messages
+            ids[index] = _place(plan, target, kind, proposal.name).id
         else:
             ids[index] = _place_alias(plan, proposal.name, target, kind, texts[proposal.message_index]).id
     return list(plan.changed.values()), ids
@@ -220,6 +230,27 @@ def _grounded(proposal: ProposedEntity, texts: Sequence[str]) -> bool:
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(texts):
         return False
     return _acceptable(proposal.name) and _said_in(proposal.name, texts[index])
+
+
+_WORD = re.compile(r"[A-Z][a-z]{2,}")
+MIN_SHORT_FORM = 3
+
+
+def _speaker_short_form(proposal: ProposedEntity, texts: Sequence[str], speakers: dict[str, str]) -> ProposedEntity:
+    """A proposed speaker's name the message does not hold, turned into the short form it does hold
+    (a capitalised word of at least three letters that begins the name: "Mel" for "Melanie"), as an
+    alias of the speaker's name; any other proposal as it is."""
+    name, index = proposal.name, proposal.message_index
+    if (not isinstance(name, str) or not isinstance(index, int) or isinstance(index, bool)
+            or not 0 <= index < len(texts) or normalise_name(name) not in speakers or _said_in(name, texts[index])):
+        return proposal
+    full = speakers[normalise_name(name)]
+    first = normalise_name(full).split(" ")[0]
+    for word in _WORD.findall(texts[index]):
+        short = normalise_name(word)
+        if len(short) >= MIN_SHORT_FORM and short != first and first.startswith(short):
+            return dataclasses.replace(proposal, name=word, alias_of=full, kind=EntityKind.PERSON.value)
+    return proposal
 
 
 def _place(plan: _Plan, name: str, kind: EntityKind, alias: str | None) -> Entity:

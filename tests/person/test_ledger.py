@@ -338,3 +338,20 @@ def test_timeline_validation_and_empty():
         timeline([], "day")
     with pytest.raises(TypeError):
         timeline([1], "week")
+
+
+def test_a_speakers_full_name_for_a_short_form_becomes_the_entity_with_that_alias() -> None:
+    proposals = [ProposedEntity("Melanie", "person", None, 0), ProposedEntity("Melanie", "person", None, 1)]
+    texts = ["Hey Mel! Good to see you!", "Bye, Melvin."]
+    planned, ids = plan_new_entities("u", [], proposals, texts, speakers=["Caroline", "Melanie"])
+    assert [(e.name, e.kind, e.aliases) for e in planned] == [("Melanie", EntityKind.PERSON, ["Mel"])]
+    assert list(ids) == [0]  # "Melvin" does not begin "Melanie": nothing in message 1 names her
+
+
+def test_a_full_name_the_text_lacks_is_refused_without_speakers() -> None:
+    assert plan_new_entities("u", [], [ProposedEntity("Melanie", "person", None, 0)], ["Hey Mel!"]) == ([], {})
+
+
+def test_speakers_must_be_strings() -> None:
+    with pytest.raises(TypeError):
+        plan_new_entities("u", [], [], [], speakers="Melanie")
