@@ -156,28 +156,19 @@ def add_parsers(sub: CommandGroup) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_profile)
 
-    p = sub.add_parser("rename-entity", help="give an entity a new name (the old one stays as an alias)")
-    p.add_argument("user")
-    p.add_argument("name")
-    p.add_argument("new_name")
-    p.set_defaults(func=cmd_rename_entity)
-
-    p = sub.add_parser("add-alias", help="another name an entity goes by")
-    p.add_argument("user")
-    p.add_argument("name")
-    p.add_argument("alias")
-    p.set_defaults(func=cmd_add_alias)
-
-    p = sub.add_parser("merge-entities", help="merge OTHER into KEEP (names, mentions); memories are kept")
-    p.add_argument("user")
-    p.add_argument("keep")
-    p.add_argument("other")
-    p.set_defaults(func=cmd_merge_entities)
-
-    p = sub.add_parser("delete-entity", help="remove an entity and its links (never the memories)")
-    p.add_argument("user")
-    p.add_argument("name")
-    p.set_defaults(func=cmd_delete_entity)
+    edits = (("rename-entity", "give an entity a new name (the old one stays as an alias)", ("name", "new_name"),
+              cmd_rename_entity),
+             ("add-alias", "another name an entity goes by", ("name", "alias"), cmd_add_alias),
+             ("merge-entities", "merge OTHER into KEEP (names, mentions); memories are kept", ("keep", "other"),
+              cmd_merge_entities),
+             ("delete-entity", "remove an entity and its links (never the memories)", ("name",), cmd_delete_entity),
+             ("remove-profile-value", "end a profile value now (kept in the key's history)", ("id",),
+              cmd_remove_profile_value))
+    for command, help_text, arguments, handler in edits:
+        p = sub.add_parser(command, help=help_text)
+        for argument in ("user", *arguments):
+            p.add_argument(argument)
+        p.set_defaults(func=handler)
 
     p = sub.add_parser("set-profile", help="set a profile value as the user states it (a correction)")
     p.add_argument("user")
@@ -186,8 +177,3 @@ def add_parsers(sub: CommandGroup) -> None:
     p.add_argument("--add", action="store_true", help="add to a multi-valued key (likes, pets...) instead of "
                                                       "replacing its values")
     p.set_defaults(func=cmd_set_profile)
-
-    p = sub.add_parser("remove-profile-value", help="end a profile value now (kept in the key's history)")
-    p.add_argument("user")
-    p.add_argument("id")
-    p.set_defaults(func=cmd_remove_profile_value)
