@@ -45,36 +45,31 @@ def entity_routes(engine: MemoryScope, base: str) -> list[Route]:
             bucket=request.query_params.get("bucket", "month")))
         return JSONResponse(details_json(details, key.tenant))
 
+    async def edit(request: Request, field: str, call) -> Response:
+        """An edit of the entity the path names with the body's one `field`; answers the entity."""
+        key = request_key(request)
+        user = store_user(key, request.path_params["user"])
+        body = await json_body(request, {field})
+        entity = await run_in_threadpool(call, user, request.path_params["name"], given(body, field))
+        return JSONResponse(entity_json(entity, key.tenant))
+
     async def rename_entity(request: Request) -> Response:
         """
         summary: Rename an entity (body name); its old name stays as an alias.
         """
-        key = request_key(request)
-        user = store_user(key, request.path_params["user"])
-        body = await json_body(request, {"name"})
-        entity = await run_in_threadpool(engine.rename_entity, user, request.path_params["name"], given(body, "name"))
-        return JSONResponse(entity_json(entity, key.tenant))
+        return await edit(request, "name", engine.rename_entity)
 
     async def add_alias(request: Request) -> Response:
         """
         summary: Give an entity another name (body alias).
         """
-        key = request_key(request)
-        user = store_user(key, request.path_params["user"])
-        body = await json_body(request, {"alias"})
-        entity = await run_in_threadpool(engine.add_alias, user, request.path_params["name"], given(body, "alias"))
-        return JSONResponse(entity_json(entity, key.tenant))
+        return await edit(request, "alias", engine.add_alias)
 
     async def merge_entities(request: Request) -> Response:
         """
         summary: Merge another entity into this one (body other): its names become aliases, its mentions move here.
         """  # noqa: E501 - one line of the OpenAPI schema
-        key = request_key(request)
-        user = store_user(key, request.path_params["user"])
-        body = await json_body(request, {"other"})
-        entity = await run_in_threadpool(engine.merge_entities, user, request.path_params["name"],
-                                         given(body, "other"))
-        return JSONResponse(entity_json(entity, key.tenant))
+        return await edit(request, "other", engine.merge_entities)
 
     async def delete_entity(request: Request) -> Response:
         """
