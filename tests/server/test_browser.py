@@ -122,6 +122,18 @@ def _entity_names(driver) -> list[str]:
         return []
 
 
+def _text(driver, css: str) -> str:
+    try:
+        return " ".join(texts(driver, css))
+    except StaleElementReferenceException:  # being redrawn
+        return ""
+
+
+def _settled(driver) -> bool:
+    """The Entities view has finished every load it started (list, plot, profile, detail)."""
+    return not driver.find_elements(By.CSS_SELECTOR, "#entitiesView.loading")
+
+
 def test_entities_view_plot_detail_edits_and_profile_history(engine, browser, tmp_path):
     keys = make_keys()
     seed(engine)
@@ -149,10 +161,11 @@ def test_entities_view_plot_detail_edits_and_profile_history(engine, browser, tm
         Select(browser.find_element(By.ID, "entityKind")).select_by_value("")
         Select(browser.find_element(By.ID, "entityOrder")).select_by_value("recency")
         wait.until(lambda d: _entity_names(d)[:1] == ["surfing"])
+        wait.until(_settled)
 
         # the detail: its memories; then rename, alias, merge, delete
         browser.find_element(By.CSS_SELECTOR, '#entityList .entity[data-id="ent-lisbon"]').click()
-        wait.until(lambda d: "Anna lives in Lisbon." in d.find_element(By.ID, "entityDetail").text)
+        wait.until(lambda d: "Anna lives in Lisbon." in _text(d, "#entityDetail"))
         shown = browser.find_element(By.ID, "entityDetail").text
         assert "I moved to Lisbon last May." in shown
         shown_ids = {e.get_attribute("data-id") for e in browser.find_elements(By.CSS_SELECTOR, "#entityDetail .mem")}
@@ -166,16 +179,18 @@ def test_entities_view_plot_detail_edits_and_profile_history(engine, browser, tm
         browser.find_element(By.CSS_SELECTOR, "#entityDetail button.rename").click()
         _prompt(browser, wait, "Oporto")
         wait.until(lambda d: "Oporto" in _entity_names(d))
+        wait.until(_settled)
         assert "also: Porto" in browser.find_element(By.ID, "entityDetail").text
         browser.find_element(By.CSS_SELECTOR, "#entityDetail button.alias").click()
         _prompt(browser, wait, "Invicta")
-        wait.until(lambda d: "Invicta" in d.find_element(By.ID, "entityDetail").text)
+        wait.until(lambda d: "Invicta" in _text(d, "#entityDetail"))
+        wait.until(_settled)
         browser.find_element(By.CSS_SELECTOR, '#entityList .entity[data-id="ent-lisbon"]').click()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#entityDetail .detail[data-id="ent-lisbon"]'))
         browser.find_element(By.CSS_SELECTOR, "#entityDetail button.merge").click()
         _prompt(browser, wait, "Invicta")
-        wait.until(lambda d: "Oporto" not in _entity_names(d)
-                   and "Oporto" in d.find_element(By.ID, "entityDetail").text)
+        wait.until(lambda d: "Oporto" not in _entity_names(d) and "Oporto" in _text(d, "#entityDetail"))
+        wait.until(_settled)
         lisbon_now = {e.id: e for e in engine.store.entities("acme:anna")}["ent-lisbon"]
         assert {"Lisboa", "Oporto", "Porto", "Invicta"} <= set(lisbon_now.aliases) and lisbon_now.mention_count == 4
         browser.find_element(By.CSS_SELECTOR, '#entityList .entity[data-id="ent-mia"]').click()
@@ -183,6 +198,7 @@ def test_entities_view_plot_detail_edits_and_profile_history(engine, browser, tm
         browser.find_element(By.CSS_SELECTOR, "#entityDetail button.delete").click()
         _prompt(browser, wait)
         wait.until(lambda d: "Mia" not in _entity_names(d) and len(_entity_names(d)) == 3)
+        wait.until(_settled)
         assert {e.name for e in engine.store.entities("acme:anna")} == {"Anna", "Lisbon", "surfing"}
         assert engine.count("acme:anna") == 6  # the memories stay
 
@@ -197,11 +213,10 @@ def test_entities_view_plot_detail_edits_and_profile_history(engine, browser, tm
         browser.find_element(By.ID, "profileKey").send_keys("home")
         browser.find_element(By.ID, "profileValue").send_keys("Sintra")
         browser.find_element(By.CSS_SELECTOR, "#profileForm button").click()
-        wait.until(lambda d: "Sintra" in d.find_element(By.CSS_SELECTOR, '#profile .pkey[data-key="home"]').text)
+        wait.until(lambda d: "Sintra" in _text(d, '#profile .pkey[data-key="home"]'))
         assert [(v.value, v.set_by) for v in engine.profile("acme:anna")["home"]] == [("Sintra", "user")]
         browser.find_element(By.CSS_SELECTOR, '#profile .pkey[data-key="home"] button.history-toggle').click()
-        wait.until(lambda d: texts(d, '#profile .pkey[data-key="home"] .history .pval .v') == ["Porto", "Lisbon",
-                                                                                              "Sintra"])
+        wait.until(lambda d: _text(d, '#profile .pkey[data-key="home"] .history .pval .v') == "Porto Lisbon Sintra")
         assert len(browser.find_elements(By.CSS_SELECTOR, '#profile .pkey[data-key="home"] .history .pval.ended')) == 2
         browser.find_element(By.CSS_SELECTOR, '#profile .pval[data-id="pv-likes-surf"] button.remove').click()
         _prompt(browser, wait)

@@ -7,6 +7,7 @@ const PLOT_SERIES = 5;  // entities drawn in the plot: the first ones of the lis
 const PALETTE = ["#2a7", "#d92", "#25a", "#c33", "#a5d", "#0aa", "#777"];
 const SVG_NS = "http://www.w3.org/2000/svg";
 let shownEntity = null;  // the id of the entity the detail shows
+let loading = 0;  // loads under way: the view has the class "loading" until the last one ends
 
 function entityPath(name, ...rest){ return userPath("entities", name, ...rest); }
 function svg(tag, attrs){
@@ -27,6 +28,10 @@ function showView(entities){
 function entitiesShown(){ return !$("entitiesView").hidden; }
 
 async function loadEntities(){
+  $("entitiesView").classList.add("loading"); loading++;
+  try { await drawEntities(); } finally { if (--loading === 0) $("entitiesView").classList.remove("loading"); }
+}
+async function drawEntities(){
   if (!$("user").value){ for (const id of ["entityList", "entityPlot", "profile"]) $(id).textContent = ""; return; }
   const q = new URLSearchParams({order: $("entityOrder").value, limit: "50"});
   if ($("entityKind").value) q.set("kind", $("entityKind").value);
