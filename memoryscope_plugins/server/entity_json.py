@@ -4,14 +4,11 @@ as ISO 8601, the tenant's prefix taken off the user."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..types import Entity, EntityKind, ProfileValue
+from ..types import Entity, EntityDetails, EntityKind, ProfileValue
 from .route_support import public_memory
 from .tenancy import public_user_id
-
-if TYPE_CHECKING:
-    from ..types import EntityDetails
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -67,7 +67,7 @@ def entity_routes(engine: MemoryScope, base: str) -> list[Route]:
 
     async def merge_entities(request: Request) -> Response:
         """
-        summary: Merge another entity into this one (body other): its names become aliases, its mentions move here.
+        summary: Merge another entity into this one (body other); its names become aliases, its mentions move here.
         """  # noqa: E501 - one line of the OpenAPI schema
         return await edit(request, "other", engine.merge_entities)
 
@@ -82,7 +82,7 @@ def entity_routes(engine: MemoryScope, base: str) -> list[Route]:
 
     async def get_profile(request: Request) -> Response:
         """
-        summary: A user's profile: each key's current values.
+        summary: A user's profile, each key with its current values.
         """
         key = request_key(request)
         user = store_user(key, request.path_params["user"])
@@ -101,7 +101,7 @@ def entity_routes(engine: MemoryScope, base: str) -> list[Route]:
 
     async def set_profile(request: Request) -> Response:
         """
-        summary: Set a profile value as the user's correction (body value, replace? default true: end the key's current values).
+        summary: Set a profile value as the user's correction (body value, replace? default true, which ends the key's current values).
         """  # noqa: E501 - one line of the OpenAPI schema
         key = request_key(request)
         user = store_user(key, request.path_params["user"])

@@ -79,6 +79,7 @@ def test_health_openapi_and_page_need_no_key(running):
     assert httpx.get(running.url + "/health").json() == {"status": "ok"}
     spec = httpx.get(running.url + "/openapi.json").json()
     assert "/v1/users/{user}/retrieve" in spec["paths"]
+    assert {"/v1/users/{user}/entities/{name}/merge", "/v1/users/{user}/profile/{key}/history"} <= set(spec["paths"])
     page = httpx.get(running.url + "/")
     assert page.status_code == 200 and "Memory browser" in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]
