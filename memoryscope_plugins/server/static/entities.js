@@ -72,8 +72,9 @@ async function drawPlot(top){
               svgText(String(most), {x: L - 6, y: T + 4, "text-anchor": "end"}),
               svgText("0", {x: L - 6, y: H - B, "text-anchor": "end"}));
   const step = Math.ceil(months.length / 8);  // at most about 8 month labels
+  const anchor = (i) => months.length === 1 ? "middle" : i === 0 ? "start" : i === months.length - 1 ? "end" : "middle";
   months.forEach((m, i) => { if (i % step === 0 || i === months.length - 1)
-    plot.appendChild(svgText(m, {class: "month", x: x(i), y: H - 8, "text-anchor": "middle"})); });
+    plot.appendChild(svgText(m, {class: "month", x: x(i), y: H - 8, "text-anchor": anchor(i)})); });
   const legend = el("div", "legend");
   series.forEach((s, n) => {
     const color = PALETTE[n % PALETTE.length];
