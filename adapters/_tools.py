@@ -1,6 +1,7 @@
-"""Memory tools an agent calls itself (search, add, update, delete), framework-free.
+"""Memory tools an agent calls itself (search, recall what is known about someone or something, add,
+update, delete), framework-free.
 
-Each framework adapter wraps these four functions in its own tool type (AgentChat
+Each framework adapter wraps these five functions in its own tool type (AgentChat
 ``FunctionTool``, classic AutoGen ``register_function``...), under the names `tool_names` gives
 and with what `tool_spec` tells the model about them (read from the methods' docstrings, so the
 text a model sees is the same in every framework). Every call is scoped to one user: update and
@@ -18,23 +19,27 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from memoryscope_plugins import person
 from memoryscope_plugins.engine import MemoryScope
-from memoryscope_plugins.errors import NotFoundError
+from memoryscope_plugins.errors import NotFoundError, ValidationError
 from memoryscope_plugins.log_hygiene import user_ref
+from memoryscope_plugins.timeparse import detect_language
 
 from ._common import log
+
+_THE_USER = frozenset({"me", "myself", "the user", "user", "我", "我自己", "用户"})
 
 __all__ = ["TOOL_NAMES", "MemoryTools", "ToolSpec", "clamp_limit", "tool_names", "tool_spec"]
 
 #: The memory tools, in the order they are given to a model.
-TOOL_NAMES = ("search_memory", "add_memory", "update_memory", "delete_memory")
+TOOL_NAMES = ("search_memory", "recall_entity", "add_memory", "update_memory", "delete_memory")
 
 #: The most memories one search returns.
 MAX_LIMIT = 50
 
 
 def tool_names(*, update: bool = True, delete: bool = True) -> list[str]:
-    """The tools to give: search and add always, update and delete unless turned off."""
+    """The tools to give: search, recall and add always, update and delete unless turned off."""
     dropped = {name for name, keep in (("update_memory", update), ("delete_memory", delete)) if not keep}
     return [name for name in TOOL_NAMES if name not in dropped]
 
@@ -95,7 +100,7 @@ def tool_spec(name: str) -> ToolSpec:
 
 
 class MemoryTools:
-    """The four memory tools for one user.
+    """The five memory tools for one user.
 
     Args:
         memory: the engine.
@@ -135,6 +140,49 @@ class MemoryTools:
             return "No relevant memories found."
         return "\n".join(f"[{m.memory.id}] {m.memory.created_at:%Y-%m-%d}: {m.memory.content}"
                          for m in result.memories)
+
+    def recall_entity(self, name: str, limit: int = 10) -> str:
+        """What long-term memory knows about a person, place, pet, organisation or thing the user
+        has talked about (or about the user): how often and when it came up, and its memories.
+
+        Args:
+            name: Its name as the user says it, e.g. "Caroline", "Mel", "Boston", "王磊"; "me" for the user.
+            limit: The most memories to return (1-50).
+        """
+        if not isinstance(name, str) or not name.strip():
+            return "No name given: nothing to recall."
+        limit = clamp_limit(limit, 10)
+        try:
+            return self._recall(name.strip(), limit)
+        except NotFoundError:
+            found = self.search_memory(name, limit)
+            return f"Nothing called {name!r} is known as a person, place or thing. Memories that match: \n{found}"
+        except ValidationError as exc:
+            return f"Cannot recall {name!r}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - reported to the model, logged by type
+            return self._failed("recall", exc)
+
+    def _recall(self, name: str, limit: int) -> str:
+        profile: list[str] = []
+        language = detect_language(name)
+        if name.casefold() in _THE_USER:
+            values = [value for values in self.memory.profile(self.user_id).values() for value in values]
+            profile = person.profile_lines(values, language)
+            users = [e for e in self.memory.entities(self.user_id, kind="person", limit=1000)
+                     if e.metadata.get("speaker_role") == "user"]
+            if not users:
+                return "\n".join(["What the user's profile says:", *profile]) if profile else "Nothing is known yet."
+            name = users[0].id
+        details = self.memory.entity(self.user_id, name, limit=limit)
+        entity = details.entity
+        also = f"; also called {', '.join(entity.aliases)}" if entity.aliases else ""
+        lines = [f"{entity.name} ({entity.kind.value}{also}): mentioned {entity.mention_count} time(s)"
+                 + (f", first {entity.first_mentioned_at:%Y-%m-%d}, last {entity.last_mentioned_at:%Y-%m-%d}."
+                    if entity.first_mentioned_at and entity.last_mentioned_at else ".")]
+        if details.profile or profile:
+            lines += ["Profile:", *(profile or person.profile_lines(details.profile, language))]
+        lines += [f"[{m.id}] {m.created_at:%Y-%m-%d}: {m.content}" for m in details.memories]
+        return "\n".join(lines) if details.memories else "\n".join([*lines, "No memories about it are stored."])
 
     def add_memory(self, content: str) -> str:
         """Save a durable fact about the user to long-term memory: one complete, standalone sentence
@@ -186,6 +234,10 @@ class MemoryTools:
     async def asearch_memory(self, query: str, limit: int = 5) -> str:
         """Async twin of `search_memory`."""
         return await asyncio.to_thread(self.search_memory, query, limit)
+
+    async def arecall_entity(self, name: str, limit: int = 10) -> str:
+        """Async twin of `recall_entity`."""
+        return await asyncio.to_thread(self.recall_entity, name, limit)
 
     async def aadd_memory(self, content: str) -> str:
         """Async twin of `add_memory`."""

@@ -92,8 +92,9 @@ HUMAN: Any = type("Human", (), {"__repr__": lambda self: "HUMAN"})()
 #: The system-prompt section that tells the model about the memory tools (``tools=True``).
 DEFAULT_TOOL_INSTRUCTIONS = (
     "## Long-term memory\n\n"
-    "You have the `search_memory`, `add_memory`, `update_memory` and `delete_memory` tools. Search "
-    "when the answer may depend on what the user told you in earlier conversations; add durable facts "
+    "You have the `search_memory`, `recall_entity`, `add_memory`, `update_memory` and `delete_memory` tools. "
+    "Search when the answer may depend on what the user told you in earlier conversations; recall what is "
+    "known about a person, place or thing the user names (or the user: \"me\"); add durable facts "
     "about the user (preferences, plans, people, events) that will matter later; update or delete a "
     "memory that is wrong or that the user asks you to forget."
 )
@@ -359,7 +360,7 @@ def _answer_of(response: ModelResponse) -> str:
 def memory_tools(memory: MemoryScope, *, user_id: UserSource = None, agent_id: str | None = None,
                  update: bool = True, delete: bool = True, scope_to_agent: bool = False,
                  min_relevance: float | None = None) -> list[Any]:
-    """The memory tools as ag2 tools: ``search_memory``, ``add_memory`` and (unless turned off)
+    """The memory tools as ag2 tools: ``search_memory``, ``recall_entity``, ``add_memory`` and (unless turned off)
     ``update_memory`` and ``delete_memory``, for ``Agent(tools=...)``.
 
     Each call is scoped to the turn's user, resolved as the middleware does (``user_id``, else the
@@ -383,6 +384,10 @@ def memory_tools(memory: MemoryScope, *, user_id: UserSource = None, agent_id: s
         tools = await scoped(ctx)
         return no_user if tools is None else await tools.asearch_memory(query, limit)
 
+    async def recall_entity(name: _Name, ctx: Context, limit: _RecallLimit = 10) -> str:
+        tools = await scoped(ctx)
+        return no_user if tools is None else await tools.arecall_entity(name, limit)
+
     async def add_memory(content: _Fact, ctx: Context) -> str:
         tools = await scoped(ctx)
         return no_user if tools is None else await tools.aadd_memory(content)
@@ -395,7 +400,8 @@ def memory_tools(memory: MemoryScope, *, user_id: UserSource = None, agent_id: s
         tools = await scoped(ctx)
         return no_user if tools is None else await tools.adelete_memory(memory_id)
 
-    functions = {func.__name__: func for func in (search_memory, add_memory, update_memory, delete_memory)}
+    functions = {func.__name__: func for func in (search_memory, recall_entity, add_memory, update_memory,
+                                                          delete_memory)}
     return [tool(functions[name], name=name, description=tool_spec(name).description)
             for name in tool_names(update=update, delete=delete)]
 
@@ -407,6 +413,8 @@ def _described(tool_name: str, argument: str) -> Any:
 
 _Query = Annotated[str, _described("search_memory", "query")]
 _Limit = Annotated[int, _described("search_memory", "limit")]
+_Name = Annotated[str, _described("recall_entity", "name")]
+_RecallLimit = Annotated[int, _described("recall_entity", "limit")]
 _Fact = Annotated[str, _described("add_memory", "content")]
 _MemoryId = Annotated[str, _described("update_memory", "memory_id")]
 _NewText = Annotated[str, _described("update_memory", "content")]
@@ -421,8 +429,8 @@ class MemoryScopePlugin(Plugin):
 
     Args:
         memory: the engine.
-        tools: also give the agent ``search_memory``, ``add_memory``, ``update_memory`` and
-            ``delete_memory`` (scoped to the turn's user).
+        tools: also give the agent ``search_memory``, ``recall_entity``, ``add_memory``,
+            ``update_memory`` and ``delete_memory`` (scoped to the turn's user).
         automatic: retrieve before and record after every turn (turn off for tools only).
         tool_instructions: the system-prompt paragraph added with the tools ("" for none).
     """

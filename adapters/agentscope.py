@@ -54,6 +54,7 @@ __all__ = ["DEFAULT_TOOL_INSTRUCTIONS", "MEMORY_MSG_NAME", "MemoryScopeMiddlewar
 
 #: The name of the transient message that carries recalled memories into a model call.
 MEMORY_MSG_NAME = "memory"
+_READ_ONLY = frozenset({"search_memory", "recall_entity"})  # the tools that only read
 
 #: The system-prompt section that tells the model about the memory tools (agent control).
 DEFAULT_TOOL_INSTRUCTIONS = (
@@ -90,8 +91,9 @@ class MemoryScopeMiddleware(MiddlewareBase):
         min_relevance: relevance floor (default: the engine's ``retrieval.min_relevance``).
         tool_set: which tools `list_tools` gives in agent_control / both modes:
             ``"long_term_memory"`` (AgentScope's long-term memory tools ``retrieve_from_memory``
-            and ``record_to_memory``) or ``"memory"`` (``search_memory``, ``add_memory``,
-            ``update_memory``, ``delete_memory``, as AgentScope 2.x's memory middlewares name them).
+            and ``record_to_memory``) or ``"memory"`` (``search_memory``, ``recall_entity``,
+            ``add_memory``, ``update_memory``, ``delete_memory``, the first four as AgentScope 2.x's
+            memory middlewares name them).
 
     Who is who: the input of a reply is the user's, except for a member of a ``TeamPipeline``,
     whose input is its leader's instruction: it is recorded as the leader's words. A reply that
@@ -122,7 +124,8 @@ class MemoryScopeMiddleware(MiddlewareBase):
         if tool_set == "memory" and tool_instructions == DEFAULT_TOOL_INSTRUCTIONS:
             tool_instructions = DEFAULT_TOOL_INSTRUCTIONS.replace(
                 "`retrieve_from_memory` and `record_to_memory` tools. Retrieve",
-                "`search_memory`, `add_memory`, `update_memory` and `delete_memory` tools. Search").replace(
+                "`search_memory`, `recall_entity`, `add_memory`, `update_memory` and `delete_memory` tools. "
+                "Recall what is known about a person, place or thing the user names. Search").replace(
                 "; record durable", "; add durable")
         self.tool_instructions = tool_instructions
         self._blocks: dict[int, tuple[str, str | None]] = {}  # id(agent) -> (block, input msg id)
@@ -203,8 +206,8 @@ class MemoryScopeMiddleware(MiddlewareBase):
                                    message="auto-allowed: MemoryScope long-term memory tool")
         if self.tool_set == "memory":
             return [FunctionTool(getattr(self, name), description=tool_spec(name).description,
-                                 input_schema=tool_spec(name).parameters, is_concurrency_safe=name == "search_memory",
-                                 is_read_only=name == "search_memory", permission=allow) for name in TOOL_NAMES]
+                                 input_schema=tool_spec(name).parameters, is_concurrency_safe=name in _READ_ONLY,
+                                 is_read_only=name in _READ_ONLY, permission=allow) for name in TOOL_NAMES]
         return [
             FunctionTool(self.retrieve_from_memory, is_concurrency_safe=True, is_read_only=True, permission=allow),
             FunctionTool(self.record_to_memory, is_concurrency_safe=False, is_read_only=False, permission=allow),
@@ -285,6 +288,10 @@ class MemoryScopeMiddleware(MiddlewareBase):
     async def search_memory(self, query: str, limit: int = 5) -> ToolChunk:
         """The ``search_memory`` tool: `MemoryTools.search_memory` for this middleware's user."""
         return _chunk(await self._tools().asearch_memory(query, limit))
+
+    async def recall_entity(self, name: str, limit: int = 10) -> ToolChunk:
+        """The ``recall_entity`` tool: `MemoryTools.recall_entity` for this middleware's user."""
+        return _chunk(await self._tools().arecall_entity(name, limit))
 
     async def add_memory(self, content: str) -> ToolChunk:
         """The ``add_memory`` tool: `MemoryTools.add_memory` for this middleware's user."""

@@ -473,7 +473,8 @@ class MemoryScope:
     def update(self, user_id: str, memory_id: str, *, content: str | None = None,
                status: MemoryStatus | str | None = None, metadata: Mapping[str, Any] | None = None,
                event_start: datetime | str | None = None, event_end: datetime | str | None = None) -> Memory:
-        """Change a memory; new content is re-embedded and re-indexed in the same transaction."""
+        """Change a memory; new content is re-embedded and re-indexed, and the known entities it names
+        linked (`entities`), in the same transaction. Links made for the old text stay."""
         memory = self.get(_check_id(user_id, "user_id"), _check_id(memory_id, "memory_id"))
         if content is not None:
             memory.content = self._check_text(content, "content")
@@ -486,13 +487,19 @@ class MemoryScope:
         if event_end is not None:
             memory.event_end = _parse_time_arg(event_end, "event_end")
         memory.updated_at = utc_now()
+        mentions = []
         if content is not None:
             vectors = self._embed_documents([memory])
             if vectors is None:  # keep the text change; the stale vector must not stay
                 vectors = [np.zeros(0, dtype=np.float32)]
+            mentions = person.record_mentions(self._matchers.get(memory.user_id).matcher, [memory])
         else:
             vectors = None
-        self.store.put([memory], vectors)
+        if mentions:  # the names the new text holds, linked in the same transaction
+            self.store.commit_consolidation([memory], vectors, (),
+                                            ledger=LedgerChanges(user_id=memory.user_id, mentions=mentions))
+        else:
+            self.store.put([memory], vectors)
         return memory
 
     def delete(self, user_id: str, memory_id: str) -> None:
@@ -979,6 +986,10 @@ class _UserNames:
     agents: set[str] = dataclasses.field(default_factory=set)
 
 
+def _names_of(entities: Sequence[Entity]) -> builtins.list[tuple[str, str, tuple[str, ...]]]:
+    return sorted((entity.id, entity.name, tuple(entity.aliases)) for entity in entities)
+
+
 class _MatcherCache:
     """A `NameMatcher` per user, so `record` does not read the ledger and compile names every call.
 
@@ -999,7 +1010,10 @@ class _MatcherCache:
                 self._entries[user_id] = entry  # most recently used last
                 return entry
         entities = self._store.entities(user_id)
-        entry = _UserNames(entities, person.NameMatcher(entities), now)
+        if entry is not None and _names_of(entry.entities) == _names_of(entities):  # unchanged: no recompiling
+            entry = _UserNames(entities, entry.matcher, now, entry.agents)
+        else:
+            entry = _UserNames(entities, person.NameMatcher(entities), now)
         with self._lock:
             self._entries[user_id] = entry
             while len(self._entries) > _MATCHER_USERS:

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from ..errors import MemoryScopeError
 from ..log_format import configure_logging
-from . import admin, bench, first_run, migrate, worker
+from . import admin, bench, first_run, migrate, person, worker
 from .engine_args import CommandGroup, add_shared_options
 
 
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_parser(sub)
     add_serve_parser(sub)
     admin.add_user_parsers(sub)
+    person.add_parsers(sub)
     migrate.add_parser(sub)
     return parser
 

@@ -214,12 +214,12 @@ async def test_plugin_with_tools_gives_tools_and_instructions(engine):
     agent = Agent("helper", config=config, plugins=[MemoryScopePlugin(engine, user_id="anna", tools=True)])
     await agent.ask("Remember I'm vegetarian.")
     names = [schema.function.name for schema in config.calls[0].tools]
-    assert names == ["search_memory", "add_memory", "update_memory", "delete_memory"]
+    assert names == ["search_memory", "recall_entity", "add_memory", "update_memory", "delete_memory"]
     assert "search_memory" in prompt_of(config, 0)
     custom = [m for m in engine.list("anna") if m.type == "custom"]
     assert [(m.content, m.agent_id) for m in custom] == [("I am vegetarian.", "helper")]
     tools_only = MemoryScopePlugin(engine, user_id="anna", tools=True, automatic=False)
-    assert tools_only._middleware == [] and len(tools_only._tools) == 4
+    assert tools_only._middleware == [] and len(tools_only._tools) == 5
 
 
 async def test_relevance_floor(engine):

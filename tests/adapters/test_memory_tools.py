@@ -9,7 +9,9 @@ from typing import Any, ClassVar
 
 import pytest
 
+from memoryscope_plugins import Entity, EntityKind
 from memoryscope_plugins.errors import StoreError
+from memoryscope_plugins.storage.base import LedgerChanges
 
 
 def test_tools_are_scoped_to_the_user_and_report_failures(engine, caplog):
@@ -42,6 +44,28 @@ def test_tools_are_scoped_to_the_user_and_report_failures(engine, caplog):
     assert "Biscuit" not in caplog.text
 
 
+def test_recall_entity_tells_what_is_known_about_someone(engine):
+    from memoryscope_plugins.adapters._tools import MemoryTools
+    engine.record("anna", [{"role": "user", "name": "Anna", "content": "I live in Porto."}])
+    engine.add_alias("anna", "Anna", "安娜")
+    melanie = Entity(id="mel", user_id="anna", name="Melanie", kind=EntityKind.PERSON, aliases=["Mel"])
+    engine.store.put_ledger(LedgerChanges(user_id="anna", entities=[melanie]))
+    engine.record("anna", [{"role": "user", "content": "Mel opened a clothing shop."}])
+    engine.record("bob", [{"role": "user", "content": "Mel is my boss."}])
+    engine.set_profile("anna", "home", "Porto")
+    tools = MemoryTools(engine, user_id="anna")
+    told = tools.recall_entity("mel")
+    assert told.startswith("Melanie (person; also called Mel): mentioned 1 time(s), first ")
+    assert "clothing shop" in told and "boss" not in told
+    assert "home: Porto" in tools.recall_entity("me") and "住址：Porto" in tools.recall_entity("我")
+    assert "home: Porto" in tools.recall_entity("Anna")
+    missing = tools.recall_entity("Lisbon")
+    assert missing.startswith("Nothing called 'Lisbon' is known")
+    assert tools.recall_entity("x" * 300).startswith("Cannot recall")  # over the name limit: said, not raised
+    assert tools.recall_entity("  ") == "No name given: nothing to recall."
+    assert "Melanie" not in MemoryTools(engine, user_id="bob").recall_entity("Mel")
+
+
 async def test_agentchat_assistant_uses_the_memory_tools(engine):
     pytest.importorskip("autogen_ext.models.replay", reason="pip install 'memoryscope-plugins[autogen]'")
     from autogen_agentchat.agents import AssistantAgent
@@ -53,7 +77,7 @@ async def test_agentchat_assistant_uses_the_memory_tools(engine):
 
     memory = MemoryScopeMemory(engine, user_id="anna")
     tools = memory_tools(memory)
-    assert [t.name for t in tools] == ["search_memory", "add_memory", "update_memory", "delete_memory"]
+    assert [t.name for t in tools] == ["search_memory", "recall_entity", "add_memory", "update_memory", "delete_memory"]
     usage = RequestUsage(prompt_tokens=0, completion_tokens=0)
     call = FunctionCall(id="1", name="add_memory", arguments=json.dumps({"content": "Anna's dog is Biscuit."}))
     client = ReplayChatCompletionClient(
@@ -117,7 +141,7 @@ def test_classic_register_memory_tools(engine):
                            is_termination_msg=lambda m: "TERMINATE" in (m.get("content") or ""))
     names = register_memory_tools(engine, caller=assistant, executor=human, user_id="anna")
     assistant.register_model_client(model_client_cls=FakeClient)  # AutoGen rebuilds its client on new tools
-    assert names == ["search_memory", "add_memory", "update_memory", "delete_memory"]
+    assert names == ["search_memory", "recall_entity", "add_memory", "update_memory", "delete_memory"]
     from memoryscope_plugins.adapters._tools import tool_spec
     assert [t["function"]["description"] for t in assistant.llm_config["tools"]] == [
         tool_spec(name).description for name in names]
@@ -137,7 +161,7 @@ async def test_agentscope_memory_tool_set(engine):
 
     middleware = MemoryScopeMiddleware(engine, user_id="anna", mode="agent_control", tool_set="memory")
     tools = await middleware.list_tools()
-    assert [t.name for t in tools] == ["search_memory", "add_memory", "update_memory", "delete_memory"]
+    assert [t.name for t in tools] == ["search_memory", "recall_entity", "add_memory", "update_memory", "delete_memory"]
     model = FakeModel({"name": "add_memory", "input": {"content": "Anna's dog is Biscuit."}},
                       {"name": "search_memory", "input": {"query": "dog"}}, "Biscuit.")
     agent = Agent(name="Friday", system_prompt="Hi.", model=model, toolkit=Toolkit(tools=tools),
@@ -150,8 +174,8 @@ async def test_agentscope_memory_tool_set(engine):
 def test_tool_specs_come_from_the_tools_docstrings():
     from memoryscope_plugins.adapters._tools import TOOL_NAMES, clamp_limit, tool_names, tool_spec
     assert tool_names() == list(TOOL_NAMES)
-    assert tool_names(update=False) == ["search_memory", "add_memory", "delete_memory"]
-    assert tool_names(update=False, delete=False) == ["search_memory", "add_memory"]
+    assert tool_names(update=False) == ["search_memory", "recall_entity", "add_memory", "delete_memory"]
+    assert tool_names(update=False, delete=False) == ["search_memory", "recall_entity", "add_memory"]
     search = tool_spec("search_memory")
     assert list(search.arguments) == ["query", "limit"] and "\n" not in tool_spec("add_memory").description
     assert search.parameters == {"type": "object", "required": ["query"], "properties": {

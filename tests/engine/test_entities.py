@@ -328,3 +328,23 @@ def test_turn_type_memories_are_counted(engine):
     ids = _say(engine, "anna", "Mel called.")
     assert engine.get("anna", ids[0]).type is MemoryType.TURN
     assert [m.counted for m in engine.store.mentions("anna", memory_ids=ids)] == [True]
+
+
+def test_update_links_the_names_of_the_new_text(engine):
+    _known(engine, "anna", "Porto", kind=EntityKind.PLACE)
+    memory = engine.add("anna", "A trip is planned.")
+    engine.update("anna", memory.id, content="A trip to Porto is planned.")
+    assert [m.memory_id for m in engine.store.mentions("anna")] == [memory.id]
+    engine.update("anna", memory.id, status="expired")  # no new text: nothing to link again
+    assert _by_name(engine, "anna")["Porto"].mention_count == 1
+
+
+def test_an_unchanged_ledger_is_not_compiled_again_after_the_ttl(engine, monkeypatch):
+    _known(engine, "anna", "Mel")
+    monkeypatch.setattr(engine_module, "MATCHER_TTL_S", 0.0)
+    _say(engine, "anna", "Mel one.")
+    first = engine._matchers.get("anna").matcher
+    _say(engine, "anna", "Mel two.", start=T0 + timedelta(hours=1))  # mentions changed, names did not
+    assert engine._matchers.get("anna").matcher is first
+    engine.add_alias("anna", "Mel", "Melly")
+    assert engine._matchers.get("anna").matcher is not first
