@@ -28,6 +28,7 @@ from .pipeline import RequestIdMiddleware
 from .route_support import ApiError, api_error
 from .routes_browser import browser_routes
 from .routes_conversation import conversation_routes
+from .routes_entities import entity_routes
 from .routes_health import health_routes
 from .routes_memories import memory_routes
 from .routes_users import user_routes
@@ -59,9 +60,11 @@ class ServerConfig:
 
 
 def build_routes(engine: MemoryScope) -> list[Route]:
-    """The /v1 routes: the tenant's users, a user's memories, and the conversation cycle."""
+    """The /v1 routes: the tenant's users, a user's memories, the conversation cycle, and a user's entities
+    and profile."""
     base = "/v1/users"
-    return [*user_routes(engine, base), *memory_routes(engine, base), *conversation_routes(engine, base)]
+    return [*user_routes(engine, base), *memory_routes(engine, base), *conversation_routes(engine, base),
+            *entity_routes(engine, base)]
 
 
 class _Service(Starlette):
@@ -98,7 +101,7 @@ def create_app(engine: MemoryScope, keys: KeyRing, config: ServerConfig | None =
                              trusted_proxies=TrustedProxies(config.forwarded_allow_ips))]
     if config.cors_origins:
         middleware.insert(0, Middleware(CORSMiddleware, allow_origins=config.cors_origins,
-                                        allow_methods=["GET", "POST", "PATCH", "DELETE"],
+                                        allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
                                         allow_headers=["Authorization", "X-API-Key", "Content-Type",
                                                        "X-Memory-User", "Mcp-Session-Id"]))
     return _Service(routes=routes, middleware=middleware, lifespan=lifespan,

@@ -1,4 +1,5 @@
-"""The MCP server (official `mcp` SDK, FastMCP): tools to search, save, update and forget memories.
+"""The MCP server (official `mcp` SDK, FastMCP): tools to search, save, update and forget memories, and to
+read the user's entities and profile.
 
 Every tool acts on the caller's user only. Over streamable HTTP the caller is the API key (and,
 for a key bound to several users or to none, the ``X-Memory-User`` header); over stdio it is the
@@ -18,6 +19,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from ..engine import MemoryScope
 from ..errors import MemoryScopeError, NotFoundError, StoreError, ValidationError
 from .auth import KeyRing
+from .entity_json import entity_json, profile_json, profile_value_json, timeline_json
 from .guard import AmbiguousCredentials, current_key, key_from_headers, request_id
 from .tenancy import migrate_legacy_users, store_user_id
 
@@ -25,7 +27,8 @@ log = logging.getLogger(__name__)
 
 INSTRUCTIONS = ("Long-term memory of the user you are talking to. Call search_memories before answering "
                 "anything that may depend on the past; save_memory for facts worth keeping; "
-                "forget_memory when the user asks you to forget something.")
+                "forget_memory when the user asks you to forget something; about_entity for \"who is X\" or "
+                "\"what do you know about X\"; get_profile for what is true of the user now.")
 
 
 def _http_user(keys: KeyRing) -> Callable[[Context], tuple[str, str]]:
@@ -152,5 +155,37 @@ def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: t
         """The user's most recent memories, newest first."""
         user, _ = resolve(ctx)
         return {"memories": [brief(m) for m in engine.list(user, limit=limit)]}
+
+    @mcp.tool()
+    @_tool_errors
+    def list_entities(ctx: Context, kind: str | None = None, order: str = "relevance",
+                      limit: int = 20) -> dict[str, Any]:
+        """The people, places, organisations, pets, objects and topics the user's conversations name, best
+        first. kind: person|place|organization|pet|object|topic; order: relevance|frequency|recency."""
+        user, tenant = resolve(ctx)
+        return {"entities": [entity_json(e, tenant) for e in engine.entities(user, kind=kind, order=order,
+                                                                             limit=limit)]}
+
+    @mcp.tool()
+    @_tool_errors
+    def about_entity(name: str, ctx: Context, limit: int = 10) -> dict[str, Any]:
+        """What memory knows about one person, place or thing (by name or alias): the entity, its mentions
+        per month and its memories (observations first, newest first)."""
+        user, tenant = resolve(ctx)
+        details = engine.entity(user, name, limit=limit)
+        return {"entity": entity_json(details.entity, tenant), "timeline": timeline_json(details.timeline),
+                "memories": [brief(m) for m in details.memories],
+                "profile": [profile_value_json(v, tenant) for v in details.profile]}
+
+    @mcp.tool()
+    @_tool_errors
+    def get_profile(ctx: Context, key: str | None = None) -> dict[str, Any]:
+        """The user's profile (home, work, family, likes, ...): each key's current values; with key, every
+        value that key ever had, oldest first (ended ones carry valid_to)."""
+        user, tenant = resolve(ctx)
+        if key is not None:
+            return {"key": key, "history": [profile_value_json(v, tenant)
+                                            for v in engine.profile_history(user, key)]}
+        return {"profile": profile_json(engine.profile(user), tenant)}
 
     return mcp

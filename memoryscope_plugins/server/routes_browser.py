@@ -1,4 +1,4 @@
-"""The memory browser: its page and its one script, under a strict Content-Security-Policy."""
+"""The memory browser: its page and its scripts, under a strict Content-Security-Policy."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-# The page runs only its own script file (no inline script), sends forms nowhere else, cannot be
+# The page runs only its own script files (no inline script), sends forms nowhere else, cannot be
 # framed, and a <base> tag cannot move its relative URLs. Inline styles stay (style attributes).
 BROWSER_HEADERS = {"Content-Security-Policy": "default-src 'self'; script-src 'self'; "
                                               "style-src 'self' 'unsafe-inline'; base-uri 'none'; "
@@ -24,11 +24,16 @@ async def browser(request: Request) -> Response:
     return HTMLResponse(_static("index.html"), headers=BROWSER_HEADERS)
 
 
-async def browser_script(request: Request) -> Response:
-    return Response(_static("browser.js"), media_type="text/javascript; charset=utf-8", headers=BROWSER_HEADERS)
+SCRIPTS = ("browser.js", "entities.js")  # the memories view, then the entities view (which uses its helpers)
+
+
+def _script(name: str):
+    async def script(request: Request) -> Response:
+        return Response(_static(name), media_type="text/javascript; charset=utf-8", headers=BROWSER_HEADERS)
+    return script
 
 
 def browser_routes() -> list[Route]:
-    """``/`` (the page) and ``/static/browser.js``; neither needs a key (the page asks for one)."""
+    """``/`` (the page) and its scripts under ``/static/``; none needs a key (the page asks for one)."""
     return [Route("/", browser, include_in_schema=False),
-            Route("/static/browser.js", browser_script, include_in_schema=False)]
+            *(Route(f"/static/{name}", _script(name), include_in_schema=False) for name in SCRIPTS)]

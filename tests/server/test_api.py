@@ -12,7 +12,7 @@ pytest.importorskip("starlette", reason="the [server] extra is not installed")
 pytest.importorskip("uvicorn", reason="the [server] extra is not installed")
 
 from memoryscope_plugins.server import ServerConfig  # noqa: E402
-from tests.support.server_harness import RunningServer, make_keys, seed  # noqa: E402
+from tests.support.server_harness import RunningServer, make_keys, seed, seed_ledger  # noqa: E402
 
 # (method, path, JSON body or None, admin only)
 ROUTES = [
@@ -27,6 +27,16 @@ ROUTES = [
     ("POST", "/v1/users/anna/consolidate", None, True),
     ("POST", "/v1/users/anna/reflect", None, True),
     ("POST", "/v1/users/anna/import", None, True),
+    ("GET", "/v1/users/anna/entities", None, False),
+    ("GET", "/v1/users/anna/entities/Lisbon", None, False),
+    ("PATCH", "/v1/users/anna/entities/Porto", {"name": "Oporto"}, False),
+    ("POST", "/v1/users/anna/entities/Lisbon/aliases", {"alias": "the capital"}, False),
+    ("POST", "/v1/users/anna/entities/Lisbon/merge", {"other": "Porto"}, False),
+    ("DELETE", "/v1/users/anna/entities/Mia", None, False),
+    ("GET", "/v1/users/anna/profile", None, False),
+    ("GET", "/v1/users/anna/profile/home/history", None, False),
+    ("PUT", "/v1/users/anna/profile/home", {"value": "Sintra"}, False),
+    ("DELETE", "/v1/users/anna/profile/values/pv-likes-surf", None, False),
     ("DELETE", "/v1/users/anna/memories/obs-old", None, False),
     ("DELETE", "/v1/users/anna", None, True),
     ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, False),
@@ -41,6 +51,7 @@ def keys():
 @pytest.fixture
 def running(engine, keys):
     seed(engine)
+    seed_ledger(engine)
     with RunningServer(engine, keys.ring, ServerConfig(rate_per_second=0)) as srv:
         yield srv
 
@@ -57,13 +68,18 @@ def call(srv, method, path, body, key=None, **extra):
 
 
 def acme_anna_ids(engine):
-    return {m.id for m in engine.list("acme:anna", limit=1000)}
+    """acme's anna as far as a request can change her: her memory ids, entities and profile values."""
+    store = engine.store
+    return ({m.id for m in engine.list("acme:anna", limit=1000)},
+            {(e.id, e.name, tuple(e.aliases), e.mention_count) for e in store.entities("acme:anna")},
+            {(v.id, v.value, v.valid_to) for v in store.profile_values("acme:anna")})
 
 
 def test_health_openapi_and_page_need_no_key(running):
     assert httpx.get(running.url + "/health").json() == {"status": "ok"}
     spec = httpx.get(running.url + "/openapi.json").json()
     assert "/v1/users/{user}/retrieve" in spec["paths"]
+    assert {"/v1/users/{user}/entities/{name}/merge", "/v1/users/{user}/profile/{key}/history"} <= set(spec["paths"])
     page = httpx.get(running.url + "/")
     assert page.status_code == 200 and "Memory browser" in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]

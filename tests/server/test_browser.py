@@ -25,7 +25,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
-from tests.support.server_harness import RunningServer, make_keys, seed  # noqa: E402
+from tests.support.server_harness import RunningServer, make_keys, seed, seed_ledger  # noqa: E402
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,860"]
@@ -46,16 +46,22 @@ def texts(driver, css):
     return [e.text for e in driver.find_elements(By.CSS_SELECTOR, css)]
 
 
+def open_as_admin(browser, srv, admin_key: str) -> WebDriverWait:
+    """The page, connected with `admin_key`, showing anna (tenant acme has two users)."""
+    wait = WebDriverWait(browser, 15)
+    browser.get(srv.url + "/")
+    browser.find_element(By.ID, "key").send_keys(admin_key)
+    browser.find_element(By.ID, "connect").click()
+    wait.until(lambda d: len(Select(d.find_element(By.ID, "user")).options) == 2)
+    Select(browser.find_element(By.ID, "user")).select_by_value("anna")
+    return wait
+
+
 def test_browse_search_edit_expire_delete(engine, browser, tmp_path):
     keys = make_keys()
     seed(engine)
     with RunningServer(engine, keys.ring) as srv:
-        wait = WebDriverWait(browser, 15)
-        browser.get(srv.url + "/")
-        browser.find_element(By.ID, "key").send_keys(keys.admin)
-        browser.find_element(By.ID, "connect").click()
-        wait.until(lambda d: len(Select(d.find_element(By.ID, "user")).options) == 2)
-        Select(browser.find_element(By.ID, "user")).select_by_value("anna")
+        wait = open_as_admin(browser, srv, keys.admin)
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#timeline .mem")) == 6)
 
         timeline = browser.find_element(By.ID, "timeline").text
@@ -99,6 +105,126 @@ def test_browse_search_edit_expire_delete(engine, browser, tmp_path):
         browser.find_element(By.ID, "key").send_keys("msk_wrong")
         browser.find_element(By.ID, "connect").click()
         wait.until(lambda d: "401" in d.find_element(By.ID, "status").text)
+
+
+def _prompt(driver, wait, text: str | None = None) -> None:
+    """Answer the page's prompt() with `text` (or its confirm() with OK)."""
+    wait.until(EC.alert_is_present())
+    if text is not None:
+        driver.switch_to.alert.send_keys(text)
+    driver.switch_to.alert.accept()
+
+
+def _entity_names(driver) -> list[str]:
+    try:
+        return texts(driver, "#entityList .entity .name")
+    except StaleElementReferenceException:  # the list is being redrawn
+        return []
+
+
+def _text(driver, css: str) -> str:
+    try:
+        return " ".join(texts(driver, css))
+    except StaleElementReferenceException:  # being redrawn
+        return ""
+
+
+def _settled(driver) -> bool:
+    """The Entities view has finished every load it started (list, plot, profile, detail)."""
+    return not driver.find_elements(By.CSS_SELECTOR, "#entitiesView.loading")
+
+
+def test_entities_view_plot_detail_edits_and_profile_history(engine, browser, tmp_path):
+    keys = make_keys()
+    seed(engine)
+    seed_ledger(engine)
+    with RunningServer(engine, keys.ring) as srv:
+        wait = open_as_admin(browser, srv, keys.admin)
+        browser.find_element(By.ID, "viewEntities").click()
+        assert not browser.find_element(By.ID, "timeline").is_displayed()
+        wait.until(lambda d: len(_entity_names(d)) == 5)
+        assert set(_entity_names(browser)) == {"Anna", "Lisbon", "surfing", "Porto", "Mia"}
+
+        # the plot: one series per mentioned top entity (Mia has no mention), over May to August 2026
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#entityPlot svg g.series"))
+        series = browser.find_elements(By.CSS_SELECTOR, "#entityPlot svg g.series")
+        assert {g.get_attribute("data-entity") for g in series} == {"ent-anna", "ent-lisbon", "ent-surf", "ent-porto"}
+        assert all(len(g.find_element(By.TAG_NAME, "polyline").get_attribute("points").split()) == 4 for g in series)
+        lisbon = browser.find_element(By.CSS_SELECTOR, '#entityPlot g.series[data-entity="ent-lisbon"]')
+        assert len(lisbon.find_elements(By.CSS_SELECTOR, "circle.point")) == 2  # June and August
+        assert texts(browser, "#entityPlot text.month") == ["2026-05", "2026-06", "2026-07", "2026-08"]
+        assert "Lisbon" in browser.find_element(By.CSS_SELECTOR, "#entityPlot .legend").text
+
+        Select(browser.find_element(By.ID, "entityKind")).select_by_value("place")
+        wait.until(lambda d: sorted(_entity_names(d)) == ["Lisbon", "Porto"])
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#entityPlot g.series")) == 2)
+        Select(browser.find_element(By.ID, "entityKind")).select_by_value("")
+        Select(browser.find_element(By.ID, "entityOrder")).select_by_value("recency")
+        wait.until(lambda d: _entity_names(d)[:1] == ["surfing"])
+        wait.until(_settled)
+
+        # the detail: its memories; then rename, alias, merge, delete
+        browser.find_element(By.CSS_SELECTOR, '#entityList .entity[data-id="ent-lisbon"]').click()
+        wait.until(lambda d: "Anna lives in Lisbon." in _text(d, "#entityDetail"))
+        shown = browser.find_element(By.ID, "entityDetail").text
+        assert "I moved to Lisbon last May." in shown
+        shown_ids = {e.get_attribute("data-id") for e in browser.find_elements(By.CSS_SELECTOR, "#entityDetail .mem")}
+        assert {"obs-new", "ins-1"} <= shown_ids and "obs-surf" not in shown_ids
+        assert "2026-06 ×2" in shown and not browser.find_elements(By.CSS_SELECTOR, "#entityDetail .mem .actions")
+        if os.environ.get("BROWSER_SCREENSHOT"):
+            browser.save_screenshot(os.environ["BROWSER_SCREENSHOT"].replace(".png", "-entities.png"))
+        assert browser.save_screenshot(str(tmp_path / "entities.png"))
+        browser.find_element(By.CSS_SELECTOR, '#entityList .entity[data-id="ent-porto"]').click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#entityDetail .detail[data-id="ent-porto"]'))
+        browser.find_element(By.CSS_SELECTOR, "#entityDetail button.rename").click()
+        _prompt(browser, wait, "Oporto")
+        wait.until(lambda d: "Oporto" in _entity_names(d))
+        wait.until(_settled)
+        assert "also: Porto" in browser.find_element(By.ID, "entityDetail").text
+        browser.find_element(By.CSS_SELECTOR, "#entityDetail button.alias").click()
+        _prompt(browser, wait, "Invicta")
+        wait.until(lambda d: "Invicta" in _text(d, "#entityDetail"))
+        wait.until(_settled)
+        browser.find_element(By.CSS_SELECTOR, '#entityList .entity[data-id="ent-lisbon"]').click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#entityDetail .detail[data-id="ent-lisbon"]'))
+        browser.find_element(By.CSS_SELECTOR, "#entityDetail button.merge").click()
+        _prompt(browser, wait, "Invicta")
+        wait.until(lambda d: "Oporto" not in _entity_names(d) and "Oporto" in _text(d, "#entityDetail"))
+        wait.until(_settled)
+        lisbon_now = {e.id: e for e in engine.store.entities("acme:anna")}["ent-lisbon"]
+        assert {"Lisboa", "Oporto", "Porto", "Invicta"} <= set(lisbon_now.aliases) and lisbon_now.mention_count == 4
+        browser.find_element(By.CSS_SELECTOR, '#entityList .entity[data-id="ent-mia"]').click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#entityDetail .detail[data-id="ent-mia"]'))
+        browser.find_element(By.CSS_SELECTOR, "#entityDetail button.delete").click()
+        _prompt(browser, wait)
+        wait.until(lambda d: "Mia" not in _entity_names(d) and len(_entity_names(d)) == 3)
+        wait.until(_settled)
+        assert {e.name for e in engine.store.entities("acme:anna")} == {"Anna", "Lisbon", "surfing"}
+        assert engine.count("acme:anna") == 6  # the memories stay
+
+        # the profile: a key's history, a value set by hand, one removed
+        home = browser.find_element(By.CSS_SELECTOR, '#profile .pkey[data-key="home"]')
+        assert "Lisbon" in home.text and "Porto" not in home.text
+        home.find_element(By.CSS_SELECTOR, "button.history-toggle").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#profile .pkey[data-key="home"] .history .pval.ended'))
+        history = browser.find_element(By.CSS_SELECTOR, '#profile .pkey[data-key="home"] .history')
+        assert texts(browser, '#profile .pkey[data-key="home"] .history .pval .v') == ["Porto", "Lisbon"]
+        assert "2025-01-01 → 2026-05-20" in history.text
+        browser.find_element(By.ID, "profileKey").send_keys("home")
+        browser.find_element(By.ID, "profileValue").send_keys("Sintra")
+        browser.find_element(By.CSS_SELECTOR, "#profileForm button").click()
+        wait.until(lambda d: "Sintra" in _text(d, '#profile .pkey[data-key="home"]'))
+        assert [(v.value, v.set_by) for v in engine.profile("acme:anna")["home"]] == [("Sintra", "user")]
+        browser.find_element(By.CSS_SELECTOR, '#profile .pkey[data-key="home"] button.history-toggle').click()
+        wait.until(lambda d: _text(d, '#profile .pkey[data-key="home"] .history .pval .v') == "Porto Lisbon Sintra")
+        assert len(browser.find_elements(By.CSS_SELECTOR, '#profile .pkey[data-key="home"] .history .pval.ended')) == 2
+        browser.find_element(By.CSS_SELECTOR, '#profile .pval[data-id="pv-likes-surf"] button.remove').click()
+        _prompt(browser, wait)
+        wait.until(lambda d: not d.find_elements(By.CSS_SELECTOR, '#profile .pkey[data-key="likes"]'))
+        assert "likes" not in engine.profile("acme:anna")
+
+        browser.find_element(By.ID, "viewMemories").click()
+        wait.until(lambda d: d.find_element(By.ID, "timeline").is_displayed())
 
 
 # -- hostile ids and text (issue 20, item 2), against a real `serve` process --------------------------

@@ -14,9 +14,10 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client  # noqa: E402
 
-from tests.support.server_harness import RunningServer, make_keys, seed  # noqa: E402
+from tests.support.server_harness import RunningServer, make_keys, seed, seed_ledger  # noqa: E402
 
-TOOLS = {"search_memories", "save_memory", "update_memory", "forget_memory", "list_memories"}
+TOOLS = {"search_memories", "save_memory", "update_memory", "forget_memory", "list_memories", "list_entities",
+         "about_entity", "get_profile"}
 
 
 def payload(result) -> dict:
@@ -67,6 +68,40 @@ async def test_mcp_over_streamable_http_is_scoped_to_the_keys_user(engine):
                     await session.initialize()
                     assert (await session.call_tool("list_memories", {})).isError
     assert engine.count("acme:bob") == 0
+
+
+async def test_entity_and_profile_tools_read_the_callers_ledger_only(engine):
+    keys = make_keys()
+    seed(engine)
+    seed_ledger(engine)
+    with RunningServer(engine, keys.ring) as srv:
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {keys.anna_only}"}) as http:
+            async with streamable_http_client(srv.url + "/mcp", http_client=http) as (read, write, _):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    listed = payload(await session.call_tool("list_entities", {"order": "frequency", "limit": 2}))
+                    assert [e["name"] for e in listed["entities"]] == ["Anna", "Lisbon"]
+                    places = payload(await session.call_tool("list_entities", {"kind": "place"}))
+                    assert sorted(e["name"] for e in places["entities"]) == ["Lisbon", "Porto"]
+                    about = payload(await session.call_tool("about_entity", {"name": "Lisboa"}))
+                    assert about["entity"]["name"] == "Lisbon" and about["entity"]["user_id"] == "anna"
+                    assert "Anna lives in Lisbon." in [m["content"] for m in about["memories"]]
+                    assert [p["mentions"] for p in about["timeline"]] == [2, 1]
+                    profile = payload(await session.call_tool("get_profile", {}))["profile"]
+                    assert [v["value"] for v in profile["home"]] == ["Lisbon"]
+                    history = payload(await session.call_tool("get_profile", {"key": "home"}))["history"]
+                    assert [(v["value"], v["current"]) for v in history] == [("Porto", False), ("Lisbon", True)]
+                    missing = await session.call_tool("about_entity", {"name": "Atlantis"})
+                    assert missing.isError and "not found" in missing.content[0].text
+                    assert (await session.call_tool("list_entities", {"order": "loudest"})).isError
+        headers = {"Authorization": f"Bearer {keys.other}", "X-Memory-User": "anna"}
+        async with create_mcp_http_client(headers=headers) as http:
+            async with streamable_http_client(srv.url + "/mcp", http_client=http) as (read, write, _):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    assert payload(await session.call_tool("list_entities", {}))["entities"] == []
+                    assert payload(await session.call_tool("get_profile", {}))["profile"] == {}
+                    assert (await session.call_tool("about_entity", {"name": "Lisbon"})).isError
 
 
 async def test_mcp_over_stdio(tmp_path, engine):

@@ -7,11 +7,13 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 import uvicorn
 
 from memoryscope_plugins.server import KeyRing, ServerConfig, create_app
-from memoryscope_plugins.types import Memory, MemoryStatus, MemoryType
+from memoryscope_plugins.storage.base import LedgerChanges
+from memoryscope_plugins.types import Entity, EntityKind, EntityMention, Memory, MemoryStatus, MemoryType, ProfileValue
 
 
 def free_port() -> int:
@@ -76,6 +78,45 @@ def seed(engine, tenant: str = "acme", user: str = "anna") -> dict[str, str]:
     batch = [old, new, hobby, insight]
     engine.store.put(batch, engine.embedder.embed([m.content for m in batch], kind="document"))
     return {m.id: m.content for m in batch}
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text + "T12:00:00+00:00")
+
+
+# entity id -> (name, kind, aliases, [(memory id or turn text, said on, counted)])
+LEDGER = {
+    "ent-anna": ("Anna", EntityKind.PERSON, ["Annie"], [("obs-old", "2026-05-10", True),
+                                                       ("obs-surf", "2026-07-20", True),
+                                                       ("obs-new", "2026-08-03", True)]),
+    "ent-lisbon": ("Lisbon", EntityKind.PLACE, ["Lisboa"], [("I moved to Lisbon last May.", "2026-06-01", True),
+                                                           ("How do you like Lisbon?", "2026-06-01", True),
+                                                           ("obs-new", "2026-08-03", True),
+                                                           ("ins-1", "2026-08-10", False)]),
+    "ent-surf": ("surfing", EntityKind.TOPIC, [], [("obs-surf", "2026-07-20", True), ("ins-1", "2026-08-10", True)]),
+    "ent-porto": ("Porto", EntityKind.PLACE, [], [("obs-old", "2026-05-10", True)]),
+    "ent-mia": ("Mia", EntityKind.PET, [], []),
+}
+
+
+def seed_ledger(engine, tenant: str = "acme", user: str = "anna") -> None:
+    """After `seed`: five entities (four mentioned, over May to August 2026; Mia the pet never) and a
+    profile whose home moved from Porto to Lisbon (the Porto value ended), plus likes: surfing."""
+    store_user = f"{tenant}:{user}"
+    turns = {m.content: m.id for m in engine.list(store_user, types=["turn"])}
+    entities, mentions = [], []
+    for entity_id, (name, kind, aliases, said) in LEDGER.items():
+        entities.append(Entity(id=entity_id, user_id=store_user, name=name, kind=kind, aliases=list(aliases)))
+        mentions += [EntityMention(entity_id=entity_id, memory_id=turns.get(memory, memory), user_id=store_user,
+                                   said_at=_at(on), counted=counted) for memory, on, counted in said]
+    profile = [ProfileValue(id="pv-home-porto", user_id=store_user, key="home", value="Porto",
+                            valid_from=_at("2025-01-01"), valid_to=_at("2026-05-20"), source_ids=["obs-old"],
+                            superseded_by="pv-home-lisbon"),
+               ProfileValue(id="pv-home-lisbon", user_id=store_user, key="home", value="Lisbon",
+                            valid_from=_at("2026-05-20"), source_ids=["obs-new"]),
+               ProfileValue(id="pv-likes-surf", user_id=store_user, key="likes", value="surfing",
+                            valid_from=_at("2026-07-20"), source_ids=["obs-surf"])]
+    engine.store.put_ledger(LedgerChanges(store_user, entities=entities, mentions=mentions, profile=profile))
 
 
 class ServeProcess:
