@@ -67,22 +67,22 @@ def main(argv: list[str] | None = None) -> int:
     def store(**kwargs: Any) -> PostgresStore:
         return PostgresStore(args.dsn, embedding_model=EMBEDDER_NAME, table_prefix=args.prefix, **kwargs)
 
-    text_requests = [SearchRequest(user_id=args.user, text=t, vector=None, filter=flt, limit=args.limit)
-                     for t in texts]
-    with store(text_term_rows=10 ** 9) as exact_store:
-        report["text_exact_ms"], exact_text = timed(exact_store, text_requests)
-    for bound in (int(b) for b in args.bounds.split(",")):
-        with store(text_term_rows=bound) as bounded:
-            ms, got = timed(bounded, text_requests)
-        report[f"text_bound_{bound}"] = {"ms": ms, "overlap_with_exact": round(overlap(got, exact_text), 3)}
-    vector_requests = [SearchRequest(user_id=args.user, text=None, vector=v, filter=flt, limit=args.limit)
-                       for v in vectors]
-    with store(exact_vector_rows=10 ** 9) as exact_store:
-        report["vector_exact_ms"], exact_vec = timed(exact_store, vector_requests)
-    for ef in (int(e) for e in args.ef.split(",")):
-        with store(hnsw_ef_search=ef) as walker:
-            ms, got = timed(walker, vector_requests)
-        report[f"vector_ef_{ef}"] = {"ms": ms, "recall": round(overlap(got, exact_vec), 3)}
+    def sweep(requests: list[SearchRequest], exact: dict[str, int], settings: dict[str, dict[str, int]],
+              measure: str) -> None:
+        """Time the exact channel, then each setting, with the share of the exact answer found."""
+        with store(**exact) as exact_store:
+            report[f"{measure}_exact_ms"], truth = timed(exact_store, requests)
+        for name, kwargs in settings.items():
+            with store(**kwargs) as other:
+                ms, got = timed(other, requests)
+            report[name] = {"ms": ms, f"{measure}_overlap_with_exact": round(overlap(got, truth), 3)}
+
+    sweep([SearchRequest(user_id=args.user, text=t, vector=None, filter=flt, limit=args.limit) for t in texts],
+          {"text_term_rows": 10 ** 9}, {f"text_bound_{b}": {"text_term_rows": int(b)} for b in args.bounds.split(",")},
+          "text")
+    sweep([SearchRequest(user_id=args.user, text=None, vector=v, filter=flt, limit=args.limit) for v in vectors],
+          {"exact_vector_rows": 10 ** 9}, {f"vector_ef_{e}": {"hnsw_ef_search": int(e)} for e in args.ef.split(",")},
+          "vector")
     print(json.dumps(report, indent=2))
     return 0
 

@@ -23,10 +23,12 @@ exact scan of the user's rows not yet indexed, so every row is always reachable 
 from __future__ import annotations
 
 import math
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ..types import Memory
 from .term_index import K1, B
 
 # a tsvector holds at most 256 positions per lexeme: a term's frequency is counted up to that
@@ -190,3 +192,32 @@ def vector_ctes(dim: int, where: str, *, through_index: bool) -> str:
     return (f"v0 AS MATERIALIZED ({body}), "
             "v AS (SELECT rowid, dist, row_number() OVER (ORDER BY dist, rowid) AS rank FROM v0 "
             "ORDER BY dist, rowid LIMIT %(limit)s)")
+
+
+class RecordCache:
+    """Memories recently returned by searches, by row and row version (`xmin`, which changes with
+    every update of the row, in any process): a search returns row ids and versions, and only the
+    rows not held at that version are read and parsed. Least recently used rows are dropped first.
+    Callers must not mutate the records (the engine copies what it returns)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(0, int(size))
+        self._rows: OrderedDict[int, tuple[int, Memory]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, rowid: int, version: int) -> Memory | None:
+        with self._lock:
+            held = self._rows.get(rowid)
+            if held is None or held[0] != version:
+                return None
+            self._rows.move_to_end(rowid)
+            return held[1]
+
+    def put(self, rowid: int, version: int, memory: Memory) -> None:
+        if not self.size:
+            return
+        with self._lock:
+            self._rows[rowid] = (version, memory)
+            self._rows.move_to_end(rowid)
+            while len(self._rows) > self.size:
+                self._rows.popitem(last=False)

@@ -230,6 +230,8 @@ class PostgresStore(StoreBase):
         text_term_rows: the full-text bound: a query term is counted in up to this many of the
             user's rows; a term in more is common (see `postgres_search`). Users with at most
             this many memories are ranked exactly as the embedded store ranks them.
+        record_cache_rows: memories kept parsed in this process for searches (by row version, so a
+            change made by any process is seen); 0 turns the cache off.
         hnsw_m / hnsw_ef_construction / hnsw_ef_search: HNSW index parameters.
         connect_kwargs: extra keyword arguments for `psycopg.connect` (user, password, sslmode ...).
     """
@@ -239,8 +241,9 @@ class PostgresStore(StoreBase):
     def __init__(self, conninfo: str, *, embedding_model: str | None = None, table_prefix: str = "memoryscope_",
                  pool_min_size: int = 1, pool_max_size: int = 8,
                  lock_timeout_s: float = 10.0, connect_timeout_s: float = 10.0, exact_vector_rows: int = 5_000,
-                 text_term_rows: int = 1_000, hnsw_m: int = 16, hnsw_ef_construction: int = 64,
-                 hnsw_ef_search: int = 100, connect_kwargs: dict[str, Any] | None = None) -> None:
+                 text_term_rows: int = 1_000, record_cache_rows: int = 20_000, hnsw_m: int = 16,
+                 hnsw_ef_construction: int = 64, hnsw_ef_search: int = 100,
+                 connect_kwargs: dict[str, Any] | None = None) -> None:
         prefix = table_prefix.lower()
         if prefix and not prefix.endswith("_"):
             prefix += "_"
@@ -250,6 +253,7 @@ class PostgresStore(StoreBase):
         self.prefix = prefix
         self.exact_vector_rows = int(exact_vector_rows)
         self.text_term_rows = max(1, int(text_term_rows))
+        self._cache = pgs.RecordCache(record_cache_rows)
         self._lock_timeout_ms = max(1, int(lock_timeout_s * 1000))
         self._hnsw = (int(hnsw_m), int(hnsw_ef_construction), int(hnsw_ef_search))
         self._dims: dict[str, int] = {}
@@ -392,8 +396,10 @@ class PostgresStore(StoreBase):
                 self._upgrade_to_2(conn)
             for model, dim in self._spaces(conn):
                 self._dims[model] = dim
-                # a no-op unless a bulk load was interrupted before it rebuilt the index
-                self._create_vector_index(conn, model, dim)
+                # missing only when a bulk load was interrupted before it rebuilt the index (looked up
+                # first: CREATE INDEX IF NOT EXISTS would lock the table against writers even so)
+                if _scalar(conn.execute("SELECT to_regclass(%s)", (self._index_name(model, dim),))) is None:
+                    self._create_vector_index(conn, model, dim)
 
     def _upgrade_to_2(self, conn: psycopg.Connection) -> None:
         """Version 1 -> 2 in Python: every row's analysed terms, the `ann` mark of large users' rows,
@@ -755,16 +761,40 @@ class PostgresStore(StoreBase):
                 f"WITH {text}, {vector}, "
                 "hits AS (SELECT COALESCE(t.rowid, v.rowid) AS rowid, t.rank AS text_rank, t.score AS text_score, "
                 "v.rank AS vector_rank, v.dist AS dist FROM t FULL OUTER JOIN v ON t.rowid = v.rowid) "
-                f"SELECT h.text_rank, h.text_score, h.vector_rank, h.dist, {_M_COLUMNS} FROM hits h "
+                "SELECT h.text_rank, h.text_score, h.vector_rank, h.dist, m.rowid, m.xmin::text::bigint FROM hits h "
                 "JOIN {memories} m ON m.rowid = h.rowid "
                 "ORDER BY h.text_rank NULLS LAST, h.vector_rank NULLS LAST")
-            rows = conn.execute(self._q(statement, model_lit=sql.Literal(model)), params).fetchall()
+            # never server-side prepared: each search is planned with its values anyway, and
+            # the statement's text changes with the query's terms (preparing only adds a step)
+            rows = conn.execute(self._q(statement, model_lit=sql.Literal(model)), params, prepare=False).fetchall()
+            found = self._records(conn, request.user_id, [(int(r[4]), int(r[5])) for r in rows])
         return [Candidate(
-            memory=records.memory_from_row(row[4:]),
+            memory=found[row[4]],
             text_rank=None if row[0] is None else int(row[0]),
             text_score=None if row[1] is None else float(row[1]),
             vector_rank=None if row[2] is None else int(row[2]),
-            vector_score=None if row[3] is None else 1.0 - float(row[3])) for row in rows]
+            vector_score=None if row[3] is None else 1.0 - float(row[3])) for row in rows if row[4] in found]
+
+    def _records(self, conn: psycopg.Connection, user_id: str,
+                 versions: builtins.list[tuple[int, int]]) -> dict[int, Memory]:
+        """The memories of these (rowid, row version) pairs: from the record cache, the rest read
+        (a row changed or deleted since the search is returned as it is now, or left out)."""
+        found: dict[int, Memory] = {}
+        missing = []
+        for rowid, version in versions:
+            held = self._cache.get(rowid, version)
+            if held is None:
+                missing.append(rowid)
+            else:
+                found[rowid] = held
+        if missing:
+            rows = conn.execute(self._q(f"SELECT rowid, xmin::text::bigint, {_MEMORY_COLUMNS} FROM {{memories}} "
+                                        "WHERE rowid = ANY(%s) AND user_id = %s"), (missing, user_id)).fetchall()
+            for row in rows:
+                memory = records.memory_from_row(row[2:])
+                self._cache.put(int(row[0]), int(row[1]), memory)
+                found[int(row[0])] = memory
+        return found
 
     def _statistics(self, conn: psycopg.Connection, user_id: str, terms: builtins.list[str]) -> pgs.UserStatistics:
         """The user's memory count, average length, the query terms' document frequencies and
