@@ -358,6 +358,23 @@ class PostgresStore(StoreBase):
         except (psycopg.Error, PoolTimeout) as exc:
             raise self._translate(exc) from exc
 
+    @contextmanager
+    def _reading(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection for reads outside a transaction: each statement is its own (as in a
+        READ COMMITTED transaction, where every statement takes its own snapshot anyway), without
+        the BEGIN and COMMIT round trips."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        try:
+            with self._pool.connection() as conn:
+                conn.autocommit = True
+                try:
+                    yield conn
+                finally:
+                    conn.autocommit = False
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self._translate(exc) from exc
+
     def _t(self, name: str) -> sql.Identifier:
         return sql.Identifier(self.prefix + name)
 
@@ -745,7 +762,7 @@ class PostgresStore(StoreBase):
             return []
         params: dict[str, Any] = {"limit": max(1, int(request.limit))}
         where = self._where(request.user_id, request.filter, params)
-        with self._tx() as conn:
+        with self._reading() as conn:
             stats = self._statistics(conn, request.user_id, terms)
             text = pgs.EMPTY_TEXT
             if any(stats.df.values()):
