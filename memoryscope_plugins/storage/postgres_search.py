@@ -104,8 +104,11 @@ def read_statistics(row: Sequence[Any], terms: Sequence[str], bound: int) -> Use
 
 # Per-user statistics kept by statement triggers on the memories table: the memory count and total
 # length per user, and per user and term the rows holding it. Statement-level triggers with
-# transition tables: one grouped upsert per statement, rows upserted in key order (so two
-# transactions take their locks in the same order).
+# transition tables: one grouped upsert per statement, rows upserted in key order. A transaction
+# can fire several of them (an upsert fires the insert and the update trigger), each locking its own
+# rows, so two writers could lock the same rows in opposite orders: the first trigger of a
+# transaction takes one advisory lock held to its commit, and the statistics of concurrent writes
+# are updated one transaction at a time.
 _DELTAS = {
     "ins": ("SELECT user_id, 1 AS sign, dl, terms FROM new_rows", "INSERT", "NEW TABLE AS new_rows"),
     "del": ("SELECT user_id, -1 AS sign, dl, terms FROM old_rows", "DELETE", "OLD TABLE AS old_rows"),
@@ -125,6 +128,7 @@ STATS_DDL = [
 for _name, (_rows, _event, _tables) in _DELTAS.items():
     STATS_DDL += [
         f"CREATE OR REPLACE FUNCTION {{p}}stats_{_name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"PERFORM pg_advisory_xact_lock(hashtext('{{p}}stats')); "
         f"INSERT INTO {{p}}user_sizes AS s (user_id, n, dl_sum) SELECT user_id, sum(sign), sum(sign * dl) "
         f"FROM ({_rows}) d GROUP BY user_id HAVING sum(sign) <> 0 OR sum(sign * dl) <> 0 ORDER BY user_id "
         "ON CONFLICT (user_id) DO UPDATE SET n = s.n + excluded.n, dl_sum = s.dl_sum + excluded.dl_sum; "
