@@ -214,8 +214,10 @@ def open_store(args: argparse.Namespace) -> Iterator[tuple[Any, dict[str, Any]]]
             pg_store.close()
             if not args.keep and not args.existing_prefix:
                 with psycopg.connect(dsn, autocommit=True) as conn:
-                    for table in ("memories", "messages", "leases", "meta"):
+                    for table in ("memories", "messages", "leases", "meta", "user_sizes", "user_terms"):
                         conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
+                    for name in ("ins", "del", "upd"):  # the statistics triggers' functions
+                        conn.execute(f"DROP FUNCTION IF EXISTS {prefix}stats_{name}()")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -11,18 +11,20 @@ Stores are named by URL (`open_url`): a SQLite file path or ``sqlite:///path``,
 
 The copy goes user by user (sorted ids) and batch by batch in insertion order, through the
 target's ordinary writes (`put` with vectors, `copy_messages`), so its indexes are built as for
-any write. A user's ledger follows their messages (`put_ledger`: entities, then mentions, then
-profile values, in batches). After every batch a progress marker is written to the target's
-meta; a rerun with ``resume=True`` continues from it. Memories are put by id (a batch written
-again replaces itself), messages already in the target are skipped by id and ledger items are
-upserted by id, so an interrupted run and its rerun copy every record exactly once. Nothing is
-re-embedded: a vector is copied with the name of the model that made it; an engine opened on the
-target with another embedding model re-embeds those memories, as it does after any change of
-model.
+any write; a target with a `bulk_load()` (PostgreSQL) is written inside it, so its vector indexes
+are built once at the end rather than grown one row at a time. A user's ledger follows their
+messages (`put_ledger`: entities, then mentions, then profile values, in batches). After every
+batch a progress marker is written to the target's meta; a rerun with ``resume=True`` continues
+from it. Memories are put by id (a batch written again replaces itself), messages already in the
+target are skipped by id and ledger items are upserted by id, so an interrupted run and its rerun
+copy every record exactly once. Nothing is re-embedded: a vector is copied with the name of the
+model that made it; an engine opened on the target with another embedding model re-embeds those
+memories, as it does after any change of model.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
@@ -371,6 +373,8 @@ def migrate(source_url: str, target_url: str, *, dry_run: bool = False, force: b
             migration = Migration(source, target, source_label=source_label, target_label=target_label,
                                   batch_size=batch_size, on_batch=on_batch)
             progress = migration.start(force=force, resume=resume)
-            report = migration.run(progress)
+            bulk = getattr(target, "bulk_load", None)
+            with bulk() if bulk is not None else contextlib.nullcontext():
+                report = migration.run(progress)
             migration.verify(sample=sample)
             return report

@@ -2,26 +2,30 @@
 
 Layout (every table name starts with the configured prefix, default ``memoryscope_``):
 
-- ``meta``: key/value facts: ``schema_version``, ``text_search_config``, and ``vector_dim:<model>``
-  for every embedding model whose vectors were ever stored (its dimension, fixed at first use).
+- ``meta``: key/value facts: ``schema_version`` and ``vector_dim:<model>`` for every embedding
+  model whose vectors were ever stored (its dimension, fixed at first use).
 - ``memories``: one row per memory, with indexed filter columns (user, agent, type, status, session,
-  message time, event range), the exact ISO text of every time (so offsets round-trip), a generated
-  ``tsvector`` column over speaker + content + context with a GIN index, and an ``embedding vector``
-  column with the name of the model that made it. Each embedding model gets its own partial HNSW
-  cosine index over ``embedding::vector(dim) WHERE embedding_model = '<model>'``, so a new embedder
-  (even one of another dimension) needs no new table, and vectors of another model are never
-  compared: every vector query names the store's model.
+  message time, event range), the exact ISO text of every time (so offsets round-trip), the
+  engine's analysed terms of speaker + content + context as a ``tsvector`` (``terms``, GIN index;
+  built by `text_analysis.analyse`, as the embedded store keeps them) with their number (``dl``),
+  and an ``embedding vector`` column with the name of the model that made it. Each embedding model
+  gets its own partial HNSW cosine index over ``embedding::vector(dim) WHERE embedding_model =
+  '<model>' AND ann``, so a new embedder (even one of another dimension) needs no new table, and
+  vectors of another model are never compared: every vector query names the store's model. ``ann``
+  is set on the rows of users with more than ``exact_vector_rows`` memories: a smaller user is
+  always searched exactly, so writing their memories never pays for an HNSW insert.
 - ``messages``: the durable message log (the consolidation queue).
 - ``leases``: one row per user being consolidated; taken with an atomic upsert that only succeeds
   when the row is free, expired or already ours (the database clock decides expiry), so one
   user's consolidation runs in one process at a time across processes and hosts.
 
-Search runs both channels in one SQL statement (CTEs): full text ranked by BM25 with the user's own
-statistics (document frequencies from the GIN index, computed in the statement; as the embedded store ranks) and
-vectors by cosine distance, each with the same filters and its own top-N, returned with per-channel
-ranks and scores (the engine fuses them). The vector channel is exact when the filtered set is small
-(at most ``exact_vector_rows``; decided inside the same statement) and otherwise uses the HNSW index
-with ``hnsw.iterative_scan = relaxed_order``, so a filtered kNN still returns k rows.
+Search reads the user's statistics first (one short query; `postgres_search`), then runs both channels
+in one SQL statement (CTEs): full text ranked by BM25 as the embedded store ranks it, bounded per
+query term, and vectors by cosine distance, each with the same filters and its own top-N, returned
+with per-channel ranks and scores (the engine fuses them). The vector channel is exact when the
+filtered set is small (at most ``exact_vector_rows``) or the user has no indexed rows, and otherwise
+walks the HNSW index with ``hnsw.iterative_scan = relaxed_order`` (so a filtered kNN still returns k
+rows) together with an exact scan of the user's rows not yet indexed.
 
 Schema changes are versioned: ``_MIGRATIONS`` is a list of SQL steps per version, applied under
 an advisory lock inside one transaction at start; a database written by a newer version raises
@@ -36,6 +40,7 @@ import logging
 import re
 import struct
 import threading
+from collections import Counter
 from contextlib import contextmanager
 from typing import Any, Iterator, Literal, Sequence
 
@@ -54,21 +59,22 @@ from ..errors import SchemaVersionError, StoreError, StoreLockedError
 from ..indexing import full_text
 from ..log_hygiene import without_password
 from ..types import Entity, EntityMention, Memory, ProfileValue
-from . import base, postgres_ledger, records
+from . import base, postgres_ledger, postgres_search as pgs, records
 from .base import Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
 from .leases import Lease, require_held
 from .messages import DONE, FAILED, PENDING
 from .overview import StoreOverview, sql_overview
-from .term_index import K1, B
+from .text_analysis import analyse
 from .timecodes import aware
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Each entry: (version it brings the schema to, SQL steps). `{p}` is the table prefix, `{cfg}` the
-# text search configuration (a quoted literal). Steps run in order in one transaction.
+# text search configuration of version 1's column (a quoted literal). Steps run in order in one
+# transaction; a step from 2 on may be followed by a Python step in `_upgrade`.
 _MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [
         """CREATE TABLE IF NOT EXISTS {p}memories (
@@ -131,6 +137,24 @@ _MIGRATIONS: list[tuple[int, list[str]]] = [
         )""",
     ]),
     (2, postgres_ledger.MIGRATION),  # the entity ledger and the profile
+    # 3: full text by the engine's analyser (the embedded store's terms and BM25 inputs) instead of
+    # PostgreSQL's parser; HNSW only over the rows of users large enough to need it (`ann`)
+    (3, [
+        "ALTER TABLE {p}memories ADD COLUMN IF NOT EXISTS terms tsvector NOT NULL DEFAULT ''",
+        "ALTER TABLE {p}memories ADD COLUMN IF NOT EXISTS dl integer NOT NULL DEFAULT 0",
+        "ALTER TABLE {p}memories ADD COLUMN IF NOT EXISTS ann boolean NOT NULL DEFAULT false",
+        "DROP INDEX IF EXISTS {p}mem_tsv",
+        "ALTER TABLE {p}memories DROP COLUMN IF EXISTS tsv",
+        "CREATE INDEX IF NOT EXISTS {p}mem_terms ON {p}memories USING gin (terms)",
+        "CREATE INDEX IF NOT EXISTS {p}mem_user_dl ON {p}memories (user_id, dl)",
+        "CREATE INDEX IF NOT EXISTS {p}mem_user_ann ON {p}memories (user_id, ann)",
+        "DELETE FROM {p}meta WHERE key = 'text_search_config'",
+        # vectors inline in the row (pgvector's default storage moves them out to the TOAST table
+        # once a row passes 2 kB: one more lookup per row compared, 8x slower exact scans)
+        "ALTER TABLE {p}memories ALTER COLUMN embedding SET STORAGE MAIN",
+        "ALTER TABLE {p}memories SET (toast_tuple_target = 8160)",
+        *pgs.STATS_DDL,
+    ]),
 ]
 
 _MEMORY_COLUMNS = ", ".join(records.MEMORY_COLUMNS)
@@ -138,13 +162,15 @@ _M_COLUMNS = ", ".join("m." + c for c in records.MEMORY_COLUMNS)
 _MESSAGE_COLUMNS = ", ".join(records.MESSAGE_COLUMNS)
 # a memory row as `_put_in` writes it: the shared columns, then the comparable times and search text;
 # the vector and its model follow, replaced on conflict only when the batch sets or clears them
-_PUT_COLUMNS = ("rowid", *records.MEMORY_VALUE_COLUMNS, "created_ts", "event_start_ts", "event_end_ts", "search_text")
+_PUT_COLUMNS = ("rowid", *records.MEMORY_VALUE_COLUMNS, "created_ts", "event_start_ts", "event_end_ts", "search_text",
+                "terms", "dl")
 _PUT_MEMORY = (
-    f"INSERT INTO {{memories}} AS m ({', '.join(_PUT_COLUMNS)}, embedding_model, embedding) "
-    f"OVERRIDING SYSTEM VALUE VALUES ({', '.join(['%s'] * (len(_PUT_COLUMNS) + 2))}) "
+    f"INSERT INTO {{memories}} AS m ({', '.join(_PUT_COLUMNS)}, ann, embedding_model, embedding) "
+    f"OVERRIDING SYSTEM VALUE VALUES ({', '.join(['%s'] * (len(_PUT_COLUMNS) - 2))}, %s::tsvector, %s, %s, %s, %s) "
     "ON CONFLICT (id) DO UPDATE SET "
     + "".join(f"{c}=excluded.{c}, " for c in _PUT_COLUMNS if c not in ("rowid", "id", "user_id"))
-    + "embedding_model=CASE WHEN %s THEN excluded.embedding_model ELSE m.embedding_model END, "
+    + "ann = m.ann OR excluded.ann, "
+    "embedding_model=CASE WHEN %s THEN excluded.embedding_model ELSE m.embedding_model END, "
     "embedding=CASE WHEN %s THEN excluded.embedding ELSE m.embedding END "
     "WHERE m.user_id = excluded.user_id RETURNING m.id")
 _INSERT_MESSAGE = (f"INSERT INTO {{messages}}({', '.join(records.MESSAGE_WRITE_COLUMNS)}) "
@@ -169,6 +195,12 @@ class _PgVector:
     def __init__(self, values: np.ndarray) -> None:
         self.values = values
 
+    @classmethod
+    def stored(cls, values: np.ndarray) -> "_PgVector":
+        """A memory's vector as it is kept: rounded to half precision, as the embedded store keeps it,
+        so both stores compare the same numbers (a query vector is sent as it is)."""
+        return cls(np.asarray(values, dtype=np.float16).astype(np.float32))
+
 
 def _vector_dumper(oid: int) -> type[Dumper]:
     class VectorDumper(Dumper):
@@ -190,39 +222,39 @@ class PostgresStore(StoreBase):
         embedding_model: the name of the embedder whose vectors this store compares.
         table_prefix: prefix of every table and index (letters, digits, underscore), so several
             stores can share a database.
-        text_search_config: the PostgreSQL text search configuration of the full-text column
-            (``english`` by default; ``simple`` for text in other languages). Changing it later
-            rebuilds the column.
         pool_min_size / pool_max_size: connection pool bounds.
         lock_timeout_s: how long a statement waits for a row or table lock before
             `StoreLockedError`.
         exact_vector_rows: when the filtered rows of a vector query are at most this many, the
-            vector channel is computed exactly; above, through the HNSW index.
+            vector channel is computed exactly; above, through the HNSW index. Only the rows of
+            users with more memories than this are put in the index.
+        text_term_rows: the full-text bound: a query term is counted in up to this many of the
+            user's rows; a term in more is common (see `postgres_search`). Users with at most
+            this many memories are ranked exactly as the embedded store ranks them.
+        record_cache_rows: memories kept parsed in this process for searches (by row version, so a
+            change made by any process is seen); 0 turns the cache off.
         hnsw_m / hnsw_ef_construction / hnsw_ef_search: HNSW index parameters.
         connect_kwargs: extra keyword arguments for `psycopg.connect` (user, password, sslmode ...).
     """
 
     text_statistics: Literal["user", "index"] = "user"  # see MemoryStore
 
-    # rows of a user over which the average memory length is computed (exact below, estimated above)
-    _AVGDL_SAMPLE = 2000
-
     def __init__(self, conninfo: str, *, embedding_model: str | None = None, table_prefix: str = "memoryscope_",
-                 text_search_config: str = "english", pool_min_size: int = 1, pool_max_size: int = 8,
+                 pool_min_size: int = 1, pool_max_size: int = 8,
                  lock_timeout_s: float = 10.0, connect_timeout_s: float = 10.0, exact_vector_rows: int = 5_000,
-                 hnsw_m: int = 16, hnsw_ef_construction: int = 64, hnsw_ef_search: int = 100,
+                 text_term_rows: int = 1_000, record_cache_rows: int = 20_000, hnsw_m: int = 16,
+                 hnsw_ef_construction: int = 64, hnsw_ef_search: int = 100,
                  connect_kwargs: dict[str, Any] | None = None) -> None:
         prefix = table_prefix.lower()
         if prefix and not prefix.endswith("_"):
             prefix += "_"
         if not _PREFIX_OK.match(prefix):
             raise ValueError(f"table prefix {table_prefix!r} must be letters, digits and underscores")
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", text_search_config):
-            raise ValueError(f"invalid text search configuration name {text_search_config!r}")
         self.embedding_model = embedding_model
         self.prefix = prefix
-        self.text_search_config = text_search_config
         self.exact_vector_rows = int(exact_vector_rows)
+        self.text_term_rows = max(1, int(text_term_rows))
+        self._cache = pgs.RecordCache(record_cache_rows)
         self._lock_timeout_ms = max(1, int(lock_timeout_s * 1000))
         self._hnsw = (int(hnsw_m), int(hnsw_ef_construction), int(hnsw_ef_search))
         self._dims: dict[str, int] = {}
@@ -254,7 +286,8 @@ class PostgresStore(StoreBase):
     @classmethod
     def from_settings(cls, cfg: Any, *, embedding_model: str | None = None) -> "PostgresStore":
         """Build from `StoreSettings`: ``url`` is the DSN; ``username``/``password`` override it;
-        ``index_prefix`` names the tables; ``ca_certs`` turns on verified TLS."""
+        ``index_prefix`` names the tables; ``ca_certs`` turns on verified TLS. (``text_search_config``
+        is no longer read: full text uses the engine's analyser since schema version 2.)"""
         if not cfg.url:
             raise StoreError("store.url must be a PostgreSQL connection string for the postgres backend")
         kwargs: dict[str, Any] = {}
@@ -267,7 +300,6 @@ class PostgresStore(StoreBase):
             kwargs["sslmode"] = "verify-full" if cfg.verify_certs else "require"
         prefix = re.sub(r"[^a-z0-9_]", "_", (cfg.index_prefix or "memoryscope").lower())
         return cls(cfg.url, embedding_model=embedding_model, table_prefix=prefix,
-                   text_search_config=cfg.text_search_config or "english",
                    lock_timeout_s=getattr(cfg, "busy_timeout_s", 10.0), connect_kwargs=kwargs)
 
     # -- connections ---------------------------------------------------------------------------
@@ -328,6 +360,23 @@ class PostgresStore(StoreBase):
         except (psycopg.Error, PoolTimeout) as exc:
             raise self._translate(exc) from exc
 
+    @contextmanager
+    def _reading(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection for reads outside a transaction: each statement is its own (as in a
+        READ COMMITTED transaction, where every statement takes its own snapshot anyway), without
+        the BEGIN and COMMIT round trips."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        try:
+            with self._pool.connection() as conn:
+                conn.autocommit = True
+                try:
+                    yield conn
+                finally:
+                    conn.autocommit = False
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self._translate(exc) from exc
+
     def _t(self, name: str) -> sql.Identifier:
         return sql.Identifier(self.prefix + name)
 
@@ -351,10 +400,9 @@ class PostgresStore(StoreBase):
                 if exists is not None:
                     raise SchemaVersionError(f"a table {self.prefix}memories exists but has no schema version; "
                                              "use another table prefix")
-                if conn.execute("SELECT 1 FROM pg_ts_config WHERE cfgname=%s",
-                                (self.text_search_config,)).fetchone() is None:
-                    raise StoreError(f"PostgreSQL has no text search configuration {self.text_search_config!r}")
-            cfg_literal = sql.Literal(self.text_search_config).as_string(conn)
+            # version 1's generated column, dropped by version 2, needs a configuration that always exists
+            cfg_literal = sql.Literal("simple").as_string(conn)
+            upgraded_from = version
             for target, steps in _MIGRATIONS:
                 if target <= version:
                     continue
@@ -363,27 +411,40 @@ class PostgresStore(StoreBase):
                 conn.execute(self._q("INSERT INTO {meta}(key, value) VALUES('schema_version', %s) "
                                      "ON CONFLICT (key) DO UPDATE SET value = excluded.value"), (str(target),))
                 version = target
-            stored_cfg = conn.execute(self._q("SELECT value FROM {meta} WHERE key='text_search_config'")).fetchone()
-            if stored_cfg is None:
-                conn.execute(self._q("INSERT INTO {meta}(key, value) VALUES('text_search_config', %s)"),
-                             (self.text_search_config,))
-            elif stored_cfg[0] != self.text_search_config:
-                self._rebuild_tsv(conn, cfg_literal)
+            if 1 <= upgraded_from < 2:
+                self._upgrade_to_2(conn)
             for model, dim in self._spaces(conn):
                 self._dims[model] = dim
+                # missing only when a bulk load was interrupted before it rebuilt the index (looked up
+                # first: CREATE INDEX IF NOT EXISTS would lock the table against writers even so)
+                if _scalar(conn.execute("SELECT to_regclass(%s)", (self._index_name(model, dim),))) is None:
+                    self._create_vector_index(conn, model, dim)
 
-    def _rebuild_tsv(self, conn: psycopg.Connection, cfg_literal: str) -> None:
-        """The text search configuration changed: regenerate the tsvector column and its index."""
-        if conn.execute("SELECT 1 FROM pg_ts_config WHERE cfgname=%s", (self.text_search_config,)).fetchone() is None:
-            raise StoreError(f"PostgreSQL has no text search configuration {self.text_search_config!r}")
-        log.info("rebuilding the full-text column of %smemories for configuration %s", self.prefix,
-                 self.text_search_config)
-        p = self.prefix
-        conn.execute(f"ALTER TABLE {p}memories DROP COLUMN tsv")
-        conn.execute(f"ALTER TABLE {p}memories ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector("
-                     f"{cfg_literal}::regconfig, search_text)) STORED")
-        conn.execute(f"CREATE INDEX IF NOT EXISTS {p}mem_tsv ON {p}memories USING gin (tsv)")
-        conn.execute(self._q("UPDATE {meta} SET value=%s WHERE key='text_search_config'"), (self.text_search_config,))
+    def _upgrade_to_2(self, conn: psycopg.Connection) -> None:
+        """Version 1 -> 2 in Python: every row's analysed terms, the `ann` mark of large users' rows,
+        and the HNSW indexes rebuilt over those rows only."""
+        log.info("upgrading %smemories to schema 2: analysing the stored text of every memory", self.prefix)
+        spaces = self._spaces(conn)
+        for model, dim in spaces:  # first: every rewritten row would otherwise be inserted into the old graph
+            digest = hashlib.blake2b(model.encode(), digest_size=6).hexdigest()
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {name}").format(
+                name=sql.Identifier(f"{self.prefix}mem_vec_{digest}_{dim}")))
+        large = [r[0] for r in conn.execute(self._q(
+            "SELECT user_id FROM {memories} GROUP BY user_id HAVING count(*) > %s"), (self.exact_vector_rows,))]
+        after = 0
+        while True:  # one rewrite of every row: its terms, length and mark
+            rows = conn.execute(self._q("SELECT rowid, search_text FROM {memories} WHERE rowid > %s "
+                                        "ORDER BY rowid LIMIT 5000"), (after,)).fetchall()
+            if not rows:
+                break
+            analysed = [analyse(text) for _, text in rows]
+            conn.execute(self._q(
+                "UPDATE {memories} m SET terms = u.terms::tsvector, dl = u.dl, ann = m.user_id = ANY(%s) "
+                "FROM unnest(%s::bigint[], %s::text[], %s::int[]) AS u(rowid, terms, dl) WHERE m.rowid = u.rowid"),
+                (large, [r[0] for r in rows], [pgs.tsvector_text(t) for t in analysed], [len(t) for t in analysed]))
+            after = rows[-1][0]
+        for model, dim in spaces:
+            self._create_vector_index(conn, model, dim)
 
     def close(self) -> None:
         if not self._closed:
@@ -403,7 +464,7 @@ class PostgresStore(StoreBase):
 
     # -- vector spaces ------------------------------------------------------------------------
     def _index_name(self, model: str, dim: int) -> str:
-        return f"{self.prefix}mem_vec_{hashlib.blake2b(model.encode(), digest_size=6).hexdigest()}_{dim}"
+        return f"{self.prefix}mem_ann_{hashlib.blake2b(model.encode(), digest_size=6).hexdigest()}_{dim}"
 
     def _dim_of(self, conn: psycopg.Connection | None, model: str) -> int | None:
         with self._dims_lock:
@@ -442,7 +503,7 @@ class PostgresStore(StoreBase):
         m, efc, _ = self._hnsw
         conn.execute(sql.SQL(
             "CREATE INDEX IF NOT EXISTS {name} ON {memories} USING hnsw ((embedding::vector({dim})) "
-            "vector_cosine_ops) WITH (m = {m}, ef_construction = {efc}) WHERE embedding_model = {model}"
+            "vector_cosine_ops) WITH (m = {m}, ef_construction = {efc}) WHERE embedding_model = {model} AND ann"
         ).format(name=sql.Identifier(self._index_name(model, dim)), memories=self._t("memories"),
                  dim=sql.Literal(dim), m=sql.Literal(m), efc=sql.Literal(efc), model=sql.Literal(model)))
 
@@ -495,13 +556,16 @@ class PostgresStore(StoreBase):
         rowids = [r[0] for r in conn.execute(
             "SELECT nextval(pg_get_serial_sequence(%s, 'rowid')) FROM generate_series(1, %s)",
             (self.prefix + "memories", len(merged))).fetchall()]
+        indexed = self._indexed_users(conn, [m for m, _ in merged.values()])
         params = []
         for rowid, (memory, vector) in zip(rowids, merged.values()):
             replace_vector = vector is not None or memory.id in cleared
+            text = full_text(memory)
+            terms = analyse(text)
             params.append((
                 rowid, *records.memory_values(memory).values(), aware(memory.created_at), aware(memory.event_start),
-                aware(memory.event_end), full_text(memory),
-                None if vector is None else model, None if vector is None else _PgVector(vector),
+                aware(memory.event_end), text, pgs.tsvector_text(terms), len(terms), memory.user_id in indexed,
+                None if vector is None else model, None if vector is None else _PgVector.stored(vector),
                 replace_vector, replace_vector,
             ))
         params.sort(key=lambda p: p[1])  # by id
@@ -517,6 +581,24 @@ class PostgresStore(StoreBase):
             owned = conn.execute(self._q("SELECT id FROM {memories} WHERE id = ANY(%s) AND user_id <> ALL(%s)"),
                                  ([p[1] for p in params], list({p[2] for p in params}))).fetchall()
             raise ValueError(f"memory id {owned[0][0] if owned else '?'!r} belongs to another user")
+        for user_id in sorted(indexed):
+            # the user's older rows join the index a bounded number per write (the rest are
+            # searched exactly meanwhile); rows another transaction holds are left for later
+            conn.execute(self._q(
+                "UPDATE {memories} SET ann = true WHERE rowid IN (SELECT rowid FROM {memories} "
+                "WHERE user_id = %s AND NOT ann ORDER BY rowid LIMIT %s FOR UPDATE SKIP LOCKED)"),
+                (user_id, max(2 * len(params), 500)))
+
+    def _indexed_users(self, conn: psycopg.Connection, memories: Sequence[Memory]) -> set[str]:
+        """The users of `memories` whose rows go into the HNSW index: those with more than
+        `exact_vector_rows` memories once these are written (smaller users are searched exactly)."""
+        if self.embedding_model is None:
+            return set()
+        adding = Counter(m.user_id for m in memories)
+        counts: dict[str, int] = dict(conn.execute(self._q(
+            "SELECT u, (SELECT count(*) FROM (SELECT 1 FROM {memories} m WHERE m.user_id = u LIMIT %s) x) "
+            "FROM unnest(%s::text[]) u"), (self.exact_vector_rows + 1, sorted(adding))).fetchall())
+        return {u for u, n in adding.items() if int(counts.get(u, 0)) + n > self.exact_vector_rows}
 
     def _commit(self, memories: Sequence[Memory], vectors: VectorRows | None,
                 done_message_ids: Sequence[str], lease: Lease | None = None,
@@ -551,7 +633,7 @@ class PostgresStore(StoreBase):
             pairs = sorted(((i, v) for i, v in zip(ids, rows) if v is not None), key=lambda p: p[0])
             with conn.cursor() as cur:
                 cur.executemany(self._q("UPDATE {memories} SET embedding=%s, embedding_model=%s WHERE id=%s"),
-                                [(_PgVector(v), model, i) for i, v in pairs])
+                                [(_PgVector.stored(v), model, i) for i, v in pairs])
 
     def delete(self, user_id: str, ids: Sequence[str]) -> int:
         if not ids:
@@ -690,7 +772,7 @@ class PostgresStore(StoreBase):
 
     # -- search -----------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> builtins.list[Candidate]:
-        want_text = bool(request.text and request.text.strip())
+        terms = pgs.indexable(list(dict.fromkeys(analyse(request.text)))) if request.text else []
         model = self.embedding_model
         query_vector = None
         dim = None
@@ -700,88 +782,82 @@ class PostgresStore(StoreBase):
             if dim is not None and query_vector.shape[0] != dim:
                 raise ValueError(f"query vector has {query_vector.shape[0]} dimensions; the store's vectors "
                                  f"have {dim}")
-        if not want_text and (dim is None or query_vector is None):
+        if not terms and (dim is None or query_vector is None):
             return []
         params: dict[str, Any] = {"limit": max(1, int(request.limit))}
         where = self._where(request.user_id, request.filter, params)
-        ctes = [
-            self._text_ctes(request.text or "", where, params) if want_text else
-            "t AS (SELECT NULL::bigint AS rowid, NULL::real AS score, NULL::bigint AS rank WHERE FALSE)",
-            self._vector_ctes(query_vector, dim, model, where, params)
-            if dim is not None and query_vector is not None and model is not None else
-            "v AS (SELECT NULL::bigint AS rowid, NULL::float8 AS dist, NULL::bigint AS rank WHERE FALSE)",
-        ]
-        statement = (
-            "WITH " + ", ".join(ctes) + ", "
-            "hits AS (SELECT COALESCE(t.rowid, v.rowid) AS rowid, t.rank AS text_rank, t.score AS text_score, "
-            "v.rank AS vector_rank, v.dist AS dist FROM t FULL OUTER JOIN v ON t.rowid = v.rowid) "
-            f"SELECT h.text_rank, h.text_score, h.vector_rank, h.dist, {_M_COLUMNS} FROM hits h "
-            "JOIN {memories} m ON m.rowid = h.rowid "
-            "ORDER BY h.text_rank NULLS LAST, h.vector_rank NULLS LAST")
-        with self._tx() as conn:
-            query = self._q(statement, model_lit=sql.Literal(model), cfg_lit=sql.Literal(self.text_search_config))
-            rows = conn.execute(query, params).fetchall()
+        with self._reading() as conn:
+            stats = self._statistics(conn, request.user_id, terms)
+            text = pgs.EMPTY_TEXT
+            if any(stats.df.values()):
+                text = pgs.text_ctes(stats, where, params, self.text_term_rows)
+            vector = pgs.EMPTY_VECTOR
+            if dim is not None and query_vector is not None:
+                params.update(vec=_PgVector(query_vector), exact_rows=self.exact_vector_rows)
+                through = self._through_index(conn, stats, request.filter, where, params)
+                vector = pgs.vector_ctes(dim, where, through_index=through)
+            if text is pgs.EMPTY_TEXT and vector is pgs.EMPTY_VECTOR:
+                return []
+            statement = (
+                f"WITH {text}, {vector}, "
+                "hits AS (SELECT COALESCE(t.rowid, v.rowid) AS rowid, t.rank AS text_rank, t.score AS text_score, "
+                "v.rank AS vector_rank, v.dist AS dist FROM t FULL OUTER JOIN v ON t.rowid = v.rowid) "
+                "SELECT h.text_rank, h.text_score, h.vector_rank, h.dist, m.rowid, m.xmin::text::bigint FROM hits h "
+                "JOIN {memories} m ON m.rowid = h.rowid "
+                "ORDER BY h.text_rank NULLS LAST, h.vector_rank NULLS LAST")
+            # never server-side prepared: each search is planned with its values anyway, and
+            # the statement's text changes with the query's terms (preparing only adds a step)
+            rows = conn.execute(self._q(statement, model_lit=sql.Literal(model)), params, prepare=False).fetchall()
+            found = self._records(conn, request.user_id, [(int(r[4]), int(r[5])) for r in rows])
         return [Candidate(
-            memory=records.memory_from_row(row[4:]),
+            memory=found[row[4]],
             text_rank=None if row[0] is None else int(row[0]),
             text_score=None if row[1] is None else float(row[1]),
             vector_rank=None if row[2] is None else int(row[2]),
-            vector_score=None if row[3] is None else 1.0 - float(row[3])) for row in rows]
+            vector_score=None if row[3] is None else 1.0 - float(row[3])) for row in rows if row[4] in found]
 
-    def _text_ctes(self, text: str, where: str, params: dict[str, Any]) -> str:
-        """The text channel as CTEs `q` ... `t` (rowid, score, rank)."""
-        params["text"] = text
-        # BM25 as the embedded store computes it (term_index.py): the user's own statistics,
-        # Lucene's idf, term_index's K1 and B (passed as parameters, so the two cannot drift), a
-        # memory's length = its number of distinct lexemes.
-        # The rows holding each query term come from the GIN index; they give the document
-        # frequencies. The average length is exact up to `_AVGDL_SAMPLE` rows per user and
-        # estimated from that many of the user's rows beyond. A term's frequency in a row comes
-        # from ts_rank of that term alone with unit weights: PostgreSQL returns H(tf) / H(inf)
-        # there (H: the sum of 1/k^2 up to tf), and 1 / (1.6449 (1 - rank)) - 0.5 recovers tf
-        # within 0.05 for every tf.
-        params.update(avgdl_sample=self._AVGDL_SAMPLE, k1=K1, k1_plus_1=K1 + 1.0, b=B, one_minus_b=1.0 - B)
-        # the query's terms OR-ed, written inline with the configuration as a literal so the
-        # planner folds it to a constant and chooses between the user's rows and the GIN index
-        tsq = "replace(plainto_tsquery({cfg_lit}::regconfig, %(text)s)::text, ' & ', ' | ')::tsquery"
-        return (
-            "q AS (SELECT DISTINCT lexeme AS lex, quote_literal(lexeme)::tsquery AS tq "
-            "FROM unnest(to_tsvector({cfg_lit}::regconfig, %(text)s))), "
-            "stats AS MATERIALIZED (SELECT (SELECT count(*) FROM {memories} m WHERE m.user_id = %(user_id)s)"
-            "::float8 AS n, (SELECT GREATEST(avg(length(x.tsv)), 1) FROM (SELECT m.tsv FROM {memories} m "
-            "WHERE m.user_id = %(user_id)s LIMIT %(avgdl_sample)s) x)::float8 AS avgdl), "
-            f"pairs AS MATERIALIZED (SELECT m.rowid, ({where}) AS visible, length(m.tsv)::float8 AS dl, q.lex, "
-            "1.0 / (1.6449340668 - 1.6449340668 * ts_rank('{{1,1,1,1}}', m.tsv, q.tq, 0)) - 0.5 AS tf "
-            f"FROM {{memories}} m JOIN q ON m.tsv @@ q.tq WHERE m.user_id = %(user_id)s AND m.tsv @@ {tsq}), "
-            "idf AS (SELECT p.lex, ln(1 + (s.n - count(*) + 0.5) / (count(*) + 0.5)) AS w "
-            "FROM pairs p CROSS JOIN stats s GROUP BY p.lex, s.n), "
-            "t0 AS (SELECT p.rowid, sum(i.w * p.tf * %(k1_plus_1)s / (p.tf + %(k1)s * (%(one_minus_b)s + %(b)s * p.dl "
-            "/ s.avgdl))) AS score "
-            "FROM pairs p JOIN idf i ON i.lex = p.lex CROSS JOIN stats s WHERE p.visible "
-            "GROUP BY p.rowid ORDER BY score DESC, p.rowid LIMIT %(limit)s), "
-            "t AS (SELECT rowid, score, row_number() OVER (ORDER BY score DESC, rowid) AS rank FROM t0)")
+    def _records(self, conn: psycopg.Connection, user_id: str,
+                 versions: builtins.list[tuple[int, int]]) -> dict[int, Memory]:
+        """The memories of these (rowid, row version) pairs: from the record cache, the rest read
+        (a row changed or deleted since the search is returned as it is now, or left out)."""
+        found: dict[int, Memory] = {}
+        missing = []
+        for rowid, version in versions:
+            held = self._cache.get(rowid, version)
+            if held is None:
+                missing.append(rowid)
+            else:
+                found[rowid] = held
+        if missing:
+            rows = conn.execute(self._q(f"SELECT rowid, xmin::text::bigint, {_MEMORY_COLUMNS} FROM {{memories}} "
+                                        "WHERE rowid = ANY(%s) AND user_id = %s"), (missing, user_id)).fetchall()
+            for row in rows:
+                memory = records.memory_from_row(row[2:])
+                self._cache.put(int(row[0]), int(row[1]), memory)
+                found[int(row[0])] = memory
+        return found
 
-    def _vector_ctes(self, query_vector: np.ndarray, dim: int, model: str, where: str,
-                     params: dict[str, Any]) -> str:
-        """The vector channel as CTEs `small` ... `v` (rowid, dist, rank): exact on a small filtered
-        set, else through the model's HNSW index."""
-        params["vec"] = _PgVector(query_vector)
-        params["model"] = model
-        params["exact_rows"] = self.exact_vector_rows
-        cast = f"m.embedding::vector({int(dim)})"
-        qv = f"%(vec)s::vector({int(dim)})"
-        # the partial HNSW index is chosen only when its predicate appears as a literal
-        model_lit = "m.embedding_model = {model_lit}"
-        vwhere = f"{where} AND {model_lit}"
-        return (
-            f"small AS MATERIALIZED (SELECT count(*) <= %(exact_rows)s AS yes FROM (SELECT 1 FROM {{memories}} m "
-            f"WHERE {vwhere} LIMIT %(exact_rows)s + 1) s), "
-            f"v_exact AS (SELECT m.rowid, ({cast} <=> {qv}) AS dist FROM {{memories}} m WHERE {vwhere} "
-            f"AND (SELECT yes FROM small) ORDER BY ({cast} <=> {qv}) + 0, m.rowid LIMIT %(limit)s), "
-            f"v_ann AS MATERIALIZED (SELECT m.rowid, ({cast} <=> {qv}) AS dist FROM {{memories}} m WHERE {vwhere} "
-            f"AND NOT (SELECT yes FROM small) ORDER BY {cast} <=> {qv} LIMIT %(limit)s), "
-            "v AS (SELECT rowid, dist, row_number() OVER (ORDER BY dist, rowid) AS rank FROM "
-            "(SELECT * FROM v_exact UNION ALL SELECT * FROM v_ann) u)")
+    def _statistics(self, conn: psycopg.Connection, user_id: str, terms: builtins.list[str]) -> pgs.UserStatistics:
+        """The user's memory count, average length, the query terms' document frequencies and
+        whether any of their rows is indexed: primary-key reads of the per-user statistics."""
+        row = conn.execute(self._q(pgs.STATISTICS_SQL, user_terms=self._t("user_terms"),
+                                   user_sizes=self._t("user_sizes")), {"user_id": user_id, "terms": terms}).fetchone()
+        if row is None:
+            raise StoreError("PostgreSQL returned no row for a query that always returns one")
+        return pgs.read_statistics(row, terms, self.text_term_rows)
+
+    def _through_index(self, conn: psycopg.Connection, stats: pgs.UserStatistics, flt: MemoryFilter, where: str,
+                       params: dict[str, Any]) -> bool:
+        """Whether the vector channel walks the HNSW index: some of the user's rows are indexed and
+        the filter leaves more than `exact_vector_rows` of their rows (counted only when the filter
+        narrows more than by status)."""
+        if not stats.indexed or stats.n <= self.exact_vector_rows:
+            return False
+        if flt.agent_id is None and not flt.types and flt.session_id is None and flt.time_range is None:
+            return True
+        row = conn.execute(self._q(f"SELECT count(*) FROM (SELECT 1 FROM {{memories}} m WHERE {where} "
+                                   "LIMIT %(exact_rows)s + 1) x"), params).fetchone()
+        return row is not None and int(row[0]) > self.exact_vector_rows
 
     # -- the durable message log ------------------------------------------------------------------
     def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None,

@@ -678,7 +678,14 @@ class SQLiteStore(StoreBase):
         k = min(limit, int(np.isfinite(scores).sum()))
         if k <= 0:
             return np.zeros(0, dtype=np.int64)
-        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        if k < len(scores):
+            # the k-th best score, then ties at the cut taken in row order (argpartition would
+            # take an arbitrary subset of them): the same rows as PostgreSQL's ORDER BY score, rowid
+            kth = -np.partition(-scores, k - 1)[k - 1]
+            above = np.flatnonzero(scores > kth)
+            top = np.concatenate([above, np.flatnonzero(scores == kth)[:k - len(above)]])
+        else:
+            top = np.arange(len(scores))
         return top[np.argsort(-scores[top], kind="stable")]
 
     def _text_search(self, request: SearchRequest, index: _UserIndex,

@@ -172,7 +172,7 @@ def test_an_older_store_opens_and_gains_the_ledger(store_factory):
     assert [e.mention_count for e in again.entities("alice")] == [1]
     assert ids(vector_search(again, "alice", unit(1))) == ["m1"]
     if store_factory.backend != ES_ID:
-        assert again.get_meta("schema_version") == {"sqlite": "3", "postgres": "2"}[store_factory.backend]
+        assert again.get_meta("schema_version") == {"sqlite": "3", "postgres": "3"}[store_factory.backend]
     store_factory("model-a")  # a third opening finds the schema current
 
 
