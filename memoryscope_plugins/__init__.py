@@ -20,7 +20,20 @@ from .errors import (
     ValidationError,
 )
 from .settings import Settings
-from .types import Memory, MemoryStatus, MemoryType, Message, RetrievalResult, ScoredMemory, TimeRange
+from .types import (
+    Entity,
+    EntityDetails,
+    EntityKind,
+    EntityMention,
+    Memory,
+    MemoryStatus,
+    MemoryType,
+    Message,
+    ProfileValue,
+    RetrievalResult,
+    ScoredMemory,
+    TimeRange,
+)
 
 __version__ = "0.1.0"
 
@@ -28,4 +41,5 @@ __all__ = [
     "MemoryScope", "Settings", "Memory", "MemoryStatus", "MemoryType", "Message", "RetrievalResult",
     "ScoredMemory", "TimeRange", "MemoryScopeError", "ValidationError", "NotFoundError", "StoreError",
     "StoreLockedError", "SchemaVersionError", "ModelError", "ModelAuthError", "ModelNotFoundError", "ConfigError",
+    "Entity", "EntityDetails", "EntityKind", "EntityMention", "ProfileValue",
 ]

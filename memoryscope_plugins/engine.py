@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import dataclasses
 import functools
 import logging
 import os
@@ -21,19 +22,24 @@ from typing import IO, Any, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import metrics, tracing, transfer, validation
+from . import metrics, person, tracing, transfer, validation
 from .errors import ConfigError, ModelError, NotFoundError, ValidationError
 from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
+from .person.matching import usable_name
 from .retrieval import pipeline
 from .settings import Settings
-from .storage.base import MemoryFilter, MemoryStore
+from .storage.base import LedgerChanges, MemoryFilter, MemoryStore
 from .timeparse import MENTIONS_KEY, detect_language, mentioned_range, time_mentions
 from .types import (
+    Entity,
+    EntityDetails,
+    EntityKind,
     Memory,
     MemoryStatus,
     MemoryType,
     Message,
+    ProfileValue,
     RetrievalResult,
     TimeRange,
     as_aware,
@@ -44,6 +50,12 @@ log = logging.getLogger("memoryscope_plugins")
 
 ID_TAKEN = "memory_id cannot be used: it clashes with a stored memory; choose another id or leave it out"
 CONVERSATION_GAP = timedelta(hours=6)  # without session ids, a longer silence starts a new conversation
+#: Seconds a user's cached name matcher is trusted before the ledger is read again (other processes,
+#: e.g. consolidation workers, add entities this engine does not see being written).
+MATCHER_TTL_S = 5.0
+_MATCHER_USERS = 1024  # users whose matcher is kept (least recently used dropped first)
+_ORDERS = ("relevance", "frequency", "recency")
+_BUCKETS = ("week", "month")
 
 
 def _async_twin(method):
@@ -112,6 +124,7 @@ class MemoryScope:
         self.store: MemoryStore = store if store is not None else self._build_store()
         self.store.embedding_model = self.embedder.name
         self._closed = False
+        self._matchers = _MatcherCache(self.store)
         self._reembed_lock = threading.Lock()
         self._vectors_missing = False
         try:
@@ -260,14 +273,68 @@ class MemoryScope:
             memories.append(memory)
             prior = memory
         vectors = self._embed_documents(memories)
+        ledger = self._record_ledger(user_id, agent_id, parsed, memories)
         # a message and its turn memory share one id, so sources (message ids) open with get()
         self.store.append_messages(user_id, agent_id, parsed, session_id=session_id, memories=memories,
-                                   vectors=vectors, message_ids=[m.id for m in memories])
+                                   vectors=vectors, message_ids=[m.id for m in memories], ledger=ledger or None)
+        if ledger.entities:
+            self._matchers.invalidate(user_id)
         if vectors is not None and self._vectors_missing:
             self._catch_up_vectors()
         if self._consolidation is not None:
             self._consolidation.notify(user_id, len(parsed))
         return [m.id for m in memories]
+
+    def _record_ledger(self, user_id: str, agent_id: str, messages: Sequence[Message],
+                       memories: Sequence[Memory]) -> LedgerChanges:
+        """The ledger changes recording brings, without a model: named speakers not known yet
+        become person entities (`_new_speakers`), and every memory naming a known entity (or a
+        speaker of this call) is one mention of it."""
+        names = self._matchers.get(user_id)
+        speakers = self._new_speakers(user_id, agent_id, messages, names)
+        matcher = names.matcher
+        if speakers:
+            by_id = {entity.id: entity for entity in names.entities} | {entity.id: entity for entity in speakers}
+            matcher = person.NameMatcher(by_id.values())
+        return LedgerChanges(user_id=user_id, entities=speakers, mentions=person.record_mentions(matcher, memories))
+
+    def _new_speakers(self, user_id: str, agent_id: str, messages: Sequence[Message],
+                      names: _UserNames) -> builtins.list[Entity]:
+        """Person entities for the named speakers of `messages` the ledger does not know: a
+        user-role message's name (the human's name, given, never guessed), and an assistant-role
+        message's name unless it is an agent's (this call's `agent_id`, or an agent id the user
+        has memories under: an agent team's "planner" is not a person). System and tool messages
+        never make one."""
+        wanted: dict[str, tuple[str, str]] = {}  # normalised name -> (name, role); a user's role wins
+        for message in messages:
+            name = message.name
+            if name is None or message.role not in ("user", "assistant") or names.matcher.entity_for(name):
+                continue
+            if message.role == "assistant" and self._is_agent(user_id, agent_id, name, names):
+                continue
+            folded = person.normalise_name(name)
+            if folded not in wanted or message.role == "user":
+                wanted[folded] = (" ".join(name.split()), message.role)
+        if not wanted:
+            return []
+        spoken = builtins.list(wanted.values())
+        proposals = [person.ProposedEntity(text, EntityKind.PERSON, None, index)
+                     for index, (text, _) in enumerate(spoken)]
+        planned, ids = person.plan_new_entities(user_id, names.entities, proposals, [text for text, _ in spoken])
+        roles = {ids[index]: role for index, (_, role) in enumerate(spoken) if index in ids}
+        known = {entity.id for entity in names.entities}
+        return [dataclasses.replace(entity, metadata={**entity.metadata, "speaker_role": roles[entity.id]})
+                for entity in planned if entity.id not in known and entity.id in roles]
+
+    def _is_agent(self, user_id: str, agent_id: str, name: str, names: _UserNames) -> bool:
+        folded = person.normalise_name(name)
+        if folded in names.agents or folded == person.normalise_name(agent_id):
+            return True
+        if validation.is_safe_id(name) and self.store.list(
+                user_id, MemoryFilter(agent_id=name, statuses=None), limit=1):
+            names.agents.add(folded)
+            return True
+        return False
 
     def _previous_turn(self, user_id: str, agent_id: str, session_id: str | None,
                        moment: datetime) -> Memory | None:
@@ -301,8 +368,13 @@ class MemoryScope:
                         event_start=_parse_time_arg(event_start, "event_start"),
                         event_end=_parse_time_arg(event_end, "event_end"), metadata=self._check_metadata(metadata))
         vectors = self._embed_documents([memory])
+        mentions = person.record_mentions(self._matchers.get(user_id).matcher, [memory])
         try:
-            self.store.put([memory], vectors)
+            if mentions:  # the memory and its mentions in one transaction
+                self.store.commit_consolidation([memory], vectors, (),
+                                                ledger=LedgerChanges(user_id=user_id, mentions=mentions))
+            else:
+                self.store.put([memory], vectors)
         except ValueError as exc:  # the stores' "memory id ... belongs to another user": say less (no id oracle)
             if "another user" not in str(exc):
                 raise
@@ -540,6 +612,194 @@ class MemoryScope:
                 raise ValidationError("import refused, nothing stored: an id clashes with a stored memory") from None
         return transfer.ImportResult(len(memories), mapping)
 
+    # -- the person: entity ledger and profile ------------------------------------------------------
+    def entities(self, user_id: str, *, kind: EntityKind | str | None = None, order: str = "relevance",
+                 limit: int = 20, now: datetime | str | None = None) -> builtins.list[Entity]:
+        """The entities a user's conversations name (people, places, organisations, pets, objects,
+        topics), best first: `order` "relevance" (frequency and recency together, as Memary ranks
+        them), "frequency" (mention count) or "recency" (last mention); at most `limit`, of one
+        `kind` when given. `now` is the moment recency is measured from (default: now)."""
+        user_id = _stored_id(user_id, "user_id")
+        kind = _check_kind(kind)
+        order = _check_choice(order, "order", _ORDERS)
+        limit = validation.check_int(limit, "limit", 1, validation.MAX_LIMIT)
+        moment = _parse_time_arg(now, "now") or utc_now()
+        return person.rank(self.store.entities(user_id, kind=kind), order, moment, limit)  # type: ignore[arg-type]
+
+    def entity(self, user_id: str, name: str, *, limit: int = 20, bucket: str = "month") -> EntityDetails:
+        """One entity with its mentions per `bucket` ("week" or "month"), up to `limit` of its active
+        memories (observations and insights first, then memories added by hand, then turns, newest
+        first) and, when it is the user, their current profile. `name` is its canonical name, an
+        alias (compared normalised: "mel" finds "Mel") or its id; `NotFoundError` when none is."""
+        user_id = _stored_id(user_id, "user_id")
+        limit = validation.check_int(limit, "limit", 1, validation.MAX_LIMIT)
+        bucket = _check_choice(bucket, "bucket", _BUCKETS)
+        found = self._find_entity(user_id, name, "name")
+        mentions = self.store.mentions(user_id, entity_ids=[found.id])
+        profile: builtins.list[ProfileValue] = []
+        if self._is_the_user(user_id, found):
+            profile = person.current(self.store.profile_values(user_id, current_only=True))
+        return EntityDetails(entity=found, timeline=person.timeline(mentions, bucket),  # type: ignore[arg-type]
+                             memories=self._entity_memories(user_id, mentions, limit), profile=profile)
+
+    def rename_entity(self, user_id: str, name: str, new_name: str) -> Entity:
+        """Give an entity a new canonical name; the old one stays as an alias, so past and future
+        mentions under it still count. `ValidationError` when `new_name` is another entity's name
+        (merge them instead) or cannot be a name (one character, a function word, over 80)."""
+        user_id = _check_id(user_id, "user_id")
+        found = self._find_entity(user_id, name, "name")
+        new_name = self._check_entity_name(new_name, "new_name")
+        self._refuse_taken(user_id, found, new_name)
+        try:
+            renamed = person.rename(found, new_name)
+        except ValueError as exc:
+            raise ValidationError(f"new_name: {exc}") from None
+        return self._write_entity(user_id, renamed)
+
+    def add_alias(self, user_id: str, name: str, alias: str) -> Entity:
+        """Add another name an entity goes by ("Mel" for "Melanie", 小王 for 王磊); from then on a
+        message naming it that way counts as a mention. `ValidationError` when the alias is another
+        entity's name or cannot be a name."""
+        user_id = _check_id(user_id, "user_id")
+        found = self._find_entity(user_id, name, "name")
+        alias = " ".join(self._check_entity_name(alias, "alias").split())
+        if not usable_name(alias):
+            raise ValidationError("alias: an entity name is 2 to 80 characters and not a function word")
+        if person.normalise_name(alias) in {person.normalise_name(known) for known in found.names}:
+            return found
+        self._refuse_taken(user_id, found, alias)
+        return self._write_entity(user_id, dataclasses.replace(found, aliases=[*found.aliases, alias],
+                                                               updated_at=utc_now()))
+
+    def merge_entities(self, user_id: str, keep: str, other: str) -> Entity:
+        """Merge entity `other` into `keep` (each given by name, alias or id): `keep` gains `other`'s
+        names as aliases and its mentions, and `other` is removed. No memory is touched."""
+        user_id = _check_id(user_id, "user_id")
+        kept = self._find_entity(user_id, keep, "keep")
+        merged = self._find_entity(user_id, other, "other")
+        if kept.id == merged.id:
+            raise ValidationError("keep and other are the same entity")
+        mentions = self.store.mentions(user_id, entity_ids=[kept.id, merged.id])
+        self.store.put_ledger(person.merge(kept, merged, mentions))
+        self._matchers.invalidate(user_id)
+        return self.store.entities(user_id, ids=[kept.id])[0]
+
+    def delete_entity(self, user_id: str, name: str) -> int:
+        """Remove an entity from the ledger with its links to memories (never the memories);
+        returns how many links were removed."""
+        user_id = _stored_id(user_id, "user_id")
+        found = self._find_entity(user_id, name, "name")
+        links = len(self.store.mentions(user_id, entity_ids=[found.id]))
+        self.store.put_ledger(LedgerChanges(user_id=user_id, removed_entities=[found.id]))
+        self._matchers.invalidate(user_id)
+        return links
+
+    def profile(self, user_id: str) -> dict[str, builtins.list[ProfileValue]]:
+        """The user's profile as it is now: each key ("home", "work", "pets", ...) with its current
+        values (one for single-valued keys, several for family, pets, likes ...), in the profile's
+        key order; each value carries the memories it rests on and when it became true."""
+        user_id = _stored_id(user_id, "user_id")
+        grouped: dict[str, builtins.list[ProfileValue]] = {}
+        for value in person.current(self.store.profile_values(user_id, current_only=True)):
+            grouped.setdefault(value.key, []).append(value)
+        return grouped
+
+    def profile_history(self, user_id: str, key: str) -> builtins.list[ProfileValue]:
+        """Every value a profile key ever had, oldest first: replaced values keep when they ended
+        (`valid_to`) and what replaced them (`superseded_by`). Keys are normalised ("住址" is
+        "home"); an unknown key has no history (an empty list)."""
+        user_id = _stored_id(user_id, "user_id")
+        normalised = self._check_profile_key(key)
+        return person.history(self.store.profile_values(user_id, key=normalised), normalised)
+
+    def set_profile(self, user_id: str, key: str, value: str, *, replace: bool = True) -> ProfileValue:
+        """Set a profile value as the user states it (a correction: the model never replaces it with
+        anything said before it); returns the value. With `replace` (always for a single-valued key
+        such as home or work) the key's other current values end now and stay as history; with
+        ``replace=False`` a multi-valued key (likes, pets, family ...) gains the value."""
+        user_id = _check_id(user_id, "user_id")
+        key = self._check_profile_key(key)
+        if not isinstance(value, str):
+            raise ValidationError(f"value must be a string, not {type(value).__name__}")
+        validation.check_bool(replace, "replace")
+        existing = self.store.profile_values(user_id, key=key)
+        try:
+            changed = person.set_by_user(existing, key, value, utc_now(), replace, user_id=user_id)
+        except ValueError as exc:
+            raise ValidationError(f"value: {exc}") from None
+        self.store.put_ledger(LedgerChanges(user_id=user_id, profile=changed))
+        return next(item for item in changed if item.current and item.set_by == "user")
+
+    def remove_profile_value(self, user_id: str, value_id: str) -> ProfileValue:
+        """End a profile value now (it is no longer true); it stays in the key's history. Returns it;
+        `NotFoundError` when the user has no value with that id."""
+        user_id = _stored_id(user_id, "user_id")
+        value_id = _stored_id(value_id, "value_id")
+        existing = self.store.profile_values(user_id)
+        found = next((item for item in existing if item.id == value_id), None)
+        if found is None:
+            raise NotFoundError(f"user {user_id!r} has no profile value {value_id!r}")
+        changed = person.retract(existing, value_id, utc_now(), user_id=user_id)
+        if changed:
+            self.store.put_ledger(LedgerChanges(user_id=user_id, profile=changed))
+        return next((item for item in changed if item.id == value_id), found)
+
+    def _check_entity_name(self, value: Any, what: str) -> str:
+        name = validation.check_name(value, what)
+        if name is None:
+            raise ValidationError(f"{what} must be a string, not None")
+        return name
+
+    def _check_profile_key(self, key: Any) -> str:
+        checked = self._check_entity_name(key, "key")
+        try:
+            return person.normalise_key(checked)
+        except ValueError as exc:
+            raise ValidationError(f"key: {exc}") from None
+
+    def _find_entity(self, user_id: str, name: Any, what: str) -> Entity:
+        """The user's entity `name` names: its id, its canonical name, or an alias (normalised;
+        a canonical name wins over an alias, then the entity mentioned most)."""
+        name = self._check_entity_name(name, what)
+        entities = self.store.entities(user_id)
+        wanted = person.normalise_name(name)
+        by_id = [entity for entity in entities if entity.id == name]
+        canonical = [entity for entity in entities if person.normalise_name(entity.name) == wanted]
+        alias = [entity for entity in entities if wanted in {person.normalise_name(a) for a in entity.aliases}]
+        for group in (by_id, canonical, alias):
+            if group:
+                return min(group, key=lambda entity: (-entity.mention_count, entity.id))
+        raise NotFoundError(f"user {user_id!r} has no entity {name!r}")
+
+    def _refuse_taken(self, user_id: str, entity: Entity, name: str) -> None:
+        wanted = person.normalise_name(name)
+        for other in self.store.entities(user_id):
+            if other.id != entity.id and wanted in {person.normalise_name(known) for known in other.names}:
+                raise ValidationError(f"{name!r} is already a name of entity {other.name!r}; merge the two instead")
+
+    def _write_entity(self, user_id: str, entity: Entity) -> Entity:
+        self.store.put_ledger(LedgerChanges(user_id=user_id, entities=[entity]))
+        self._matchers.invalidate(user_id)
+        return self.store.entities(user_id, ids=[entity.id])[0]
+
+    def _is_the_user(self, user_id: str, entity: Entity) -> bool:
+        """Whether `entity` is the user: a named user-role speaker, or named by the profile's name."""
+        if entity.metadata.get("speaker_role") == "user":
+            return True
+        names = {person.normalise_name(known) for known in entity.names}
+        return any(person.normalise_name(value.value) in names
+                   for value in self.store.profile_values(user_id, key="name", current_only=True))
+
+    def _entity_memories(self, user_id: str, mentions: Sequence[Any], limit: int) -> builtins.list[Memory]:
+        """Up to `limit` active memories of the mentions: observations and insights first, then
+        memories added by hand, then turns, each newest first."""
+        ids = [mention.memory_id for mention in mentions]
+        found = [memory for start in range(0, len(ids), 500)
+                 for memory in self.store.get(user_id, ids[start:start + 500]) if memory.status is MemoryStatus.ACTIVE]
+        order = {MemoryType.INSIGHT: 0, MemoryType.OBSERVATION: 0, MemoryType.CUSTOM: 1, MemoryType.TURN: 2}
+        found.sort(key=lambda memory: (order[memory.type], -as_aware(memory.created_at).timestamp(), memory.id))
+        return found[:limit]
+
     # -- consolidation ----------------------------------------------------------------------------
     def consolidate(self, user_id: str | None = None):
         """Consolidate pending messages now (one user, or all) and return what was done.
@@ -695,12 +955,81 @@ class MemoryScope:
     ausers = _async_twin(users)
     alegacy_users = _async_twin(legacy_users)
     arename_user = _async_twin(rename_user)
+    aentities = _async_twin(entities)
+    aentity = _async_twin(entity)
+    arename_entity = _async_twin(rename_entity)
+    aadd_alias = _async_twin(add_alias)
+    amerge_entities = _async_twin(merge_entities)
+    adelete_entity = _async_twin(delete_entity)
+    aprofile = _async_twin(profile)
+    aprofile_history = _async_twin(profile_history)
+    aset_profile = _async_twin(set_profile)
+    aremove_profile_value = _async_twin(remove_profile_value)
 
 
 # -- helpers ----------------------------------------------------------------------------------------
 
+@dataclasses.dataclass(slots=True)
+class _UserNames:
+    """One user's entities, their compiled matcher, and the speaker names found to be agents."""
+
+    entities: builtins.list[Entity]
+    matcher: person.NameMatcher
+    read_at: float
+    agents: set[str] = dataclasses.field(default_factory=set)
+
+
+class _MatcherCache:
+    """A `NameMatcher` per user, so `record` does not read the ledger and compile names every call.
+
+    An entry is dropped by this engine's own ledger writes (`invalidate`) and read again after
+    `MATCHER_TTL_S`, when another process (a consolidation worker) may have added entities; the
+    least recently used users are dropped past `_MATCHER_USERS`."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._entries: dict[str, _UserNames] = {}
+
+    def get(self, user_id: str) -> _UserNames:
+        now = time.monotonic()
+        with self._lock:
+            entry = self._entries.pop(user_id, None)
+            if entry is not None and now - entry.read_at < MATCHER_TTL_S:
+                self._entries[user_id] = entry  # most recently used last
+                return entry
+        entities = self._store.entities(user_id)
+        entry = _UserNames(entities, person.NameMatcher(entities), now)
+        with self._lock:
+            self._entries[user_id] = entry
+            while len(self._entries) > _MATCHER_USERS:
+                del self._entries[next(iter(self._entries))]
+        return entry
+
+    def invalidate(self, user_id: str) -> None:
+        with self._lock:
+            self._entries.pop(user_id, None)
+
+
 def _default_speaker(role: str, user_id: str, agent_id: str) -> str:
     return user_id if role == "user" else agent_id
+
+
+def _check_kind(value: Any) -> EntityKind | None:
+    if value is None or isinstance(value, EntityKind):
+        return value
+    if isinstance(value, str):
+        try:
+            return EntityKind(value.strip().lower())
+        except ValueError:
+            pass
+    raise ValidationError(f"kind must be one of {', '.join(k.value for k in EntityKind)} or None, not {value!r}"[:300])
+
+
+def _check_choice(value: Any, what: str, choices: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ValidationError(f"{what} must be one of {', '.join(choices)}, not {value!r}"[:300])
+    return value
 
 
 def _parse_time_arg(value: Any, what: str) -> datetime | None:

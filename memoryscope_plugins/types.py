@@ -224,3 +224,16 @@ class ProfileValue:
     @property
     def current(self) -> bool:
         return self.valid_to is None and self.superseded_by is None
+
+
+@dataclass(slots=True)
+class EntityDetails:
+    """What `MemoryScope.entity` returns: one entity of the ledger with its figures, how often it
+    was mentioned per week or month (`timeline`: (period start in UTC, count), oldest first), its
+    active memories (observations and insights first, then memories added by hand, then turns,
+    each group newest first) and, when the entity is the user, the user's current profile."""
+
+    entity: Entity
+    timeline: list[tuple[datetime, int]] = field(default_factory=list)
+    memories: list[Memory] = field(default_factory=list)
+    profile: list[ProfileValue] = field(default_factory=list)

@@ -194,7 +194,9 @@ def test_export_import_roundtrip(engine, tmp_path):
     path = tmp_path / "anna.jsonl"
     assert engine.export("anna", path) == 4
     lines = path.read_text(encoding="utf-8").splitlines()
-    assert all(json.loads(line)["user_id"] == "anna" for line in lines)
+    rows = [json.loads(line) for line in lines]
+    assert all(row["user_id"] == "anna" for row in rows if "record" not in row)  # ledger lines follow
+    assert [row["name"] for row in rows if row.get("record") == "entity"] == ["Anna"]  # the named user
     assert engine.import_("carl", path) == 4
     assert engine.import_("carl", path) == 4  # idempotent: same ids the second time
     assert engine.count("carl") == 4

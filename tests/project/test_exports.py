@@ -18,7 +18,7 @@ EXPORTS: dict[str, set[str]] = {
         "MemoryScope", "Settings", "Memory", "MemoryStatus", "MemoryType", "Message", "RetrievalResult",
         "ScoredMemory", "TimeRange", "MemoryScopeError", "ValidationError", "NotFoundError", "StoreError",
         "StoreLockedError", "SchemaVersionError", "ModelError", "ModelAuthError", "ModelNotFoundError",
-        "ConfigError",
+        "ConfigError", "Entity", "EntityDetails", "EntityKind", "EntityMention", "ProfileValue",
     },
     "memoryscope_plugins.models": {"ChatModel", "ChatResult", "Embedder", "Reranker", "TokenUsage",
                                    "LocalOnnxEmbedder"},

@@ -1,0 +1,330 @@
+"""The entity ledger through the engine: counting at record time (English and Chinese), named speakers,
+the edits (rename, alias, merge, delete) that never touch a memory, ranking, details, isolation, twins.
+Real SQLite store and the real local embedder."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memoryscope_plugins import (
+    Entity,
+    EntityDetails,
+    EntityKind,
+    MemoryScope,
+    MemoryType,
+    NotFoundError,
+    ValidationError,
+    engine as engine_module,
+)
+from memoryscope_plugins.storage.base import LedgerChanges
+
+T0 = datetime(2026, 5, 4, 10, 0, tzinfo=timezone.utc)
+
+
+def _known(engine: MemoryScope, user: str, name: str, kind=EntityKind.PERSON, aliases=(), entity_id=None) -> Entity:
+    """An entity as consolidation would have written it."""
+    entity = Entity(id=entity_id or f"{user}-{name}", user_id=user, name=name, kind=kind, aliases=list(aliases))
+    engine.store.put_ledger(LedgerChanges(user_id=user, entities=[entity]))
+    return entity
+
+
+def _say(engine: MemoryScope, user: str, *texts: str, start=T0, **kwargs) -> list[str]:
+    return engine.record(user, [{"role": "user", "content": text, "timestamp": start + timedelta(minutes=i)}
+                                for i, text in enumerate(texts)], **kwargs)
+
+
+def _by_name(engine: MemoryScope, user: str) -> dict[str, Entity]:
+    return {entity.name: entity for entity in engine.entities(user, limit=1000)}
+
+
+def test_record_counts_known_names_and_aliases_the_moment_they_are_said(engine):
+    _known(engine, "anna", "Melanie", aliases=["Mel"])
+    _known(engine, "anna", "pottery", kind=EntityKind.TOPIC)
+    ids = _say(engine, "anna", "I saw Mel's kids at the park.", "Melody is a song, not a person.",
+               "Melanie took up Pottery last week.", "Nothing here.")
+    counts = {name: entity.mention_count for name, entity in _by_name(engine, "anna").items()}
+    assert counts == {"Melanie": 2, "pottery": 1}
+    linked = {m.memory_id for m in engine.store.mentions("anna", entity_ids=["anna-Melanie"])}
+    assert linked == {ids[0], ids[2]}
+    assert _by_name(engine, "anna")["Melanie"].last_mentioned_at == T0 + timedelta(minutes=2)
+
+
+def test_capitalised_names_do_not_match_common_words(engine):
+    _known(engine, "anna", "Will")
+    _say(engine, "anna", "I will call you tomorrow.", "Will called me.")
+    assert _by_name(engine, "anna")["Will"].mention_count == 1
+
+
+def test_record_counts_chinese_names_and_aliases(engine):
+    _known(engine, "lei", "王磊", aliases=["小王"])
+    _known(engine, "lei", "成都", kind=EntityKind.PLACE)
+    ids = _say(engine, "lei", "今天和小王在成都吃火锅。", "王磊升职了！", "我们明天见。")
+    entities = _by_name(engine, "lei")
+    assert entities["王磊"].mention_count == 2
+    assert entities["成都"].mention_count == 1
+    assert {m.memory_id for m in engine.store.mentions("lei", entity_ids=["lei-王磊"])} == set(ids[:2])
+
+
+def test_a_named_user_becomes_a_person_once_and_is_counted_when_named(engine):
+    engine.record("caro", [
+        {"role": "user", "name": "Caroline", "content": "Hi!", "timestamp": T0},
+        {"role": "user", "name": "Caroline", "content": "Me again.", "timestamp": T0 + timedelta(minutes=1)},
+        {"role": "assistant", "content": "Hello Caroline, welcome back.", "timestamp": T0 + timedelta(minutes=2)},
+    ])
+    entities = engine.entities("caro")
+    assert [(e.name, e.kind, e.metadata.get("speaker_role")) for e in entities] == [
+        ("Caroline", EntityKind.PERSON, "user")]
+    assert entities[0].mention_count == 1  # named by the assistant in the same call; her own turns do not name her
+    engine.record("caro", [{"role": "user", "name": "caroline", "content": "Still me."}])
+    assert len(engine.entities("caro")) == 1  # the same name, another case: known already
+
+
+def test_named_assistant_speakers_are_people_unless_they_are_agents(engine):
+    engine.record("team", [{"role": "assistant", "name": "planner", "content": "Plan ready."}], agent_id="planner")
+    engine.record("team", [
+        {"role": "user", "name": "Caroline", "content": "Hi Melanie!"},
+        {"role": "assistant", "name": "Melanie", "content": "Hi Caroline!"},  # LoCoMo's second speaker
+        {"role": "assistant", "name": "coder", "content": "Code written."},  # this call's agent
+        {"role": "assistant", "name": "planner", "content": "Next step."},  # an agent of this store
+        {"role": "system", "name": "Rules", "content": "Be brief."},
+        {"role": "tool", "name": "Search", "content": "No results."},
+    ], agent_id="coder")
+    roles = {e.name: e.metadata.get("speaker_role") for e in engine.entities("team")}
+    assert roles == {"Caroline": "user", "Melanie": "assistant"}
+
+
+def test_add_links_the_memory_in_the_same_write(engine):
+    _known(engine, "anna", "Porto", kind=EntityKind.PLACE)
+    memory = engine.add("anna", "Anna's sister lives in Porto.", type="observation")
+    mentions = engine.store.mentions("anna", memory_ids=[memory.id])
+    assert [(m.entity_id, m.counted) for m in mentions] == [("anna-Porto", False)]  # evidence, not a mention
+    custom = engine.add("anna", "Porto trip booked for June.")
+    assert [m.counted for m in engine.store.mentions("anna", memory_ids=[custom.id])] == [True]
+    assert _by_name(engine, "anna")["Porto"].mention_count == 1
+
+
+def test_rename_keeps_the_old_name_as_an_alias_and_counting_goes_on(engine):
+    _known(engine, "anna", "Mel")
+    _say(engine, "anna", "Mel called.")
+    renamed = engine.rename_entity("anna", "mel", "Melanie")
+    assert (renamed.name, renamed.aliases, renamed.mention_count) == ("Melanie", ["Mel"], 1)
+    _say(engine, "anna", "Mel and Melanie are the same person.", start=T0 + timedelta(days=1))
+    assert _by_name(engine, "anna")["Melanie"].mention_count == 2
+    _known(engine, "anna", "Boston", kind=EntityKind.PLACE)
+    with pytest.raises(ValidationError, match="merge"):
+        engine.rename_entity("anna", "Melanie", "boston")
+    with pytest.raises(ValidationError):
+        engine.rename_entity("anna", "Melanie", "I")  # not a name
+
+
+def test_add_alias_counts_the_new_name_at_once(engine):
+    _known(engine, "lei", "王磊")
+    _say(engine, "lei", "小王来了。")
+    assert _by_name(engine, "lei")["王磊"].mention_count == 0
+    entity = engine.add_alias("lei", "王磊", "小王")
+    assert entity.aliases == ["小王"]
+    assert engine.add_alias("lei", "王磊", "小王").aliases == ["小王"]  # again: nothing changes
+    _say(engine, "lei", "小王又来了。", start=T0 + timedelta(hours=1))
+    assert _by_name(engine, "lei")["王磊"].mention_count == 1  # the engine's matcher saw its own write
+    _known(engine, "lei", "李娜")
+    with pytest.raises(ValidationError):
+        engine.add_alias("lei", "王磊", "李娜")
+    with pytest.raises(ValidationError):
+        engine.add_alias("lei", "王磊", "我们")
+
+
+def test_merge_moves_mentions_and_keeps_every_memory(engine):
+    _known(engine, "anna", "Melanie")
+    _known(engine, "anna", "Mel")
+    _say(engine, "anna", "Melanie called.", "Mel wrote back.", "Melanie and Mel, one person.")
+    before = engine.count("anna")
+    merged = engine.merge_entities("anna", "Melanie", "Mel")
+    assert (merged.name, merged.aliases, merged.mention_count) == ("Melanie", ["Mel"], 3)
+    assert [e.name for e in engine.entities("anna")] == ["Melanie"]
+    assert engine.count("anna") == before
+    with pytest.raises(ValidationError):
+        engine.merge_entities("anna", "Melanie", "mel")  # now one entity
+    with pytest.raises(NotFoundError):
+        engine.merge_entities("anna", "Melanie", "Nobody")
+
+
+def test_delete_entity_removes_links_never_memories(engine):
+    _known(engine, "anna", "Porto", kind=EntityKind.PLACE)
+    _say(engine, "anna", "Porto is lovely.", "Back from Porto.")
+    assert engine.delete_entity("anna", "porto") == 2
+    assert engine.entities("anna") == []
+    assert engine.count("anna") == 2
+    assert engine.store.mentions("anna") == []
+    with pytest.raises(NotFoundError):
+        engine.delete_entity("anna", "Porto")
+
+
+def test_entities_order_kind_and_limit(engine):
+    _known(engine, "anna", "Boston", kind=EntityKind.PLACE)
+    _known(engine, "anna", "Mel")
+    _known(engine, "anna", "Rex", kind="pet")
+    _say(engine, "anna", "Boston trip.", "Boston again.", "Boston, third time.", start=T0)
+    _say(engine, "anna", "Mel says hi.", start=T0 + timedelta(days=60))
+    now = T0 + timedelta(days=61)
+    assert [e.name for e in engine.entities("anna", order="frequency", now=now)][:2] == ["Boston", "Mel"]
+    assert [e.name for e in engine.entities("anna", order="recency", now=now)][:2] == ["Mel", "Boston"]
+    assert [e.name for e in engine.entities("anna", kind="place")] == ["Boston"]
+    assert [e.name for e in engine.entities("anna", kind=EntityKind.PET)] == ["Rex"]
+    assert len(engine.entities("anna", limit=1)) == 1
+    assert engine.entities("nobody") == []
+
+
+def test_entity_details_timeline_memories_and_profile(engine):
+    engine.record("caro", [{"role": "user", "name": "Caroline", "content": "Hi.", "timestamp": T0}])
+    _known(engine, "caro", "Melanie", aliases=["Mel"])
+    turns = _say(engine, "caro", "Mel painted a lake.", start=T0)
+    _say(engine, "caro", "Melanie ran a charity race.", start=T0 + timedelta(days=40))
+    observation = engine.add("caro", "Melanie likes painting.", type="observation", created_at=T0)
+    gone = engine.add("caro", "Melanie lives in Ohio.", type="observation", created_at=T0)
+    engine.update("caro", gone.id, status="expired")
+    details = engine.entity("caro", "mel", limit=10)
+    assert isinstance(details, EntityDetails)
+    assert details.entity.name == "Melanie"
+    assert [count for _, count in details.timeline] == [1, 1]
+    assert details.timeline[0][0] == datetime(2026, 5, 1, tzinfo=timezone.utc)
+    assert [m.id for m in details.memories][0] == observation.id  # observations first
+    assert gone.id not in [m.id for m in details.memories]
+    assert details.memories[-1].id == turns[0]  # then turns, newest first
+    assert details.profile == []  # Melanie is not the user
+    assert len(engine.entity("caro", "Melanie", limit=1).memories) == 1
+    assert [c for _, c in engine.entity("caro", "Melanie", bucket="week").timeline] == [1, 1]
+    engine.set_profile("caro", "home", "Ohio")
+    user = engine.entity("caro", "Caroline")
+    assert [(v.key, v.value) for v in user.profile] == [("home", "Ohio")]
+    assert engine.entity("caro", details.entity.id).entity.name == "Melanie"  # by id too
+
+
+def test_unknown_users_and_entities(engine):
+    with pytest.raises(NotFoundError):
+        engine.entity("nobody", "Mel")
+    with pytest.raises(NotFoundError):
+        engine.rename_entity("nobody", "Mel", "Melanie")
+    with pytest.raises(NotFoundError):
+        engine.add_alias("nobody", "Mel", "Melly")
+    with pytest.raises(NotFoundError):
+        engine.delete_entity("nobody", "Mel")
+
+
+@pytest.mark.parametrize("call", [
+    lambda e: e.entities("anna", kind="alien"),
+    lambda e: e.entities("anna", kind=3),
+    lambda e: e.entities("anna", order="best"),
+    lambda e: e.entities("anna", order=None),
+    lambda e: e.entities("anna", limit=0),
+    lambda e: e.entities("anna", limit="5"),
+    lambda e: e.entities("anna", now="not a time"),
+    lambda e: e.entities(None),
+    lambda e: e.entity("anna", 42),
+    lambda e: e.entity("anna", ""),
+    lambda e: e.entity("anna", "   "),
+    lambda e: e.entity("anna", "x" * 10_000),
+    lambda e: e.entity("anna", "Mel", bucket="year"),
+    lambda e: e.entity("anna", "Mel", limit=-1),
+    lambda e: e.entity("anna", "Mel\x00"),
+    lambda e: e.rename_entity("anna", "Mel", None),
+    lambda e: e.rename_entity("an/na", "Mel", "Melanie"),
+    lambda e: e.add_alias("anna", "Mel", ["Melly"]),
+    lambda e: e.merge_entities("anna", "Mel", 7),
+    lambda e: e.delete_entity("anna", b"Mel"),
+])
+def test_wrong_arguments_are_validation_errors(engine, call):
+    _known(engine, "anna", "Mel")
+    with pytest.raises(ValidationError):
+        call(engine)
+
+
+def test_huge_input_is_counted_in_one_call(engine):
+    for name in ("Alice", "Bob", "王磊"):
+        _known(engine, "anna", name)
+    texts = [f"Alice met Bob, turn {i}." if i % 2 else f"和王磊聊了第{i}次。" for i in range(600)]
+    engine.record("anna", [{"role": "user", "content": text, "timestamp": T0 + timedelta(seconds=i)}
+                           for i, text in enumerate(texts)])
+    counts = {name: entity.mention_count for name, entity in _by_name(engine, "anna").items()}
+    assert counts == {"Alice": 300, "Bob": 300, "王磊": 300}
+    long_text = ("Alice " * 15_000).strip()
+    engine.record("anna", [{"role": "user", "content": long_text, "timestamp": T0 + timedelta(days=1)}])
+    assert _by_name(engine, "anna")["Alice"].mention_count == 301  # one message, one mention
+
+
+def test_users_never_see_or_count_each_others_entities(engine, monkeypatch):
+    anna_mel = _known(engine, "anna", "Mel")
+    _say(engine, "bob", "Mel is my neighbour.")
+    assert _by_name(engine, "anna")["Mel"].mention_count == 0
+    assert engine.entities("bob") == []
+    with pytest.raises(NotFoundError):
+        engine.entity("bob", "Mel")
+    with pytest.raises(NotFoundError):
+        engine.entity("bob", anna_mel.id)
+    with pytest.raises(NotFoundError):
+        engine.delete_entity("bob", anna_mel.id)
+    _known(engine, "bob", "Mel", entity_id="bob-Mel")  # written behind the engine's back: read after the TTL
+    monkeypatch.setattr(engine_module, "MATCHER_TTL_S", 0.0)
+    _say(engine, "bob", "Mel again.", start=T0 + timedelta(hours=1))
+    assert _by_name(engine, "bob")["Mel"].mention_count == 1
+    assert _by_name(engine, "anna")["Mel"].mention_count == 0
+
+
+def test_entities_written_elsewhere_are_counted_after_the_ttl(engine, monkeypatch, tmp_path, local_embedder):
+    _say(engine, "anna", "Before Mel was known.")  # the engine caches anna's (empty) matcher
+    other = MemoryScope(path=tmp_path / "memory.db", embedder=local_embedder)  # e.g. a consolidation worker
+    try:
+        _known(other, "anna", "Mel")
+    finally:
+        other.close()
+    monkeypatch.setattr(engine_module, "MATCHER_TTL_S", 0.0)
+    _say(engine, "anna", "Mel is known now.", start=T0 + timedelta(hours=1))
+    assert _by_name(engine, "anna")["Mel"].mention_count == 1
+
+
+def test_delete_all_removes_the_ledger(engine):
+    engine.record("anna", [{"role": "user", "name": "Anna", "content": "Hi Mel."}])
+    engine.set_profile("anna", "home", "Porto")
+    assert engine.entities("anna")
+    engine.delete_all("anna")
+    assert engine.entities("anna") == []
+    assert engine.profile("anna") == {}
+    _say(engine, "anna", "Anna is back.")  # the cached matcher of the deleted ledger links nothing stale
+    assert engine.store.mentions("anna") == []
+
+
+def test_async_twins(engine):
+    _known(engine, "anna", "Mel")
+    _say(engine, "anna", "Mel called.")
+
+    async def run():
+        entities = await engine.aentities("anna")
+        details = await engine.aentity("anna", "Mel")
+        renamed = await engine.arename_entity("anna", "Mel", "Melanie")
+        aliased = await engine.aadd_alias("anna", "Melanie", "Melly")
+        _known(engine, "anna", "M.")
+        merged = await engine.amerge_entities("anna", "Melanie", "M.")
+        value = await engine.aset_profile("anna", "home", "Porto")
+        profile = await engine.aprofile("anna")
+        removed = await engine.aremove_profile_value("anna", value.id)
+        history = await engine.aprofile_history("anna", "home")
+        deleted = await engine.adelete_entity("anna", "Melanie")
+        return entities, details, renamed, aliased, merged, profile, removed, history, deleted
+
+    entities, details, renamed, aliased, merged, profile, removed, history, deleted = asyncio.run(run())
+    assert [e.name for e in entities] == ["Mel"] and details.entity.mention_count == 1
+    assert renamed.name == "Melanie" and aliased.aliases == ["Mel", "Melly"] and "M." in merged.aliases
+    assert list(profile) == ["home"] and removed.valid_to is not None and len(history) == 1
+    assert deleted == 1
+    for name in ("entities", "entity", "rename_entity", "add_alias", "merge_entities", "delete_entity", "profile",
+                 "profile_history", "set_profile", "remove_profile_value"):
+        assert getattr(MemoryScope, "a" + name).__doc__ == f"Async twin of :meth:`{name}`."
+
+
+def test_turn_type_memories_are_counted(engine):
+    _known(engine, "anna", "Mel")
+    ids = _say(engine, "anna", "Mel called.")
+    assert engine.get("anna", ids[0]).type is MemoryType.TURN
+    assert [m.counted for m in engine.store.mentions("anna", memory_ids=ids)] == [True]
