@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..person.matching import NameMatcher, normalise_name
-from ..types import Entity, ProfileValue
+from ..types import Entity
 
 #: Seconds a user's entities are reused before they are read again.
-TTL_S = 30.0
+TTL_S = 10.0
 MAX_USERS = 2048
 
 
@@ -37,9 +37,11 @@ class UserLedger:
         return bool(self.entities)
 
     def speaker_entities(self, speakers: set[str]) -> set[str]:
-        """The ids of the entities one of whose names is one of `speakers` (normalised)."""
+        """The ids of the entities one of whose names is one of `speakers` (normalised), or that
+        recording made from a named speaker (``metadata["speaker_role"]``)."""
         folded = {normalise_name(s) for s in speakers if s}
-        return {eid for eid, entity in self.entities.items() if any(normalise_name(n) in folded for n in entity.names)}
+        return {eid for eid, entity in self.entities.items()
+                if "speaker_role" in entity.metadata or any(normalise_name(n) in folded for n in entity.names)}
 
 
 def _names(entities: list[Entity]) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -56,7 +58,6 @@ class LedgerCache:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[float, UserLedger]] = {}
-        self._profiles: dict[str, tuple[float, list[ProfileValue]]] = {}
 
     def ledger(self, store: Any, user_id: str) -> UserLedger:
         """`user_id`'s entities and matcher, read from `store` when not cached (or expired)."""
@@ -78,29 +79,13 @@ class LedgerCache:
             self._entries[user_id] = (now, entry)
         return entry
 
-    def profile(self, store: Any, user_id: str) -> list[ProfileValue]:
-        """`user_id`'s current profile values, read from `store` when not cached (or expired)."""
-        now = self._clock()
-        with self._lock:
-            cached = self._profiles.get(user_id)
-        if cached is not None and now - cached[0] < self.ttl_s:
-            return cached[1]
-        values = [v for v in store.profile_values(user_id, current_only=True) if v.user_id == user_id]
-        with self._lock:
-            if len(self._profiles) >= self.max_users and user_id not in self._profiles:
-                self._profiles.pop(next(iter(self._profiles)))
-            self._profiles[user_id] = (now, values)
-        return values
-
     def invalidate(self, user_id: str | None = None) -> None:
         """Forget `user_id`'s entry (every user's with None): the next retrieval reads the store."""
         with self._lock:
             if user_id is None:
                 self._entries.clear()
-                self._profiles.clear()
             else:
                 self._entries.pop(user_id, None)
-                self._profiles.pop(user_id, None)
 
 
 _CACHES: weakref.WeakKeyDictionary[Any, LedgerCache] = weakref.WeakKeyDictionary()

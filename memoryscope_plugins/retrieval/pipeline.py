@@ -342,7 +342,8 @@ def context_notes(store: MemoryStore, request: RetrievalRequest, ledger: UserLed
     and the entities that matter to the question (``context_entities``)."""
     notes: list[str] = []
     if cfg.context_profile and hasattr(store, "profile_values"):
-        line = profile_note(ledger_cache.for_store(store).profile(store, request.user_id), language)
+        values = [v for v in store.profile_values(request.user_id, current_only=True) if v.user_id == request.user_id]
+        line = profile_note(values, language)
         notes += [line] if line else []
     if cfg.context_entities > 0 and ledger:
         memories = [item.memory if isinstance(item, ScoredMemory) else item for item in shown]

@@ -45,8 +45,9 @@ def _settings(engine, **update) -> None:
 
 def _ledger(engine, user: str, names: dict[str, tuple[EntityKind, list[str]]]) -> dict[str, Entity]:
     """Entities for `names` (name -> kind, aliases) with a mention in every memory of `user` naming them."""
-    entities = {name: Entity(id=f"{user}-{i}", user_id=user, name=name, kind=kind, aliases=aliases)
-                for i, (name, (kind, aliases)) in enumerate(names.items())}
+    known = {entity.name: entity for entity in engine.store.entities(user)}  # record's named speakers
+    entities = {name: Entity(id=known[name].id if name in known else f"{user}-{i}", user_id=user, name=name,
+                             kind=kind, aliases=aliases) for i, (name, (kind, aliases)) in enumerate(names.items())}
     memories = [m for batch in engine.store.iter_memories(user) for m in batch]
     mentions = record_mentions(list(entities.values()), memories)
     engine.store.put_ledger(LedgerChanges(user_id=user, entities=list(entities.values()), mentions=mentions))
@@ -104,12 +105,13 @@ def test_a_hop_never_reaches_another_users_memories_or_entities(engine):
     assert result.second_hop and all(m.user_id == "caro" for m in [*result.second_hop, *result.neighbours])
     assert all(item.memory.user_id == "caro" for item in result.memories)
     cache = ledger_cache.for_store(engine.store)
-    assert set(cache.ledger(engine.store, "caro").entities) == {f"caro-{i}" for i in range(4)}
-    # a user with no ledger of their own sees none of another's
+    assert {e.user_id for e in cache.ledger(engine.store, "caro").entities.values()} == {"caro"}
+    # a user whose ledger knows only the speaker sees none of another's entities
     _record(engine, "third", [[("Caroline", BOSTON)]])
-    assert not cache.ledger(engine.store, "third")
+    assert [e.name for e in cache.ledger(engine.store, "third").entities.values()] == ["Caroline"]
     third = engine.retrieve("third", "Who is Anna?", now=NOW)
-    assert "Named here" not in third.context and third.second_hop == []
+    assert "Anna (" not in third.context and "Boston (" not in third.context and third.second_hop == []
+    assert "entity" not in third.memories[0].scores
 
 
 ADDRESSING = ["Thanks, Melanie!", "Melanie, that sounds amazing!", "Hey Melanie, how are you?",
@@ -146,7 +148,8 @@ def test_an_entity_question_in_chinese_gathers_the_entitys_memories(engine):
     _ledger(engine, "zh", {"王磊": (EntityKind.PERSON, ["小王"])})
     _settings(engine, context_neighbours=0, context_hop=0)
     result = engine.retrieve("zh", "介绍一下小王", now=NOW, top_k=2)
-    assert {item.memory.content for item in result.memories} == {"小王上个月去了成都出差。", "小王在一家设计公司做产品经理。"}
+    assert {item.memory.content for item in result.memories} == {"小王上个月去了成都出差。",
+                                                                 "小王在一家设计公司做产品经理。"}
     assert result.memories[0].scores.get("entity") == 1.0
 
 
@@ -186,10 +189,16 @@ def test_the_cache_reuses_a_users_matcher_until_it_expires_or_is_dropped(engine)
     _ledger(engine, "caro", {"Anna": (EntityKind.PERSON, []), "Boston": (EntityKind.PLACE, [])})
     assert cache.ledger(engine.store, "caro") is first  # within the TTL
     cache.invalidate("caro")
-    assert len(cache.ledger(engine.store, "caro").entities) == 2
+    assert {e.name for e in cache.ledger(engine.store, "caro").entities.values()} == {"Anna", "Boston", "Caroline"}
     clock[0] = 11
     again = cache.ledger(engine.store, "caro")
     assert again is not first and again.matcher is cache.ledger(engine.store, "caro").matcher
+    # the engine drops the store's cache when recording adds an entity (a new named speaker)
+    shared = ledger_cache.for_store(engine.store)
+    before = shared.ledger(engine.store, "caro")
+    _record(engine, "caro", [[("Dana", "Hello there.")]])
+    assert "Dana" in {e.name for e in shared.ledger(engine.store, "caro").entities.values()}
+    assert shared.ledger(engine.store, "caro") is not before
 
 
 @pytest.mark.parametrize(("text", "addressed"), [
