@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from memoryscope_plugins import MemoryScope
 from memoryscope_plugins.bench.locomo import covered_turns, ingest, load_conversations
@@ -34,7 +35,7 @@ from memoryscope_plugins.settings import Settings
 from memoryscope_plugins.storage.base import LedgerChanges
 from memoryscope_plugins.types import Entity, EntityKind
 
-CONFIGS = {
+CONFIGS: dict[str, dict[str, Any]] = {
     "hop0": {"context_hop": 0, "entity_questions": False},
     "search": {"context_hop": 2, "context_hop_source": "search", "entity_questions": False},
     "ledger": {"context_hop": 2, "context_hop_source": "auto", "entity_questions": False},
@@ -76,14 +77,14 @@ def main() -> None:
     hop_ms: list[float] = []
     real_hop = pipeline.hop
 
-    def timed_hop(*a, **k):  # type: ignore[no-untyped-def]
+    def timed_hop(*a: Any, **k: Any) -> Any:
         started = time.perf_counter()
         try:
             return real_hop(*a, **k)
         finally:
             hop_ms.append((time.perf_counter() - started) * 1000)
 
-    pipeline.hop = timed_hop  # type: ignore[assignment]
+    pipeline.hop = timed_hop
     with tempfile.TemporaryDirectory(prefix="memoryscope-ledger-") as tmp:
         db = args.db or Path(tmp) / "coverage.db"
         fresh = not db.exists()

@@ -69,9 +69,10 @@ def ledger_hop(chosen: Sequence[ScoredMemory], shown: Sequence[Memory], query: s
     ids = list(dict.fromkeys(m.memory_id for m in mentions))
     score = {mid: pool[mid].vector_score or 0.0 for mid in ids if mid in pool}
     outside = [mid for mid in ids if mid not in pool][:MAX_READ]
-    if outside and vector is not None:
+    vectors_of = getattr(store, "vectors_of", None)  # every StoreBase has it; the protocol does not
+    if outside and vector is not None and vectors_of is not None:
         query_vector = np.asarray(vector, dtype=np.float32)
-        for mid, row in store.vectors_of(user_id, outside).items():
+        for mid, row in vectors_of(user_id, outside).items():
             score[mid] = float(np.dot(np.asarray(row, dtype=np.float32), query_vector))
     best = sorted((mid for mid in [*score, *(m for m in outside if m not in score)]),
                   key=lambda mid: score.get(mid, -1.0), reverse=True)[:limit + 5]

@@ -11,10 +11,14 @@
    the newest state first;
 5. `relevance_floor`: only what shares a word with the query, is close enough in meaning, or falls
    in the time it names;
+5b. `user_ledger` and `entity_first`: the user's entity ledger (cached); for a question about one
+   of its entities, that entity's memories first and the lines only addressing it last;
 6. `shortlist` and `rerank`: the best few (duplicates left out), reordered by the reranker when one is used;
 7. `neighbour_turns` and `hop`: the turns around the best hits and the memories naming who or what
-   they mention, as extra context lines;
-8. `format_context` (retrieval/context.py): the dated lines an LLM reads.
+   they mention (through the ledger when it knows more than the speakers, else by a second
+   full-text search), as extra context lines;
+8. `context_notes` and `format_context` (retrieval/context.py): the profile and the entities that
+   matter, when set, then the dated lines an LLM reads.
 
 The engine (`MemoryScope.retrieve`) checks the arguments into a `RetrievalRequest` and calls `retrieve`.
 """
