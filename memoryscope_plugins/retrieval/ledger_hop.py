@@ -6,9 +6,10 @@ the ledger knows that this memory names Anna and which other memories name her, 
 shifts as a nurse" is one lookup away. The hits' entities come from their mentions
 (`store.mentions(memory_ids=...)`); the speakers' own entities are left out (they are in every turn)
 and so are the entities the question names (the first hop searched them already). Their mentions'
-memories are ranked by their vectors' cosine to the query: the first hop's candidates carry it, the
-others' vectors are read by id (`store.vectors_of`). The best few not shown yet join the context as
-extra lines, exactly as `second_hop.second_hop`'s do; the ranked memories stay as they are.
+memories are ranked by their vectors' cosine to the query: the first hop's candidates carry it, and
+only when they hold too few are others' vectors read by id (`store.vectors_of`). The best few not
+shown yet join the context as extra lines, exactly as `second_hop.second_hop`'s do; the ranked
+memories stay as they are.
 
 Used when the user's ledger holds entities other than the speakers (`usable`); otherwise the
 pipeline falls back to `second_hop.second_hop`'s full-text search.
@@ -68,7 +69,10 @@ def ledger_hop(chosen: Sequence[ScoredMemory], shown: Sequence[Memory], query: s
     mentions.sort(key=lambda m: m.said_at.timestamp(), reverse=True)
     ids = list(dict.fromkeys(m.memory_id for m in mentions))
     score = {mid: pool[mid].vector_score or 0.0 for mid in ids if mid in pool}
-    outside = [mid for mid in ids if mid not in pool][:MAX_READ]
+    # the vector channel took the memories nearest the query: one it did not take is farther than
+    # every one it did, so the store is read only when the candidates hold too few
+    near = sum(1 for mid in score if pool[mid].vector_score is not None)
+    outside = [mid for mid in ids if mid not in pool][:MAX_READ] if near < limit + 5 else []
     vectors_of = getattr(store, "vectors_of", None)  # every StoreBase has it; the protocol does not
     if outside and vector is not None and vectors_of is not None:
         query_vector = np.asarray(vector, dtype=np.float32)
