@@ -32,6 +32,8 @@ class UserLedger:
     entities: Mapping[str, Entity]
     matcher: NameMatcher
     names: tuple[tuple[str, tuple[str, ...]], ...]  # (id, names) of every entity: what the matcher was built from
+    by_name: Mapping[str, frozenset[str]]  # normalised name -> the ids of the entities it names
+    speakers: frozenset[str]  # the entities recording made from a named speaker (metadata["speaker_role"])
 
     def __bool__(self) -> bool:
         return bool(self.entities)
@@ -39,9 +41,22 @@ class UserLedger:
     def speaker_entities(self, speakers: set[str]) -> set[str]:
         """The ids of the entities one of whose names is one of `speakers` (normalised), or that
         recording made from a named speaker (``metadata["speaker_role"]``)."""
-        folded = {normalise_name(s) for s in speakers if s}
-        return {eid for eid, entity in self.entities.items()
-                if "speaker_role" in entity.metadata or any(normalise_name(n) in folded for n in entity.names)}
+        found = set(self.speakers)
+        for speaker in speakers:
+            if speaker:
+                found |= self.by_name.get(normalise_name(speaker), frozenset())
+        return found
+
+
+def user_ledger(user_id: str, entities: list[Entity], matcher: NameMatcher) -> UserLedger:
+    """A `UserLedger` of `entities` (one user's) with their `matcher`."""
+    by_name: dict[str, set[str]] = {}
+    for entity in entities:
+        for name in entity.names:
+            by_name.setdefault(normalise_name(name), set()).add(entity.id)
+    return UserLedger(user_id, {e.id: e for e in entities}, matcher, _names(entities),
+                      {name: frozenset(ids) for name, ids in by_name.items()},
+                      frozenset(e.id for e in entities if "speaker_role" in e.metadata))
 
 
 def _names(entities: list[Entity]) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -72,7 +87,7 @@ class LedgerCache:
             matcher = cached[1].matcher  # same names: the compiled matcher still holds
         else:
             matcher = NameMatcher(entities)
-        entry = UserLedger(user_id, {e.id: e for e in entities}, matcher, names)
+        entry = user_ledger(user_id, entities, matcher)
         with self._lock:
             if len(self._entries) >= self.max_users and user_id not in self._entries:
                 self._entries.pop(next(iter(self._entries)))
