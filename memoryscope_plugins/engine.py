@@ -27,7 +27,7 @@ from .errors import ConfigError, ModelError, NotFoundError, ValidationError
 from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
 from .person.matching import usable_name
-from .retrieval import pipeline
+from .retrieval import ledger_cache, pipeline
 from .settings import Settings
 from .storage.base import LedgerChanges, MemoryFilter, MemoryStore
 from .timeparse import MENTIONS_KEY, detect_language, mentioned_range, time_mentions
@@ -1023,6 +1023,7 @@ class _MatcherCache:
     def invalidate(self, user_id: str) -> None:
         with self._lock:
             self._entries.pop(user_id, None)
+        ledger_cache.for_store(self._store).invalidate(user_id)  # retrieval's copy of the same names
 
 
 def _default_speaker(role: str, user_id: str, agent_id: str) -> str:

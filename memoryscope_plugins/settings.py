@@ -172,6 +172,25 @@ class RetrievalSettings(Section):
                              "memories); 0: off")
     context_hop_hits: int = Field(3, ge=0, le=100, description="how many of the best retrieved memories the "
                                   "second hop takes its names from")
+    context_hop_source: Literal["auto", "ledger", "search"] = Field(
+        "auto", description="where the second hop finds its memories: 'ledger', the entity ledger (the entities "
+        "the best hits name and the query does not, their mentions' memories nearest the query: no second "
+        "search); 'search', a second full-text search on the hits' capitalised names (Chinese: two-character "
+        "terms); 'auto', the ledger when the user's holds entities other than the speakers, else the search")
+    entity_questions: bool = Field(True, description="for a question about a known entity ('who is X', 'what do "
+                                   "you know about X', 'tell me about X', 谁是X, 介绍一下X), rank that entity's "
+                                   "memories and its own words first and the lines that only address it last")
+    entity_boost: float = Field(0.5, ge=0, le=5, description="added to a memory about the entity an entity "
+                                "question asks about (more when it also holds the question's other words)")
+    entity_address_weight: float = Field(0.3, ge=0, le=1, description="score kept by a line that only "
+                                         "addresses the entity asked about ('Thanks, Mel!')")
+    entity_question_memories: int = Field(30, ge=0, le=1000, description="the entity's mentioned memories "
+                                          "the first hop did not find that join the ranking of an entity question")
+    context_profile: bool = Field(False, description="the user's current profile lines at the top of the "
+                                  "context block")
+    context_entities: int = Field(0, ge=0, le=100, description="at the top of the context block, up to this many "
+                                  "of the entities the question and the retrieved memories name (most relevant "
+                                  "first, with kind, mentions and last mention); 0: none")
     context_resolve_times: bool = Field(True, description="resolve a memory's relative times beside its words in "
                                         "the context: '... yesterday (yesterday = 2023-05-07 Sun)'")
     by_language: dict[Literal["en", "zh"], dict[str, float]] | None = Field(

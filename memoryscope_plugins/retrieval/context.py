@@ -70,13 +70,14 @@ def memory_line(item: ScoredMemory | Memory, language: str = "en", *, with_time:
 
 def format_context(items: Sequence[ScoredMemory | Memory], language: str = "en", *, with_time: bool = False,
                    header: bool = True, now: datetime | None = None, resolve_times: bool = True,
-                   present: bool = False) -> str:
+                   present: bool = False, notes: Sequence[str] = ()) -> str:
     """The memories as dated lines in the order they were said (an LLM reads a timeline best), each
     memory once; with `now`, a first line with today's date; with `present` (the question asks how
-    things are now), a header saying that a later line replaces an earlier one on the same subject.
-    Empty when there are no memories."""
+    things are now), a header saying that a later line replaces an earlier one on the same subject;
+    `notes` (`context_notes`: the profile, the entities that matter) first, as given.
+    Empty when there are neither memories nor notes."""
     if not items:
-        return ""
+        return "\n".join(notes)
     unique: dict[str, Memory] = {}
     for item in items:
         memory = item.memory if isinstance(item, ScoredMemory) else item
@@ -90,6 +91,7 @@ def format_context(items: Sequence[ScoredMemory | Memory], language: str = "en",
             head = f"{TODAY[lang].format(date=format_memory_time(now, lang, with_time=with_time))} {head}" \
                 if lang == "en" else TODAY[lang].format(date=format_memory_time(now, lang, with_time=with_time)) + head
         lines.insert(0, head)
+    lines[0:0] = notes
     return "\n".join(lines)
 
 

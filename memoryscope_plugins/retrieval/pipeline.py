@@ -11,10 +11,14 @@
    the newest state first;
 5. `relevance_floor`: only what shares a word with the query, is close enough in meaning, or falls
    in the time it names;
+5b. `user_ledger` and `entity_first`: the user's entity ledger (cached); for a question about one
+   of its entities, that entity's memories first and the lines only addressing it last;
 6. `shortlist` and `rerank`: the best few (duplicates left out), reordered by the reranker when one is used;
 7. `neighbour_turns` and `hop`: the turns around the best hits and the memories naming who or what
-   they mention, as extra context lines;
-8. `format_context` (retrieval/context.py): the dated lines an LLM reads.
+   they mention (through the ledger when it knows more than the speakers, else by a second
+   full-text search), as extra context lines;
+8. `context_notes` and `format_context` (retrieval/context.py): the profile and the entities that
+   matter, when set, then the dated lines an LLM reads.
 
 The engine (`MemoryScope.retrieve`) checks the arguments into a `RetrievalRequest` and calls `retrieve`.
 """
@@ -36,8 +40,13 @@ from ..settings import RerankerSettings, RetrievalSettings, Settings
 from ..storage.base import Candidate, MemoryFilter, MemoryStore, SearchRequest
 from ..timeparse import ParsedTime, detect_language, parse_time
 from ..types import Memory, MemoryStatus, MemoryType, RetrievalResult, ScoredMemory, TimeRange
+from . import ledger_cache
 from .context import format_context
+from .context_notes import entities_note, entities_that_matter, profile_note
+from .entity_questions import about_entity
 from .language_profile import ranking_settings
+from .ledger_cache import UserLedger
+from .ledger_hop import ledger_hop, usable
 from .neighbours import turn_neighbours
 from .noise_floor import noise_floor, query_floor
 from .present import asks_about_present
@@ -109,6 +118,8 @@ def retrieve(request: RetrievalRequest, *, settings: Settings, store: MemoryStor
         ranked = relevance_floor(ranked, request.min_relevance, noise, text)
     reranking = reranker is not None and (request.rerank is None or request.rerank)
     depth = max(request.top_k, settings.reranker.candidates) if reranking else request.top_k
+    ledger = user_ledger(store, request.user_id, cfg)
+    ranked, asked = entity_first(ranked, request, ledger, store, flt, cfg)
     ranked = shortlist(ranked, depth, deduplicated=cfg.deduplicate)
     timings["rank_ms"] = _ms(t)
     if reranking and ranked:
@@ -122,9 +133,11 @@ def retrieve(request: RetrievalRequest, *, settings: Settings, store: MemoryStor
 
     t = time.perf_counter()
     neighbours = neighbour_turns(store, request, chosen, candidates, cfg)
-    extra = hop(store, request, chosen, neighbours, candidates, flt, cfg)
+    extra = hop(store, request, chosen, neighbours, candidates, flt, cfg, vector=vector, ledger=ledger)
+    notes = context_notes(store, request, ledger, [*chosen, *neighbours, *extra], language, cfg, asked=asked)
     context = format_context([*chosen, *neighbours, *extra], language, with_time=cfg.context_with_time,
-                             now=request.now, resolve_times=cfg.context_resolve_times, present=about_present)
+                             now=request.now, resolve_times=cfg.context_resolve_times, present=about_present,
+                             notes=notes)
     timings["context_ms"] = _ms(t)
     timings["total_ms"] = _ms(started)
     return RetrievalResult(query=request.query, memories=chosen, context=context, time_range=parsed.range,
@@ -238,6 +251,31 @@ def relevance_floor(ranked: list[ScoredMemory], min_relevance: float, noise: flo
     return relevant(ranked, min_relevance, noise_floor=noise, cjk_terms=query_cjk_terms(text))
 
 
+# -- 5b. the entity ledger ---------------------------------------------------------------------------
+
+def user_ledger(store: MemoryStore, user_id: str, cfg: RetrievalSettings) -> UserLedger | None:
+    """The user's entities and name matcher (cached per store and user, `ledger_cache`), when a
+    stage that reads them is on; None when none is, or the store keeps no ledger."""
+    wanted = (cfg.entity_questions or cfg.context_entities > 0
+              or (cfg.context_hop > 0 and cfg.context_hop_source != "search"))
+    if not wanted or not hasattr(store, "entities"):
+        return None
+    return ledger_cache.for_store(store).ledger(store, user_id)
+
+
+def entity_first(ranked: list[ScoredMemory], request: RetrievalRequest, ledger: UserLedger | None,
+                 store: MemoryStore, flt: MemoryFilter,
+                 cfg: RetrievalSettings) -> tuple[list[ScoredMemory], str | None]:
+    """For a question about one of the user's entities (``entity_questions``), its memories and own
+    words first, the lines that only address it last (`entity_questions.about_entity`), and the
+    entity's id; `ranked` and None otherwise."""
+    if not cfg.entity_questions or not ledger:
+        return ranked, None
+    return about_entity(ranked, request.query, ledger, store, user_id=request.user_id, flt=flt,
+                        boost=cfg.entity_boost, address_weight=cfg.entity_address_weight,
+                        gather=cfg.entity_question_memories, statuses=request.statuses)
+
+
 # -- 6. the best few --------------------------------------------------------------------------------------
 
 def shortlist(ranked: list[ScoredMemory], depth: int, *, deduplicated: bool) -> list[ScoredMemory]:
@@ -279,11 +317,44 @@ def neighbour_turns(store: MemoryStore, request: RetrievalRequest, chosen: Seque
 
 
 def hop(store: MemoryStore, request: RetrievalRequest, chosen: Sequence[ScoredMemory], shown: Sequence[Memory],
-        candidates: Sequence[Candidate], flt: MemoryFilter, cfg: RetrievalSettings) -> list[Memory]:
-    """The second hop: memories naming who or what the best hits mention and the query does not."""
+        candidates: Sequence[Candidate], flt: MemoryFilter, cfg: RetrievalSettings, *,
+        vector: np.ndarray | None = None, ledger: UserLedger | None = None) -> list[Memory]:
+    """The second hop: memories naming who or what the best hits mention and the query does not,
+    through the entity ledger (``context_hop_source``: "ledger", or "auto" when the user's ledger
+    knows more than the speakers) or by a second full-text search."""
+    if cfg.context_hop <= 0 or cfg.context_hop_hits <= 0 or not chosen:
+        return []
+    source = cfg.context_hop_source
+    if source == "auto" and ledger:
+        speakers = {c.memory.speaker for c in candidates if c.memory.speaker}
+        source = "ledger" if usable(ledger, speakers) else "search"
+    if source == "ledger":
+        if not ledger:
+            return []
+        return ledger_hop(chosen, shown, request.query, vector, store, ledger, user_id=request.user_id, flt=flt,
+                          hits=cfg.context_hop_hits, limit=cfg.context_hop, candidates=candidates,
+                          statuses=request.statuses)
     return second_hop(chosen, shown, request.query, store.search, user_id=request.user_id, flt=flt,
                       hits=cfg.context_hop_hits, limit=cfg.context_hop, candidates=(c.memory for c in candidates),
                       statuses=request.statuses)
+
+
+def context_notes(store: MemoryStore, request: RetrievalRequest, ledger: UserLedger | None,
+                  shown: Sequence[ScoredMemory | Memory], language: str, cfg: RetrievalSettings, *,
+                  asked: str | None = None) -> list[str]:
+    """The lines before the memories (`context_notes`): the current profile (``context_profile``)
+    and the entities that matter to the question (``context_entities``)."""
+    notes: list[str] = []
+    if cfg.context_profile and hasattr(store, "profile_values"):
+        values = [v for v in store.profile_values(request.user_id, current_only=True) if v.user_id == request.user_id]
+        line = profile_note(values, language)
+        notes += [line] if line else []
+    if cfg.context_entities > 0 and ledger:
+        memories = [item.memory if isinstance(item, ScoredMemory) else item for item in shown]
+        line = entities_note(entities_that_matter(ledger, request.query, memories, request.now,
+                                                  cfg.context_entities, asked), language)
+        notes += [line] if line else []
+    return notes
 
 
 def _ms(start: float) -> float:
