@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from memoryscope_plugins.indexing import full_text
-from memoryscope_plugins.storage import postgres_search as pgs
+from memoryscope_plugins.storage import postgres_search as pgs, postgres_store
 from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest
 from memoryscope_plugins.storage.sqlite_store import SQLiteStore
 from memoryscope_plugins.storage.text_analysis import analyse
