@@ -7,7 +7,9 @@ renaming, ranking and the timeline. Pure functions over the records of `types`: 
 - New entities (`plan_new_entities`) come from what consolidation's answer proposes, checked: a name
   the message does not contain is invented and dropped (quotes, brackets and an English possessive
   around a name are taken off first: "“Mel's”" is Mel); a name shorter than 2 characters, longer
-  than `MAX_NAME_CHARS`, a pronoun or a function word is dropped; names are compared normalised, so
+  than `MAX_NAME_CHARS`, a pronoun or a function word is dropped, and so is a new English name
+  written in lower case only ("kids", "mental health": a common noun, not a name) unless the
+  ledger or the batch already has it as a proper name ("mel" after "Mel"); names are compared normalised, so
   "Mel" proposed twice, or "mel" when "Mel" is known, is one entity; `alias_of` a known entity adds
   the name as its alias (小王 for 王磊); a kind the ledger does not know is a topic, and a topic
   becomes a person, place... when a later proposal says so. A new entity's id is derived from the
@@ -188,7 +190,9 @@ def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Seque
     plain = [_cleaned(proposal) for proposal in proposals]
     cleaned = [_speaker_short_form(proposal, texts, known) for proposal in plain]
     short_forms = {index for index, (before, after) in enumerate(zip(plain, cleaned)) if before is not after}
-    accepted = [(index, proposal) for index, proposal in enumerate(cleaned) if _grounded(proposal, texts)]
+    grounded = [(index, proposal) for index, proposal in enumerate(cleaned) if _grounded(proposal, texts)]
+    names = set(plan.by_name) | {normalise_name(p.name) for _, p in grounded if _proper(p.name)}
+    accepted = [(index, p) for index, p in grounded if _proper(p.name) or normalise_name(p.name) in names]
     for _, proposal in accepted:  # aliases last: their target may be proposed in the same batch
         if proposal.alias_of is None or not _acceptable(proposal.alias_of):
             _place(plan, proposal.name, entity_kind(proposal.kind), None)
@@ -223,6 +227,13 @@ def _cleaned(proposal: object) -> ProposedEntity:
         raise TypeError(f"proposals must hold ProposedEntity records, got {type(proposal).__name__}")
     return dataclasses.replace(proposal, name=_clean_name(proposal.name),  # type: ignore[arg-type]
                                alias_of=_clean_name(proposal.alias_of))  # type: ignore[arg-type]
+
+
+def _proper(name: str) -> bool:
+    """A name written as a proper name: Chinese, or with a capital letter or a digit ("Leeds",
+    "iPhone", "mini 12"). An English name in lower case only ("kids", "mental health") is a common
+    noun a small model takes for a topic."""
+    return bool(CJK.search(name)) or any(char.isupper() or char.isdigit() for char in name)
 
 
 def _grounded(proposal: ProposedEntity, texts: Sequence[str]) -> bool:

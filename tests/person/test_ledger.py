@@ -116,12 +116,26 @@ def test_quotes_brackets_and_possessives_are_taken_off_a_proposed_name():
 
 
 def test_unknown_kinds_become_topics_and_a_topic_is_refined_later():
-    new, ids = plan_new_entities("u", [], [ProposedEntity("pottery", "hobby!!", None, 0)], ["pottery class"], T0)
+    new, ids = plan_new_entities("u", [], [ProposedEntity("Figma", "hobby!!", None, 0)], ["Figma class"], T0)
     assert new[0].kind is EntityKind.TOPIC
-    refined, _ = plan_new_entities("u", new, [ProposedEntity("Pottery", "object", None, 0)], ["Pottery"], T0)
+    refined, _ = plan_new_entities("u", new, [ProposedEntity("Figma", "object", None, 0)], ["Figma"], T0)
     assert refined[0].id == new[0].id and refined[0].kind is EntityKind.OBJECT
-    unchanged, _ = plan_new_entities("u", refined, [ProposedEntity("pottery", "topic", None, 0)], ["pottery"], T0)
+    unchanged, _ = plan_new_entities("u", refined, [ProposedEntity("figma", "topic", None, 0)], ["figma"], T0)
     assert unchanged == []
+
+
+def test_a_new_english_name_in_lower_case_only_is_a_common_noun_and_dropped():
+    texts = ["my kids love pottery and the iPhone, mini 12 too", "Pottery with Mel", "pottery again, and mel"]
+    proposals = [ProposedEntity("kids", "person", None, 0), ProposedEntity("pottery", "topic", None, 0),
+                 ProposedEntity("iPhone", "object", None, 0), ProposedEntity("mini 12", "object", None, 0)]
+    new, ids = plan_new_entities("u", [], proposals, texts, T0)
+    assert sorted(e.name for e in new) == ["iPhone", "mini 12"] and sorted(ids) == [2, 3]
+    # once known as a proper name (from the ledger or the same batch), the lower-case form links to it
+    known, _ = plan_new_entities("u", [], [ProposedEntity("Pottery", "topic", None, 1)], texts, T0)
+    _, later = plan_new_entities("u", known, [ProposedEntity("pottery", "topic", None, 2),
+                                              ProposedEntity("Mel", "person", None, 1),
+                                              ProposedEntity("mel", "person", None, 2)], texts, T0)
+    assert later[0] == known[0].id and later[1] == later[2]
 
 
 @pytest.mark.parametrize(("kind", "expected"), [
