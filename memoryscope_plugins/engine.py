@@ -362,17 +362,18 @@ class MemoryScope:
         agent_id = _check_id(agent_id, "agent_id")
         content = self._check_text(content, "content")
         memory_type = validation.check_type(type)
+        chosen = memory_id is not None
         memory_id = uuid.uuid4().hex if memory_id is None else _check_id(memory_id, "memory_id")
         memory = Memory(id=memory_id, user_id=user_id, agent_id=agent_id, content=content,
                         type=memory_type, created_at=_parse_time_arg(created_at, "created_at") or utc_now(),
                         event_start=_parse_time_arg(event_start, "event_start"),
                         event_end=_parse_time_arg(event_end, "event_end"), metadata=self._check_metadata(metadata))
         vectors = self._embed_documents([memory])
-        mentions = person.record_mentions(self._matchers.get(user_id).matcher, [memory])
+        # a caller's id may name a memory this replaces: its links are those of the new text only
+        ledger = self._links(memory, relink=chosen)
         try:
-            if mentions:  # the memory and its mentions in one transaction
-                self.store.commit_consolidation([memory], vectors, (),
-                                                ledger=LedgerChanges(user_id=user_id, mentions=mentions))
+            if ledger:  # the memory and its mentions in one transaction
+                self.store.commit_consolidation([memory], vectors, (), ledger=ledger)
             else:
                 self.store.put([memory], vectors)
         except ValueError as exc:  # the stores' "memory id ... belongs to another user": say less (no id oracle)
@@ -473,8 +474,10 @@ class MemoryScope:
     def update(self, user_id: str, memory_id: str, *, content: str | None = None,
                status: MemoryStatus | str | None = None, metadata: Mapping[str, Any] | None = None,
                event_start: datetime | str | None = None, event_end: datetime | str | None = None) -> Memory:
-        """Change a memory; new content is re-embedded and re-indexed, and the known entities it names
-        linked (`entities`), in the same transaction. Links made for the old text stay."""
+        """Change a memory; new content is re-embedded and re-indexed, and its links to entities
+        recomputed (`entities`: the known names the new text holds; the old text's links go), in the
+        same transaction. A status change alone keeps the links (an expired memory's mentions stay
+        history: they still count)."""
         memory = self.get(_check_id(user_id, "user_id"), _check_id(memory_id, "memory_id"))
         if content is not None:
             memory.content = self._check_text(content, "content")
@@ -487,20 +490,22 @@ class MemoryScope:
         if event_end is not None:
             memory.event_end = _parse_time_arg(event_end, "event_end")
         memory.updated_at = utc_now()
-        mentions = []
-        if content is not None:
-            vectors = self._embed_documents([memory])
-            if vectors is None:  # keep the text change; the stale vector must not stay
-                vectors = [np.zeros(0, dtype=np.float32)]
-            mentions = person.record_mentions(self._matchers.get(memory.user_id).matcher, [memory])
-        else:
-            vectors = None
-        if mentions:  # the names the new text holds, linked in the same transaction
-            self.store.commit_consolidation([memory], vectors, (),
-                                            ledger=LedgerChanges(user_id=memory.user_id, mentions=mentions))
-        else:
-            self.store.put([memory], vectors)
+        if content is None:
+            self.store.put([memory], None)
+            return memory
+        vectors = self._embed_documents([memory])
+        if vectors is None:  # keep the text change; the stale vector must not stay
+            vectors = [np.zeros(0, dtype=np.float32)]
+        # the names the new text holds replace the old text's links, in the same transaction
+        self.store.commit_consolidation([memory], vectors, (), ledger=self._links(memory, relink=True))
         return memory
+
+    def _links(self, memory: Memory, *, relink: bool) -> LedgerChanges:
+        """The ledger changes that link `memory` to the known entities its text names (with
+        `relink`, replacing the links it had: its text may have changed)."""
+        mentions = person.record_mentions(self._matchers.get(memory.user_id).matcher, [memory])
+        return LedgerChanges(user_id=memory.user_id, mentions=mentions,
+                             relinked_memories=[memory.id] if relink else ())
 
     def delete(self, user_id: str, memory_id: str) -> None:
         """Delete one memory of a user; `NotFoundError` if there is none with that id (a memory id

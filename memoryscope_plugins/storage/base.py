@@ -82,17 +82,21 @@ class LedgerChanges:
     call in one transaction (or alone by `put_ledger`).
 
     Entities and profile values are upserted by id, mentions by (entity_id, memory_id);
-    `removed_entities` are deleted with their mentions (never their memories). Every item must
-    belong to `user_id` (`ValueError` otherwise, nothing written)."""
+    `removed_entities` are deleted with their mentions (never their memories). `relinked_memories`
+    are memories whose text changed: their mentions are dropped first, so the call's `mentions`
+    of them are all their links afterwards (none: unlinked). Every item must belong to `user_id`
+    (`ValueError` otherwise, nothing written)."""
 
     user_id: str
     entities: Sequence[Entity] = ()
     mentions: Sequence[EntityMention] = ()
     removed_entities: Sequence[str] = ()
     profile: Sequence[ProfileValue] = ()
+    relinked_memories: Sequence[str] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.entities or self.mentions or self.removed_entities or self.profile)
+        return bool(self.entities or self.mentions or self.removed_entities or self.profile
+                    or self.relinked_memories)
 
 
 @runtime_checkable

@@ -120,7 +120,13 @@ class ElasticsearchLedger:
                 self._remove(ops, undo, "entities", old)
             for hit in self._hits("mentions", [self._user(user), {"term": {"entity_id": entity_id}}]):
                 self._remove(ops, undo, "mentions", hit)
-        mentions = self._mget("mentions", [doc_key(m.entity_id, m.memory_id) for m in changes.mentions])
+        written = {doc_key(m.entity_id, m.memory_id) for m in changes.mentions}
+        if changes.relinked_memories:  # their other links go; the ones written again are replaced below
+            for hit in self._hits("mentions", [self._user(user),
+                                               {"terms": {"memory_id": sorted(set(changes.relinked_memories))}}]):
+                if hit["_id"] not in written and hit["_source"]["entity_id"] not in removed:
+                    self._remove(ops, undo, "mentions", hit)
+        mentions = self._mget("mentions", sorted(written))
         for mention in changes.mentions:
             self._put(ops, undo, "mentions", _mention_source(mention),
                       mentions.get(doc_key(mention.entity_id, mention.memory_id)))

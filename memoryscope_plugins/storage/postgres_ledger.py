@@ -91,6 +91,8 @@ class PostgresLedger:
                 cur.execute(self.q("DELETE FROM {mentions} WHERE user_id = %s AND entity_id = ANY(%s)"),
                             (user, removed))
                 cur.execute(self.q("DELETE FROM {entities} WHERE user_id = %s AND id = ANY(%s)"), (user, removed))
+            if changes.relinked_memories:
+                self.delete_mentions_of(conn, user, changes.relinked_memories)
             if changes.mentions:
                 memories = self._owned(conn, "memories", user, [m.memory_id for m in changes.mentions])
                 entities = self._owned(conn, "entities", user, [m.entity_id for m in changes.mentions])

@@ -133,6 +133,29 @@ def test_deleting_memories_removes_their_mentions_only(store):
     assert [v.id for v in store.profile_values("alice")] == ["p-1"]
 
 
+def test_relinking_a_memory_replaces_its_mentions_and_no_others(store):
+    ids = seeded(store)
+    bob = seeded(store, "bob")
+    store.put_ledger(LedgerChanges("alice", mentions=[men("alice-e-mel", ids[0], day(1)),
+                                                      men("alice-e-leeds", ids[0], day(1)),
+                                                      men("alice-e-mel", ids[1], day(2))]))
+    store.put_ledger(LedgerChanges("bob", mentions=[men("bob-e-mel", bob[0], day(1), user="bob")]))
+    # the memory's text changed: it names Leeds only now (written again with a new time)
+    changed = mem(ids[0], content="now only Leeds", created_at=day(6))
+    store.commit_consolidation([changed], None, (), ledger=LedgerChanges(
+        "alice", mentions=[men("alice-e-leeds", ids[0], day(6))], relinked_memories=[ids[0], bob[0]]))
+    assert [(m.entity_id, m.said_at) for m in store.mentions("alice", memory_ids=[ids[0]])] == [
+        ("alice-e-leeds", day(6))]
+    assert [m.memory_id for m in store.mentions("alice", entity_ids=["alice-e-mel"])] == [ids[1]]
+    assert by_id(store.entities("alice"))["alice-e-mel"].mention_count == 1
+    assert [m.memory_id for m in store.mentions("bob")] == [bob[0]]  # another user's memory id: untouched
+    # relinked with no mentions: the memory names nothing known any more
+    store.put_ledger(LedgerChanges("alice", relinked_memories=[ids[0]]))
+    assert store.mentions("alice", memory_ids=[ids[0]]) == []
+    assert [m.memory_id for m in store.mentions("alice")] == [ids[1]]
+    assert store.get("alice", [ids[0]])[0].content == "now only Leeds"
+
+
 def test_delete_user_removes_the_ledger_and_profile_of_that_user_only(store):
     for user in ("alice", "bob"):
         ids = seeded(store, user)
