@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 
-from memoryscope_plugins import MemoryScope
-from memoryscope_plugins.bench.locomo import covered_turns, ingest, load_conversations
-from memoryscope_plugins.settings import Settings
+from memoryscope_plugins.bench.locomo import covered_turns, load_conversations
+from memoryscope_plugins.bench.recorded import recorded_turns
 
 
 def _tokens(text: str) -> float:
@@ -48,44 +46,34 @@ def main() -> None:
     parser.add_argument("--db", type=Path, help="store to record into or reuse (default: a temporary one)")
     args = parser.parse_args()
     conversations = load_conversations(args.data)
-    with tempfile.TemporaryDirectory(prefix="memoryscope-coverage-") as tmp:
-        db = args.db or Path(tmp) / "coverage.db"
-        fresh = not db.exists()
-        settings = Settings()
-        settings = settings.model_copy(update={
-            "store": settings.store.model_copy(update={"backend": "sqlite", "path": db}),
-            "consolidation": settings.consolidation.model_copy(update={"enabled": False})})
-        with MemoryScope(settings) as memory:
-            if fresh:
-                for conv in conversations:
-                    ingest(memory, conv, "turns")
-            print("| top_k | neighbours of the best | hop lines / from hits | evidence in the block | tokens "
-                  "| c1 | c2 | c3 | c4 |")
-            print("|---|---|---|---|---|---|---|---|---|")
-            base = memory.settings.retrieval
-            for top_k, neighbours, hop, hop_hits in _configs(args.configs):
-                memory.settings.retrieval = base.model_copy(update={
-                    "context_neighbours": neighbours,
-                    "context_hop": base.context_hop if hop is None else hop,
-                    "context_hop_hits": base.context_hop_hits if hop_hits is None else hop_hits})
-                cfg = memory.settings.retrieval
-                rows = []
-                for conv in conversations:
-                    now = conv.sessions[-1].when + timedelta(days=1)
-                    for question in conv.questions:
-                        if question.category not in (1, 2, 3, 4):
-                            continue
-                        result = memory.retrieve(conv.id, question.text, top_k=top_k, now=now)
-                        shown = {i for item in result.memories for i in covered_turns(item.memory.metadata)}
-                        shown |= {i for m in [*result.neighbours, *result.second_hop]
-                                  for i in covered_turns(m.metadata)}
-                        gold = set(question.gold)
-                        rows.append((question.category, len(gold & shown) / len(gold), _tokens(result.context)))
-                by_category = [statistics.fmean([r[1] for r in rows if r[0] == c] or [0.0]) for c in (1, 2, 3, 4)]
-                print(f"| {top_k} | {neighbours} | {cfg.context_hop} / {cfg.context_hop_hits} | "
-                      f"{statistics.fmean(r[1] for r in rows):.3f} | "
-                      f"{statistics.fmean(r[2] for r in rows):.0f} | "
-                      + " | ".join(f"{v:.3f}" for v in by_category) + " |", flush=True)
+    with recorded_turns(conversations, args.db, prefix="memoryscope-coverage-") as memory:
+        print("| top_k | neighbours of the best | hop lines / from hits | evidence in the block | tokens "
+              "| c1 | c2 | c3 | c4 |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        base = memory.settings.retrieval
+        for top_k, neighbours, hop, hop_hits in _configs(args.configs):
+            memory.settings.retrieval = base.model_copy(update={
+                "context_neighbours": neighbours,
+                "context_hop": base.context_hop if hop is None else hop,
+                "context_hop_hits": base.context_hop_hits if hop_hits is None else hop_hits})
+            cfg = memory.settings.retrieval
+            rows = []
+            for conv in conversations:
+                now = conv.sessions[-1].when + timedelta(days=1)
+                for question in conv.questions:
+                    if question.category not in (1, 2, 3, 4):
+                        continue
+                    result = memory.retrieve(conv.id, question.text, top_k=top_k, now=now)
+                    shown = {i for item in result.memories for i in covered_turns(item.memory.metadata)}
+                    shown |= {i for m in [*result.neighbours, *result.second_hop]
+                              for i in covered_turns(m.metadata)}
+                    gold = set(question.gold)
+                    rows.append((question.category, len(gold & shown) / len(gold), _tokens(result.context)))
+            by_category = [statistics.fmean([r[1] for r in rows if r[0] == c] or [0.0]) for c in (1, 2, 3, 4)]
+            print(f"| {top_k} | {neighbours} | {cfg.context_hop} / {cfg.context_hop_hits} | "
+                  f"{statistics.fmean(r[1] for r in rows):.3f} | "
+                  f"{statistics.fmean(r[2] for r in rows):.0f} | "
+                  + " | ".join(f"{v:.3f}" for v in by_category) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 from collections import Counter
 from datetime import timedelta
@@ -27,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from memoryscope_plugins import MemoryScope
-from memoryscope_plugins.bench.locomo import covered_turns, ingest, load_conversations
+from memoryscope_plugins.bench.locomo import covered_turns, load_conversations
+from memoryscope_plugins.bench.recorded import recorded_turns
 from memoryscope_plugins.person.ledger import record_mentions
 from memoryscope_plugins.retrieval import ledger_cache, pipeline
 from memoryscope_plugins.retrieval.second_hop import _english_names
-from memoryscope_plugins.settings import Settings
 from memoryscope_plugins.storage.base import LedgerChanges
 from memoryscope_plugins.types import Entity, EntityKind
 
@@ -85,43 +84,33 @@ def main() -> None:
             hop_ms.append((time.perf_counter() - started) * 1000)
 
     pipeline.hop = timed_hop
-    with tempfile.TemporaryDirectory(prefix="memoryscope-ledger-") as tmp:
-        db = args.db or Path(tmp) / "coverage.db"
-        fresh = not db.exists()
-        settings = Settings()
-        settings = settings.model_copy(update={
-            "store": settings.store.model_copy(update={"backend": "sqlite", "path": db}),
-            "consolidation": settings.consolidation.model_copy(update={"enabled": False})})
-        with MemoryScope(settings) as memory:
-            if fresh:
+    with recorded_turns(conversations, args.db, prefix="memoryscope-ledger-") as memory:
+        print("| ledger | config | entities | coverage | c1 | c2 | c3 | c4 | R@10 | hop p50 ms | hop p95 ms |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        base = memory.settings.retrieval
+        for kind in args.ledger.split(","):
+            count = sum(build_ledger(memory, conv.id, kind) for conv in conversations)
+            for name in args.configs.split(","):
+                memory.settings.retrieval = base.model_copy(update=CONFIGS[name])
+                rows, hop_ms[:] = [], []
                 for conv in conversations:
-                    ingest(memory, conv, "turns")
-            print("| ledger | config | entities | coverage | c1 | c2 | c3 | c4 | R@10 | hop p50 ms | hop p95 ms |")
-            print("|---|---|---|---|---|---|---|---|---|---|---|")
-            base = memory.settings.retrieval
-            for kind in args.ledger.split(","):
-                count = sum(build_ledger(memory, conv.id, kind) for conv in conversations)
-                for name in args.configs.split(","):
-                    memory.settings.retrieval = base.model_copy(update=CONFIGS[name])
-                    rows, hop_ms[:] = [], []
-                    for conv in conversations:
-                        now = conv.sessions[-1].when + timedelta(days=1)
-                        for question in conv.questions:
-                            if question.category not in (1, 2, 3, 4):
-                                continue
-                            result = memory.retrieve(conv.id, question.text, top_k=args.top_k, now=now)
-                            ranked = {i for item in result.memories for i in covered_turns(item.memory.metadata)}
-                            shown = ranked | {i for m in [*result.neighbours, *result.second_hop]
-                                              for i in covered_turns(m.metadata)}
-                            gold = set(question.gold)
-                            rows.append((question.category, len(gold & shown) / len(gold),
-                                         len(gold & ranked) / len(gold)))
-                    by_category = [statistics.fmean([r[1] for r in rows if r[0] == c] or [0.0]) for c in (1, 2, 3, 4)]
-                    hop = sorted(hop_ms) or [0.0]
-                    print(f"| {kind} | {name} | {count} | {statistics.fmean(r[1] for r in rows):.3f} | "
-                          + " | ".join(f"{v:.3f}" for v in by_category)
-                          + f" | {statistics.fmean(r[2] for r in rows):.3f} | {hop[len(hop) // 2]:.2f} | "
-                          f"{hop[int(len(hop) * 0.95)]:.2f} |", flush=True)
+                    now = conv.sessions[-1].when + timedelta(days=1)
+                    for question in conv.questions:
+                        if question.category not in (1, 2, 3, 4):
+                            continue
+                        result = memory.retrieve(conv.id, question.text, top_k=args.top_k, now=now)
+                        ranked = {i for item in result.memories for i in covered_turns(item.memory.metadata)}
+                        shown = ranked | {i for m in [*result.neighbours, *result.second_hop]
+                                          for i in covered_turns(m.metadata)}
+                        gold = set(question.gold)
+                        rows.append((question.category, len(gold & shown) / len(gold),
+                                     len(gold & ranked) / len(gold)))
+                by_category = [statistics.fmean([r[1] for r in rows if r[0] == c] or [0.0]) for c in (1, 2, 3, 4)]
+                hop = sorted(hop_ms) or [0.0]
+                print(f"| {kind} | {name} | {count} | {statistics.fmean(r[1] for r in rows):.3f} | "
+                      + " | ".join(f"{v:.3f}" for v in by_category)
+                      + f" | {statistics.fmean(r[2] for r in rows):.3f} | {hop[len(hop) // 2]:.2f} | "
+                      f"{hop[int(len(hop) * 0.95)]:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

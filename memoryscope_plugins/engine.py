@@ -18,7 +18,7 @@ import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO, Any, AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import IO, Any, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from .models.base import ChatModel, Embedder, Reranker
 from .person.matching import usable_name
 from .retrieval import ledger_cache, pipeline
 from .settings import Settings
-from .storage.base import LedgerChanges, MemoryFilter, MemoryStore
+from .storage.base import LedgerChanges, LedgerReader, MemoryFilter, MemoryStore
 from .timeparse import MENTIONS_KEY, detect_language, mentioned_range, time_mentions
 from .types import (
     Entity,
@@ -362,17 +362,18 @@ class MemoryScope:
         agent_id = _check_id(agent_id, "agent_id")
         content = self._check_text(content, "content")
         memory_type = validation.check_type(type)
+        chosen = memory_id is not None
         memory_id = uuid.uuid4().hex if memory_id is None else _check_id(memory_id, "memory_id")
         memory = Memory(id=memory_id, user_id=user_id, agent_id=agent_id, content=content,
                         type=memory_type, created_at=_parse_time_arg(created_at, "created_at") or utc_now(),
                         event_start=_parse_time_arg(event_start, "event_start"),
                         event_end=_parse_time_arg(event_end, "event_end"), metadata=self._check_metadata(metadata))
         vectors = self._embed_documents([memory])
-        mentions = person.record_mentions(self._matchers.get(user_id).matcher, [memory])
+        # a caller's id may name a memory this replaces: its links are those of the new text only
+        ledger = self._links(memory, relink=chosen)
         try:
-            if mentions:  # the memory and its mentions in one transaction
-                self.store.commit_consolidation([memory], vectors, (),
-                                                ledger=LedgerChanges(user_id=user_id, mentions=mentions))
+            if ledger:  # the memory and its mentions in one transaction
+                self.store.commit_consolidation([memory], vectors, (), ledger=ledger)
             else:
                 self.store.put([memory], vectors)
         except ValueError as exc:  # the stores' "memory id ... belongs to another user": say less (no id oracle)
@@ -473,8 +474,10 @@ class MemoryScope:
     def update(self, user_id: str, memory_id: str, *, content: str | None = None,
                status: MemoryStatus | str | None = None, metadata: Mapping[str, Any] | None = None,
                event_start: datetime | str | None = None, event_end: datetime | str | None = None) -> Memory:
-        """Change a memory; new content is re-embedded and re-indexed, and the known entities it names
-        linked (`entities`), in the same transaction. Links made for the old text stay."""
+        """Change a memory; new content is re-embedded and re-indexed, and its links to entities
+        recomputed (`entities`: the known names the new text holds; the old text's links go), in the
+        same transaction. A status change alone keeps the links (an expired memory's mentions stay
+        history: they still count)."""
         memory = self.get(_check_id(user_id, "user_id"), _check_id(memory_id, "memory_id"))
         if content is not None:
             memory.content = self._check_text(content, "content")
@@ -487,20 +490,22 @@ class MemoryScope:
         if event_end is not None:
             memory.event_end = _parse_time_arg(event_end, "event_end")
         memory.updated_at = utc_now()
-        mentions = []
-        if content is not None:
-            vectors = self._embed_documents([memory])
-            if vectors is None:  # keep the text change; the stale vector must not stay
-                vectors = [np.zeros(0, dtype=np.float32)]
-            mentions = person.record_mentions(self._matchers.get(memory.user_id).matcher, [memory])
-        else:
-            vectors = None
-        if mentions:  # the names the new text holds, linked in the same transaction
-            self.store.commit_consolidation([memory], vectors, (),
-                                            ledger=LedgerChanges(user_id=memory.user_id, mentions=mentions))
-        else:
-            self.store.put([memory], vectors)
+        if content is None:
+            self.store.put([memory], None)
+            return memory
+        vectors = self._embed_documents([memory])
+        if vectors is None:  # keep the text change; the stale vector must not stay
+            vectors = [np.zeros(0, dtype=np.float32)]
+        # the names the new text holds replace the old text's links, in the same transaction
+        self.store.commit_consolidation([memory], vectors, (), ledger=self._links(memory, relink=True))
         return memory
+
+    def _links(self, memory: Memory, *, relink: bool) -> LedgerChanges:
+        """The ledger changes that link `memory` to the known entities its text names (with
+        `relink`, replacing the links it had: its text may have changed)."""
+        mentions = person.record_mentions(self._matchers.get(memory.user_id).matcher, [memory])
+        return LedgerChanges(user_id=memory.user_id, mentions=mentions,
+                             relinked_memories=[memory.id] if relink else ())
 
     def delete(self, user_id: str, memory_id: str) -> None:
         """Delete one memory of a user; `NotFoundError` if there is none with that id (a memory id
@@ -641,7 +646,7 @@ class MemoryScope:
         user_id = _stored_id(user_id, "user_id")
         limit = validation.check_int(limit, "limit", 1, validation.MAX_LIMIT)
         bucket = _check_choice(bucket, "bucket", _BUCKETS)
-        found = self._find_entity(user_id, name, "name")
+        found = self._find_entity(self.store, user_id, name, "name")
         mentions = self.store.mentions(user_id, entity_ids=[found.id])
         profile: builtins.list[ProfileValue] = []
         if self._is_the_user(user_id, found):
@@ -654,52 +659,67 @@ class MemoryScope:
         mentions under it still count. `ValidationError` when `new_name` is another entity's name
         (merge them instead) or cannot be a name (one character, a function word, over 80)."""
         user_id = _check_id(user_id, "user_id")
-        found = self._find_entity(user_id, name, "name")
+        name = self._check_entity_name(name, "name")
         new_name = self._check_entity_name(new_name, "new_name")
-        self._refuse_taken(user_id, found, new_name)
-        try:
-            renamed = person.rename(found, new_name)
-        except ValueError as exc:
-            raise ValidationError(f"new_name: {exc}") from None
-        return self._write_entity(user_id, renamed)
+
+        def edit(ledger: LedgerReader) -> tuple[Entity, LedgerChanges | None]:
+            found = self._find_entity(ledger, user_id, name, "name")
+            self._refuse_taken(ledger, user_id, found, new_name)
+            try:
+                renamed = person.rename(found, new_name)
+            except ValueError as exc:
+                raise ValidationError(f"new_name: {exc}") from None
+            return renamed, LedgerChanges(user_id=user_id, entities=[renamed])
+        return self._edit_entity(user_id, edit)
 
     def add_alias(self, user_id: str, name: str, alias: str) -> Entity:
         """Add another name an entity goes by ("Mel" for "Melanie", 小王 for 王磊); from then on a
         message naming it that way counts as a mention. `ValidationError` when the alias is another
         entity's name or cannot be a name."""
         user_id = _check_id(user_id, "user_id")
-        found = self._find_entity(user_id, name, "name")
+        name = self._check_entity_name(name, "name")
         alias = " ".join(self._check_entity_name(alias, "alias").split())
         if not usable_name(alias):
             raise ValidationError("alias: an entity name is 2 to 80 characters and not a function word")
-        if person.normalise_name(alias) in {person.normalise_name(known) for known in found.names}:
-            return found
-        self._refuse_taken(user_id, found, alias)
-        return self._write_entity(user_id, dataclasses.replace(found, aliases=[*found.aliases, alias],
-                                                               updated_at=utc_now()))
+
+        def edit(ledger: LedgerReader) -> tuple[Entity, LedgerChanges | None]:
+            found = self._find_entity(ledger, user_id, name, "name")
+            if person.normalise_name(alias) in {person.normalise_name(known) for known in found.names}:
+                return found, None
+            self._refuse_taken(ledger, user_id, found, alias)
+            changed = dataclasses.replace(found, aliases=[*found.aliases, alias], updated_at=utc_now())
+            return changed, LedgerChanges(user_id=user_id, entities=[changed])
+        return self._edit_entity(user_id, edit)
 
     def merge_entities(self, user_id: str, keep: str, other: str) -> Entity:
         """Merge entity `other` into `keep` (each given by name, alias or id): `keep` gains `other`'s
         names as aliases and its mentions, and `other` is removed. No memory is touched."""
         user_id = _check_id(user_id, "user_id")
-        kept = self._find_entity(user_id, keep, "keep")
-        merged = self._find_entity(user_id, other, "other")
-        if kept.id == merged.id:
-            raise ValidationError("keep and other are the same entity")
-        mentions = self.store.mentions(user_id, entity_ids=[kept.id, merged.id])
-        self.store.put_ledger(person.merge(kept, merged, mentions))
-        self._matchers.invalidate(user_id)
-        return self.store.entities(user_id, ids=[kept.id])[0]
+        keep = self._check_entity_name(keep, "keep")
+        other = self._check_entity_name(other, "other")
+
+        def edit(ledger: LedgerReader) -> tuple[Entity, LedgerChanges | None]:
+            kept = self._find_entity(ledger, user_id, keep, "keep")
+            merged = self._find_entity(ledger, user_id, other, "other")
+            if kept.id == merged.id:
+                raise ValidationError("keep and other are the same entity")
+            return kept, person.merge(kept, merged, ledger.mentions(user_id, entity_ids=[kept.id, merged.id]))
+        return self._edit_entity(user_id, edit)
 
     def delete_entity(self, user_id: str, name: str) -> int:
         """Remove an entity from the ledger with its links to memories (never the memories);
         returns how many links were removed."""
         user_id = _stored_id(user_id, "user_id")
-        found = self._find_entity(user_id, name, "name")
-        links = len(self.store.mentions(user_id, entity_ids=[found.id]))
-        self.store.put_ledger(LedgerChanges(user_id=user_id, removed_entities=[found.id]))
+        name = self._check_entity_name(name, "name")
+        links: builtins.list[int] = []
+
+        def edit(ledger: LedgerReader) -> LedgerChanges:
+            found = self._find_entity(ledger, user_id, name, "name")
+            links[:] = [len(ledger.mentions(user_id, entity_ids=[found.id]))]
+            return LedgerChanges(user_id=user_id, removed_entities=[found.id])
+        self.store.edit_ledger(user_id, edit)
         self._matchers.invalidate(user_id)
-        return links
+        return links[0]
 
     def profile(self, user_id: str) -> dict[str, builtins.list[ProfileValue]]:
         """The user's profile as it is now: each key ("home", "work", "pets", ...) with its current
@@ -729,27 +749,35 @@ class MemoryScope:
         if not isinstance(value, str):
             raise ValidationError(f"value must be a string, not {type(value).__name__}")
         validation.check_bool(replace, "replace")
-        existing = self.store.profile_values(user_id, key=key)
-        try:
-            changed = person.set_by_user(existing, key, value, utc_now(), replace, user_id=user_id)
-        except ValueError as exc:
-            raise ValidationError(f"value: {exc}") from None
-        self.store.put_ledger(LedgerChanges(user_id=user_id, profile=changed))
-        return next(item for item in changed if item.current and item.set_by == "user")
+
+        def edit(ledger: LedgerReader) -> LedgerChanges:
+            existing = ledger.profile_values(user_id, key=key)
+            try:
+                changed = person.set_by_user(existing, key, value, utc_now(), replace, user_id=user_id)
+            except ValueError as exc:
+                raise ValidationError(f"value: {exc}") from None
+            return LedgerChanges(user_id=user_id, profile=changed)
+        written = self.store.edit_ledger(user_id, edit)
+        assert written is not None
+        return next(item for item in written.profile if item.current and item.set_by == "user")
 
     def remove_profile_value(self, user_id: str, value_id: str) -> ProfileValue:
         """End a profile value now (it is no longer true); it stays in the key's history. Returns it;
         `NotFoundError` when the user has no value with that id."""
         user_id = _stored_id(user_id, "user_id")
         value_id = _stored_id(value_id, "value_id")
-        existing = self.store.profile_values(user_id)
-        found = next((item for item in existing if item.id == value_id), None)
-        if found is None:
-            raise NotFoundError(f"user {user_id!r} has no profile value {value_id!r}")
-        changed = person.retract(existing, value_id, utc_now(), user_id=user_id)
-        if changed:
-            self.store.put_ledger(LedgerChanges(user_id=user_id, profile=changed))
-        return next((item for item in changed if item.id == value_id), found)
+        removed: builtins.list[ProfileValue] = []
+
+        def edit(ledger: LedgerReader) -> LedgerChanges | None:
+            existing = ledger.profile_values(user_id)
+            found = next((item for item in existing if item.id == value_id), None)
+            if found is None:
+                raise NotFoundError(f"user {user_id!r} has no profile value {value_id!r}")
+            changed = person.retract(existing, value_id, utc_now(), user_id=user_id)
+            removed[:] = [next((item for item in changed if item.id == value_id), found)]
+            return LedgerChanges(user_id=user_id, profile=changed) if changed else None
+        self.store.edit_ledger(user_id, edit)
+        return removed[0]
 
     def _check_entity_name(self, value: Any, what: str) -> str:
         name = validation.check_name(value, what)
@@ -764,11 +792,11 @@ class MemoryScope:
         except ValueError as exc:
             raise ValidationError(f"key: {exc}") from None
 
-    def _find_entity(self, user_id: str, name: Any, what: str) -> Entity:
+    def _find_entity(self, ledger: LedgerReader, user_id: str, name: Any, what: str) -> Entity:
         """The user's entity `name` names: its id, its canonical name, or an alias (normalised;
         a canonical name wins over an alias, then the entity mentioned most)."""
         name = self._check_entity_name(name, what)
-        entities = self.store.entities(user_id)
+        entities = ledger.entities(user_id)
         wanted = person.normalise_name(name)
         by_id = [entity for entity in entities if entity.id == name]
         canonical = [entity for entity in entities if person.normalise_name(entity.name) == wanted]
@@ -778,16 +806,27 @@ class MemoryScope:
                 return min(group, key=lambda entity: (-entity.mention_count, entity.id))
         raise NotFoundError(f"user {user_id!r} has no entity {name!r}")
 
-    def _refuse_taken(self, user_id: str, entity: Entity, name: str) -> None:
+    def _refuse_taken(self, ledger: LedgerReader, user_id: str, entity: Entity, name: str) -> None:
         wanted = person.normalise_name(name)
-        for other in self.store.entities(user_id):
+        for other in ledger.entities(user_id):
             if other.id != entity.id and wanted in {person.normalise_name(known) for known in other.names}:
                 raise ValidationError(f"{name!r} is already a name of entity {other.name!r}; merge the two instead")
 
-    def _write_entity(self, user_id: str, entity: Entity) -> Entity:
-        self.store.put_ledger(LedgerChanges(user_id=user_id, entities=[entity]))
+    def _edit_entity(self, user_id: str,
+                     edit: Callable[[LedgerReader], tuple[Entity, LedgerChanges | None]]) -> Entity:
+        """Run an edit of one entity in one `edit_ledger` step (so concurrent edits lose nothing)
+        and return the entity as stored after it, with its figures."""
+        result: builtins.list[Entity] = []
+
+        def step(ledger: LedgerReader) -> LedgerChanges | None:
+            entity, changes = edit(ledger)
+            result[:] = [entity]
+            return changes
+        if self.store.edit_ledger(user_id, step) is None:
+            return result[0]
         self._matchers.invalidate(user_id)
-        return self.store.entities(user_id, ids=[entity.id])[0]
+        stored = self.store.entities(user_id, ids=[result[0].id])
+        return stored[0] if stored else result[0]
 
     def _is_the_user(self, user_id: str, entity: Entity) -> bool:
         """Whether `entity` is the user: a named user-role speaker, or named by the profile's name."""

@@ -11,6 +11,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from ..types import Entity
 from .engine_args import CommandGroup, engine_from_args as _engine
 from .wording import count_of
 
@@ -95,21 +96,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_rename_entity(args: argparse.Namespace) -> int:
+def cmd_edit(args: argparse.Namespace) -> int:
+    """rename-entity, add-alias, merge-entities, remove-profile-value: the engine method of that
+    name with the command's arguments; prints the entity or the profile value it changed."""
     with _engine(args) as memory:
-        print(_entity_line(memory.rename_entity(args.user, args.name, args.new_name)))
-    return 0
-
-
-def cmd_add_alias(args: argparse.Namespace) -> int:
-    with _engine(args) as memory:
-        print(_entity_line(memory.add_alias(args.user, args.name, args.alias)))
-    return 0
-
-
-def cmd_merge_entities(args: argparse.Namespace) -> int:
-    with _engine(args) as memory:
-        print(_entity_line(memory.merge_entities(args.user, args.keep, args.other)))
+        changed = getattr(memory, args.edit_method)(args.user, *(getattr(args, a) for a in args.edit_arguments))
+    print(_entity_line(changed) if isinstance(changed, Entity) else _value_line(changed))
     return 0
 
 
@@ -123,12 +115,6 @@ def cmd_delete_entity(args: argparse.Namespace) -> int:
 def cmd_set_profile(args: argparse.Namespace) -> int:
     with _engine(args) as memory:
         print(_value_line(memory.set_profile(args.user, args.key, args.value, replace=not args.add)))
-    return 0
-
-
-def cmd_remove_profile_value(args: argparse.Namespace) -> int:
-    with _engine(args) as memory:
-        print(_value_line(memory.remove_profile_value(args.user, args.id)))
     return 0
 
 
@@ -156,19 +142,17 @@ def add_parsers(sub: CommandGroup) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_profile)
 
-    edits = (("rename-entity", "give an entity a new name (the old one stays as an alias)", ("name", "new_name"),
-              cmd_rename_entity),
-             ("add-alias", "another name an entity goes by", ("name", "alias"), cmd_add_alias),
-             ("merge-entities", "merge OTHER into KEEP (names, mentions); memories are kept", ("keep", "other"),
-              cmd_merge_entities),
-             ("delete-entity", "remove an entity and its links (never the memories)", ("name",), cmd_delete_entity),
-             ("remove-profile-value", "end a profile value now (kept in the key's history)", ("id",),
-              cmd_remove_profile_value))
-    for command, help_text, arguments, handler in edits:
+    edits = (("rename-entity", "give an entity a new name (the old one stays as an alias)", ("name", "new_name")),
+             ("add-alias", "another name an entity goes by", ("name", "alias")),
+             ("merge-entities", "merge OTHER into KEEP (names, mentions); memories are kept", ("keep", "other")),
+             ("delete-entity", "remove an entity and its links (never the memories)", ("name",)),
+             ("remove-profile-value", "end a profile value now (kept in the key's history)", ("id",)))
+    for command, help_text, arguments in edits:
         p = sub.add_parser(command, help=help_text)
         for argument in ("user", *arguments):
             p.add_argument(argument)
-        p.set_defaults(func=handler)
+        p.set_defaults(func=cmd_delete_entity if command == "delete-entity" else cmd_edit,
+                       edit_method=command.replace("-", "_"), edit_arguments=arguments)
 
     p = sub.add_parser("set-profile", help="set a profile value as the user states it (a correction)")
     p.add_argument("user")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import builtins
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Protocol, Sequence, TypeAlias, runtime_checkable
+from typing import Any, Callable, Iterator, Literal, Protocol, Sequence, TypeAlias, runtime_checkable
 
 import numpy as np
 
@@ -82,17 +82,37 @@ class LedgerChanges:
     call in one transaction (or alone by `put_ledger`).
 
     Entities and profile values are upserted by id, mentions by (entity_id, memory_id);
-    `removed_entities` are deleted with their mentions (never their memories). Every item must
-    belong to `user_id` (`ValueError` otherwise, nothing written)."""
+    `removed_entities` are deleted with their mentions (never their memories). `relinked_memories`
+    are memories whose text changed: their mentions are dropped first, so the call's `mentions`
+    of them are all their links afterwards (none: unlinked). Every item must belong to `user_id`
+    (`ValueError` otherwise, nothing written)."""
 
     user_id: str
     entities: Sequence[Entity] = ()
     mentions: Sequence[EntityMention] = ()
     removed_entities: Sequence[str] = ()
     profile: Sequence[ProfileValue] = ()
+    relinked_memories: Sequence[str] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.entities or self.mentions or self.removed_entities or self.profile)
+        return bool(self.entities or self.mentions or self.removed_entities or self.profile
+                    or self.relinked_memories)
+
+
+class LedgerReader(Protocol):
+    """The ledger's reads, as `MemoryStore` has them; inside `MemoryStore.edit_ledger`, bound to
+    the edit's transaction."""
+
+    def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
+                 kind: str | None = None) -> builtins.list[Entity]: ...
+    def mentions(self, user_id: str, *, entity_ids: Sequence[str] | None = None,
+                 memory_ids: Sequence[str] | None = None) -> builtins.list[EntityMention]: ...
+    def profile_values(self, user_id: str, *, key: str | None = None,
+                       current_only: bool = False) -> builtins.list[ProfileValue]: ...
+
+
+# an edit of one user's ledger: reads what it needs, returns the changes to write (None: nothing)
+LedgerEdit: TypeAlias = Callable[[LedgerReader], "LedgerChanges | None"]
 
 
 @runtime_checkable
@@ -165,6 +185,12 @@ class MemoryStore(Protocol):
     def put_ledger(self, changes: LedgerChanges) -> None:
         """Apply `changes` in one transaction; `ValueError`, nothing written, when an item is
         another user's or a mention names a memory or entity the user does not have."""
+    def edit_ledger(self, user_id: str, edit: LedgerEdit) -> LedgerChanges | None:
+        """Read and change one user's ledger with no other `edit_ledger` of that user in between
+        (a read-modify-write that loses no concurrent edit): `edit` reads through the reader it
+        is given and returns the changes to write, or None; returns what was written. `edit` may
+        run more than once (a store that checks optimistically runs it again after a concurrent
+        edit), so it only reads and computes; an exception from it writes nothing."""
     def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
                  kind: str | None = None) -> builtins.list[Entity]:
         """The user's entities by id, with the figures computed from their mentions."""

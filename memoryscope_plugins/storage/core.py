@@ -7,14 +7,14 @@ builds get/search/list on `batch`. A backend subclasses it and implements only t
   `set_vectors`, `get`, `delete`, `delete_user`, `rename_user`, `list`, `count`, `users`,
   `_memory_page`, `count_needing_vectors`;
 - the entity ledger and the profile: `entities`, `mentions`, `profile_values` (written through
-  `_commit` and `_log`);
+  `_commit` and `_log`), `_edit_ledger` (a read-modify-write no other edit of the user interleaves with);
 - search: `search` (both channels, each with its own ranks and scores);
 - the message log: `_log`, `_read_messages`, `_set_message_state`, `users_with_pending`;
 - reading back what a copy needs: `vectors_of` (vectors as stored), `_message_page` (every state);
 - leases: `acquire_lease`, `renew_lease`, `release_lease` (and the fence in `_commit`:
   `leases.require_held`); and `close`.
 
-Built here once: `put`, `put_ledger`, `commit_consolidation`, `append_messages`, `iter_memories`,
+Built here once: `put`, `put_ledger`, `edit_ledger`, `commit_consolidation`, `append_messages`, `iter_memories`,
 `iter_needing_vectors`, `pending_messages`, `recent_messages`, `mark_messages`, `memory_pages`, `iter_messages`,
 `copy_messages`, and use as a context manager.
 
@@ -33,7 +33,17 @@ import numpy as np
 
 from ..types import Entity, EntityMention, Memory, Message, ProfileValue
 from . import records
-from .base import Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows, message_ids_for
+from .base import (
+    Candidate,
+    LedgerChanges,
+    LedgerEdit,
+    LedgerReader,
+    MemoryFilter,
+    SearchRequest,
+    StoredMessage,
+    VectorRows,
+    message_ids_for,
+)
 from .leases import Lease
 from .ledger_records import check_changes
 from .messages import PENDING, check_state
@@ -47,6 +57,26 @@ def _checked(ledger: LedgerChanges | None) -> LedgerChanges | None:
         return None
     check_changes(ledger)
     return ledger
+
+
+class BoundReader:
+    """A `LedgerReader` over a backend's ledger reads that take a connection first (`reads`: the
+    backend's ledger module or object), bound to one connection inside a transaction."""
+
+    def __init__(self, reads: Any, conn: Any) -> None:
+        self._reads, self._conn = reads, conn
+
+    def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
+                 kind: str | None = None) -> builtins.list[Entity]:
+        return self._reads.entities(self._conn, user_id, ids, kind)
+
+    def mentions(self, user_id: str, *, entity_ids: Sequence[str] | None = None,
+                 memory_ids: Sequence[str] | None = None) -> builtins.list[EntityMention]:
+        return self._reads.mentions(self._conn, user_id, entity_ids, memory_ids)
+
+    def profile_values(self, user_id: str, *, key: str | None = None,
+                       current_only: bool = False) -> builtins.list[ProfileValue]:
+        return self._reads.profile_values(self._conn, user_id, key, current_only)
 
 
 def in_order(ids: Sequence[str], found: Mapping[str, Memory]) -> list[Memory]:
@@ -141,6 +171,13 @@ class StoreBase(ABC):
         `ledger_records.profile_order`."""
 
     @abstractmethod
+    def _edit_ledger(self, user_id: str, edit: LedgerEdit) -> LedgerChanges | None:
+        """Run `edit` (already wrapped to check what it returns) on a reader of `user_id`'s ledger
+        and write the changes it returns, as `_commit` writes a ledger, with no other
+        `_edit_ledger` of that user in between (a lock held from the reads to the commit, or an
+        optimistic check that runs `edit` again after a concurrent edit); returns what was written."""
+
+    @abstractmethod
     def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
                        before_seq: int | None = None, limit: int,
                        newest_first: bool) -> builtins.list[StoredMessage]:
@@ -189,6 +226,19 @@ class StoreBase(ABC):
         mention names a memory or an entity the user does not have."""
         if changes:
             self._commit((), None, (), ledger=_checked(changes))
+
+    def edit_ledger(self, user_id: str, edit: LedgerEdit) -> LedgerChanges | None:
+        """Read and change one user's ledger with no other `edit_ledger` of that user in between,
+        so concurrent read-modify-write edits (threads, several processes) lose nothing: `edit`
+        gets a `LedgerReader` and returns the changes to write (`put_ledger`'s rules; they must be
+        `user_id`'s) or None. It may run more than once, so it only reads and computes; an
+        exception from it writes nothing. Returns the changes written (None: nothing)."""
+        def checked(reader: LedgerReader) -> LedgerChanges | None:
+            changes = edit(reader)
+            if changes is not None and changes.user_id != user_id:
+                raise ValueError(f"an edit of user {user_id!r}'s ledger returned changes of another user")
+            return _checked(changes)
+        return self._edit_ledger(user_id, checked)
 
     def commit_consolidation(self, memories: Sequence[Memory], vectors: VectorRows | None,
                              done_message_ids: Sequence[str], *, lease: Lease | None = None,

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
+import time
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from elasticsearch import ApiError, ConflictError, NotFoundError, TransportError
+
+from ..errors import StoreError
 from ..types import Entity, EntityMention, Memory, ProfileValue
 from . import ledger_records as lr
-from .base import LedgerChanges
+from .base import LedgerChanges, LedgerEdit
 from .timecodes import epoch_microseconds
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,6 +47,8 @@ PROFILE_PROPERTIES: dict[str, Any] = {
 _PROFILE_FIELDS = tuple("profile_key" if c == "key" else c for c in lr.PROFILE_COLUMNS)
 KINDS = ("entities", "mentions", "profile")
 _PAGE = 1000
+EDIT_LOCK_TTL_S = 30.0  # an edit lock older than this was left by a crashed process: taken over
+EDIT_LOCK_WAIT_S = 60.0  # how long an edit waits for the lock before StoreError
 
 
 def doc_key(*parts: str) -> str:
@@ -120,7 +128,13 @@ class ElasticsearchLedger:
                 self._remove(ops, undo, "entities", old)
             for hit in self._hits("mentions", [self._user(user), {"term": {"entity_id": entity_id}}]):
                 self._remove(ops, undo, "mentions", hit)
-        mentions = self._mget("mentions", [doc_key(m.entity_id, m.memory_id) for m in changes.mentions])
+        written = {doc_key(m.entity_id, m.memory_id) for m in changes.mentions}
+        if changes.relinked_memories:  # their other links go; the ones written again are replaced below
+            for hit in self._hits("mentions", [self._user(user),
+                                               {"terms": {"memory_id": sorted(set(changes.relinked_memories))}}]):
+                if hit["_id"] not in written and hit["_source"]["entity_id"] not in removed:
+                    self._remove(ops, undo, "mentions", hit)
+        mentions = self._mget("mentions", sorted(written))
         for mention in changes.mentions:
             self._put(ops, undo, "mentions", _mention_source(mention),
                       mentions.get(doc_key(mention.entity_id, mention.memory_id)))
@@ -158,6 +172,56 @@ class ElasticsearchLedger:
         index = self.index[kind]
         ops.append({"_op_type": "delete", "_index": index, "_id": old["_id"]})
         undo.append({"_op_type": "index", "_index": index, "_id": old["_id"], "_source": old["_source"]})
+
+    # -- edits (read-modify-write) -----------------------------------------------------------
+    def edit(self, user_id: str, edit: LedgerEdit) -> LedgerChanges | None:
+        """`StoreBase._edit_ledger`: under the user's edit lock, read (searches see every earlier
+        edit: each is written with ``refresh=wait_for`` before its lock is released) and write
+        the changes in one bulk request with the store's all-or-nothing handling."""
+        with self._edit_lock(user_id):
+            changes = edit(self.store)
+            if changes is not None:
+                ops, undo = self.ops(changes, ())
+                self.store._bulk(ops, undo, "edit_ledger")
+        return changes
+
+    @contextmanager
+    def _edit_lock(self, user_id: str) -> Iterator[None]:
+        """A per-user lock document in the meta index (``n``: when it expires, epoch ms), created
+        with ``op_type=create``; one left by a crashed process is taken over after
+        `EDIT_LOCK_TTL_S`, conditionally on the version read. Released conditionally on our own
+        version, so a lock taken over from us is not deleted."""
+        es, index, doc_id = self.store.es, self.store.meta_index, "l:" + doc_key(user_id)
+        deadline = time.monotonic() + EDIT_LOCK_WAIT_S
+        mine: Any = None  # the response that created or took the lock: its version
+        try:
+            while mine is None:
+                expires = {"n": int((time.time() + EDIT_LOCK_TTL_S) * 1000)}
+                try:
+                    current = es.options(ignore_status=404).get(index=index, id=doc_id)
+                    if not current.get("found"):
+                        mine = es.index(index=index, id=doc_id, document=expires, op_type="create")
+                    elif current["_source"].get("n", 0) < time.time() * 1000:  # left by a crashed process
+                        mine = es.index(index=index, id=doc_id, document=expires, if_seq_no=current["_seq_no"],
+                                        if_primary_term=current["_primary_term"])
+                except ConflictError:
+                    pass  # another edit took it first
+                if mine is None:
+                    if time.monotonic() > deadline:
+                        raise StoreError(f"the entity ledger stayed locked by another edit for {EDIT_LOCK_WAIT_S:g} s")
+                    time.sleep(random.uniform(0.005, 0.05))
+        except (ApiError, TransportError) as exc:
+            raise StoreError(f"Elasticsearch error: {exc}") from exc
+        assert mine is not None
+        try:
+            yield
+        finally:
+            try:
+                es.delete(index=index, id=doc_id, if_seq_no=mine["_seq_no"], if_primary_term=mine["_primary_term"])
+            except (ConflictError, NotFoundError):
+                pass  # taken over after it expired: not ours to release
+            except (ApiError, TransportError) as exc:  # pragma: no cover - it expires on its own
+                raise StoreError(f"Elasticsearch error: {exc}") from exc
 
     def delete_mentions_of(self, user_id: str, memory_ids: Sequence[str]) -> None:
         self.store._call(self.store.es.delete_by_query, index=self.index["mentions"], refresh=True,

@@ -513,6 +513,9 @@ class ElasticsearchStore(StoreBase):
         return moved
 
     # -- the entity ledger and the profile (elasticsearch_ledger) ------------------------------
+    def _edit_ledger(self, user_id: str, edit: base.LedgerEdit) -> LedgerChanges | None:
+        return self._ledger.edit(user_id, edit)
+
     def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
                  kind: str | None = None) -> builtins.list[Entity]:
         return self._ledger.entities(user_id, ids, kind)

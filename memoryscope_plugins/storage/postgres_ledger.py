@@ -12,7 +12,8 @@ from psycopg import sql
 
 from ..types import Entity, EntityMention, ProfileValue
 from . import ledger_records as lr
-from .base import LedgerChanges
+from .base import LedgerChanges, LedgerEdit
+from .core import BoundReader
 from .timecodes import aware
 
 # schema version 2: `{p}` is the table prefix
@@ -70,6 +71,7 @@ class PostgresLedger:
     (inside its transaction)."""
 
     def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
         self.names = {t: sql.Identifier(prefix + t) for t in (*TABLES, "memories", "messages")}
 
     def q(self, template: str) -> sql.Composed:
@@ -91,6 +93,8 @@ class PostgresLedger:
                 cur.execute(self.q("DELETE FROM {mentions} WHERE user_id = %s AND entity_id = ANY(%s)"),
                             (user, removed))
                 cur.execute(self.q("DELETE FROM {entities} WHERE user_id = %s AND id = ANY(%s)"), (user, removed))
+            if changes.relinked_memories:
+                self.delete_mentions_of(conn, user, changes.relinked_memories)
             if changes.mentions:
                 memories = self._owned(conn, "memories", user, [m.memory_id for m in changes.mentions])
                 entities = self._owned(conn, "entities", user, [m.entity_id for m in changes.mentions])
@@ -101,6 +105,15 @@ class PostgresLedger:
             if changes.profile:
                 cur.executemany(self.q(_UPSERT_PROFILE),
                                 [lr.profile_row(p) for p in sorted(changes.profile, key=lambda p: p.id)])
+
+    def edit(self, conn: psycopg.Connection, user_id: str, edit: LedgerEdit) -> LedgerChanges | None:
+        """`StoreBase._edit_ledger` in the caller's transaction: a per-user advisory lock held to
+        its commit serialises the edits of one user (each reads after the previous one committed)."""
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{self.prefix}ledger:{user_id}",))
+        changes = edit(BoundReader(self, conn))
+        if changes is not None:
+            self.apply(conn, changes)
+        return changes
 
     def _owned(self, conn: psycopg.Connection, table: str, user_id: str, ids: Sequence[str]) -> set[str]:
         rows = conn.execute(self.q(f"SELECT id FROM {{{table}}} WHERE user_id = %s AND id = ANY(%s)"),

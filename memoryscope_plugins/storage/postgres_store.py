@@ -670,6 +670,10 @@ class PostgresStore(StoreBase):
         return moved
 
     # -- the entity ledger and the profile (postgres_ledger) -----------------------------------
+    def _edit_ledger(self, user_id: str, edit: base.LedgerEdit) -> LedgerChanges | None:
+        with self._tx() as conn:
+            return self._ledger.edit(conn, user_id, edit)
+
     def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
                  kind: str | None = None) -> builtins.list[Entity]:
         with self._tx() as conn:

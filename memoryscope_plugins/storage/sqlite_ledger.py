@@ -105,6 +105,7 @@ def apply(conn: sqlite3.Connection, changes: LedgerChanges) -> None:
         chunk = removed[start:start + 500]
         conn.execute(f"DELETE FROM mentions WHERE user_id=? AND entity_id IN ({_marks(chunk)})", [user, *chunk])
         conn.execute(f"DELETE FROM entities WHERE user_id=? AND id IN ({_marks(chunk)})", [user, *chunk])
+    delete_mentions_of(conn, user, list(dict.fromkeys(changes.relinked_memories)))
     if changes.mentions:
         memories = _owned(conn, "memories", user, [m.memory_id for m in changes.mentions])
         entities = _owned(conn, "entities", user, [m.entity_id for m in changes.mentions])
@@ -115,7 +116,7 @@ def apply(conn: sqlite3.Connection, changes: LedgerChanges) -> None:
 
 
 def delete_mentions_of(conn: sqlite3.Connection, user_id: str, memory_ids: Sequence[str]) -> None:
-    """Remove the mentions of deleted memories (inside the deletion's transaction)."""
+    """Remove the mentions of `memory_ids` (deleted, or relinked: inside the caller's transaction)."""
     for start in range(0, len(memory_ids), 500):
         chunk = list(memory_ids[start:start + 500])
         conn.execute(f"DELETE FROM mentions WHERE user_id=? AND memory_id IN ({_marks(chunk)})", [user_id, *chunk])

@@ -31,8 +31,8 @@ from ..errors import SchemaVersionError, StoreCorruptError, StoreError, StoreLoc
 from ..indexing import full_text
 from ..types import Entity, EntityMention, Memory, MemoryStatus, MemoryType, ProfileValue
 from . import records, sqlite_ledger
-from .base import Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows
-from .core import StoreBase, in_order
+from .base import Candidate, LedgerChanges, LedgerEdit, MemoryFilter, SearchRequest, StoredMessage, VectorRows
+from .core import BoundReader, StoreBase, in_order
 from .leases import Lease, require_held
 from .messages import DONE, FAILED, PENDING
 from .overview import StoreOverview, sql_overview
@@ -530,6 +530,13 @@ class SQLiteStore(StoreBase):
         return moved
 
     # -- the entity ledger and the profile (sqlite_ledger) -------------------------------------
+    def _edit_ledger(self, user_id: str, edit: LedgerEdit) -> LedgerChanges | None:
+        with self._write() as conn:  # BEGIN IMMEDIATE: the reads and the write under one write lock
+            changes = edit(BoundReader(sqlite_ledger, conn))
+            if changes is not None:
+                sqlite_ledger.apply(conn, changes)
+        return changes
+
     def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
                  kind: str | None = None) -> builtins.list[Entity]:
         with self._read() as conn:

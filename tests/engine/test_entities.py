@@ -339,6 +339,34 @@ def test_update_links_the_names_of_the_new_text(engine):
     assert _by_name(engine, "anna")["Porto"].mention_count == 1
 
 
+def test_new_text_replaces_the_old_texts_links(engine):
+    _known(engine, "anna", "Porto", kind=EntityKind.PLACE)
+    _known(engine, "anna", "Lisbon", kind=EntityKind.PLACE)
+    _known(engine, "anna", "Mel")
+    memory = engine.add("anna", "Mel booked a trip to Porto.")
+    kept = engine.add("anna", "Porto again next year.")
+    engine.update("anna", memory.id, content="Mel booked a trip to Lisbon instead.")
+    linked = {(m.entity_id, m.memory_id) for m in engine.store.mentions("anna")}
+    assert linked == {("anna-Mel", memory.id), ("anna-Lisbon", memory.id), ("anna-Porto", kept.id)}
+    assert {n: e.mention_count for n, e in _by_name(engine, "anna").items()} == {"Porto": 1, "Lisbon": 1, "Mel": 1}
+    assert [m.id for m in engine.entity("anna", "Porto").memories] == [kept.id]
+    engine.update("anna", memory.id, content="A quiet week at home.")  # names nothing known: unlinked
+    assert {m.memory_id for m in engine.store.mentions("anna")} == {kept.id}
+    # add with the id of a memory replaces it, and its links with it
+    engine.add("anna", "Mel lives in Lisbon.", memory_id=kept.id)
+    assert {m.entity_id for m in engine.store.mentions("anna", memory_ids=[kept.id])} == {"anna-Mel", "anna-Lisbon"}
+    assert _by_name(engine, "anna")["Porto"].mention_count == 0
+
+
+def test_an_expired_memory_keeps_its_links_as_history(engine):
+    _known(engine, "anna", "Porto", kind=EntityKind.PLACE)
+    ids = _say(engine, "anna", "Porto was lovely.", "Back to Porto in May.")
+    engine.update("anna", ids[0], status="expired")
+    porto = engine.entity("anna", "Porto")
+    assert (porto.entity.mention_count, porto.entity.first_mentioned_at) == (2, T0)  # said: it still counts
+    assert [m.id for m in porto.memories] == [ids[1]]  # the memories shown are the active ones
+
+
 def test_an_unchanged_ledger_is_not_compiled_again_after_the_ttl(engine, monkeypatch):
     _known(engine, "anna", "Mel")
     monkeypatch.setattr(engine_module, "MATCHER_TTL_S", 0.0)

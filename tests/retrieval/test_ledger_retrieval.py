@@ -5,8 +5,6 @@ never another user's entities."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-
 import pytest
 
 from memoryscope_plugins.person.ledger import record_mentions
@@ -15,28 +13,7 @@ from memoryscope_plugins.retrieval.entity_questions import only_addressed, remai
 from memoryscope_plugins.storage.base import LedgerChanges
 from memoryscope_plugins.storage.text_analysis import analyse
 from memoryscope_plugins.types import Entity, EntityKind, Memory, ProfileValue
-
-SAID = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
-NOW = datetime(2023, 10, 23, 9, 0, tzinfo=timezone.utc)
-FILLER = [
-    "I baked sourdough bread this morning and it came out great.",
-    "My garden tomatoes are finally turning red.",
-    "We watched a documentary about deep sea creatures.",
-    "I have been learning to play the ukulele on weekends.",
-    "The weather was rainy all week, so I stayed in and read.",
-    "I signed up for a pottery class at the community centre.",
-]
-BOSTON = "My friend Anna moved to Boston last spring."
-NURSE = "Anna works night shifts as a nurse at the children's hospital."
-QUESTION = "What does the person who moved to Boston do for a living?"
-
-
-def _record(engine, user: str, sessions: list[list[tuple[str, str]]]) -> None:
-    for number, turns in enumerate(sessions):
-        start = SAID + timedelta(days=10 * number)
-        engine.record(user, [{"role": "user" if who == "Caroline" else "assistant", "name": who, "content": text,
-                              "timestamp": start + timedelta(minutes=i)} for i, (who, text) in enumerate(turns)],
-                      session_id=f"s{number}")
+from tests.support.conversation import BOSTON, FILLER, NOW, NURSE, QUESTION, SAID, record_sessions
 
 
 def _settings(engine, **update) -> None:
@@ -56,7 +33,7 @@ def _ledger(engine, user: str, names: dict[str, tuple[EntityKind, list[str]]]) -
 
 
 def _anna(engine, user: str = "caro") -> None:
-    _record(engine, user, [
+    record_sessions(engine, user, [
         [("Caroline", BOSTON), ("Melanie", "Oh, that's a big change for her!")],
         [("Caroline", text) if i % 2 == 0 else ("Melanie", text) for i, text in enumerate(FILLER)],
         [("Melanie", "How are your friends doing?"), ("Caroline", NURSE)],
@@ -107,7 +84,7 @@ def test_a_hop_never_reaches_another_users_memories_or_entities(engine):
     cache = ledger_cache.for_store(engine.store)
     assert {e.user_id for e in cache.ledger(engine.store, "caro").entities.values()} == {"caro"}
     # a user whose ledger knows only the speaker sees none of another's entities
-    _record(engine, "third", [[("Caroline", BOSTON)]])
+    record_sessions(engine, "third", [[("Caroline", BOSTON)]])
     assert [e.name for e in cache.ledger(engine.store, "third").entities.values()] == ["Caroline"]
     third = engine.retrieve("third", "Who is Anna?", now=NOW)
     assert "Anna (" not in third.context and "Boston (" not in third.context and third.second_hop == []
@@ -124,7 +101,7 @@ def _melanie(engine, user: str = "caro") -> None:
     turns: list[tuple[str, str]] = []
     for addressing, about in zip(ADDRESSING, [*ABOUT_MEL, "I also paint landscapes on weekends."]):
         turns += [("Melanie", about), ("Caroline", addressing)]
-    _record(engine, user, [turns[:4], turns[4:]])
+    record_sessions(engine, user, [turns[:4], turns[4:]])
 
 
 def test_an_entity_question_ranks_the_entitys_own_words_above_lines_addressing_it(engine):
@@ -143,7 +120,7 @@ def test_an_entity_question_ranks_the_entitys_own_words_above_lines_addressing_i
 
 
 def test_an_entity_question_in_chinese_gathers_the_entitys_memories(engine):
-    _record(engine, "zh", [[("我", "小王上个月去了成都出差。"), ("助手", "谢谢你，小王！"),
+    record_sessions(engine, "zh", [[("我", "小王上个月去了成都出差。"), ("助手", "谢谢你，小王！"),
                             ("我", "小王在一家设计公司做产品经理。"), ("我", "今天天气不错。")]])
     _ledger(engine, "zh", {"王磊": (EntityKind.PERSON, ["小王"])})
     _settings(engine, context_neighbours=0, context_hop=0)
@@ -182,7 +159,7 @@ def test_the_profile_and_the_entities_that_matter_in_the_block_behind_their_sett
 def test_the_cache_reuses_a_users_matcher_until_it_expires_or_is_dropped(engine):
     clock = [0.0]
     cache = ledger_cache.LedgerCache(ttl_s=10, clock=lambda: clock[0])
-    _record(engine, "caro", [[("Caroline", BOSTON)]])
+    record_sessions(engine, "caro", [[("Caroline", BOSTON)]])
     _ledger(engine, "caro", {"Anna": (EntityKind.PERSON, [])})
     first = cache.ledger(engine.store, "caro")
     assert cache.ledger(engine.store, "caro") is first
@@ -196,7 +173,7 @@ def test_the_cache_reuses_a_users_matcher_until_it_expires_or_is_dropped(engine)
     # the engine drops the store's cache when recording adds an entity (a new named speaker)
     shared = ledger_cache.for_store(engine.store)
     before = shared.ledger(engine.store, "caro")
-    _record(engine, "caro", [[("Dana", "Hello there.")]])
+    record_sessions(engine, "caro", [[("Dana", "Hello there.")]])
     assert "Dana" in {e.name for e in shared.ledger(engine.store, "caro").entities.values()}
     assert shared.ledger(engine.store, "caro") is not before
 

@@ -3,42 +3,16 @@ context lines only (the ranked memories stay as they are), for the same user onl
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-
 import pytest
 
 from memoryscope_plugins.retrieval.second_hop import hop_terms
 from memoryscope_plugins.types import Memory
-
-SAID = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
-NOW = datetime(2023, 10, 23, 9, 0, tzinfo=timezone.utc)
-
-FILLER = [
-    "I baked sourdough bread this morning and it came out great.",
-    "My garden tomatoes are finally turning red.",
-    "We watched a documentary about deep sea creatures.",
-    "I have been learning to play the ukulele on weekends.",
-    "The weather was rainy all week, so I stayed in and read.",
-    "I signed up for a pottery class at the community centre.",
-]
-
-
-def _record(engine, user: str, sessions: list[list[tuple[str, str]]]) -> None:
-    for number, turns in enumerate(sessions):
-        start = SAID + timedelta(days=10 * number)
-        engine.record(user, [{"role": "user" if who == "Caroline" else "assistant", "name": who, "content": text,
-                              "timestamp": start + timedelta(minutes=i)} for i, (who, text) in enumerate(turns)],
-                      session_id=f"s{number}")
+from tests.support.conversation import BOSTON, FILLER, NOW, NURSE, QUESTION, record_sessions
 
 
 def _hop(engine, lines: int, hits: int = 3) -> None:
     engine.settings.retrieval = engine.settings.retrieval.model_copy(
         update={"context_hop": lines, "context_hop_hits": hits})
-
-
-BOSTON = "My friend Anna moved to Boston last spring."
-NURSE = "Anna works night shifts as a nurse at the children's hospital."
-QUESTION = "What does the person who moved to Boston do for a living?"
 
 
 def _anna(engine, user: str = "caro", *, with_nurse: bool = True) -> None:
@@ -48,7 +22,7 @@ def _anna(engine, user: str = "caro", *, with_nurse: bool = True) -> None:
     ]
     if with_nurse:
         sessions.append([("Melanie", "How are your friends doing?"), ("Caroline", NURSE)])
-    _record(engine, user, sessions)
+    record_sessions(engine, user, sessions)
 
 
 def test_the_names_in_the_best_hits_bring_the_turn_a_multi_hop_question_needs(engine):
@@ -67,7 +41,7 @@ def test_the_names_in_the_best_hits_bring_the_turn_a_multi_hop_question_needs(en
 
 def test_a_chinese_hit_leads_by_its_terms_to_the_turn_that_answers(engine):
     moved, job = "我的朋友阿杰搬到了上海。", "阿杰在一家银行当程序员，天天加班。"
-    _record(engine, "wei", [
+    record_sessions(engine, "wei", [
         [("王伟", moved), ("小爱", "那离你挺远的。")],
         [("王伟", "今天下雨，我在家看书。"), ("小爱", "看书挺好的。"), ("王伟", "周末想去爬山。")],
         [("王伟", job), ("小爱", "程序员确实辛苦。")],
@@ -83,7 +57,7 @@ def test_a_chinese_hit_leads_by_its_terms_to_the_turn_that_answers(engine):
 
 
 def test_no_new_name_in_the_hits_adds_nothing(engine):
-    _record(engine, "mel", [[("Caroline", "I went hiking in the hills with Melanie yesterday."),
+    record_sessions(engine, "mel", [[("Caroline", "I went hiking in the hills with Melanie yesterday."),
                              ("Melanie", "The hike was steep but the view was worth it.")],
                             [("Caroline", text) for text in FILLER]])
     _hop(engine, 0)

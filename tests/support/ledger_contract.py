@@ -6,6 +6,10 @@ PostgreSQL and Elasticsearch.
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -133,6 +137,29 @@ def test_deleting_memories_removes_their_mentions_only(store):
     assert [v.id for v in store.profile_values("alice")] == ["p-1"]
 
 
+def test_relinking_a_memory_replaces_its_mentions_and_no_others(store):
+    ids = seeded(store)
+    bob = seeded(store, "bob")
+    store.put_ledger(LedgerChanges("alice", mentions=[men("alice-e-mel", ids[0], day(1)),
+                                                      men("alice-e-leeds", ids[0], day(1)),
+                                                      men("alice-e-mel", ids[1], day(2))]))
+    store.put_ledger(LedgerChanges("bob", mentions=[men("bob-e-mel", bob[0], day(1), user="bob")]))
+    # the memory's text changed: it names Leeds only now (written again with a new time)
+    changed = mem(ids[0], content="now only Leeds", created_at=day(6))
+    store.commit_consolidation([changed], None, (), ledger=LedgerChanges(
+        "alice", mentions=[men("alice-e-leeds", ids[0], day(6))], relinked_memories=[ids[0], bob[0]]))
+    assert [(m.entity_id, m.said_at) for m in store.mentions("alice", memory_ids=[ids[0]])] == [
+        ("alice-e-leeds", day(6))]
+    assert [m.memory_id for m in store.mentions("alice", entity_ids=["alice-e-mel"])] == [ids[1]]
+    assert by_id(store.entities("alice"))["alice-e-mel"].mention_count == 1
+    assert [m.memory_id for m in store.mentions("bob")] == [bob[0]]  # another user's memory id: untouched
+    # relinked with no mentions: the memory names nothing known any more
+    store.put_ledger(LedgerChanges("alice", relinked_memories=[ids[0]]))
+    assert store.mentions("alice", memory_ids=[ids[0]]) == []
+    assert [m.memory_id for m in store.mentions("alice")] == [ids[1]]
+    assert store.get("alice", [ids[0]])[0].content == "now only Leeds"
+
+
 def test_delete_user_removes_the_ledger_and_profile_of_that_user_only(store):
     for user in ("alice", "bob"):
         ids = seeded(store, user)
@@ -253,3 +280,54 @@ def test_memories_survive_with_their_ledger_through_a_second_store_object(store,
     assert by_id(other.entities("alice"))["alice-e-mel"].mention_count == 1
     memory: Memory = other.get("alice", [ids[0]])[0]
     assert memory.content.startswith("turn 0")
+
+
+def _add_alias(store, alias: str, started: threading.Barrier):
+    def edit(ledger):
+        (mel,) = ledger.entities("alice", ids=["alice-e-mel"])
+        time.sleep(0.02)  # the other edits run meanwhile: each must wait for, or redo after, this one
+        return LedgerChanges("alice", entities=[dataclasses.replace(mel, aliases=[*mel.aliases, alias])])
+    started.wait()
+    return store.edit_ledger("alice", edit)
+
+
+def test_concurrent_edits_of_one_user_lose_nothing(store):
+    seeded(store)
+    aliases = [f"Mel {n}" for n in range(6)]
+    started = threading.Barrier(len(aliases))
+    with ThreadPoolExecutor(len(aliases)) as pool:
+        written = list(pool.map(lambda alias: _add_alias(store, alias, started), aliases))
+    (mel,) = store.entities("alice", ids=["alice-e-mel"])
+    assert sorted(mel.aliases) == sorted(["Mel", *aliases])
+    assert all(isinstance(changes, LedgerChanges) for changes in written)
+
+
+def test_an_edit_reads_the_ledger_and_writes_what_it_returns_or_nothing(store):
+    ids = seeded(store)
+    store.put_ledger(LedgerChanges("alice", mentions=[men("alice-e-mel", ids[0], day(1))]))
+
+    def merge(ledger):
+        moved = [dataclasses.replace(m, entity_id="alice-e-leeds") for m in ledger.mentions("alice")]
+        return LedgerChanges("alice", removed_entities=["alice-e-mel"], mentions=moved,
+                             profile=[prof("p-1", "home", "Leeds")])
+    assert store.edit_ledger("alice", lambda ledger: None) is None
+    written = store.edit_ledger("alice", merge)
+    assert [e.id for e in written.entities] == [] and written.removed_entities == ["alice-e-mel"]
+    assert [e.id for e in store.entities("alice")] == ["alice-e-leeds"]
+    assert by_id(store.entities("alice"))["alice-e-leeds"].mention_count == 1
+    assert [v.value for v in store.profile_values("alice", current_only=True)] == ["Leeds"]
+
+    def failing(ledger):
+        assert ledger.profile_values("alice", key="home")
+        raise KeyError("the edit failed")
+    with pytest.raises(KeyError):
+        store.edit_ledger("alice", failing)
+    with pytest.raises(ValueError):  # changes of another user
+        store.edit_ledger("alice", lambda ledger: LedgerChanges("bob", entities=[ent("e-b", "Bob", "bob")]))
+    with pytest.raises(ValueError):  # a mention of an unknown memory: nothing of the edit is written
+        store.edit_ledger("alice", lambda ledger: LedgerChanges(
+            "alice", entities=[ent("e-new", "New")], mentions=[men("e-new", "no-such-memory", day(1))]))
+    assert [e.id for e in store.entities("alice")] == ["alice-e-leeds"] and store.entities("bob") == []
+    # a later edit is not held up by the ones that failed
+    store.edit_ledger("alice", lambda ledger: LedgerChanges("alice", entities=[ent("e-new", "New")]))
+    assert sorted(e.id for e in store.entities("alice")) == ["alice-e-leeds", "e-new"]
