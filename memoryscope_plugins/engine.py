@@ -23,7 +23,7 @@ from typing import IO, Any, AsyncIterator, Callable, Iterable, Iterator, Mapping
 import numpy as np
 
 from . import metrics, person, tracing, transfer, validation
-from .errors import ConfigError, ModelError, NotFoundError, ValidationError
+from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, ValidationError
 from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
 from .person.matching import usable_name
@@ -273,10 +273,12 @@ class MemoryScope:
             memories.append(memory)
             prior = memory
         vectors = self._embed_documents(memories)
-        ledger = self._record_ledger(user_id, agent_id, parsed, memories)
         # a message and its turn memory share one id, so sources (message ids) open with get()
-        self.store.append_messages(user_id, agent_id, parsed, session_id=session_id, memories=memories,
-                                   vectors=vectors, message_ids=[m.id for m in memories], ledger=ledger or None)
+        ledger = self._write_linked(
+            user_id, lambda: self._record_ledger(user_id, agent_id, parsed, memories),
+            lambda changes: self.store.append_messages(
+                user_id, agent_id, parsed, session_id=session_id, memories=memories, vectors=vectors,
+                message_ids=[m.id for m in memories], ledger=changes or None))
         if ledger.entities:
             self._matchers.invalidate(user_id)
         if vectors is not None and self._vectors_missing:
@@ -370,12 +372,14 @@ class MemoryScope:
                         event_end=_parse_time_arg(event_end, "event_end"), metadata=self._check_metadata(metadata))
         vectors = self._embed_documents([memory])
         # a caller's id may name a memory this replaces: its links are those of the new text only
-        ledger = self._links(memory, relink=chosen)
-        try:
+        def write(ledger: LedgerChanges) -> None:
             if ledger:  # the memory and its mentions in one transaction
                 self.store.commit_consolidation([memory], vectors, (), ledger=ledger)
             else:
                 self.store.put([memory], vectors)
+
+        try:
+            self._write_linked(user_id, lambda: self._links(memory, relink=chosen), write)
         except ValueError as exc:  # the stores' "memory id ... belongs to another user": say less (no id oracle)
             if "another user" not in str(exc):
                 raise
@@ -497,8 +501,23 @@ class MemoryScope:
         if vectors is None:  # keep the text change; the stale vector must not stay
             vectors = [np.zeros(0, dtype=np.float32)]
         # the names the new text holds replace the old text's links, in the same transaction
-        self.store.commit_consolidation([memory], vectors, (), ledger=self._links(memory, relink=True))
+        self._write_linked(memory.user_id, lambda: self._links(memory, relink=True),
+                           lambda ledger: self.store.commit_consolidation([memory], vectors, (), ledger=ledger))
         return memory
+
+    def _write_linked(self, user_id: str, links: Callable[[], LedgerChanges],
+                      write: Callable[[LedgerChanges], object]) -> LedgerChanges:
+        """`write(links())`, once more with the ledger read again when the store refuses the links
+        as stale (another process deleted or merged an entity this engine's cached names still
+        hold): a memory is never lost to an outdated cache. Returns the links written."""
+        ledger = links()
+        try:
+            write(ledger)
+        except StaleLedgerError:
+            self._matchers.invalidate(user_id)
+            ledger = links()
+            write(ledger)
+        return ledger
 
     def _links(self, memory: Memory, *, relink: bool) -> LedgerChanges:
         """The ledger changes that link `memory` to the known entities its text names (with

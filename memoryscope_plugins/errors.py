@@ -22,6 +22,11 @@ class StoreError(MemoryScopeError):
     """The memory store failed: corrupted, locked past its timeout, or unreachable."""
 
 
+class StaleLedgerError(StoreError, ValueError):
+    """A ledger write names an entity or a memory the store does not hold for that user: a cached
+    view of the ledger went stale (another process deleted or merged the entity). Nothing is written."""
+
+
 class StoreLockedError(StoreError):
     """The store file stayed locked by another writer for longer than the busy timeout."""
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable, Sequence
 
+from ..errors import StaleLedgerError
 from ..types import Entity, EntityKind, EntityMention, ProfileValue
 from .base import LedgerChanges
 from .timecodes import iso, parse_iso
@@ -138,7 +139,7 @@ def unknown_mentions(changes: LedgerChanges, memories: set[str], entities: set[s
 
 def refuse_unknown(bad: Sequence[str], user_id: str) -> None:
     if bad:
-        raise ValueError(f"mentions of memories or entities that are not the user {user_id!r}'s: "
+        raise StaleLedgerError(f"mentions of memories or entities that are not the user {user_id!r}'s: "
                          + ", ".join(bad[:5]))
 
 

@@ -101,3 +101,23 @@ def test_concurrent_merges_and_deletes_never_leave_a_dangling_mention(engines):
     (left,) = engines[0].entities("anna")
     assert left.name == "Lani" and sorted(left.aliases) == ["Mel", "Melanie", "Mellie"]
     assert {m.entity_id for m in engines[0].store.mentions("anna")} == {left.id}
+
+
+def test_a_stale_cached_name_never_loses_a_recorded_message(engines):
+    """Another instance deletes an entity this engine's name cache still holds: the store refuses
+    the stale link, the engine reads the ledger again, and the message is stored."""
+    engine, other = engines
+    _known(engine, "Melanie")
+    _known(engine, "Caroline")
+    engine.record("anna", [{"role": "user", "content": "Melanie called"}])  # caches the names
+    assert engine.entity("anna", "Melanie").entity.mention_count == 1
+    other.delete_entity("anna", "Melanie")
+    engine.record("anna", [{"role": "user", "content": "Melanie called again"}])
+    assert [m.content for m in engine.list("anna", newest_first=False)] == ["Melanie called", "Melanie called again"]
+    assert [e.name for e in engine.entities("anna")] == ["Caroline"]
+    # and update / add with a stale cache keep their text too
+    memory = engine.add("anna", "Caroline moved", memory_id="m1")
+    assert len(engine.entity("anna", "Caroline").memories) == 1
+    other.delete_entity("anna", "Caroline")
+    assert engine.update("anna", memory.id, content="Caroline moved to Boston").content == "Caroline moved to Boston"
+    assert engine.add("anna", "Caroline again", memory_id="m2").id == "m2"
