@@ -18,6 +18,7 @@ them). Conversations are recorded into --db once (reused when it exists), as con
 from __future__ import annotations
 
 import argparse
+import hashlib
 import statistics
 import time
 from collections import Counter
@@ -71,34 +72,39 @@ def main() -> None:
     parser.add_argument("--ledger", default="none,speakers,names")
     parser.add_argument("--configs", default="hop0,search,ledger,entity")
     parser.add_argument("--top-k", type=int, default=10)
+    parser.add_argument("--conversations", type=int, default=0, help="the first N only (0: all)")
     args = parser.parse_args()
-    conversations = load_conversations(args.data)
+    conversations = load_conversations(args.data)[:args.conversations or None]
     hop_ms: list[float] = []
     real_hop = pipeline.hop
 
     def timed_hop(*a: Any, **k: Any) -> Any:
-        started = time.perf_counter()
+        started = time.process_time()  # CPU time: the machine may be shared
         try:
             return real_hop(*a, **k)
         finally:
-            hop_ms.append((time.perf_counter() - started) * 1000)
+            hop_ms.append((time.process_time() - started) * 1000)
 
     pipeline.hop = timed_hop
     with recorded_turns(conversations, args.db, prefix="memoryscope-ledger-") as memory:
-        print("| ledger | config | entities | coverage | c1 | c2 | c3 | c4 | R@10 | hop p50 ms | hop p95 ms |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        print("| ledger | config | entities | coverage | c1 | c2 | c3 | c4 | R@10 | hop p50 / p95 ms "
+              "| retrieve p50 / p95 ms | contexts |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         base = memory.settings.retrieval
         for kind in args.ledger.split(","):
             count = sum(build_ledger(memory, conv.id, kind) for conv in conversations)
             for name in args.configs.split(","):
                 memory.settings.retrieval = base.model_copy(update=CONFIGS[name])
-                rows, hop_ms[:] = [], []
+                rows, hop_ms[:], retrieve_ms, digest = [], [], [], hashlib.sha256()
                 for conv in conversations:
                     now = conv.sessions[-1].when + timedelta(days=1)
                     for question in conv.questions:
                         if question.category not in (1, 2, 3, 4):
                             continue
+                        started = time.process_time()
                         result = memory.retrieve(conv.id, question.text, top_k=args.top_k, now=now)
+                        retrieve_ms.append((time.process_time() - started) * 1000)
+                        digest.update(result.context.encode())  # the same digest: the same blocks
                         ranked = {i for item in result.memories for i in covered_turns(item.memory.metadata)}
                         shown = ranked | {i for m in [*result.neighbours, *result.second_hop]
                                           for i in covered_turns(m.metadata)}
@@ -106,11 +112,15 @@ def main() -> None:
                         rows.append((question.category, len(gold & shown) / len(gold),
                                      len(gold & ranked) / len(gold)))
                 by_category = [statistics.fmean([r[1] for r in rows if r[0] == c] or [0.0]) for c in (1, 2, 3, 4)]
-                hop = sorted(hop_ms) or [0.0]
                 print(f"| {kind} | {name} | {count} | {statistics.fmean(r[1] for r in rows):.3f} | "
                       + " | ".join(f"{v:.3f}" for v in by_category)
-                      + f" | {statistics.fmean(r[2] for r in rows):.3f} | {hop[len(hop) // 2]:.2f} | "
-                      f"{hop[int(len(hop) * 0.95)]:.2f} |", flush=True)
+                      + f" | {statistics.fmean(r[2] for r in rows):.3f} | {_percentiles(hop_ms)} | "
+                      f"{_percentiles(retrieve_ms)} | {digest.hexdigest()[:12]} |", flush=True)
+
+
+def _percentiles(values: list[float]) -> str:
+    ordered = sorted(values) or [0.0]
+    return f"{ordered[len(ordered) // 2]:.2f} / {ordered[int(len(ordered) * 0.95)]:.2f}"
 
 
 if __name__ == "__main__":

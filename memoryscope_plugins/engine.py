@@ -281,6 +281,8 @@ class MemoryScope:
                 message_ids=[m.id for m in memories], ledger=changes or None))
         if ledger.entities:
             self._matchers.invalidate(user_id)
+        elif ledger.mentions:  # retrieval's cached mention index takes them as they are, no read
+            ledger_cache.for_store(self.store).add_mentions(user_id, ledger.mentions)
         if vectors is not None and self._vectors_missing:
             self._catch_up_vectors()
         if self._consolidation is not None:
@@ -533,12 +535,17 @@ class MemoryScope:
         memory_id = _stored_id(memory_id, "memory_id")
         if self.store.delete(user_id, [memory_id]) == 0:
             raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
+        ledger_cache.for_store(self.store).invalidate(user_id)  # its mentions went with it
 
     def delete_all(self, user_id: str) -> int:
         """Delete every memory and logged message of one user, with their entity ledger and profile
         (and nobody else's); returns the count of memories.
         A user id stored before the identifier rule is accepted, so such a user can be removed."""
-        return self.store.delete_user(_stored_id(user_id, "user_id"))
+        user_id = _stored_id(user_id, "user_id")
+        try:
+            return self.store.delete_user(user_id)
+        finally:
+            ledger_cache.for_store(self.store).invalidate(user_id)
 
     def users(self) -> builtins.list[str]:
         """Every user with memories or messages in the store."""

@@ -1,10 +1,14 @@
 """A user's entity ledger as retrieval reads it: the entities and their compiled `NameMatcher`, kept a
-short while per user so that a retrieval does not compile names (about 0.15 ms a name) every time.
+short while per user so that a retrieval does not compile names (about 0.15 ms a name) every time,
+and, read on first use, the user's mentions indexed both ways (`MentionIndex`), so that the hop
+through the ledger reads no mention from the store per query.
 
 One `LedgerCache` per store (`for_store`). An entry lives `ttl_s` seconds; when it expires the
 entities are read again and the matcher is compiled again only when their names changed (mention
-figures change with every message, names rarely). A write that changes a user's entities can drop
-the entry at once with `invalidate(user_id)`; without it the change is seen within `ttl_s`. An entry
+figures change with every message, names rarely); the mention index is read again with it. A write
+that changes a user's entities can drop the entry at once with `invalidate(user_id)`; a write that
+only adds mentions (recording a turn that names a known entity) passes them to `add_mentions`, which
+puts them in the cached index (no read); without either the change is seen within `ttl_s`. An entry
 is one user's: it is read with that user's id and only ever used for that user.
 """
 
@@ -14,10 +18,10 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..person.matching import NameMatcher, normalise_name
-from ..types import Entity
+from ..types import Entity, EntityMention
 
 #: Seconds a user's entities are reused before they are read again.
 TTL_S = 10.0
@@ -48,6 +52,55 @@ class UserLedger:
         return found
 
 
+#: (-said_at timestamp, entity id, memory id): the order the hop takes mentions in, newest first
+MentionKey = tuple[float, str, str]
+
+
+@dataclass(frozen=True)
+class MentionIndex:
+    """One user's mentions, both ways: the entities each memory names, and each entity's mentions
+    newest first (ties by entity id, then memory id: the stores' `mention_order` read backwards by
+    time)."""
+
+    by_memory: Mapping[str, tuple[str, ...]]  # memory id -> entity ids
+    by_entity: Mapping[str, tuple[MentionKey, ...]]
+
+    @classmethod
+    def of(cls, mentions: Iterable[EntityMention]) -> "MentionIndex":
+        """The index of `mentions` (one user's)."""
+        by_memory: dict[str, set[str]] = {}
+        by_entity: dict[str, set[MentionKey]] = {}
+        for m in mentions:
+            by_memory.setdefault(m.memory_id, set()).add(m.entity_id)
+            by_entity.setdefault(m.entity_id, set()).add((-m.said_at.timestamp(), m.entity_id, m.memory_id))
+        return cls({mid: tuple(sorted(ids)) for mid, ids in by_memory.items()},
+                   {eid: tuple(sorted(keys)) for eid, keys in by_entity.items()})
+
+    def plus(self, mentions: Iterable[EntityMention]) -> "MentionIndex":
+        """A new index with `mentions` added (a mention already held is not repeated)."""
+        added = list(mentions)
+        if not added:
+            return self
+        by_memory = dict(self.by_memory)
+        by_entity = dict(self.by_entity)
+        for m in added:
+            by_memory[m.memory_id] = tuple(sorted({*by_memory.get(m.memory_id, ()), m.entity_id}))
+            key = (-m.said_at.timestamp(), m.entity_id, m.memory_id)
+            held = by_entity.get(m.entity_id, ())
+            # the same (entity, memory) said at another time replaces the old key, as the store's upsert does
+            kept = [k for k in held if k[2] != m.memory_id]
+            by_entity[m.entity_id] = tuple(sorted([*kept, key]))
+        return MentionIndex(by_memory, by_entity)
+
+    def newest(self, entity_ids: Iterable[str]) -> list[MentionKey]:
+        """The mentions of `entity_ids`, newest first (as `MentionIndex` orders them)."""
+        found: list[MentionKey] = []
+        for eid in dict.fromkeys(entity_ids):
+            found.extend(self.by_entity.get(eid, ()))
+        found.sort()
+        return found
+
+
 def user_ledger(user_id: str, entities: list[Entity], matcher: NameMatcher) -> UserLedger:
     """A `UserLedger` of `entities` (one user's) with their `matcher`."""
     by_name: dict[str, set[str]] = {}
@@ -73,6 +126,7 @@ class LedgerCache:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[float, UserLedger]] = {}
+        self._indexes: dict[str, tuple[UserLedger, MentionIndex]] = {}  # valid with that very ledger entry
 
     def ledger(self, store: Any, user_id: str) -> UserLedger:
         """`user_id`'s entities and matcher, read from `store` when not cached (or expired)."""
@@ -90,17 +144,52 @@ class LedgerCache:
         entry = user_ledger(user_id, entities, matcher)
         with self._lock:
             if len(self._entries) >= self.max_users and user_id not in self._entries:
-                self._entries.pop(next(iter(self._entries)))
+                dropped = next(iter(self._entries))
+                self._entries.pop(dropped)
+                self._indexes.pop(dropped, None)
             self._entries[user_id] = (now, entry)
         return entry
+
+    def mention_index(self, store: Any, ledger: UserLedger) -> MentionIndex:
+        """The mentions of `ledger`'s user, indexed (`MentionIndex`): read from `store` once per
+        ledger entry (`ledger`, as `ledger()` returned it), then kept up to date by `add_mentions`."""
+        user_id = ledger.user_id
+        with self._lock:
+            held = self._indexes.get(user_id)
+        if held is not None and held[0] is ledger:
+            return held[1]
+        index = MentionIndex.of(m for m in store.mentions(user_id) if m.user_id == user_id)
+        with self._lock:
+            current = self._entries.get(user_id)
+            if current is not None and current[1] is ledger:
+                self._indexes[user_id] = (ledger, index)
+        return index
+
+    def add_mentions(self, user_id: str, mentions: Iterable[EntityMention]) -> None:
+        """Put `mentions` (stored just now for `user_id`, of entities the cached entry knows) in the
+        cached index, if there is one; a mention of an entity it does not know drops the entry."""
+        added = [m for m in mentions if m.user_id == user_id]
+        if not added:
+            return
+        with self._lock:
+            held = self._indexes.get(user_id)
+            if held is None:
+                return
+            if any(m.entity_id not in held[0].entities for m in added):
+                self._entries.pop(user_id, None)
+                self._indexes.pop(user_id, None)
+                return
+            self._indexes[user_id] = (held[0], held[1].plus(added))
 
     def invalidate(self, user_id: str | None = None) -> None:
         """Forget `user_id`'s entry (every user's with None): the next retrieval reads the store."""
         with self._lock:
             if user_id is None:
                 self._entries.clear()
+                self._indexes.clear()
             else:
                 self._entries.pop(user_id, None)
+                self._indexes.pop(user_id, None)
 
 
 _CACHES: weakref.WeakKeyDictionary[Any, LedgerCache] = weakref.WeakKeyDictionary()

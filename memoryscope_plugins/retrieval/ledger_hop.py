@@ -3,10 +3,11 @@ not lead to their best memories, without a second search.
 
 "What does the person who moved to Boston do for a living?" finds "My friend Anna moved to Boston";
 the ledger knows that this memory names Anna and which other memories name her, so "Anna works night
-shifts as a nurse" is one lookup away. The hits' entities come from their mentions
-(`store.mentions(memory_ids=...)`); the speakers' own entities are left out (they are in every turn)
-and so are the entities the question names (the first hop searched them already). Their mentions'
-memories are ranked by their vectors' cosine to the query: the first hop's candidates carry it, and
+shifts as a nurse" is one lookup away. The hits' entities come from their mentions, read from the
+user's mention index (`ledger_cache.MentionIndex`, cached with the ledger: no store read of
+mentions per query); the speakers' own entities are left out (they are in every turn) and so are
+the entities the question names (the first hop searched them already). Their mentions' memories
+are ranked by their vectors' cosine to the query: the first hop's candidates carry it, and
 only when they hold too few are others' vectors read by id (`store.vectors_of`). The best few not
 shown yet join the context as extra lines, exactly as `second_hop.second_hop`'s do; the ranked
 memories stay as they are.
@@ -24,7 +25,7 @@ import numpy as np
 from ..storage.base import Candidate, MemoryFilter, MemoryStore
 from ..storage.filtering import matches
 from ..types import Memory, MemoryStatus, ScoredMemory
-from .ledger_cache import UserLedger
+from .ledger_cache import MentionIndex, UserLedger, for_store
 from .neighbours import ShownMemories
 
 #: The most memories per hop whose vectors are read from the store (newest mentions first).
@@ -36,38 +37,39 @@ def usable(ledger: UserLedger, speakers: set[str]) -> bool:
     return bool(ledger) and len(ledger.entities) > len(ledger.speaker_entities(speakers))
 
 
-def hop_entities(ledger: UserLedger, store: MemoryStore, user_id: str, hits: Sequence[Memory], query: str,
+def hop_entities(ledger: UserLedger, index: MentionIndex, hits: Sequence[Memory], query: str,
                  speakers: set[str]) -> list[str]:
     """The ids of the entities `hits` name (best hit first) that `query` and the speakers do not."""
     if not hits:
         return []
+    named = [index.by_memory.get(memory.id, ()) for memory in hits]
+    if not any(named):
+        return []  # the hits name nothing: no need to look at the question
     excluded = ledger.matcher.entities_in(query) | ledger.speaker_entities(speakers)
-    position = {memory.id: index for index, memory in enumerate(hits)}
-    found = sorted((position.get(m.memory_id, len(hits)), m.entity_id)
-                   for m in store.mentions(user_id, memory_ids=list(position)) if m.user_id == user_id)
-    return list(dict.fromkeys(eid for _, eid in found if eid in ledger.entities and eid not in excluded))
+    found = dict.fromkeys(eid for ids in named for eid in ids)
+    return [eid for eid in found if eid in ledger.entities and eid not in excluded]
 
 
 def ledger_hop(chosen: Sequence[ScoredMemory], shown: Sequence[Memory], query: str, vector: np.ndarray | None,
                store: MemoryStore, ledger: UserLedger, *, user_id: str, flt: MemoryFilter, hits: int, limit: int,
-               candidates: Sequence[Candidate] = (),
+               candidates: Sequence[Candidate] = (), index: MentionIndex | None = None,
                statuses: tuple[MemoryStatus, ...] | None = (MemoryStatus.ACTIVE,)) -> list[Memory]:
     """Up to `limit` memories naming an entity of the best `hits` of `chosen` that `query` does not
     name (see the module docstring), nearest the query first, leaving out what `chosen` and `shown`
-    hold or repeat, within the first hop's filter `flt`."""
+    hold or repeat, within the first hop's filter `flt`. `index`: the user's mentions (by default
+    those of `ledger_cache.for_store(store)`)."""
     if hits <= 0 or limit <= 0 or not chosen:
         return []
-    pool = {c.memory.id: c for c in candidates}
+    if index is None:
+        index = for_store(store).mention_index(store, ledger)
     speakers = {c.memory.speaker for c in candidates if c.memory.speaker}
     speakers |= {item.memory.speaker for item in chosen if item.memory.speaker}
-    entities = hop_entities(ledger, store, user_id, [item.memory for item in chosen[:hits]], query, speakers)
+    entities = hop_entities(ledger, index, [item.memory for item in chosen[:hits]], query, speakers)
     if not entities:
         return []
+    pool = {c.memory.id: c for c in candidates}
     seen = ShownMemories([*(item.memory for item in chosen), *shown])
-    mentions = [m for m in store.mentions(user_id, entity_ids=entities)
-                if m.user_id == user_id and m.memory_id not in seen.ids]
-    mentions.sort(key=lambda m: m.said_at.timestamp(), reverse=True)
-    ids = list(dict.fromkeys(m.memory_id for m in mentions))
+    ids = list(dict.fromkeys(mid for _, _, mid in index.newest(entities) if mid not in seen.ids))
     score = {mid: pool[mid].vector_score or 0.0 for mid in ids if mid in pool}
     # the vector channel took the memories nearest the query: one it did not take is farther than
     # every one it did, so the store is read only when the candidates hold too few

@@ -18,6 +18,7 @@ are in every turn.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Callable, Iterable, Sequence
 
@@ -51,7 +52,20 @@ def _ordinary(word: str, text: str) -> bool:
     return False
 
 
-def _english_names(text: str, ordinary_text: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def _terms(word: str) -> frozenset[str]:
+    """`word`'s analysed terms (names and speakers recur from query to query: analysed once)."""
+    return frozenset(analyse(word))
+
+
+@functools.lru_cache(maxsize=1024)
+def _speaker_terms(speaker: str) -> frozenset[str]:
+    return _terms(speaker) | frozenset(_chinese_terms(speaker))
+
+
+def _english_names(text: str, ordinary_text: str | Callable[[], str]) -> list[str]:
+    """The capitalised names in `text`; `ordinary_text` (or the function making it, called only when
+    a capitalised word opens a sentence) tells an ordinary word opening a sentence from a name."""
     names: list[str] = []
     for match in _CAPITALISED.finditer(text):
         words = [w.strip("'’-") for w in match.group(0).split()]
@@ -61,7 +75,8 @@ def _english_names(text: str, ordinary_text: str) -> list[str]:
             base = folded[:-2] if folded.endswith(("'s", "’s")) else folded
             if len(base) < 2 or base in STOP_WORDS or base in _NOT_NAMES:
                 continue
-            if opener and position == 0 and _ordinary(base, ordinary_text):
+            if opener and position == 0 and _ordinary(
+                    base, ordinary_text if isinstance(ordinary_text, str) else ordinary_text()):
                 continue  # "Thanks", "Great": an ordinary word that opens a sentence
             names.append(word[:len(base)])
     return names
@@ -79,22 +94,22 @@ def hop_terms(hits: Sequence[Memory], query: str, *, speakers: Iterable[str] = (
     """The names in `hits` (best first) that `query` and `speakers` do not hold, each once, at most
     `MAX_TERMS`. `ordinary_text`: texts whose lower-case words are ordinary words, not names, when
     they open a sentence ("Thanks", "Great")."""
-    query_terms = set(analyse(query))
-    excluded = set(query_terms)
+    excluded = set(analyse(query))
     for speaker in speakers:
         if speaker:
-            excluded.update(analyse(speaker))
-            excluded.update(_chinese_terms(speaker))
-    ordinary = "\n".join(ordinary_text)  # searched only for the few words that open a sentence
+            excluded |= _speaker_terms(speaker)
+    texts = list(ordinary_text)
+    # joined only for the few words that open a sentence, and only once
+    ordinary = functools.cache(lambda: "\n".join(texts))
     found: dict[str, None] = {}
     for memory in hits:
         text = memory.content
         for name in _english_names(text, ordinary):
-            if not set(analyse(name)) & excluded:
+            if not _terms(name) & excluded:
                 found.setdefault(name, None)
         if CJK.search(text):
             for word in _LATIN_WORD.findall(text):
-                if word.casefold() not in STOP_WORDS and not set(analyse(word)) & excluded:
+                if word.casefold() not in STOP_WORDS and not _terms(word) & excluded:
                     found.setdefault(word, None)
             for term in _chinese_terms(text):
                 if term not in excluded:

@@ -5,14 +5,17 @@ never another user's entities."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
+from memoryscope_plugins.person import NameMatcher
 from memoryscope_plugins.person.ledger import record_mentions
 from memoryscope_plugins.retrieval import ledger_cache
 from memoryscope_plugins.retrieval.entity_questions import only_addressed, remainder_terms
 from memoryscope_plugins.storage.base import LedgerChanges
 from memoryscope_plugins.storage.text_analysis import analyse
-from memoryscope_plugins.types import Entity, EntityKind, Memory, ProfileValue
+from memoryscope_plugins.types import Entity, EntityKind, EntityMention, Memory, ProfileValue
 from tests.support.conversation import BOSTON, FILLER, NOW, NURSE, QUESTION, SAID, record_sessions
 
 
@@ -176,6 +179,67 @@ def test_the_cache_reuses_a_users_matcher_until_it_expires_or_is_dropped(engine)
     record_sessions(engine, "caro", [[("Dana", "Hello there.")]])
     assert "Dana" in {e.name for e in shared.ledger(engine.store, "caro").entities.values()}
     assert shared.ledger(engine.store, "caro") is not before
+
+
+PROMOTED = "Anna adopted a grey kitten called Pixel last week."
+
+
+def test_the_hop_reads_mentions_from_the_cached_index_and_sees_a_mention_recorded_since(engine, monkeypatch):
+    _anna(engine)
+    _ledger(engine, "caro", {**SPEAKERS, "Anna": (EntityKind.PERSON, []), "Boston": (EntityKind.PLACE, [])})
+    _settings(engine, context_hop=3, context_hop_hits=3, context_hop_source="ledger", entity_questions=False)
+    reads = []
+    real = engine.store.mentions
+    monkeypatch.setattr(engine.store, "mentions", lambda *a, **k: reads.append(k) or real(*a, **k))
+    first = engine.retrieve("caro", QUESTION, now=NOW, top_k=2)
+    assert [m.content for m in first.second_hop] == [NURSE] and len(reads) == 1  # the index, read once
+    assert engine.retrieve("caro", QUESTION, now=NOW, top_k=2).context == first.context and len(reads) == 1
+    # recording a turn that names Anna adds its mention to the cached index: the next hop sees it, no read
+    engine._matchers.invalidate("caro")  # so that recording knows Anna (`_ledger` wrote behind its back)
+    engine.retrieve("caro", QUESTION, now=NOW, top_k=2)  # that dropped retrieval's entry too: read again
+    reads.clear()
+    record_sessions(engine, "caro", [[("Caroline", PROMOTED)]])
+    later = engine.retrieve("caro", QUESTION, now=NOW, top_k=1)
+    assert PROMOTED in [m.content for m in later.second_hop] and reads == [], later.context
+    # a ledger written behind the engine's back is seen once the entry is dropped (or expires)
+    engine.store.put_ledger(LedgerChanges(user_id="caro", removed_entities=["caro-2"]))  # Anna
+    ledger_cache.for_store(engine.store).invalidate("caro")
+    assert engine.retrieve("caro", QUESTION, now=NOW, top_k=2).second_hop == [] and len(reads) == 1
+    # deleting a memory drops the entry: its mentions are gone with it
+    _ledger(engine, "caro", {**SPEAKERS, "Anna": (EntityKind.PERSON, []), "Boston": (EntityKind.PLACE, [])})
+    engine.retrieve("caro", QUESTION, now=NOW, top_k=2)
+    reads.clear()
+    engine.delete("caro", next(m.id for m in later.second_hop if m.content == NURSE))
+    assert NURSE not in [m.content for m in engine.retrieve("caro", QUESTION, now=NOW, top_k=2).second_hop]
+    assert len(reads) == 1
+
+
+def test_the_mention_index_orders_newest_first_and_keeps_to_its_user():
+    def mention(entity: str, memory: str, minutes: int, user: str = "caro") -> EntityMention:
+        return EntityMention(entity_id=entity, memory_id=memory, user_id=user,
+                             said_at=SAID + timedelta(minutes=minutes))
+
+    index = ledger_cache.MentionIndex.of([mention("b", "m1", 0), mention("a", "m2", 5), mention("a", "m3", 5),
+                                          mention("a", "m1", 0)])
+    assert index.by_memory == {"m1": ("a", "b"), "m2": ("a",), "m3": ("a",)}
+    assert [mid for _, _, mid in index.newest(["b", "a"])] == ["m2", "m3", "m1", "m1"]  # ties: entity, memory
+    later = index.plus([mention("b", "m1", 9), mention("b", "m4", 1)])  # m1 said again: its time replaced
+    assert [(eid, mid) for _, eid, mid in later.newest(["a", "b"])] == [
+        ("b", "m1"), ("a", "m2"), ("a", "m3"), ("b", "m4"), ("a", "m1")]
+    assert index.newest(["b"]) == [(-SAID.timestamp(), "b", "m1")]  # the old index is unchanged
+    cache = ledger_cache.LedgerCache()
+    ledger = ledger_cache.user_ledger("caro", [Entity(id="a", user_id="caro", name="Anna")], NameMatcher([]))
+
+    class Store:
+        def mentions(self, user_id):
+            return [mention("a", "m1", 0, user_id), mention("a", "x1", 0, "other")]
+
+    cache._entries["caro"] = (0.0, ledger)
+    assert cache.mention_index(Store(), ledger).by_memory == {"m1": ("a",)}
+    cache.add_mentions("caro", [mention("a", "x2", 3, "other")])  # another user's: never taken
+    assert "x2" not in cache.mention_index(Store(), ledger).by_memory
+    cache.add_mentions("caro", [mention("zz", "m9", 3)])  # an entity the entry does not know: dropped
+    assert "caro" not in cache._entries
 
 
 @pytest.mark.parametrize(("text", "addressed"), [
