@@ -173,19 +173,22 @@ def _text(terms: list[str], rare: list[str], common: list[str], weights: list[st
         branches.append(f"(SELECT m.rowid FROM {{memories}} m WHERE {where} AND m.terms @@ %(t_any)s::tsquery "
                         f"{newest} LIMIT %(limit)s)")
     params.update(k1=K1, k1_plus_1=K1 + 1.0, b=B, one_minus_b=1.0 - B)
-    parts = []
+    tfs, parts = [], []
     for i, (term, weight) in enumerate(zip(terms, weights)):
         params[f"q{i}"] = _lexeme(term)
         # tf: ts_rank of one lexeme with unit weights is H(tf)/H(inf) (H: the sum of 1/k^2 up to
-        # tf), which this inverts; exact after rounding for every tf up to MAX_TF
-        tf = (f"round(1.0 / (1.6449340668 - 1.6449340668 * ts_rank('{{{{1,1,1,1}}}}', m.terms, "
-              f"%(q{i})s::tsquery, 0)) - 0.5)")
-        parts.append(f"CASE WHEN m.terms @@ %(q{i})s::tsquery THEN {weight} * {tf} * %(k1_plus_1)s / ({tf} + "
-                     f"%(k1)s * (%(one_minus_b)s + %(b)s * m.dl / {avgdl})) ELSE 0 END")
+        # tf), which this inverts; exact after rounding for every tf up to MAX_TF. NULL: not held
+        tfs.append(f"CASE WHEN m.terms @@ %(q{i})s::tsquery THEN round(1.0 / (1.6449340668 - 1.6449340668 * "
+                   f"ts_rank('{{{{1,1,1,1}}}}', m.terms, %(q{i})s::tsquery, 0)) - 0.5) END AS tf{i}")
+        parts.append(f"CASE WHEN s.tf{i} IS NOT NULL THEN {weight} * s.tf{i} * %(k1_plus_1)s / (s.tf{i} + "
+                     f"%(k1)s * (%(one_minus_b)s + %(b)s * s.dl / {avgdl})) ELSE 0 END")
+    # each row's term frequencies computed once, in a subquery kept apart ("OFFSET 0"): pulled up,
+    # its expressions would be computed again for every use in the score
     return (
         f"cand AS ({' UNION '.join(branches)}), "
-        f"t0 AS (SELECT m.rowid, ({' + '.join(parts)})::float8 AS score FROM {{memories}} m{source} "
-        "WHERE m.rowid IN (SELECT rowid FROM cand) ORDER BY score DESC, m.rowid LIMIT %(limit)s), "
+        f"t0 AS (SELECT s.rowid, ({' + '.join(parts)})::float8 AS score FROM (SELECT m.rowid, m.dl, "
+        f"{', '.join(tfs)} FROM {{memories}} m WHERE m.rowid IN (SELECT rowid FROM cand) OFFSET 0) s{source} "
+        "ORDER BY score DESC, s.rowid LIMIT %(limit)s), "
         "t AS (SELECT rowid, score, row_number() OVER (ORDER BY score DESC, rowid) AS rank FROM t0)")
 
 
