@@ -19,13 +19,14 @@ Layout (every table name starts with the configured prefix, default ``memoryscop
   when the row is free, expired or already ours (the database clock decides expiry), so one
   user's consolidation runs in one process at a time across processes and hosts.
 
-Search reads the user's statistics first (one short query; `postgres_search`), then runs both channels
-in one SQL statement (CTEs): full text ranked by BM25 as the embedded store ranks it, bounded per
-query term, and vectors by cosine distance, each with the same filters and its own top-N, returned
-with per-channel ranks and scores (the engine fuses them). The vector channel is exact when the
-filtered set is small (at most ``exact_vector_rows``) or the user has no indexed rows, and otherwise
-walks the HNSW index with ``hnsw.iterative_scan = relaxed_order`` (so a filtered kNN still returns k
-rows) together with an exact scan of the user's rows not yet indexed.
+Search reads the user's statistics and runs both channels in one SQL statement (CTEs; planned as
+for a user with no common query term, and run again with the statistics when they call for another
+plan): full text ranked by BM25 as the embedded store ranks it, bounded per query term, and vectors
+by cosine distance, each with the same filters and its own top-N, returned with per-channel ranks
+and scores (the engine fuses them). The vector channel is exact when the filtered set is small (at
+most ``exact_vector_rows``) or the user has no indexed rows, and otherwise walks the HNSW index
+with ``hnsw.iterative_scan = relaxed_order`` (so a filtered kNN still returns k rows) together with
+an exact scan of the user's rows not yet indexed.
 
 Schema changes are versioned: ``_MIGRATIONS`` is a list of SQL steps per version, applied under
 an advisory lock inside one transaction at start; a database written by a newer version raises
