@@ -65,7 +65,7 @@ def tsquery_all(terms: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class UserStatistics:
-    """A user's figures for one query (`STATISTICS_SQL`), kept per user by the triggers of `STATS_DDL`."""
+    """A user's figures for one query (`STATISTICS_CTES`), kept per user by the triggers of `STATS_DDL`."""
 
     n: int  # the user's memories
     avgdl: float  # their average number of terms
@@ -85,15 +85,8 @@ class UserStatistics:
         return math.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
 
 
-STATISTICS_SQL = (
-    "SELECT COALESCE(s.n, 0), COALESCE(s.dl_sum, 0), "
-    "EXISTS (SELECT 1 FROM {memories} a WHERE a.user_id = %(user_id)s AND a.ann), "
-    "ARRAY(SELECT t.term || ' ' || t.df FROM {user_terms} t WHERE t.user_id = %(user_id)s "
-    "AND t.term = ANY(%(terms)s)) FROM (SELECT 1) one LEFT JOIN {user_sizes} s ON s.user_id = %(user_id)s")
-
-
 def read_statistics(row: Sequence[Any], terms: Sequence[str], bound: int) -> UserStatistics:
-    """`UserStatistics` from the row of `STATISTICS_SQL`."""
+    """`UserStatistics` from the values of `STATISTICS_CTES` (n, dl_sum, indexed, found)."""
     n, dl_sum, indexed, found = int(row[0]), int(row[1]), bool(row[2]), row[3] or []
     df = dict.fromkeys(terms, 0)
     for item in found:
@@ -142,45 +135,91 @@ for _name, (_rows, _event, _tables) in _DELTAS.items():
 
 
 def text_ctes(stats: UserStatistics, where: str, params: dict[str, Any], common_rows: int) -> str:
-    """The text channel as CTEs ending in `t` (rowid, score, rank), for the terms found in the user's rows."""
+    """The text channel as CTEs ending in `t` (rowid, score, rank), for the terms found in the user's
+    rows, with the statistics read before (`STATISTICS_SQL`) sent as values."""
     terms = [t for t, df in stats.df.items() if df > 0]
-    rare, common = stats.rare(), stats.common()
+    weights = []
+    for i, term in enumerate(terms):
+        params[f"w{i}"] = stats.idf(term)
+        weights.append(f"%(w{i})s")
+    params["avgdl"] = max(stats.avgdl, MIN_AVGDL)
+    return _text(terms, stats.rare(), stats.common(), weights, "%(avgdl)s", where, params, common_rows)
+
+
+def presumed_text_ctes(terms: Sequence[str], where: str, params: dict[str, Any]) -> str:
+    """The text channel of `STATISTICS_CTES`'s one statement: every query term taken as rare, the
+    weights read from ``st``, every branch gated by ``st.ok`` (when it is false, a term is common or
+    the vector channel walks the index: the statement returns only the statistics)."""
+    weights = [f"st.w[{i + 1}]" for i in range(len(terms))]
+    return _text(list(terms), list(terms), [], weights, "st.avgdl", where, params, 0, gate=GATE, source=", st")
+
+
+# the gate of the one statement's branches: a pseudo-constant, so PostgreSQL runs a branch only when true
+GATE = " AND (SELECT st.ok FROM st)"
+MIN_AVGDL = 1e-9
+
+
+def _text(terms: list[str], rare: list[str], common: list[str], weights: list[str], avgdl: str, where: str,
+          params: dict[str, Any], common_rows: int, *, gate: str = "", source: str = "") -> str:
     newest = "ORDER BY m.created_ts DESC, m.rowid DESC"
     branches = []
     if rare:
         params["t_rare"] = tsquery_any(rare)
-        branches.append(f"SELECT m.rowid FROM {{memories}} m WHERE {where} AND m.terms @@ %(t_rare)s::tsquery")
+        branches.append(f"SELECT m.rowid FROM {{memories}} m WHERE {where} AND m.terms @@ %(t_rare)s::tsquery{gate}")
     if common:
         params.update(t_all=tsquery_all(common), t_any=tsquery_any(common), common_rows=common_rows)
         branches.append(f"(SELECT m.rowid FROM {{memories}} m WHERE {where} AND m.terms @@ %(t_all)s::tsquery "
                         f"{newest} LIMIT %(common_rows)s)")
         branches.append(f"(SELECT m.rowid FROM {{memories}} m WHERE {where} AND m.terms @@ %(t_any)s::tsquery "
                         f"{newest} LIMIT %(limit)s)")
-    params.update(k1=K1, k1_plus_1=K1 + 1.0, b=B, one_minus_b=1.0 - B, avgdl=max(stats.avgdl, 1e-9))
-    parts = []
-    for i, term in enumerate(terms):
-        params[f"w{i}"] = stats.idf(term)
+    params.update(k1=K1, k1_plus_1=K1 + 1.0, b=B, one_minus_b=1.0 - B)
+    tfs, parts = [], []
+    for i, (term, weight) in enumerate(zip(terms, weights)):
         params[f"q{i}"] = _lexeme(term)
         # tf: ts_rank of one lexeme with unit weights is H(tf)/H(inf) (H: the sum of 1/k^2 up to
-        # tf), which this inverts; exact after rounding for every tf up to MAX_TF
-        tf = (f"round(1.0 / (1.6449340668 - 1.6449340668 * ts_rank('{{{{1,1,1,1}}}}', m.terms, "
-              f"%(q{i})s::tsquery, 0)) - 0.5)")
-        parts.append(f"CASE WHEN m.terms @@ %(q{i})s::tsquery THEN %(w{i})s * {tf} * %(k1_plus_1)s / ({tf} + "
-                     "%(k1)s * (%(one_minus_b)s + %(b)s * m.dl / %(avgdl)s)) ELSE 0 END")
+        # tf), which this inverts; exact after rounding for every tf up to MAX_TF. NULL: not held
+        tfs.append(f"CASE WHEN m.terms @@ %(q{i})s::tsquery THEN round(1.0 / (1.6449340668 - 1.6449340668 * "
+                   f"ts_rank('{{{{1,1,1,1}}}}', m.terms, %(q{i})s::tsquery, 0)) - 0.5) END AS tf{i}")
+        parts.append(f"CASE WHEN s.tf{i} IS NOT NULL THEN {weight} * s.tf{i} * %(k1_plus_1)s / (s.tf{i} + "
+                     f"%(k1)s * (%(one_minus_b)s + %(b)s * s.dl / {avgdl})) ELSE 0 END")
+    # each row's term frequencies computed once, in a subquery kept apart ("OFFSET 0"): pulled up,
+    # its expressions would be computed again for every use in the score
     return (
         f"cand AS ({' UNION '.join(branches)}), "
-        f"t0 AS (SELECT m.rowid, ({' + '.join(parts)})::float8 AS score FROM {{memories}} m "
-        "WHERE m.rowid IN (SELECT rowid FROM cand) ORDER BY score DESC, m.rowid LIMIT %(limit)s), "
+        f"t0 AS (SELECT s.rowid, ({' + '.join(parts)})::float8 AS score FROM (SELECT m.rowid, m.dl, "
+        f"{', '.join(tfs)} FROM {{memories}} m WHERE m.rowid IN (SELECT rowid FROM cand) OFFSET 0) s{source} "
+        "ORDER BY score DESC, s.rowid LIMIT %(limit)s), "
         "t AS (SELECT rowid, score, row_number() OVER (ORDER BY score DESC, rowid) AS rank FROM t0)")
+
+
+# The user's statistics as the first CTEs of a search (one row, ``st``): what `STATISTICS_SQL` reads,
+# the query terms' document frequencies and Lucene idf weights in the order of %(terms)s (the same
+# double-precision arithmetic as `UserStatistics.idf`), the average length, and ``ok``: whether the
+# statement planned without knowing them (`presumed_text_ctes`, the exact vector scan) is the one
+# they call for: no query term is common and the vector channel is exact.
+STATISTICS_CTES = (
+    "sz AS (SELECT COALESCE(s.n, 0) AS n, COALESCE(s.dl_sum, 0) AS dl_sum, "
+    "EXISTS (SELECT 1 FROM {memories} a WHERE a.user_id = %(user_id)s AND a.ann) AS indexed "
+    "FROM (SELECT 1) one LEFT JOIN {user_sizes} s ON s.user_id = %(user_id)s), "
+    "qt AS (SELECT q.i, q.term, COALESCE(u.df, 0) AS df FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, i) "
+    "LEFT JOIN {user_terms} u ON u.user_id = %(user_id)s AND u.term = q.term), "
+    "st AS MATERIALIZED (SELECT sz.n, sz.dl_sum, sz.indexed, "
+    "ARRAY(SELECT qt.term || ' ' || qt.df FROM qt WHERE qt.df > 0 ORDER BY qt.i) AS found, "
+    "ARRAY(SELECT ln(1.0::float8 + (sz.n::float8 - qt.df::float8 + 0.5::float8) / (qt.df::float8 + 0.5::float8)) "
+    "FROM qt ORDER BY qt.i) AS w, "
+    "GREATEST(CASE WHEN sz.n > 0 THEN sz.dl_sum::float8 / sz.n::float8 ELSE 0::float8 END, %(min_avgdl)s) AS avgdl, "
+    "COALESCE((SELECT max(qt.df) FROM qt), 0) <= %(bound)s AND (NOT sz.indexed OR sz.n <= %(exact_rows)s) AS ok "
+    "FROM sz)")
 
 
 EMPTY_TEXT = "t AS (SELECT NULL::bigint AS rowid, NULL::float8 AS score, NULL::bigint AS rank WHERE FALSE)"
 EMPTY_VECTOR = "v AS (SELECT NULL::bigint AS rowid, NULL::float8 AS dist, NULL::bigint AS rank WHERE FALSE)"
 
 
-def vector_ctes(dim: int, where: str, *, through_index: bool) -> str:
+def vector_ctes(dim: int, where: str, *, through_index: bool, gate: str = "") -> str:
     """The vector channel as CTEs ending in `v` (rowid, dist, rank): exact over the filtered rows, or
-    the HNSW walk over the user's indexed rows together with an exact scan of the rest."""
+    the HNSW walk over the user's indexed rows together with an exact scan of the rest. `gate`: a
+    condition of the exact scan (`GATE`)."""
     cast = f"m.embedding::vector({int(dim)})"
     qv = f"%(vec)s::vector({int(dim)})"
     # the partial HNSW index is chosen only when its predicate appears with the model as a literal
@@ -189,7 +228,7 @@ def vector_ctes(dim: int, where: str, *, through_index: bool) -> str:
     exact = (f"SELECT m.rowid, ({cast} <=> {qv}) AS dist FROM {{memories}} m WHERE {vwhere}{{extra}} "
              f"ORDER BY ({cast} <=> {qv}) + 0, m.rowid LIMIT %(limit)s")
     if not through_index:
-        body = exact.replace("{extra}", "")
+        body = exact.replace("{extra}", gate)
     else:
         body = (f"(SELECT m.rowid, ({cast} <=> {qv}) AS dist FROM {{memories}} m WHERE {vwhere} AND m.ann "
                 f"ORDER BY {cast} <=> {qv} LIMIT %(limit)s) UNION ALL ({exact.replace('{extra}', ' AND NOT m.ann')})")

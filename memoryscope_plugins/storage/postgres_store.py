@@ -19,13 +19,14 @@ Layout (every table name starts with the configured prefix, default ``memoryscop
   when the row is free, expired or already ours (the database clock decides expiry), so one
   user's consolidation runs in one process at a time across processes and hosts.
 
-Search reads the user's statistics first (one short query; `postgres_search`), then runs both channels
-in one SQL statement (CTEs): full text ranked by BM25 as the embedded store ranks it, bounded per
-query term, and vectors by cosine distance, each with the same filters and its own top-N, returned
-with per-channel ranks and scores (the engine fuses them). The vector channel is exact when the
-filtered set is small (at most ``exact_vector_rows``) or the user has no indexed rows, and otherwise
-walks the HNSW index with ``hnsw.iterative_scan = relaxed_order`` (so a filtered kNN still returns k
-rows) together with an exact scan of the user's rows not yet indexed.
+Search reads the user's statistics and runs both channels in one SQL statement (CTEs; planned as
+for a user with no common query term, and run again with the statistics when they call for another
+plan): full text ranked by BM25 as the embedded store ranks it, bounded per query term, and vectors
+by cosine distance, each with the same filters and its own top-N, returned with per-channel ranks
+and scores (the engine fuses them). The vector channel is exact when the filtered set is small (at
+most ``exact_vector_rows``) or the user has no indexed rows, and otherwise walks the HNSW index
+with ``hnsw.iterative_scan = relaxed_order`` (so a filtered kNN still returns k rows) together with
+an exact scan of the user's rows not yet indexed.
 
 Schema changes are versioned: ``_MIGRATIONS`` is a list of SQL steps per version, applied under
 an advisory lock inside one transaction at start; a database written by a newer version raises
@@ -453,7 +454,7 @@ class PostgresStore(StoreBase):
 
     # -- meta -------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
-        with self._tx() as conn:
+        with self._reading() as conn:
             row = conn.execute(self._q("SELECT value FROM {meta} WHERE key=%s"), (key,)).fetchone()
         return None if row is None else row[0]
 
@@ -676,24 +677,24 @@ class PostgresStore(StoreBase):
 
     def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
                  kind: str | None = None) -> builtins.list[Entity]:
-        with self._tx() as conn:
+        with self._reading() as conn:
             return self._ledger.entities(conn, user_id, ids, kind)
 
     def mentions(self, user_id: str, *, entity_ids: Sequence[str] | None = None,
                  memory_ids: Sequence[str] | None = None) -> builtins.list[EntityMention]:
-        with self._tx() as conn:
+        with self._reading() as conn:
             return self._ledger.mentions(conn, user_id, entity_ids, memory_ids)
 
     def profile_values(self, user_id: str, *, key: str | None = None,
                        current_only: bool = False) -> builtins.list[ProfileValue]:
-        with self._tx() as conn:
+        with self._reading() as conn:
             return self._ledger.profile_values(conn, user_id, key, current_only)
 
     # -- reads ------------------------------------------------------------------------------
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         if not ids:
             return []
-        with self._tx() as conn:
+        with self._reading() as conn:
             rows = conn.execute(self._q(f"SELECT {_MEMORY_COLUMNS} FROM {{memories}} "
                                         "WHERE user_id=%s AND id = ANY(%s)"),
                                 (user_id, list(ids))).fetchall()
@@ -734,7 +735,7 @@ class PostgresStore(StoreBase):
         params: dict[str, Any] = {"limit": limit, "offset": offset}
         where = self._where(user_id, flt, params)
         order = "DESC" if newest_first else "ASC"
-        with self._tx() as conn:
+        with self._reading() as conn:
             rows = conn.execute(self._q(
                 f"SELECT {_M_COLUMNS} FROM {{memories}} m WHERE {where} "
                 f"ORDER BY m.created_ts {order}, m.rowid {order} LIMIT %(limit)s OFFSET %(offset)s"), params).fetchall()
@@ -743,11 +744,11 @@ class PostgresStore(StoreBase):
     def count(self, user_id: str, flt: MemoryFilter) -> int:
         params: dict[str, Any] = {}
         where = self._where(user_id, flt, params)
-        with self._tx() as conn:
+        with self._reading() as conn:
             return int(_scalar(conn.execute(self._q(f"SELECT count(*) FROM {{memories}} m WHERE {where}"), params)))
 
     def users(self) -> builtins.list[str]:
-        with self._tx() as conn:
+        with self._reading() as conn:
             rows = conn.execute(self._q(
                 "SELECT user_id FROM (SELECT DISTINCT user_id FROM {memories} UNION SELECT DISTINCT user_id "
                 "FROM {messages}) u ORDER BY user_id COLLATE \"C\"")).fetchall()
@@ -760,7 +761,7 @@ class PostgresStore(StoreBase):
             clauses.append("user_id = %(user_id)s")
         if needing_vectors:
             clauses.append(self._NEEDS)
-        with self._tx() as conn:
+        with self._reading() as conn:
             rows = conn.execute(self._q(
                 f"SELECT rowid, {_MEMORY_COLUMNS} FROM {{memories}} WHERE {' AND '.join(clauses)} "
                 "ORDER BY rowid LIMIT %(n)s"), {"after": after, "user_id": user_id, "n": limit,
@@ -770,7 +771,7 @@ class PostgresStore(StoreBase):
     _NEEDS = "(embedding_model IS NULL OR embedding_model < %(model)s OR embedding_model > %(model)s)"
 
     def count_needing_vectors(self) -> int:
-        with self._tx() as conn:
+        with self._reading() as conn:
             return int(_scalar(conn.execute(self._q(f"SELECT count(*) FROM {{memories}} WHERE {self._NEEDS}"),
                                             {"model": self.embedding_model or ""})))
 
@@ -790,35 +791,70 @@ class PostgresStore(StoreBase):
             return []
         params: dict[str, Any] = {"limit": max(1, int(request.limit))}
         where = self._where(request.user_id, request.filter, params)
+        if dim is not None and query_vector is not None:
+            params.update(vec=_PgVector(query_vector), exact_rows=self.exact_vector_rows)
+        else:
+            dim = None
         with self._reading() as conn:
-            stats = self._statistics(conn, request.user_id, terms)
-            text = pgs.EMPTY_TEXT
-            if any(stats.df.values()):
-                text = pgs.text_ctes(stats, where, params, self.text_term_rows)
-            vector = pgs.EMPTY_VECTOR
-            if dim is not None and query_vector is not None:
-                params.update(vec=_PgVector(query_vector), exact_rows=self.exact_vector_rows)
-                through = self._through_index(conn, stats, request.filter, where, params)
-                vector = pgs.vector_ctes(dim, where, through_index=through)
-            if text is pgs.EMPTY_TEXT and vector is pgs.EMPTY_VECTOR:
-                return []
-            statement = (
-                f"WITH {text}, {vector}, "
-                "hits AS (SELECT COALESCE(t.rowid, v.rowid) AS rowid, t.rank AS text_rank, t.score AS text_score, "
-                "v.rank AS vector_rank, v.dist AS dist FROM t FULL OUTER JOIN v ON t.rowid = v.rowid) "
-                "SELECT h.text_rank, h.text_score, h.vector_rank, h.dist, m.rowid, m.xmin::text::bigint FROM hits h "
-                "JOIN {memories} m ON m.rowid = h.rowid "
-                "ORDER BY h.text_rank NULLS LAST, h.vector_rank NULLS LAST")
-            # never server-side prepared: each search is planned with its values anyway, and
-            # the statement's text changes with the query's terms (preparing only adds a step)
-            rows = conn.execute(self._q(statement, model_lit=sql.Literal(model)), params, prepare=False).fetchall()
-            found = self._records(conn, request.user_id, [(int(r[4]), int(r[5])) for r in rows])
+            hits, stats = self._search_presumed(conn, terms, where, dict(params), dim)
+            if stats is not None:  # a common term or the HNSW walk: planned again, with the statistics
+                hits = self._search_planned(conn, stats, request.filter, where, params, dim)
+            found = self._records(conn, request.user_id, [(int(r[4]), int(r[5])) for r in hits])
         return [Candidate(
             memory=found[row[4]],
             text_rank=None if row[0] is None else int(row[0]),
             text_score=None if row[1] is None else float(row[1]),
             vector_rank=None if row[2] is None else int(row[2]),
-            vector_score=None if row[3] is None else 1.0 - float(row[3])) for row in rows if row[4] in found]
+            vector_score=None if row[3] is None else 1.0 - float(row[3])) for row in hits if row[4] in found]
+
+    # both channels' hits by rowid, with per-channel ranks and scores, and the row's version
+    _HITS = ("hits AS (SELECT COALESCE(t.rowid, v.rowid) AS rowid, t.rank AS text_rank, t.score AS text_score, "
+             "v.rank AS vector_rank, v.dist AS dist FROM t FULL OUTER JOIN v ON t.rowid = v.rowid) ")
+    _HIT_COLUMNS = "h.text_rank, h.text_score, h.vector_rank, h.dist, m.rowid, m.xmin::text::bigint"
+
+    def _search_presumed(self, conn: psycopg.Connection, terms: builtins.list[str], where: str,
+                         params: dict[str, Any], dim: int | None
+                         ) -> tuple[builtins.list[tuple[Any, ...]], pgs.UserStatistics | None]:
+        """The search in one statement, with the user's statistics read in it (`pgs.STATISTICS_CTES`)
+        and planned as for a user with no common query term and an exact vector channel (every
+        user up to `text_term_rows` memories): its hits, and None; or, when the statistics call for
+        another plan (the statement then scored nothing), no hits and the statistics."""
+        params.update(terms=terms, bound=self.text_term_rows, exact_rows=self.exact_vector_rows,
+                      min_avgdl=pgs.MIN_AVGDL)
+        text = pgs.presumed_text_ctes(terms, where, params) if terms else pgs.EMPTY_TEXT
+        vector = pgs.EMPTY_VECTOR if dim is None else pgs.vector_ctes(dim, where, through_index=False, gate=pgs.GATE)
+        statement = (
+            f"WITH {pgs.STATISTICS_CTES}, {text}, {vector}, {self._HITS}"
+            f"SELECT 1 AS part, {self._HIT_COLUMNS}, NULL::bigint, NULL::bigint, NULL::boolean, NULL::text[], "
+            "NULL::boolean FROM hits h JOIN {memories} m ON m.rowid = h.rowid "
+            "UNION ALL SELECT 0, NULL, NULL, NULL, NULL, NULL, NULL, st.n, st.dl_sum, st.indexed, st.found, st.ok "
+            "FROM st ORDER BY 1, 2 NULLS LAST, 4 NULLS LAST")
+        # never server-side prepared: each search is planned with its values anyway, and the
+        # statement's text changes with the query's terms (preparing only adds a step)
+        rows = conn.execute(self._q(statement, model_lit=sql.Literal(self.embedding_model),
+                                    user_terms=self._t("user_terms"), user_sizes=self._t("user_sizes")),
+                            params, prepare=False).fetchall()
+        if not rows or rows[0][0] != 0:
+            raise StoreError("PostgreSQL returned no statistics row for a search")
+        if rows[0][11]:
+            return [row[1:7] for row in rows[1:]], None
+        return [], pgs.read_statistics(rows[0][7:11], terms, self.text_term_rows)
+
+    def _search_planned(self, conn: psycopg.Connection, stats: pgs.UserStatistics, flt: MemoryFilter, where: str,
+                        params: dict[str, Any], dim: int | None) -> builtins.list[tuple[Any, ...]]:
+        """The search planned with the user's statistics (`pgs.text_ctes`: common terms bounded; the
+        vector channel through the HNSW index when `_through_index` says so)."""
+        text = pgs.text_ctes(stats, params=params, where=where, common_rows=self.text_term_rows) \
+            if any(stats.df.values()) else pgs.EMPTY_TEXT
+        vector = pgs.EMPTY_VECTOR
+        if dim is not None:
+            vector = pgs.vector_ctes(dim, where, through_index=self._through_index(conn, stats, flt, where, params))
+        if text is pgs.EMPTY_TEXT and vector is pgs.EMPTY_VECTOR:
+            return []
+        statement = (f"WITH {text}, {vector}, {self._HITS}SELECT {self._HIT_COLUMNS} FROM hits h "
+                     "JOIN {memories} m ON m.rowid = h.rowid ORDER BY h.text_rank NULLS LAST, h.vector_rank NULLS LAST")
+        return conn.execute(self._q(statement, model_lit=sql.Literal(self.embedding_model)), params,
+                            prepare=False).fetchall()
 
     def _records(self, conn: psycopg.Connection, user_id: str,
                  versions: builtins.list[tuple[int, int]]) -> dict[int, Memory]:
@@ -840,15 +876,6 @@ class PostgresStore(StoreBase):
                 self._cache.put(int(row[0]), int(row[1]), memory)
                 found[int(row[0])] = memory
         return found
-
-    def _statistics(self, conn: psycopg.Connection, user_id: str, terms: builtins.list[str]) -> pgs.UserStatistics:
-        """The user's memory count, average length, the query terms' document frequencies and
-        whether any of their rows is indexed: primary-key reads of the per-user statistics."""
-        row = conn.execute(self._q(pgs.STATISTICS_SQL, user_terms=self._t("user_terms"),
-                                   user_sizes=self._t("user_sizes")), {"user_id": user_id, "terms": terms}).fetchone()
-        if row is None:
-            raise StoreError("PostgreSQL returned no row for a query that always returns one")
-        return pgs.read_statistics(row, terms, self.text_term_rows)
 
     def _through_index(self, conn: psycopg.Connection, stats: pgs.UserStatistics, flt: MemoryFilter, where: str,
                        params: dict[str, Any]) -> bool:
@@ -889,7 +916,7 @@ class PostgresStore(StoreBase):
             if value is not None:
                 clauses.append(clause)
         order = "DESC" if newest_first else "ASC"
-        with self._tx() as conn:
+        with self._reading() as conn:
             rows = conn.execute(self._q(f"SELECT {_MESSAGE_COLUMNS} FROM {{messages}} WHERE {' AND '.join(clauses)} "
                                         f"ORDER BY seq {order} LIMIT %(n)s"), params).fetchall()
         return [records.message_from_row(r) for r in rows]
@@ -903,7 +930,7 @@ class PostgresStore(StoreBase):
                                  "THEN 1 ELSE 0 END) WHERE id = ANY(%s)"), (state, state, FAILED, sorted(set(ids))))
 
     def _message_page(self, user_id: str, *, after_seq: int, limit: int) -> builtins.list[StoredMessage]:
-        with self._tx() as conn:
+        with self._reading() as conn:
             rows = conn.execute(self._q(f"SELECT {_MESSAGE_COLUMNS} FROM {{messages}} "
                                         "WHERE user_id = %s AND seq > %s ORDER BY seq LIMIT %s"),
                                 (user_id, after_seq, limit)).fetchall()
@@ -912,20 +939,20 @@ class PostgresStore(StoreBase):
     def vectors_of(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not ids:
             return {}
-        with self._tx() as conn:
+        with self._reading() as conn:
             rows = conn.execute(self._q("SELECT id, embedding::real[] FROM {memories} "
                                         "WHERE user_id = %s AND id = ANY(%s) AND embedding IS NOT NULL"),
                                 (user_id, list(ids))).fetchall()
         return {memory_id: np.asarray(values, dtype=np.float32) for memory_id, values in rows}
 
     def users_with_pending(self) -> builtins.list[str]:
-        with self._tx() as conn:
+        with self._reading() as conn:
             return [r[0] for r in
                     conn.execute(self._q("SELECT DISTINCT user_id FROM {messages} WHERE state=%s"), (PENDING,))]
 
     def overview(self) -> StoreOverview:
         """Counts of messages per state, users and memories per type (`storage.overview`)."""
-        with self._tx() as conn:
+        with self._reading() as conn:
             return sql_overview(lambda query: conn.execute(query).fetchall(), self._q)
 
     # -- leases -----------------------------------------------------------------------------
