@@ -861,9 +861,10 @@ class PostgresStore(StoreBase):
         when the user has more than `user_index_rows` memories (the database searches)."""
         user_id = request.user_id
         head = conn.execute(self._q(
-            "SELECT s.n, (SELECT COALESCE(max(m.seq), 0) FROM {memories} m WHERE m.user_id = %(u)s) "
-            "FROM {user_sizes} s WHERE s.user_id = %(u)s", user_sizes=self._t("user_sizes")), {"u": user_id}).fetchone()
-        n, max_seq = (0, 0) if head is None else (int(head[0]), int(head[1]))
+            "SELECT s.n, CASE WHEN s.n <= %(bound)s THEN (SELECT COALESCE(max(m.seq), 0) FROM {memories} m "
+            "WHERE m.user_id = %(u)s) END FROM {user_sizes} s WHERE s.user_id = %(u)s",
+            user_sizes=self._t("user_sizes")), {"u": user_id, "bound": self.user_index_rows}).fetchone()
+        n, max_seq = (0, 0) if head is None else (int(head[0]), int(head[1] or 0))
         if n == 0 or n > self.user_index_rows:
             self._indexes.drop(user_id)
             return [] if n == 0 else None
