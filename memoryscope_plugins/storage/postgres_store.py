@@ -273,7 +273,7 @@ class PostgresStore(StoreBase):
     def __init__(self, conninfo: str, *, embedding_model: str | None = None, table_prefix: str = "memoryscope_",
                  pool_min_size: int = 1, pool_max_size: int = 8,
                  lock_timeout_s: float = 10.0, connect_timeout_s: float = 10.0, exact_vector_rows: int = 5_000,
-                 text_term_rows: int = 1_000, record_cache_rows: int = 20_000, user_index_rows: int = 5_000,
+                 text_term_rows: int = 1_000, record_cache_rows: int = 20_000, user_index_rows: int = 200_000,
                  vector_cache_rows: int = 250_000, hnsw_m: int = 16,
                  hnsw_ef_construction: int = 64, hnsw_ef_search: int = 100,
                  connect_kwargs: dict[str, Any] | None = None) -> None:
@@ -879,7 +879,7 @@ class PostgresStore(StoreBase):
 
     def _current_index(self, conn: psycopg.Connection, user_id: str, n: int, max_seq: int) -> user_index.UserIndex:
         """The user's index as of `n` memories and newest write `max_seq`: the cached one, the cached
-        one with the rows written since (when nothing was deleted or changed in place), or read anew."""
+        one with the rows written since (replaced or appended, when nothing was deleted), or read anew."""
         cached = self._indexes.get(user_id)
         if cached is not None and cached.rev == n and cached.max_seq == max_seq:
             return cached
@@ -887,10 +887,9 @@ class PostgresStore(StoreBase):
         if cached is not None and max_seq > cached.max_seq:
             changed = conn.execute(self._q(self._INDEX_ROW + "WHERE m.user_id = %s AND m.seq > %s ORDER BY m.seq"),
                                    (user_id, cached.max_seq), binary=True).fetchall()
-            if len(cached) + len(changed) == n:  # else rows were deleted meanwhile
-                for row in changed:
-                    cached.records.pop(int(row[0]), None)
-                index = user_index.appended(cached, changed, self.embedding_model, n)
+            added = sum(1 for row in changed if int(row[0]) not in cached.position)
+            if len(cached) + added == n:  # else rows were deleted meanwhile
+                index = user_index.refreshed(cached, changed, self.embedding_model, n)
         if index is None:
             rows = conn.execute(self._q(self._INDEX_ROW + "WHERE m.user_id = %s ORDER BY m.rowid"), (user_id,),
                                 binary=True).fetchall()

@@ -661,14 +661,14 @@ class SQLiteStore(StoreBase):
         return user_index.build(rows, self.embedding_model, rev, epoch)
 
     def _refresh(self, cached: UserIndex, user_id: str, rev: int) -> UserIndex | None:
-        """Apply the rows changed since the cache was built (no deletions happened in between);
-        None when a row changed in place (rare: the caller rebuilds the index)."""
+        """Apply the rows written since the cache was built (no deletions happened in between): rows
+        changed in place are replaced, new ones appended (None: the caller rebuilds the index)."""
         with self._read() as conn:
             changed = conn.execute(self._INDEX_ROW + "WHERE m.user_id=? AND m.seq > ? ORDER BY m.rowid",
                                    (user_id, cached.max_seq)).fetchall()
         for r in changed:
             cached.records.pop(r[0], None)
-        return user_index.appended(cached, changed, self.embedding_model, rev)
+        return user_index.refreshed(cached, changed, self.embedding_model, rev)
 
     # -- the durable message log ------------------------------------------------------------------
     def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None,

@@ -3,14 +3,16 @@ the PostgreSQL store for users small enough to hold.
 
 A `UserIndex` keeps a user's memories as arrays aligned by row: a float32 matrix of their vectors,
 an in-memory BM25 index of their analysed terms (`term_index`) and the columns filters need. A
-query is one matrix-vector product and a pass over the postings of its own terms. The stores read
-the rows (`IndexRow`) and keep the index current: new rows are appended (`appended`), any other
-change rebuilds it.
+query is one matrix-vector product and a pass over the postings of its own terms; ties are broken
+by rowid, so the order of the rows never changes a result. The stores read the rows (`IndexRow`)
+and keep the index current with the rows written since (`refreshed`: rows changed in place are
+replaced, new ones appended); a deletion rebuilds it.
 """
 
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -53,6 +55,7 @@ class UserIndex:
     event_end_ts: np.ndarray
     agent_ids: list[str]
     session_ids: list[str | None]
+    row_terms: list[str]  # each row's terms as stored (what a replacement takes out of the postings)
     position: dict[int, int]
     # records already read, by rowid: valid while the user's rows are unchanged (an update or a
     # deletion rebuilds this object; new rows only add to it)
@@ -94,19 +97,72 @@ def build(rows: Sequence[IndexRow], model: str | None, rev: int, epoch: int, dim
         created_ts=np.fromiter((r[4] for r in rows), dtype=np.float64, count=n),
         event_start_ts=np.fromiter((nan if r[5] is None else r[5] for r in rows), dtype=np.float64, count=n),
         event_end_ts=np.fromiter((nan if r[6] is None else r[6] for r in rows), dtype=np.float64, count=n),
-        agent_ids=[r[7] for r in rows], session_ids=[r[8] for r in rows],
+        agent_ids=[r[7] for r in rows], session_ids=[r[8] for r in rows], row_terms=[r[11] for r in rows],
         position={int(r[0]): i for i, r in enumerate(rows)},
     )
 
 
-def appended(cached: UserIndex, changed: Sequence[IndexRow], model: str | None, rev: int) -> UserIndex | None:
+def refreshed(cached: UserIndex, changed: Sequence[IndexRow], model: str | None, rev: int) -> UserIndex | None:
     """`cached` with the rows written since it was built (`changed`: every row with a higher
-    ``seq``), or None when one of them was already held (an update in place: rebuild the index)."""
+    ``seq``; nothing deleted meanwhile): rows it holds are replaced, the others appended. None when
+    the user's first vectors arrive on rows it holds (rare: the caller rebuilds the index)."""
     if not changed:
         cached.rev = rev
         return cached
-    if any(int(r[0]) in cached.position for r in changed):
-        return None
+    held = [r for r in changed if int(r[0]) in cached.position]
+    new = [r for r in changed if int(r[0]) not in cached.position]
+    index = cached
+    if held:
+        replaced = _replaced(cached, held, model)
+        if replaced is None:
+            return None
+        index = replaced
+    return _appended(index, new, model, rev)
+
+
+def _replaced(cached: UserIndex, rows: Sequence[IndexRow], model: str | None) -> UserIndex | None:
+    """A copy of `cached` with `rows` (rows it holds) as they are now; the arrays and postings no
+    row changed are shared, so a search running on `cached` meanwhile never sees half of it."""
+    dim = cached.matrix.shape[1]
+    matrix, has_vector = cached.matrix, cached.has_vector.copy()
+    type_codes, status_codes = cached.type_codes.copy(), cached.status_codes.copy()
+    created_ts, event_start_ts, event_end_ts = (cached.created_ts.copy(), cached.event_start_ts.copy(),
+                                                cached.event_end_ts.copy())
+    agent_ids, session_ids, row_terms = list(cached.agent_ids), list(cached.session_ids), list(cached.row_terms)
+    terms: dict[int, tuple[Sequence[str], Sequence[str]]] = {}
+    nan = float("nan")
+    for r in rows:
+        i = cached.position[int(r[0])]
+        vector = None if r[1] is None or r[10] != (model or "") else _vector(r[1])
+        if vector is not None and dim == 0:
+            return None
+        usable = vector is not None and len(vector) == dim
+        if vector is not None and usable and not (has_vector[i] and np.array_equal(matrix[i], vector)):
+            if matrix is cached.matrix:
+                matrix = matrix.copy()
+            matrix[i] = vector
+        has_vector[i] = usable
+        type_codes[i], status_codes[i] = TYPE_CODE[r[2]], STATUS_CODE[r[3]]
+        created_ts[i] = r[4]
+        event_start_ts[i] = nan if r[5] is None else r[5]
+        event_end_ts[i] = nan if r[6] is None else r[6]
+        agent_ids[i], session_ids[i] = r[7], r[8]
+        if r[11] != row_terms[i]:
+            terms[i] = (row_terms[i].split(), r[11].split())
+            row_terms[i] = r[11]
+    changed = {int(r[0]) for r in rows}
+    return dataclasses.replace(
+        cached, max_seq=max(cached.max_seq, max(r[9] or 0 for r in rows)), matrix=matrix, has_vector=has_vector,
+        terms=cached.terms.replaced(terms) if terms else cached.terms, type_codes=type_codes,
+        status_codes=status_codes, created_ts=created_ts, event_start_ts=event_start_ts,
+        event_end_ts=event_end_ts, agent_ids=agent_ids, session_ids=session_ids, row_terms=row_terms,
+        position=cached.position, records={k: v for k, v in cached.records.items() if k not in changed})
+
+
+def _appended(cached: UserIndex, changed: Sequence[IndexRow], model: str | None, rev: int) -> UserIndex:
+    """`cached` with `changed` (rows it does not hold) as its next rows."""
+    if not changed:
+        return dataclasses.replace(cached, rev=rev)
     dim = cached.matrix.shape[1] if cached.has_vector.any() else None
     # with `dim` given, a vector of another width is left out of the matrix (has_vector False)
     extra = build(changed, model, rev, cached.epoch, dim, with_terms=False)  # terms: appended below
@@ -128,7 +184,7 @@ def appended(cached: UserIndex, changed: Sequence[IndexRow], model: str | None, 
         event_start_ts=np.concatenate([cached.event_start_ts, extra.event_start_ts]),
         event_end_ts=np.concatenate([cached.event_end_ts, extra.event_end_ts]),
         agent_ids=cached.agent_ids + extra.agent_ids, session_ids=cached.session_ids + extra.session_ids,
-        position=position, records=cached.records,
+        row_terms=cached.row_terms + extra.row_terms, position=position, records=cached.records,
     )
 
 
@@ -148,20 +204,23 @@ def search(index: UserIndex, request: SearchRequest, query_terms: Sequence[str])
     return found
 
 
-def top(scores: np.ndarray, limit: int) -> np.ndarray:
-    """Positions of the `limit` best finite scores, best first (ties keep row order)."""
+def top(scores: np.ndarray, limit: int, rowids: np.ndarray) -> np.ndarray:
+    """Positions of the `limit` best finite scores, best first, ties by rowid (the same rows as
+    PostgreSQL's ORDER BY score, rowid, whatever order the index holds its rows in)."""
     k = min(limit, int(np.isfinite(scores).sum()))
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
     if k < len(scores):
-        # the k-th best score, then ties at the cut taken in row order (argpartition would
-        # take an arbitrary subset of them): the same rows as PostgreSQL's ORDER BY score, rowid
+        # the k-th best score, then the ties at the cut with the lowest rowids (argpartition would
+        # take an arbitrary subset of them)
         kth = -np.partition(-scores, k - 1)[k - 1]
         above = np.flatnonzero(scores > kth)
-        chosen = np.concatenate([above, np.flatnonzero(scores == kth)[:k - len(above)]])
+        ties = np.flatnonzero(scores == kth)
+        ties = ties[np.argsort(rowids[ties], kind="stable")][:k - len(above)]
+        chosen = np.concatenate([above, ties])
     else:
         chosen = np.arange(len(scores))
-    return chosen[np.argsort(-scores[chosen], kind="stable")]
+    return chosen[np.lexsort((rowids[chosen], -scores[chosen]))]
 
 
 def _text_hits(index: UserIndex, query_terms: Sequence[str], keep: np.ndarray | None,
@@ -170,7 +229,7 @@ def _text_hits(index: UserIndex, query_terms: Sequence[str], keep: np.ndarray | 
     matched = scores > 0
     if keep is not None:
         matched &= keep
-    best = top(np.where(matched, scores, -np.inf), limit)
+    best = top(np.where(matched, scores, -np.inf), limit, index.rowids)
     return [(int(index.rowids[i]), float(scores[i])) for i in best]
 
 
@@ -184,7 +243,7 @@ def _vector_hits(index: UserIndex, request: SearchRequest,
                          f"{index.matrix.shape[1]}")
     scores = index.matrix @ query
     usable = index.has_vector if keep is None else index.has_vector & keep
-    best = top(np.where(usable, scores, -np.inf), request.limit)
+    best = top(np.where(usable, scores, -np.inf), request.limit, index.rowids)
     return [(int(index.rowids[i]), float(scores[i])) for i in best]
 
 
