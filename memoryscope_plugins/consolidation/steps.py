@@ -259,7 +259,7 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     memories = [n.memory for n in created] + list(changes.changed.values())
     memory_vectors = [vectors[i] for i, n in enumerate(new) if n.repeat_of is None] + [None] * len(changes.changed)
     ledger = _commit_with_ledger(env, user_id, memories, memory_vectors, [m.id for m in done], list(changes.changed),
-                                 lambda: _ledger(env, user_id, batch, minable, extraction, new, language))
+                                 lambda: _ledger(env, user_id, batch, minable, extraction, new, language, user_name))
     report.messages += len(done)
     if ledger is not None:
         report.entities.extend(ledger.new_entities)
@@ -325,13 +325,13 @@ def _commit_with_ledger(env: StepEnv, user_id: str, memories: Sequence[Memory], 
 
 
 def _ledger(env: StepEnv, user_id: str, batch: Sequence[StoredMessage], minable: Sequence[StoredMessage],
-            extraction: Extraction, new: Sequence[_New], language: str) -> LedgerPlan | None:
+            extraction: Extraction, new: Sequence[_New], language: str, user_name: str) -> LedgerPlan | None:
     """The step's entity ledger and profile changes (`ledger_step`). A failure here never costs
     the step its memories: it is logged and the step commits without ledger changes."""
     observed = [Observed(item=n.item, memory=n.repeat_of if n.repeat_of is not None else n.memory,
                          message=n.source.message.content) for n in new]
     try:
-        return plan_ledger(env.backend.store, user_id, batch, minable, extraction, observed, language)
+        return plan_ledger(env.backend.store, user_id, batch, minable, extraction, observed, language, user_name)
     except StoreError:
         raise
     except Exception as exc:  # noqa: BLE001 - the memories matter more than the ledger

@@ -378,3 +378,28 @@ def test_an_entity_deleted_during_a_step_never_costs_the_step_its_memories(tmp_p
             assert report.entities == [] and "Mel" not in entities
     finally:
         engine.close()
+
+
+def test_without_the_models_profile_the_observations_own_words_keep_it_current(tmp_path, server, brain,
+                                                                               local_embedder):
+    """A small model leaves ``profile`` out; the observations still say where the user lives: the
+    profile follows them, with the old home kept as history (`profile_cues`)."""
+    said = {"I live in Bristol with my partner Dev.": [obs("Anna lives in Bristol.", [1]),
+                                                       obs("Anna's partner is Dev.", [1])],
+            "My sister lives in Paris.": [obs("Anna's sister lives in Paris.", [1], about="Anna's sister")],
+            "We moved to Glasgow last month.": [obs("Anna moved to Glasgow.", [1], kind="event", time="last month")]}
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        for month, text in enumerate(said, start=1):
+            engine.record("anna", [user_msg(text, at(1, month=month))])
+            engine.consolidate("anna")
+        _, _, profile = ledger(engine)
+        homes = sorted((v for v in profile if v.key == "home"), key=lambda v: v.valid_from)
+        assert [(v.value, v.current) for v in homes] == [("Bristol", False), ("Glasgow", True)]
+        assert homes[0].superseded_by == homes[1].id
+        assert [v.value for v in profile if v.key == "family"] == ["Dev (partner)"]
+        glasgow = next(m for m in engine.list("anna", types=["observation"]) if "Glasgow" in m.content)
+        assert homes[1].source_ids == [glasgow.id]
+    finally:
+        engine.close()
