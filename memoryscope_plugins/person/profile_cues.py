@@ -90,6 +90,11 @@ def _values(text: str, name: str, language: str) -> list[tuple[str, str]]:
     return found
 
 
+def core(value: str) -> str:
+    """A cue's value without the relation it names ("Dev (partner)" -> "Dev")."""
+    return value.split(" (", 1)[0].split("（", 1)[0]
+
+
 def stated(observation: str, message: str, user_name: str | None, language: str) -> list[tuple[str, str]]:
     """The ``(key, value)`` pairs the observation states about the user, read from the observation
     (its subject the user's name or the first person) and from its source message (the user's
@@ -97,7 +102,6 @@ def stated(observation: str, message: str, user_name: str | None, language: str)
     name = (user_name or "").strip()
     chosen: dict[str, str] = {}
     for key, value in [*_values(observation, name, language), *_values(message, name, language)]:
-        core = value.split(" (", 1)[0].split("（", 1)[0]
-        if key not in chosen and core and core in observation:
+        if key not in chosen and core(value) and core(value) in observation:
             chosen[key] = value
     return list(chosen.items())
