@@ -146,6 +146,9 @@ class MemoryScope:
     def _build_consolidation(self, start_worker: bool | None):
         from .consolidation.service import ConsolidationService
         service = ConsolidationService(self)  # takes the store, models and settings, not the engine
+        # what a step wrote (new entities, aliases, mentions of observations) is seen by this
+        # process's next `record` and `retrieve` at once, not after the caches' time to live
+        service.add_listener(lambda user_id, report: self._matchers.invalidate(user_id))
         if start_worker is None:
             start_worker = self.settings.consolidation.worker == "thread"
         if start_worker:

@@ -59,8 +59,9 @@ class StoreSettings(Section):
     ca_certs: str | None = None
     text_search_config: str = Field("english", description="PostgreSQL text search configuration")
     busy_timeout_s: float = Field(10.0, gt=0)
-    vector_cache_rows: int = Field(250_000, ge=0, description="sqlite: memories kept in the in-memory search "
-                                   "index (vectors + BM25), least recently used users dropped first")
+    vector_cache_rows: int = Field(250_000, ge=0, description="sqlite, postgres: memories kept in the in-process "
+                                   "search indexes (vectors + BM25; postgres: of users up to 200,000 memories), "
+                                   "least recently used users dropped first")
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     quick_check_max_mb: float = Field(256.0, ge=0, description="sqlite: files up to this size are checked "
                                       "page by page on open (PRAGMA quick_check); 0 turns the check off")

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable, Sequence
 
+from ..person import profile_cues
 from ..person.ledger import ProposedEntity, plan_new_entities, record_mentions
 from ..person.matching import NameMatcher, normalise_name
-from ..person.profile import ProfileProposal, apply
+from ..person.profile import ProfileProposal, apply, normalise_key
 from ..storage.base import LedgerChanges, MemoryFilter, MemoryStore, SearchRequest, StoredMessage
 from ..storage.text_analysis import analyse
 from ..types import Entity, EntityMention, Memory, MemoryType, ProfileValue, as_aware, utc_now
@@ -53,9 +54,11 @@ class LedgerPlan:
 
 
 def plan_ledger(store: MemoryStore, user_id: str, batch: Sequence[StoredMessage], minable: Sequence[StoredMessage],
-                extraction: Extraction, observed: Sequence[Observed], language: str) -> LedgerPlan:
+                extraction: Extraction, observed: Sequence[Observed], language: str,
+                user_name: str | None = None) -> LedgerPlan:
     """The ledger and profile changes of one step (see the module docstring): ``batch`` is every
-    message of the step, ``minable`` its numbered ones (the extraction's message indexes)."""
+    message of the step, ``minable`` its numbered ones (the extraction's message indexes),
+    ``user_name`` the name observations call the user by (for `profile_cues`)."""
     now = utc_now()
     existing = list(store.entities(user_id))
     proposals = [ProposedEntity(name=e.name, kind=e.kind, alias_of=e.alias_of, message_index=e.message)
@@ -78,7 +81,7 @@ def plan_ledger(store: MemoryStore, user_id: str, batch: Sequence[StoredMessage]
             earlier = _earlier_turns(store, user_id, [n for e in searched for n in renamed[e.id]],
                                      {t.id for t in turns})
             _link(mentions, NameMatcher(searched), earlier)
-    values, set_now = _profile(store, user_id, observed, language, now)
+    values, set_now = _profile(store, user_id, observed, language, now, user_name)
     changes = LedgerChanges(user_id=user_id, entities=planned, mentions=list(mentions.values()), profile=values)
     return LedgerPlan(changes=changes, new_entities=[f"{e.name} ({_kind(e)})" for e in fresh], profile=set_now)
 
@@ -119,25 +122,51 @@ def _earlier_turns(store: MemoryStore, user_id: str, names: Sequence[str], skip:
 
 
 def _profile(store: MemoryStore, user_id: str, observed: Sequence[Observed], language: str,
-             now: datetime) -> tuple[list[ProfileValue], list[str]]:
-    """The profile values the step's observations propose, applied to the stored profile; and the
-    ``"key: value"`` of the values new to it."""
-    proposals = []
+             now: datetime, user_name: str | None = None) -> tuple[list[ProfileValue], list[str]]:
+    """The profile values the step's observations propose (the model's; where it gave none, those
+    the observation states in so many words: `profile_cues`), applied to the stored profile; and
+    the ``"key: value"`` of the values new to it."""
+    proposals: list[ProfileProposal] = []
+    cued: list[ProfileProposal] = []
     for entry in observed:
-        if entry.item.profile is None:
-            continue
-        key, value = entry.item.profile
-        if not _grounded(value, f"{entry.memory.content} {entry.message}"):
-            continue  # a value neither the observation nor its message says
+        if entry.item.profile is not None:
+            stated, into = [entry.item.profile], proposals
+        else:
+            stated, into = profile_cues.stated(entry.memory.content, entry.message, user_name, language), cued
         memory = entry.memory
         when: datetime = as_aware(memory.event_start or memory.created_at)
-        proposals.append(ProfileProposal(key=key, value=value, source_id=memory.id, at=when, language=language))
-    if not proposals:
+        for key, value in stated:
+            if not _grounded(value, f"{memory.content} {entry.message}"):
+                continue  # a value neither the observation nor its message says
+            into.append(ProfileProposal(key=key, value=value, source_id=memory.id, at=when, language=language))
+    if not proposals and not cued:
         return [], []
     stored = list(store.profile_values(user_id))
+    proposals += _new_cues(cued, [(v.key, v.value) for v in stored if v.current] +
+                           [(p.key, p.value) for p in proposals])
     before = {v.id for v in stored}
     values = list(apply(stored, proposals, user_id=user_id, now=now))
     return values, [f"{v.key}: {v.value}" for v in values if v.id not in before and v.current]
+
+
+def _new_cues(cued: Sequence[ProfileProposal], known: Sequence[tuple[str, str]]) -> list[ProfileProposal]:
+    """The values read by `profile_cues` that no current or proposed value of their key already
+    says in other words ("Sofia (daughter)" beside the model's "daughter Sofia")."""
+    said = [(_key(key), value.casefold()) for key, value in known]
+    fresh = []
+    for proposal in cued:
+        key, core = _key(proposal.key), profile_cues.core(proposal.value).casefold()
+        if not any(k == key and (core in value or value in core) for k, value in said):
+            fresh.append(proposal)
+            said.append((key, core))
+    return fresh
+
+
+def _key(key: str) -> str | None:
+    try:
+        return normalise_key(key)
+    except (TypeError, ValueError):  # a key `apply` refuses too
+        return None
 
 
 def _grounded(value: str, text: str) -> bool:

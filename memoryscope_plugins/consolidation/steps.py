@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import metrics
-from ..errors import LeaseLostError, ModelError, StoreError
+from ..errors import LeaseLostError, ModelError, StaleLedgerError, StoreError
 from ..indexing import embedding_text
 from ..log_hygiene import user_ref
 from ..models.base import ChatMessages, ChatModel, ChatResult, TokenUsage
@@ -258,9 +258,8 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     created = [n for n in new if n.repeat_of is None]
     memories = [n.memory for n in created] + list(changes.changed.values())
     memory_vectors = [vectors[i] for i, n in enumerate(new) if n.repeat_of is None] + [None] * len(changes.changed)
-    ledger = _ledger(env, user_id, batch, minable, extraction, new, language)
-    env.commit(user_id, memories, memory_vectors, [m.id for m in done], anchors=list(changes.changed),
-               ledger=ledger.changes if ledger is not None else None)
+    ledger = _commit_with_ledger(env, user_id, memories, memory_vectors, [m.id for m in done], list(changes.changed),
+                                 lambda: _ledger(env, user_id, batch, minable, extraction, new, language, user_name))
     report.messages += len(done)
     if ledger is not None:
         report.entities.extend(ledger.new_entities)
@@ -300,14 +299,39 @@ def _extract(env: StepEnv, user_id: str, batch: Sequence[StoredMessage], minable
     return extract.parse_extraction(value, minable, language=language)
 
 
+def _commit_with_ledger(env: StepEnv, user_id: str, memories: Sequence[Memory], vectors: Sequence[Any],
+                        done_ids: Sequence[str], anchors: Sequence[str],
+                        plan: Callable[[], LedgerPlan | None]) -> LedgerPlan | None:
+    """Commit the step with its ledger changes, and return the plan that was written.
+
+    The plan links entities read from the store; a user's edit (delete, merge) in between makes the
+    store refuse the whole commit (`StaleLedgerError`, nothing written). The ledger is then planned
+    again from the store as it is now, and if that is refused too the step commits without it: the
+    memories and the messages' verdicts never wait on the ledger."""
+    ledger = plan()
+    for again in (True, False):
+        try:
+            env.commit(user_id, memories, vectors, done_ids, anchors=anchors,
+                       ledger=ledger.changes if ledger is not None else None)
+            return ledger
+        except StaleLedgerError:
+            if ledger is None:
+                raise
+            ledger = plan() if again else None
+            log.info("the entity ledger of user %s changed during a consolidation step; %s", user_ref(user_id),
+                     "planned again" if again else "committing without ledger changes")
+    env.commit(user_id, memories, vectors, done_ids, anchors=anchors, ledger=None)
+    return None
+
+
 def _ledger(env: StepEnv, user_id: str, batch: Sequence[StoredMessage], minable: Sequence[StoredMessage],
-            extraction: Extraction, new: Sequence[_New], language: str) -> LedgerPlan | None:
+            extraction: Extraction, new: Sequence[_New], language: str, user_name: str) -> LedgerPlan | None:
     """The step's entity ledger and profile changes (`ledger_step`). A failure here never costs
     the step its memories: it is logged and the step commits without ledger changes."""
     observed = [Observed(item=n.item, memory=n.repeat_of if n.repeat_of is not None else n.memory,
                          message=n.source.message.content) for n in new]
     try:
-        return plan_ledger(env.backend.store, user_id, batch, minable, extraction, observed, language)
+        return plan_ledger(env.backend.store, user_id, batch, minable, extraction, observed, language, user_name)
     except StoreError:
         raise
     except Exception as exc:  # noqa: BLE001 - the memories matter more than the ledger

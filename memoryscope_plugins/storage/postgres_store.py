@@ -36,6 +36,7 @@ an advisory lock inside one transaction at start; a database written by a newer 
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import hashlib
 import logging
 import re
@@ -50,7 +51,7 @@ import numpy as np
 try:
     import psycopg
     from psycopg import sql
-    from psycopg.adapt import Dumper
+    from psycopg.adapt import Dumper, Loader
     from psycopg.pq import Format
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - the engine turns this into a ConfigError
@@ -60,7 +61,7 @@ from ..errors import SchemaVersionError, StoreError, StoreLockedError
 from ..indexing import full_text
 from ..log_hygiene import without_password
 from ..types import Entity, EntityMention, Memory, ProfileValue
-from . import base, postgres_ledger, postgres_search as pgs, records
+from . import base, postgres_ledger, postgres_search as pgs, records, user_index
 from .base import Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
 from .leases import Lease, require_held
@@ -71,7 +72,7 @@ from .timecodes import aware
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Each entry: (version it brings the schema to, SQL steps). `{p}` is the table prefix, `{cfg}` the
 # text search configuration of version 1's column (a quoted literal). Steps run in order in one
@@ -156,6 +157,20 @@ _MIGRATIONS: list[tuple[int, list[str]]] = [
         "ALTER TABLE {p}memories SET (toast_tuple_target = 8160)",
         *pgs.STATS_DDL,
     ]),
+    # 4: a write order for the in-process index of small users (`user_index`): every inserted or
+    # updated row takes the next ``seq`` under the statistics lock, held to commit, so a higher seq
+    # is always committed after a lower one and "rows with seq above N" are exactly the new ones
+    (4, [
+        "ALTER TABLE {p}memories ADD COLUMN IF NOT EXISTS seq bigint",
+        "CREATE SEQUENCE IF NOT EXISTS {p}memories_seq",
+        "CREATE INDEX IF NOT EXISTS {p}mem_user_seq ON {p}memories (user_id, seq)",
+        "CREATE OR REPLACE FUNCTION {p}write_seq() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "PERFORM pg_advisory_xact_lock(hashtext('{p}stats')); "
+        "NEW.seq := nextval('{p}memories_seq'); RETURN NEW; END $$",
+        "DROP TRIGGER IF EXISTS {p}write_seq ON {p}memories",
+        "CREATE TRIGGER {p}write_seq BEFORE INSERT OR UPDATE ON {p}memories "
+        "FOR EACH ROW EXECUTE FUNCTION {p}write_seq()",
+    ]),
 ]
 
 _MEMORY_COLUMNS = ", ".join(records.MEMORY_COLUMNS)
@@ -215,6 +230,15 @@ def _vector_dumper(oid: int) -> type[Dumper]:
     return VectorDumper
 
 
+class _VectorLoader(Loader):
+    """pgvector's binary format (dimension, unused, big-endian float32s) as a float32 array."""
+
+    format = Format.BINARY
+
+    def load(self, data: Any) -> np.ndarray:
+        return np.frombuffer(bytes(data), dtype=">f4", offset=4).astype(np.float32)
+
+
 class PostgresStore(StoreBase):
     """A `MemoryStore` on PostgreSQL with the pgvector extension.
 
@@ -234,6 +258,12 @@ class PostgresStore(StoreBase):
             this many memories are ranked exactly as the embedded store ranks them.
         record_cache_rows: memories kept parsed in this process for searches (by row version, so a
             change made by any process is seen); 0 turns the cache off.
+        user_index_rows: users with at most this many memories are searched in this process, as the
+            embedded store searches (`user_index`: their vectors and terms read once, then only the
+            rows written since; one statement per search checks what changed, in any process);
+            larger users, or 0, are searched by the database.
+        vector_cache_rows: at most this many memories are held in those in-process indexes (least
+            recently used users dropped first).
         hnsw_m / hnsw_ef_construction / hnsw_ef_search: HNSW index parameters.
         connect_kwargs: extra keyword arguments for `psycopg.connect` (user, password, sslmode ...).
     """
@@ -243,7 +273,8 @@ class PostgresStore(StoreBase):
     def __init__(self, conninfo: str, *, embedding_model: str | None = None, table_prefix: str = "memoryscope_",
                  pool_min_size: int = 1, pool_max_size: int = 8,
                  lock_timeout_s: float = 10.0, connect_timeout_s: float = 10.0, exact_vector_rows: int = 5_000,
-                 text_term_rows: int = 1_000, record_cache_rows: int = 20_000, hnsw_m: int = 16,
+                 text_term_rows: int = 1_000, record_cache_rows: int = 20_000, user_index_rows: int = 200_000,
+                 vector_cache_rows: int = 250_000, hnsw_m: int = 16,
                  hnsw_ef_construction: int = 64, hnsw_ef_search: int = 100,
                  connect_kwargs: dict[str, Any] | None = None) -> None:
         prefix = table_prefix.lower()
@@ -256,6 +287,8 @@ class PostgresStore(StoreBase):
         self.exact_vector_rows = int(exact_vector_rows)
         self.text_term_rows = max(1, int(text_term_rows))
         self._cache = pgs.RecordCache(record_cache_rows)
+        self.user_index_rows = max(0, int(user_index_rows))
+        self._indexes = user_index.IndexCache(vector_cache_rows)
         self._lock_timeout_ms = max(1, int(lock_timeout_s * 1000))
         self._hnsw = (int(hnsw_m), int(hnsw_ef_construction), int(hnsw_ef_search))
         self._dims: dict[str, int] = {}
@@ -301,7 +334,8 @@ class PostgresStore(StoreBase):
             kwargs["sslmode"] = "verify-full" if cfg.verify_certs else "require"
         prefix = re.sub(r"[^a-z0-9_]", "_", (cfg.index_prefix or "memoryscope").lower())
         return cls(cfg.url, embedding_model=embedding_model, table_prefix=prefix,
-                   lock_timeout_s=getattr(cfg, "busy_timeout_s", 10.0), connect_kwargs=kwargs)
+                   lock_timeout_s=getattr(cfg, "busy_timeout_s", 10.0),
+                   vector_cache_rows=getattr(cfg, "vector_cache_rows", 250_000), connect_kwargs=kwargs)
 
     # -- connections ---------------------------------------------------------------------------
     @staticmethod
@@ -320,6 +354,7 @@ class PostgresStore(StoreBase):
         if self._vector_oid is None:
             self._vector_oid = int(_scalar(conn.execute("SELECT 'vector'::regtype::oid")))
         conn.adapters.register_dumper(_PgVector, _vector_dumper(self._vector_oid))
+        conn.adapters.register_loader(self._vector_oid, _VectorLoader)  # binary results only
         conn.execute(f"SET lock_timeout = {self._lock_timeout_ms}")
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
         conn.execute(f"SET hnsw.ef_search = {self._hnsw[2]}")
@@ -789,6 +824,11 @@ class PostgresStore(StoreBase):
                                  f"have {dim}")
         if not terms and (dim is None or query_vector is None):
             return []
+        with self._reading() as conn:
+            if self.user_index_rows:
+                held = self._search_held(conn, request, query_vector if dim is not None else None)
+                if held is not None:
+                    return held
         params: dict[str, Any] = {"limit": max(1, int(request.limit))}
         where = self._where(request.user_id, request.filter, params)
         if dim is not None and query_vector is not None:
@@ -806,6 +846,68 @@ class PostgresStore(StoreBase):
             text_score=None if row[1] is None else float(row[1]),
             vector_rank=None if row[2] is None else int(row[2]),
             vector_score=None if row[3] is None else 1.0 - float(row[3])) for row in hits if row[4] in found]
+
+    # -- the in-process index of small users ------------------------------------------------------
+    # the index's rows (`user_index.IndexRow`): times as epoch seconds, the terms with their counts
+    _INDEX_ROW = (
+        "SELECT m.rowid, m.embedding, m.type, m.status, extract(epoch FROM m.created_ts)::float8, "
+        "extract(epoch FROM m.event_start_ts)::float8, extract(epoch FROM m.event_end_ts)::float8, m.agent_id, "
+        "m.session_id, COALESCE(m.seq, 0), m.embedding_model, (SELECT COALESCE(string_agg(repeat(t.lexeme || ' ', "
+        "COALESCE(array_length(t.positions, 1), 1)), ''), '') FROM unnest(m.terms) t) FROM {memories} m ")
+
+    def _search_held(self, conn: psycopg.Connection, request: SearchRequest,
+                     query_vector: np.ndarray | None) -> builtins.list[Candidate] | None:
+        """The search over the user's in-process index (`user_index`), brought up to date first; None
+        when the user has more than `user_index_rows` memories (the database searches)."""
+        user_id = request.user_id
+        head = conn.execute(self._q(
+            "SELECT s.n, CASE WHEN s.n <= %(bound)s THEN (SELECT COALESCE(max(m.seq), 0) FROM {memories} m "
+            "WHERE m.user_id = %(u)s) END FROM {user_sizes} s WHERE s.user_id = %(u)s",
+            user_sizes=self._t("user_sizes")), {"u": user_id, "bound": self.user_index_rows}).fetchone()
+        n, max_seq = (0, 0) if head is None else (int(head[0]), int(head[1] or 0))
+        if n == 0 or n > self.user_index_rows:
+            self._indexes.drop(user_id)
+            return [] if n == 0 else None
+        index = self._current_index(conn, user_id, n, max_seq)
+        vector_request = request if query_vector is not None else dataclasses.replace(request, vector=None)
+        found = user_index.search(index, vector_request, analyse(request.text or ""))
+        if not found:
+            return []
+        rows = self._held_records(conn, user_id, list(found), index)
+        # a row deleted since the index was read is left out
+        return [Candidate(memory=rows[rowid], **fields) for rowid, fields in found.items() if rowid in rows]
+
+    def _current_index(self, conn: psycopg.Connection, user_id: str, n: int, max_seq: int) -> user_index.UserIndex:
+        """The user's index as of `n` memories and newest write `max_seq`: the cached one, the cached
+        one with the rows written since (replaced or appended, when nothing was deleted), or read anew."""
+        cached = self._indexes.get(user_id)
+        if cached is not None and cached.rev == n and cached.max_seq == max_seq:
+            return cached
+        index = None
+        if cached is not None and max_seq > cached.max_seq:
+            changed = conn.execute(self._q(self._INDEX_ROW + "WHERE m.user_id = %s AND m.seq > %s ORDER BY m.seq"),
+                                   (user_id, cached.max_seq), binary=True).fetchall()
+            added = sum(1 for row in changed if int(row[0]) not in cached.position)
+            if len(cached) + added == n:  # else rows were deleted meanwhile
+                index = user_index.refreshed(cached, changed, self.embedding_model, n)
+        if index is None:
+            rows = conn.execute(self._q(self._INDEX_ROW + "WHERE m.user_id = %s ORDER BY m.rowid"), (user_id,),
+                                binary=True).fetchall()
+            index = user_index.build(rows, self.embedding_model, rev=len(rows), epoch=0)
+        self._indexes.put(user_id, index)
+        return index
+
+    def _held_records(self, conn: psycopg.Connection, user_id: str, rowids: builtins.list[int],
+                      index: user_index.UserIndex) -> dict[int, Memory]:
+        """Records by rowid, kept with the index once read (callers must not mutate them)."""
+        known = index.records
+        found = {r: known[r] for r in rowids if r in known}
+        missing = [r for r in rowids if r not in known]
+        if missing:
+            for row in conn.execute(self._q(f"SELECT rowid, {_MEMORY_COLUMNS} FROM {{memories}} "
+                                            "WHERE rowid = ANY(%s) AND user_id = %s"), (missing, user_id)):
+                found[int(row[0])] = known[int(row[0])] = records.memory_from_row(row[1:])
+        return found
 
     # both channels' hits by rowid, with per-channel ranks and scores, and the row's version
     _HITS = ("hits AS (SELECT COALESCE(t.rowid, v.rowid) AS rowid, t.rank AS text_rank, t.score AS text_score, "

@@ -2,7 +2,7 @@
 
 - Crash safety: every write is one transaction in WAL mode, so a killed process leaves either the
   whole write or none of it; readers never block the writer and see committed data only.
-- Search: a user's memories are loaded once into a bounded in-process cache (`_UserIndex`): a
+- Search: a user's memories are loaded once into a bounded in-process cache (`user_index.UserIndex`): a
   float32 matrix of their vectors, an in-memory BM25 index of their analysed terms
   (`term_index`), and the columns filters need. The cache refreshes incrementally from a per-user
   revision counter, so other processes' writes are seen, and a query costs one matrix-vector
@@ -19,9 +19,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections import OrderedDict
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
 
@@ -29,16 +27,16 @@ import numpy as np
 
 from ..errors import SchemaVersionError, StoreCorruptError, StoreError, StoreLockedError
 from ..indexing import full_text
-from ..types import Entity, EntityMention, Memory, MemoryStatus, MemoryType, ProfileValue
-from . import records, sqlite_ledger
+from ..types import Entity, EntityMention, Memory, ProfileValue
+from . import records, sqlite_ledger, user_index
 from .base import Candidate, LedgerChanges, LedgerEdit, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import BoundReader, StoreBase, in_order
 from .leases import Lease, require_held
 from .messages import DONE, FAILED, PENDING
 from .overview import StoreOverview, sql_overview
-from .term_index import TermIndex
 from .text_analysis import analyse
 from .timecodes import epoch_seconds
+from .user_index import UserIndex
 
 log = logging.getLogger(__name__)
 
@@ -113,36 +111,6 @@ _INSERT_MESSAGE = (f"INSERT INTO messages({', '.join(records.MESSAGE_WRITE_COLUM
                    f"VALUES({','.join('?' * len(records.MESSAGE_WRITE_COLUMNS))})")
 
 
-@dataclass
-class _UserIndex:
-    """One user's memories as arrays aligned by row: vectors, full-text postings and the columns
-    filters need. Every row of the user is here; `has_vector` marks rows with a vector of the
-    store's model (the others are zero rows, searchable by full text until re-embedded)."""
-
-    rev: int
-    epoch: int
-    max_seq: int
-    rowids: np.ndarray
-    matrix: np.ndarray  # float32 (n, dim); dim 0 while the user has no vector
-    has_vector: np.ndarray
-    terms: TermIndex
-    type_codes: np.ndarray
-    status_codes: np.ndarray
-    created_ts: np.ndarray
-    event_start_ts: np.ndarray
-    event_end_ts: np.ndarray
-    agent_ids: list[str]
-    session_ids: list[str | None]
-    position: dict[int, int]
-    # records already read, by rowid: valid while the user's rows are unchanged (an update or a
-    # deletion rebuilds this object; new rows only add to it)
-    records: dict[int, Memory] = field(default_factory=dict)
-
-
-_TYPE_CODE = {t.value: i for i, t in enumerate(MemoryType)}
-_STATUS_CODE = {s.value: i for i, s in enumerate(MemoryStatus)}
-
-
 class SQLiteStore(StoreBase):
     """The embedded `MemoryStore`: one local SQLite file (created on first use).
 
@@ -173,9 +141,7 @@ class SQLiteStore(StoreBase):
         self._connections: list[sqlite3.Connection] = []
         self._conn_lock = threading.Lock()
         self._write_lock = threading.RLock()
-        self._cache: OrderedDict[str, _UserIndex] = OrderedDict()
-        self._cache_lock = threading.Lock()
-        self._cache_rows_max = max(0, vector_cache_rows)
+        self._cache = user_index.IndexCache(vector_cache_rows)
         self._closed = False
         if str(self.path) != ":memory:":
             try:
@@ -392,8 +358,7 @@ class SQLiteStore(StoreBase):
                 except sqlite3.Error:
                     pass
             self._connections.clear()
-        with self._cache_lock:
-            self._cache.clear()
+        self._cache.clear()
 
     # -- meta -------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -508,8 +473,7 @@ class SQLiteStore(StoreBase):
             conn.execute("DELETE FROM leases WHERE user_id=?", (user_id,))
             sqlite_ledger.delete_user(conn, user_id)
             self._bump(conn, {user_id}, deletion=True)
-        with self._cache_lock:
-            self._cache.pop(user_id, None)
+        self._cache.drop(user_id)
         return removed
 
     def rename_user(self, old_user_id: str, new_user_id: str) -> int:
@@ -524,9 +488,7 @@ class SQLiteStore(StoreBase):
             sqlite_ledger.rename_user(conn, old_user_id, new_user_id)
             conn.execute("DELETE FROM leases WHERE user_id=?", (old_user_id,))
             self._bump(conn, {old_user_id, new_user_id}, deletion=True)
-        with self._cache_lock:
-            self._cache.pop(old_user_id, None)
-            self._cache.pop(new_user_id, None)
+        self._cache.drop(old_user_id, new_user_id)
         return moved
 
     # -- the entity ledger and the profile (sqlite_ledger) -------------------------------------
@@ -639,17 +601,10 @@ class SQLiteStore(StoreBase):
 
     # -- search -----------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> builtins.list[Candidate]:
-        found: dict[int, dict[str, Any]] = {}  # rowid -> its ranks and scores (Candidate fields)
         index = self._user_index(request.user_id)
-        if index is None or len(index.rowids) == 0:
+        if index is None:
             return []
-        mask = self._mask(index, request.filter)
-        if request.text:
-            for rank, (rowid, score) in enumerate(self._text_search(request, index, mask), start=1):
-                found[rowid] = {"text_rank": rank, "text_score": score}
-        if request.vector is not None:
-            for rank, (rowid, score) in enumerate(self._vector_search(request, index, mask), start=1):
-                found.setdefault(rowid, {}).update(vector_rank=rank, vector_score=score)
+        found = user_index.search(index, request, analyse(request.text or ""))
         if not found:
             return []
         rows = self._rows_by_rowid(request.user_id, list(found), index)
@@ -657,7 +612,7 @@ class SQLiteStore(StoreBase):
         return [Candidate(memory=rows[rowid], **fields) for rowid, fields in found.items() if rowid in rows]
 
     def _rows_by_rowid(self, user_id: str, rowids: builtins.list[int],
-                       index: _UserIndex | None = None) -> dict[int, Memory]:
+                       index: UserIndex | None = None) -> dict[int, Memory]:
         """Records by rowid, from the user's cache where they were read before (callers must not
         mutate them: the engine copies what it returns)."""
         result: dict[int, Memory] = {}
@@ -679,175 +634,41 @@ class SQLiteStore(StoreBase):
             index.records.update((r, result[r]) for r in rowids if r in result)
         return result
 
-    @staticmethod
-    def _top(scores: np.ndarray, limit: int) -> np.ndarray:
-        """Positions of the `limit` best finite scores, best first (ties keep row order)."""
-        k = min(limit, int(np.isfinite(scores).sum()))
-        if k <= 0:
-            return np.zeros(0, dtype=np.int64)
-        if k < len(scores):
-            # the k-th best score, then ties at the cut taken in row order (argpartition would
-            # take an arbitrary subset of them): the same rows as PostgreSQL's ORDER BY score, rowid
-            kth = -np.partition(-scores, k - 1)[k - 1]
-            above = np.flatnonzero(scores > kth)
-            top = np.concatenate([above, np.flatnonzero(scores == kth)[:k - len(above)]])
-        else:
-            top = np.arange(len(scores))
-        return top[np.argsort(-scores[top], kind="stable")]
-
-    def _text_search(self, request: SearchRequest, index: _UserIndex,
-                     mask: np.ndarray | None) -> builtins.list[tuple[int, float]]:
-        terms = analyse(request.text or "")
-        if not terms:
-            return []
-        scores = index.terms.scores(terms)
-        keep = scores > 0
-        if mask is not None:
-            keep &= mask
-        top = self._top(np.where(keep, scores, -np.inf), request.limit)
-        return [(int(index.rowids[i]), float(scores[i])) for i in top]
-
-    def _vector_search(self, request: SearchRequest, index: _UserIndex,
-                       mask: np.ndarray | None) -> builtins.list[tuple[int, float]]:
-        if not index.has_vector.any():
-            return []
-        query = np.asarray(request.vector, dtype=np.float32).reshape(-1)
-        if query.shape[0] != index.matrix.shape[1]:
-            raise ValueError(f"query vector has {query.shape[0]} dimensions; the store's vectors have "
-                             f"{index.matrix.shape[1]}")
-        scores = index.matrix @ query
-        keep = index.has_vector if mask is None else index.has_vector & mask
-        top = self._top(np.where(keep, scores, -np.inf), request.limit)
-        return [(int(index.rowids[i]), float(scores[i])) for i in top]
-
-    @staticmethod
-    def _mask(index: _UserIndex, flt: MemoryFilter) -> np.ndarray | None:
-        """Which rows the filter lets through (None: all of them)."""
-        mask = np.ones(len(index.rowids), dtype=bool)
-        if flt.types:
-            mask &= np.isin(index.type_codes, [_TYPE_CODE[t.value] for t in flt.types])
-        if flt.statuses:
-            mask &= np.isin(index.status_codes, [_STATUS_CODE[s.value] for s in flt.statuses])
-        if flt.agent_id is not None:
-            mask &= np.fromiter((a == flt.agent_id for a in index.agent_ids), dtype=bool, count=len(mask))
-        if flt.session_id is not None:
-            mask &= np.fromiter((s == flt.session_id for s in index.session_ids), dtype=bool, count=len(mask))
-        if flt.time_range is not None:
-            lo = epoch_seconds(flt.time_range.start)
-            hi = epoch_seconds(flt.time_range.end)
-            lo = -np.inf if lo is None else lo
-            hi = np.inf if hi is None else hi
-            by_message = (index.created_ts >= lo) & (index.created_ts < hi)
-            ev_start = index.event_start_ts
-            ev_end = np.where(np.isnan(index.event_end_ts), ev_start, index.event_end_ts)
-            with np.errstate(invalid="ignore"):
-                by_event = ~np.isnan(ev_start) & (ev_start < hi) & (ev_end >= lo)
-            mask &= by_message | by_event
-        return None if mask.all() else mask
-
-    def _user_index(self, user_id: str) -> _UserIndex | None:
+    def _user_index(self, user_id: str) -> UserIndex | None:
         with self._read() as conn:
             head = conn.execute("SELECT rev, epoch FROM users WHERE user_id=?", (user_id,)).fetchone()
         if head is None:
             return None
         rev, epoch = head
-        with self._cache_lock:
-            cached = self._cache.get(user_id)
-            if cached is not None:
-                self._cache.move_to_end(user_id)
+        cached = self._cache.get(user_id)
         if cached is not None and cached.rev == rev:
             return cached
+        fresh = None
         if cached is not None and cached.epoch == epoch:
             fresh = self._refresh(cached, user_id, rev)
-        else:
+        if fresh is None:
             fresh = self._load_full(user_id, rev, epoch)
-        with self._cache_lock:
-            self._cache[user_id] = fresh
-            self._cache.move_to_end(user_id)
-            self._evict()
+        self._cache.put(user_id, fresh)
         return fresh
-
-    def _evict(self) -> None:
-        total = sum(len(v.rowids) for v in self._cache.values())
-        while total > self._cache_rows_max and len(self._cache) > 1:
-            _, dropped = self._cache.popitem(last=False)
-            total -= len(dropped.rowids)
 
     # the row keeps its analysed terms, so the index is built without re-analysing text
     _INDEX_ROW = ("SELECT m.rowid, m.vector, m.type, m.status, m.created_ts, m.event_start_ts, m.event_end_ts, "
                   "m.agent_id, m.session_id, m.seq, m.embedding_model, m.terms FROM memories m ")
 
-    def _load_full(self, user_id: str, rev: int, epoch: int) -> _UserIndex:
+    def _load_full(self, user_id: str, rev: int, epoch: int) -> UserIndex:
         with self._read() as conn:
             rows = conn.execute(self._INDEX_ROW + "WHERE m.user_id=? ORDER BY m.rowid", (user_id,)).fetchall()
-        return self._build(rows, rev, epoch)
+        return user_index.build(rows, self.embedding_model, rev, epoch)
 
-    def _build(self, rows: builtins.list[tuple], rev: int, epoch: int, dim: int | None = None,
-               with_terms: bool = True) -> _UserIndex:
-        n = len(rows)
-        model = self.embedding_model or ""
-        has_vector = np.fromiter((r[1] is not None and r[10] == model for r in rows), dtype=bool, count=n)
-        if dim is None:
-            first = next((i for i in range(n) if has_vector[i]), None)
-            dim = 0 if first is None else len(rows[first][1]) // 2
-        matrix = np.zeros((n, dim), dtype=np.float32)
-        for i in np.flatnonzero(has_vector):
-            blob = rows[i][1]
-            if len(blob) != dim * 2:  # a vector of another width under the same model name: unusable
-                has_vector[i] = False
-                continue
-            matrix[i] = np.frombuffer(blob, dtype=np.float16)
-        nan = float("nan")
-        return _UserIndex(
-            rev=rev, epoch=epoch, max_seq=max((r[9] for r in rows), default=0),
-            rowids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
-            matrix=matrix, has_vector=has_vector,
-            terms=TermIndex.build(r[11].split() for r in rows) if with_terms else TermIndex.build(()),
-            type_codes=np.fromiter((_TYPE_CODE[r[2]] for r in rows), dtype=np.int8, count=n),
-            status_codes=np.fromiter((_STATUS_CODE[r[3]] for r in rows), dtype=np.int8, count=n),
-            created_ts=np.fromiter((r[4] for r in rows), dtype=np.float64, count=n),
-            event_start_ts=np.fromiter((nan if r[5] is None else r[5] for r in rows), dtype=np.float64, count=n),
-            event_end_ts=np.fromiter((nan if r[6] is None else r[6] for r in rows), dtype=np.float64, count=n),
-            agent_ids=[r[7] for r in rows], session_ids=[r[8] for r in rows],
-            position={int(r[0]): i for i, r in enumerate(rows)},
-        )
-
-    def _refresh(self, cached: _UserIndex, user_id: str, rev: int) -> _UserIndex:
-        """Apply the rows changed since the cache was built (no deletions happened in between)."""
+    def _refresh(self, cached: UserIndex, user_id: str, rev: int) -> UserIndex | None:
+        """Apply the rows written since the cache was built (no deletions happened in between): rows
+        changed in place are replaced, new ones appended (None: the caller rebuilds the index)."""
         with self._read() as conn:
             changed = conn.execute(self._INDEX_ROW + "WHERE m.user_id=? AND m.seq > ? ORDER BY m.rowid",
                                    (user_id, cached.max_seq)).fetchall()
-        if not changed:
-            cached.rev = rev
-            return cached
         for r in changed:
             cached.records.pop(r[0], None)
-        if any(r[0] in cached.position for r in changed):
-            # status/type/time/vector/text changes in place; rare, so a full rebuild is simplest
-            return self._load_full(user_id, rev, cached.epoch)
-        dim = cached.matrix.shape[1] if cached.has_vector.any() else None
-        # with `dim` given, a vector of another width is left out of the matrix (has_vector False)
-        extra = self._build(changed, rev, cached.epoch, dim, with_terms=False)  # terms: appended below
-        base = len(cached.rowids)
-        matrix = cached.matrix
-        if extra.matrix.shape[1] != matrix.shape[1]:  # the user's first vectors: widen the zero rows
-            matrix = np.zeros((base, extra.matrix.shape[1]), dtype=np.float32)
-        position = dict(cached.position)
-        position.update({rid: base + i for rid, i in extra.position.items()})
-        return _UserIndex(
-            rev=rev, epoch=cached.epoch, max_seq=max(cached.max_seq, extra.max_seq),
-            rowids=np.concatenate([cached.rowids, extra.rowids]),
-            matrix=np.concatenate([matrix, extra.matrix]),
-            has_vector=np.concatenate([cached.has_vector, extra.has_vector]),
-            terms=cached.terms.extended(r[11].split() for r in changed),
-            type_codes=np.concatenate([cached.type_codes, extra.type_codes]),
-            status_codes=np.concatenate([cached.status_codes, extra.status_codes]),
-            created_ts=np.concatenate([cached.created_ts, extra.created_ts]),
-            event_start_ts=np.concatenate([cached.event_start_ts, extra.event_start_ts]),
-            event_end_ts=np.concatenate([cached.event_end_ts, extra.event_end_ts]),
-            agent_ids=cached.agent_ids + extra.agent_ids, session_ids=cached.session_ids + extra.session_ids,
-            position=position, records=cached.records,
-        )
+        return user_index.refreshed(cached, changed, self.embedding_model, rev)
 
     # -- the durable message log ------------------------------------------------------------------
     def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None,

@@ -66,7 +66,8 @@ class TermIndex:
         scores = np.zeros(n, dtype=np.float32)
         if n == 0:
             return scores
-        average = float(self.lengths.mean()) or 1.0
+        # an exact sum (whole numbers in float64): the same average whatever the rows' order or the CPU
+        average = float(self.lengths.sum(dtype=np.float64)) / n or 1.0
         for term in dict.fromkeys(query_terms):
             found = self.postings.get(term)
             if found is None:
@@ -78,3 +79,26 @@ class TermIndex:
             norm = K1 * (1.0 - B + B * self.lengths[rows] / average)
             scores[rows] += idf * tfs * (K1 + 1.0) / (tfs + norm)
         return scores
+
+    def replaced(self, rows: dict[int, tuple[Sequence[str], Sequence[str]]]) -> "TermIndex":
+        """A new index where each row ``i`` of `rows` holds its new terms instead of its old ones
+        (``rows[i] = (old, new)``); the postings of terms no row changed are shared."""
+        postings = dict(self.postings)
+        lengths = self.lengths.copy()
+        for row, (old, new) in rows.items():
+            lengths[row] = len(new)
+            counts = Counter(new)
+            for term in set(old) | set(counts):
+                found = postings.get(term)
+                positions = np.zeros(0, dtype=np.int32) if found is None else found[0]
+                tfs = np.zeros(0, dtype=np.float32) if found is None else found[1]
+                keep = positions != row
+                positions, tfs = positions[keep], tfs[keep]
+                if term in counts:
+                    positions = np.append(positions, np.int32(row))
+                    tfs = np.append(tfs, np.float32(counts[term]))
+                if len(positions):
+                    postings[term] = (positions, tfs)
+                else:
+                    postings.pop(term, None)
+        return TermIndex(postings, lengths)

@@ -308,3 +308,98 @@ def test_the_assistants_turns_of_the_batch_count_too(tmp_path, server, brain, lo
             {turn_id(engine, "I live in Boston now."), turn_id(engine, "Boston is lovely in spring!")}
     finally:
         engine.close()
+
+
+# -- what consolidation wrote, seen at once; a ledger edited meanwhile -----------------------------------
+
+def test_a_name_consolidation_just_learnt_is_counted_and_retrieved_at_once(tmp_path, server, brain, local_embedder):
+    from memoryscope_plugins.retrieval import ledger_cache
+    brain.extract = lambda p: [obs(f"Anna said: {c}", [n]) for n, _, _, c in p.new] + \
+        [named("Mel", n) for n, _, _, c in p.new if "Mel" in c]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg("My friend Mel runs a vintage shop in Boston.", at(1))])
+        engine.retrieve("anna", "Who is Mel?")  # both caches now hold a ledger without Mel
+        engine.consolidate("anna")
+        engine.record("anna", [user_msg("Mel called me today.", at(2))])
+        entities, mentions, _ = ledger(engine)
+        mel = entities["Mel"]
+        assert (mel.id, turn_id(engine, "Mel called me today.")) in {(m.entity_id, m.memory_id) for m in mentions}
+        cached = ledger_cache.for_store(engine.store).ledger(engine.store, "anna")
+        assert mel.id in cached.entities
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("edits", [1, 2])
+def test_an_entity_deleted_during_a_step_never_costs_the_step_its_memories(tmp_path, server, brain, local_embedder,
+                                                                           monkeypatch, edits):
+    """Another client edits the ledger while a step is between planning its ledger and committing:
+    the store refuses the stale links (nothing written), the step plans its ledger again and commits
+    (``edits`` 1), or, refused once more, commits without the ledger (2). The memories and the
+    messages' verdicts land either way."""
+    from memoryscope_plugins.consolidation import steps
+    brain.extract = lambda p: [obs(f"Anna's friend Mel said: {c}", [n], about="Mel") for n, _, _, c in p.new] + \
+        [named("Mel", n) for n, _, _, c in p.new if "Mel" in c]
+    engine = make_engine(tmp_path, server, local_embedder)
+    planned = steps.plan_ledger
+    plans = []
+
+    def first_turn() -> str:
+        return turn_id(engine, "Mel is my oldest friend.")
+
+    def plan_then_edit(*args, **kwargs):
+        plan = planned(*args, **kwargs)
+        plans.append(plan)
+        linked = {m.entity_id for m in plan.changes.mentions} | {m.memory_id for m in plan.changes.mentions}
+        if len(plans) == 1:  # the plan links the Mel already known: the user deletes it
+            assert entities_before["Mel"].id in linked
+            engine.delete_entity("anna", "Mel")
+        elif len(plans) == 2 and edits == 2:  # the new Mel's backfill links the first turn: deleted too
+            assert first_turn() in linked
+            engine.delete("anna", [first_turn()])
+        return plan
+
+    try:
+        engine.record("anna", [user_msg("Mel is my oldest friend.", at(1))])
+        engine.consolidate("anna")
+        entities_before, _, _ = ledger(engine)
+        monkeypatch.setattr(steps, "plan_ledger", plan_then_edit)
+        engine.record("anna", [user_msg("Mel moved to Denver.", at(2))])
+        report = engine.consolidate("anna")
+        assert not report.errors and report.messages == 1 and len(plans) == 2
+        assert states(engine)["Mel moved to Denver."] == ("done", 0)
+        assert "Anna's friend Mel said: Mel moved to Denver." in contents(engine)
+        entities, mentions, _ = ledger(engine)
+        if edits == 1:  # Mel made again by the second plan, linked to what the step wrote
+            assert report.entities == ["Mel (person)"] and "Mel" in entities
+            assert turn_id(engine, "Mel moved to Denver.") in {m.memory_id for m in mentions}
+        else:
+            assert report.entities == [] and "Mel" not in entities
+    finally:
+        engine.close()
+
+
+def test_without_the_models_profile_the_observations_own_words_keep_it_current(tmp_path, server, brain,
+                                                                               local_embedder):
+    """A small model leaves ``profile`` out; the observations still say where the user lives: the
+    profile follows them, with the old home kept as history (`profile_cues`)."""
+    said = {"I live in Bristol with my partner Dev.": [obs("Anna lives in Bristol.", [1]),
+                                                       obs("Anna's partner is Dev.", [1])],
+            "My sister lives in Paris.": [obs("Anna's sister lives in Paris.", [1], about="Anna's sister")],
+            "We moved to Glasgow last month.": [obs("Anna moved to Glasgow.", [1], kind="event", time="last month")]}
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        for month, text in enumerate(said, start=1):
+            engine.record("anna", [user_msg(text, at(1, month=month))])
+            engine.consolidate("anna")
+        _, _, profile = ledger(engine)
+        homes = sorted((v for v in profile if v.key == "home"), key=lambda v: v.valid_from)
+        assert [(v.value, v.current) for v in homes] == [("Bristol", False), ("Glasgow", True)]
+        assert homes[0].superseded_by == homes[1].id
+        assert [v.value for v in profile if v.key == "family"] == ["Dev (partner)"]
+        glasgow = next(m for m in engine.list("anna", types=["observation"]) if "Glasgow" in m.content)
+        assert homes[1].source_ids == [glasgow.id]
+    finally:
+        engine.close()

@@ -37,6 +37,7 @@ def make_store(dsn):
     opened = []
 
     def factory(prefix: str | None = None, **kwargs):
+        kwargs.setdefault("user_index_rows", 0)  # these tests are of the database's search
         store = PostgresStore(dsn, embedding_model="m", table_prefix=prefix or f"ps{next(_counter)}_", **kwargs)
         opened.append(store)
         return store

@@ -172,7 +172,7 @@ def test_an_older_store_opens_and_gains_the_ledger(store_factory):
     assert [e.mention_count for e in again.entities("alice")] == [1]
     assert ids(vector_search(again, "alice", unit(1))) == ["m1"]
     if store_factory.backend != ES_ID:
-        assert again.get_meta("schema_version") == {"sqlite": "3", "postgres": "3"}[store_factory.backend]
+        assert again.get_meta("schema_version") == {"sqlite": "3", "postgres": "4"}[store_factory.backend]
     store_factory("model-a")  # a third opening finds the schema current
 
 
@@ -197,7 +197,7 @@ def test_postgres_hnsw_path_finds_k_filtered_rows(pg_store_factory):
     with a selective filter it still returns k rows, nearly all of the exact top k."""
     from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest
     from memoryscope_plugins.types import MemoryType
-    store = pg_store_factory(exact_vector_rows=0)
+    store = pg_store_factory(exact_vector_rows=0, user_index_rows=0)  # searched by the database
     rng = np.random.default_rng(3)
     vectors = rng.standard_normal((1500, 32)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)

@@ -679,12 +679,13 @@ def test_a_fence_is_per_user(store):
 def test_renewal_extends_only_a_lease_still_held(store, store_factory):
     other = store_factory("model-a")
     assert not store.renew_lease("alice", "worker-1", 30)  # nothing to renew: a renewal never takes
-    assert store.acquire_lease("alice", "worker-1", 0.6)
-    time.sleep(0.4)
-    assert store.renew_lease("alice", "worker-1", 0.6)  # before it ran out
-    time.sleep(0.4)  # 0.8 s after it was taken: still held, thanks to the renewal
+    # margins of 1.5 s either side of each expiry: a loaded machine's pauses never decide the outcome
+    assert store.acquire_lease("alice", "worker-1", 3.0)
+    time.sleep(1.5)
+    assert store.renew_lease("alice", "worker-1", 3.0)  # before it ran out
+    time.sleep(1.5)  # 3 s after it was taken: still held, thanks to the renewal
     assert not other.acquire_lease("alice", "worker-2", 30) and not other.renew_lease("alice", "worker-2", 30)
-    time.sleep(0.6)
+    time.sleep(3.0)
     assert not store.renew_lease("alice", "worker-1", 30)  # lapsed: a renewal does not take it back
     assert other.acquire_lease("alice", "worker-2", 30)
     assert not store.renew_lease("alice", "worker-1", 30)  # taken over

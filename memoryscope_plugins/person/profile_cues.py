@@ -1,0 +1,107 @@
+"""Profile values an observation states in so many words, read without a model.
+
+Small models fill the extraction's optional ``profile`` field rarely (a 1.5B model: one value in
+eleven messages of the profile scenarios) while their observations say it plainly: "Priya moved to
+Glasgow.", "孙悦住在南京。". When the model proposes no value, consolidation reads the common keys
+from the observation and its source message with these patterns: home, work, pets, family and
+diet (English), in English and Chinese. A cue counts only when its subject is the user (their name, or the
+first person in their own message: never "my sister lives in Paris", 我妹妹在医院当护士) and its
+value is written in the observation itself, so a value rests on the memory it is sourced to.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_RELATIONS_EN = ("partner|wife|husband|girlfriend|boyfriend|fianc[eé]e?|son|daughter|brother|sister|mother|father|"
+                 "mom|mum|dad|cousin|grandmother|grandfather|grandma|grandpa|aunt|uncle|niece|nephew")
+_PETS_EN = "cat|dog|kitten|puppy|rabbit|bunny|parrot|hamster|turtle|tortoise|guinea pig|bird|horse"
+_NAME_EN = r"[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,3}"
+_RELATIONS_ZH = ("丈夫|妻子|老公|老婆|男朋友|女朋友|未婚夫|未婚妻|儿子|女儿|哥哥|姐姐|弟弟|妹妹|表妹|表姐|表哥|表弟|"
+                 "堂妹|堂姐|堂哥|堂弟|爸爸|妈妈|父亲|母亲")
+_PETS_ZH = "小?猫|小?狗|猫咪|狗狗|兔子|鹦鹉|仓鼠|乌龟"
+_HAN = "\u4e00-\u9fff"
+# what may follow "我" and still be the user acting (not 我妹妹, 我的朋友, 我们)
+_NOT_SELF_ZH = f"(?!的|们|{_RELATIONS_ZH}|家|朋友|同事|同学|室友|邻居|老板)"
+_CLAUSE_ZH = re.compile("[，,。；;！!？?\n]")
+
+
+@lru_cache(maxsize=512)
+def _english(name: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    subject = rf"(?:{re.escape(name)}|I)" if name else "I"
+    owner = rf"(?:{re.escape(name)}'s|[Mm]y)" if name else "[Mm]y"
+    return (
+        ("home", re.compile(rf"\b{subject} (?:now |currently |just |recently )?(?:live|lives|living|am living|is "
+                            r"living|moved|have moved|has moved|am moving|is moving|relocated|settled)(?: back)? "
+                            rf"(?:in|to) (?:the city of )?(?P<v>{_NAME_EN})")),
+        ("work", re.compile(rf"\b{subject} (?:now |currently )?(?:work|works|am working|is working) as (?:an? )?"
+                            r"(?P<v>[a-z][a-z -]{1,40}?)(?= at | for | in |[.,;!]|$)")),
+        ("work", re.compile(rf"\b{subject} (?:now |currently )?(?:work|works|am working|is working) (?:at|for) "
+                            rf"(?:the )?(?P<v>{_NAME_EN})")),
+        ("pets", re.compile(rf"\b{subject} (?:have|has|adopted|got|own|owns|have got|has got) an? (?:new )?"
+                            rf"(?:{_PETS_EN}) (?:called|named) (?P<v>{_NAME_EN})")),
+        ("pets", re.compile(rf"\b{owner} (?:{_PETS_EN})(?:,)? (?:is )?(?:called |named )?(?P<v>{_NAME_EN})")),
+        ("family", re.compile(rf"\b{owner} (?P<rel>{_RELATIONS_EN})(?:,)? (?:is )?(?:called |named )?"
+                              rf"(?P<v>{_NAME_EN})")),
+        ("diet", re.compile(rf"\b{subject} (?:am|is|'m) (?:a |now a |now )?(?P<v>vegetarian|vegan|pescatarian)\b")),
+    )
+
+
+@lru_cache(maxsize=512)
+def _chinese(name: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    subject = rf"(?:{re.escape(name)}|我{_NOT_SELF_ZH})" if name else f"我{_NOT_SELF_ZH}"
+    owner = rf"(?:{re.escape(name)}的|我的?)" if name else "我的?"
+    when = "(?:现在|目前|如今|已经|刚|最近|上个月|去年|今年)*"
+    return (
+        ("home", re.compile(rf"^{subject}{when}(?:住在|搬到了?|搬去了?|搬家到|定居在|定居)(?P<v>[{_HAN}]{{2,8}}?)"
+                            f"(?=了|的|$)")),
+        ("work", re.compile(rf"^(?:{subject})?{when}在(?:一家|一个|一所|一间)?(?P<v>[^，。]{{2,20}}?"
+                            f"(?:当|做|任|担任)[{_HAN}A-Za-z]{{1,10}}?)(?=了|$)")),
+        ("work", re.compile(rf"^(?:{subject})?{when}在(?:一家|一个|一所|一间)?(?P<v>[{_HAN}A-Za-z]{{2,20}}?)"
+                            f"(?:工作|上班)")),
+        ("pets", re.compile(rf"(?:养了?|有)(?:一只|只|一条|条)?(?:{_PETS_ZH})(?:，)?(?:叫|名叫|名字叫)"
+                            f"(?P<v>[{_HAN}A-Za-z]{{1,6}})")),
+        ("family", re.compile(rf"^{owner}(?P<rel>{_RELATIONS_ZH})(?:是|叫)?(?P<v>[{_HAN}]{{2,3}})(?=$|是|在|住|叫)")),
+    )
+
+
+def _values(text: str, name: str, language: str) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    if language == "zh":
+        for clause in _CLAUSE_ZH.split(text):
+            clause = clause.strip()
+            for key, pattern in _chinese(name):
+                match = pattern.search(clause)
+                if match is None:
+                    continue
+                value = match.group("v")
+                if key == "family":
+                    value = f"{value}（{match.group('rel')}）"
+                if value:
+                    found.append((key, value))
+        return found
+    for key, pattern in _english(name):
+        for match in pattern.finditer(text):
+            value = match.group("v").strip()
+            if key == "family":
+                value = f"{value} ({match.group('rel')})"
+            found.append((key, value))
+    return found
+
+
+def core(value: str) -> str:
+    """A cue's value without the relation it names ("Dev (partner)" -> "Dev")."""
+    return value.split(" (", 1)[0].split("（", 1)[0]
+
+
+def stated(observation: str, message: str, user_name: str | None, language: str) -> list[tuple[str, str]]:
+    """The ``(key, value)`` pairs the observation states about the user, read from the observation
+    (its subject the user's name or the first person) and from its source message (the user's
+    own words, first person); each value is written in the observation. At most one per key."""
+    name = (user_name or "").strip()
+    chosen: dict[str, str] = {}
+    for key, value in [*_values(observation, name, language), *_values(message, name, language)]:
+        if key not in chosen and core(value) and core(value) in observation:
+            chosen[key] = value
+    return list(chosen.items())

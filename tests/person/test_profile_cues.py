@@ -1,0 +1,56 @@
+"""Profile values read from an observation's own words when the model proposed none (`profile_cues`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memoryscope_plugins.person.profile_cues import stated
+
+STATED = [
+    ("Priya moved to Glasgow.", "Big change: we moved to Glasgow last month.", "en", [("home", "Glasgow")]),
+    ("Priya lives in Bristol.", "I live in Bristol with my partner Dev.", "en", [("home", "Bristol")]),
+    ("Priya's partner Dev.", "I live in Bristol with my partner Dev.", "en", [("family", "Dev (partner)")]),
+    ("Priya adopted a cat named Miso.", "We adopted a cat called Miso last week.", "en", [("pets", "Miso")]),
+    ("Priya works as a nurse at St Mary's.", "I work as a nurse at St Mary's.", "en", [("work", "nurse")]),
+    ("Priya is vegetarian now.", "I'm vegetarian now.", "en", [("diet", "vegetarian")]),
+    ("孙悦住在南京。", "我住在南京，在一家出版社当编辑。", "zh", [("home", "南京")]),
+    ("出版社当编辑。", "我住在南京，在一家出版社当编辑。", "zh", [("work", "出版社当编辑")]),
+    ("孙悦在一家游戏公司做策划。", "我上个月跳槽了，现在在一家游戏公司做策划。", "zh", [("work", "游戏公司做策划")]),
+    ("孙悦养了一只猫叫年糕。", "我养了一只猫，叫年糕。", "zh", [("pets", "年糕")]),
+    ("孙悦搬到了杭州。", "我上个月搬到了杭州。", "zh", [("home", "杭州")]),
+    ("孙悦的老公是李明。", "我老公叫李明。", "zh", [("family", "李明（老公）")]),
+]
+
+NOT_THE_USER = [
+    ("Ben's sister Hannah got a job as a vet in Galway.", "Ben's sister Hannah got a job as a vet in Galway.", "en"),
+    ("Priya's sister lives in Paris.", "My sister lives in Paris.", "en"),
+    ("Priya's boss works at Google.", "My boss works at Google.", "en"),
+    ("Priya likes Glasgow.", "Glasgow is lovely.", "en"),
+    ("孙悦的妹妹在医院当护士。", "我妹妹在医院当护士。", "zh"),
+    ("孙悦的朋友住在上海。", "我的朋友住在上海。", "zh"),
+    ("孙悦喜欢南京。", "南京挺好的。", "zh"),
+]
+
+
+@pytest.mark.parametrize("observation, message, language, expected", STATED)
+def test_a_value_the_observation_states_about_the_user(observation, message, language, expected):
+    user = "孙悦" if language == "zh" else "Priya"
+    assert stated(observation, message, user, language) == expected
+
+
+@pytest.mark.parametrize("observation, message, language", NOT_THE_USER)
+def test_nothing_about_someone_else_or_without_a_cue(observation, message, language):
+    user = "孙悦" if language == "zh" else "Priya"
+    assert stated(observation, message, user, language) == []
+
+
+def test_a_value_only_the_message_holds_is_not_the_observations():
+    """The message says where the user lives, the observation is about the cat: no home on it."""
+    assert stated("Priya adopted a cat named Miso.", "I live in Bristol and we adopted a cat named Miso.",
+                  "Priya", "en") == [("pets", "Miso")]
+    assert stated("孙悦养了一只猫叫年糕。", "我住在南京，养了一只猫叫年糕。", "孙悦", "zh") == [("pets", "年糕")]
+
+
+def test_without_a_name_the_first_person_of_the_message_still_counts():
+    assert stated("Lives in Leeds.", "I live in Leeds.", None, "en") == [("home", "Leeds")]
+    assert stated("", "", None, "en") == [] and stated("x" * 10_000, "y" * 10_000, "Priya", "zh") == []
