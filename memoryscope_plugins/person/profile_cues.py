@@ -58,8 +58,9 @@ def _chinese(name: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
                             f"(?=了|的|$)")),
         ("work", re.compile(rf"^(?:{subject})?{when}在(?:一家|一个|一所|一间)?(?P<v>[^，。]{{2,20}}?"
                             f"(?:当|做|任|担任)[{_HAN}A-Za-z]{{1,10}}?)(?=了|$)")),
-        ("work", re.compile(rf"^(?:{subject})?{when}在(?:一家|一个|一所|一间)?(?P<v>[{_HAN}A-Za-z]{{2,20}}?)"
-                            f"(?:工作|上班)")),
+        # "在深圳工作" names where, not what: the value keeps the whole phrase
+        ("work", re.compile(rf"^(?:{subject})?{when}(?P<v>在(?:一家|一个|一所|一间)?[{_HAN}A-Za-z]{{2,20}}?"
+                            f"(?:工作|上班))")),
         ("pets", re.compile(rf"(?:养了?|有)(?:一只|只|一条|条)?(?:{_PETS_ZH})(?:，)?(?:叫|名叫|名字叫)"
                             f"(?P<v>[{_HAN}A-Za-z]{{1,6}})")),
         ("family", re.compile(rf"^{owner}(?P<rel>{_RELATIONS_ZH})(?:是|叫)?(?P<v>[{_HAN}]{{2,3}})(?=$|是|在|住|叫)")),
