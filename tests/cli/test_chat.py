@@ -77,9 +77,12 @@ def test_slash_commands(engine, brain, tmp_path):
     added = next(m for m in engine.list("anna") if m.content == "Anna likes green tea")
     out = chat(engine, f"/delete {added.id}\n/delete nope\n/export {tmp_path / 'anna.jsonl'}\n")
     assert f"deleted {added.id}" in out and "error: user 'anna' has no memory 'nope'" in out
-    lines = (tmp_path / "anna.jsonl").read_text(encoding="utf-8").splitlines()
-    assert lines and all(json.loads(line)["user_id"] == "anna" for line in lines)
+    items = [json.loads(line) for line in (tmp_path / "anna.jsonl").read_text(encoding="utf-8").splitlines()]
+    lines = [item for item in items if "record" not in item]  # the memories; the ledger and profile follow
+    assert lines and all(item["user_id"] == "anna" for item in lines)
     assert f"exported {len(lines)} {'memory' if len(lines) == 1 else 'memories'} to" in out
+    # "Anna is vegetarian." states the diet: the profile holds it, and the export carries it
+    assert [(i["key"], i["value"]) for i in items if i.get("record") == "profile"] == [("diet", "vegetarian")]
 
 
 def test_delete_all_asks_first(engine):
