@@ -666,8 +666,6 @@ class SQLiteStore(StoreBase):
         with self._read() as conn:
             changed = conn.execute(self._INDEX_ROW + "WHERE m.user_id=? AND m.seq > ? ORDER BY m.rowid",
                                    (user_id, cached.max_seq)).fetchall()
-        for r in changed:
-            cached.records.pop(r[0], None)
         return user_index.refreshed(cached, changed, self.embedding_model, rev)
 
     # -- the durable message log ------------------------------------------------------------------
