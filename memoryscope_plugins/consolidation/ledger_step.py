@@ -151,12 +151,14 @@ def _profile(store: MemoryStore, user_id: str, observed: Sequence[Observed], lan
 
 def _new_cues(cued: Sequence[ProfileProposal], known: Sequence[tuple[str, str]]) -> list[ProfileProposal]:
     """The values read by `profile_cues` that no current or proposed value of their key already
-    says in other words ("Sofia (daughter)" beside the model's "daughter Sofia")."""
+    says in other words ("Sofia (daughter)" beside the model's "daughter Sofia"). A value that
+    negates the other is not the same ("喝酒" after "不喝酒", "drinks wine" after "doesn't drink wine")."""
     said = [(_key(key), value.casefold()) for key, value in known]
     fresh = []
     for proposal in cued:
         key, core = _key(proposal.key), profile_cues.core(proposal.value).casefold()
-        if not any(k == key and (core in value or value in core) for k, value in said):
+        if not any(k == key and (core in value or value in core)
+                   and profile_cues.negated(core) == profile_cues.negated(value) for k, value in said):
             fresh.append(proposal)
             said.append((key, core))
     return fresh

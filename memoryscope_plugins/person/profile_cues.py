@@ -4,7 +4,7 @@ Small models fill the extraction's optional ``profile`` field rarely (a 1.5B mod
 eleven messages of the profile scenarios) while their observations say it plainly: "Priya moved to
 Glasgow.", "孙悦住在南京。". When the model proposes no value, consolidation reads the common keys
 from the observation and its source message with these patterns: home, work, pets, family and
-diet (English), in English and Chinese. A cue counts only when its subject is the user (their name, or the
+diet, in English and Chinese. A cue counts only when its subject is the user (their name, or the
 first person in their own message: never "my sister lives in Paris", 我妹妹在医院当护士) and its
 value is written in the observation itself, so a value rests on the memory it is sourced to.
 """
@@ -18,12 +18,16 @@ _RELATIONS_EN = ("partner|wife|husband|girlfriend|boyfriend|fianc[eé]e?|son|dau
                  "mom|mum|dad|cousin|grandmother|grandfather|grandma|grandpa|aunt|uncle|niece|nephew")
 _PETS_EN = "cat|dog|kitten|puppy|rabbit|bunny|parrot|hamster|turtle|tortoise|guinea pig|bird|horse"
 _NAME_EN = r"[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,3}"
+_NOT_A_PERSON_EN = r"(?!(?:his|her|my|me|him|them|us|their|our|your|himself|herself)\b)"  # teaches her son
+_FOODS_EN = "alcohol|meat|pork|beef|fish|dairy|gluten|sugar|coffee|wine|beer|eggs"
 _RELATIONS_ZH = ("丈夫|妻子|老公|老婆|男朋友|女朋友|未婚夫|未婚妻|儿子|女儿|哥哥|姐姐|弟弟|妹妹|表妹|表姐|表哥|表弟|"
                  "堂妹|堂姐|堂哥|堂弟|爸爸|妈妈|父亲|母亲")
 _PETS_ZH = "小?猫|小?狗|猫咪|狗狗|兔子|鹦鹉|仓鼠|乌龟"
 _HAN = "\u4e00-\u9fff"
+_HAN_NOT_LE = f"(?:(?!了)[{_HAN}])"  # 吃了一碗面 is a meal, not a habit
 # what may follow "我" and still be the user acting (not 我妹妹, 我的朋友, 我们)
 _NOT_SELF_ZH = f"(?!的|们|{_RELATIONS_ZH}|家|朋友|同事|同学|室友|邻居|老板)"
+_NOT_A_NAME_ZH = "(?![不没也在很都还会去来说要是喜爱想今明昨现刚已正最每常经一])"
 _CLAUSE_ZH = re.compile("[，,。；;！!？?\n]")
 
 
@@ -44,7 +48,11 @@ def _english(name: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
         ("pets", re.compile(rf"\b{owner} (?:{_PETS_EN})(?:,)? (?:is )?(?:called |named )?(?P<v>{_NAME_EN})")),
         ("family", re.compile(rf"\b{owner} (?P<rel>{_RELATIONS_EN})(?:,)? (?:is )?(?:called |named )?"
                               rf"(?P<v>{_NAME_EN})")),
+        ("work", re.compile(rf"\b{subject} (?:now |currently )?(?P<v>(?:teach|teaches|is teaching|am teaching) "
+                            rf"{_NOT_A_PERSON_EN}[a-z][a-z -]{{1,40}}?)(?= now\b| at | for | in |[.,;!]|$)")),
         ("diet", re.compile(rf"\b{subject} (?:am|is|'m) (?:a |now a |now )?(?P<v>vegetarian|vegan|pescatarian)\b")),
+        ("diet", re.compile(rf"\b{subject} (?:now |currently )?(?P<v>(?:does not|doesn't|do not|don't|no longer) "
+                            rf"(?:drinks?|eats?) (?:{_FOODS_EN}))\b")),
     )
 
 
@@ -63,7 +71,14 @@ def _chinese(name: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
                             f"(?:工作|上班))")),
         ("pets", re.compile(rf"(?:养了?|有)(?:一只|只|一条|条)?(?:{_PETS_ZH})(?:，)?(?:叫|名叫|名字叫)"
                             f"(?P<v>[{_HAN}A-Za-z]{{1,6}})")),
-        ("family", re.compile(rf"^{owner}(?P<rel>{_RELATIONS_ZH})(?:是|叫)?(?P<v>[{_HAN}]{{2,3}})(?=$|是|在|住|叫)")),
+        # eating and drinking habits (不喝酒, 吃素, 戒了咖啡, 开始喝红酒): a plain 吃/喝 only as a habit
+        ("diet", re.compile(rf"^{subject}{when}(?:平时|一般|一直)?(?P<v>吃素|是素食者|(?:不|不再|很少|从不|只)(?:吃|喝)"
+                            rf"{_HAN_NOT_LE}{{0,4}}?|戒了?{_HAN_NOT_LE}{{1,3}}?)(?=了|$)")),
+        ("diet", re.compile(rf"^{subject}{when}(?:开始|平时|一般|经常|每天)(?:会)?(?P<v>(?:吃|喝){_HAN_NOT_LE}{{1,4}}?)"
+                            f"(?=了|$)")),
+        # 妹妹是小林 / 妹妹叫小林 name her; 妹妹小林 only when no verb or time follows (妹妹不喝酒, 妹妹今天)
+        ("family", re.compile(rf"^{owner}(?P<rel>{_RELATIONS_ZH})(?:(?:是|叫)|{_NOT_A_NAME_ZH})(?P<v>[{_HAN}]{{2,3}}?)"
+                              f"(?=$|是|在|住|叫)")),
     )
 
 
@@ -89,6 +104,14 @@ def _values(text: str, name: str, language: str) -> list[tuple[str, str]]:
                 value = f"{value} ({match.group('rel')})"
             found.append((key, value))
     return found
+
+
+_NEGATION = re.compile(r"\b(?:not|no longer|never)\b|n't\b|不|没|戒|很少", re.IGNORECASE)
+
+
+def negated(value: str) -> bool:
+    """Whether a value says the user does not do something ("doesn't drink alcohol", 不喝酒, 戒了咖啡)."""
+    return _NEGATION.search(value) is not None
 
 
 def core(value: str) -> str:

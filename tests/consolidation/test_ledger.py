@@ -403,3 +403,26 @@ def test_without_the_models_profile_the_observations_own_words_keep_it_current(t
         assert homes[1].source_ids == [glasgow.id]
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("now_said, now_observed, habit", [
+    ("最近开始喝红酒了，周末会喝一杯。", "周航开始喝红酒。", "喝红酒"),
+    ("现在开始喝酒了。", "周航开始喝酒。", "喝酒"),  # contains the old value, yet says its opposite
+])
+def test_a_chinese_habit_that_changes_keeps_the_old_one_as_history(tmp_path, server, brain, local_embedder,
+                                                                   now_said, now_observed, habit):
+    """The shared model's observations of the zh_change scenario: no ``profile`` field, the habit
+    in so many words; the new habit replaces the old, which is kept with its end."""
+    said = {"我在深圳做程序员，平时不喝酒。": [obs("周航平时不喝酒。", [1])],
+            now_said: [obs(now_observed, [1])]}
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    engine = make_engine(tmp_path, server, local_embedder, language="zh")
+    try:
+        for month, text in enumerate(said, start=1):
+            engine.record("zh", [user_msg(text, at(1, month=month), name="周航")])
+            engine.consolidate("zh")
+        diet = sorted((v for v in ledger(engine, "zh")[2] if v.key == "diet"), key=lambda v: v.valid_from)
+        assert [(v.value, v.current) for v in diet] == [("不喝酒", False), (habit, True)]
+        assert diet[0].superseded_by == diet[1].id and diet[0].valid_to is not None
+    finally:
+        engine.close()

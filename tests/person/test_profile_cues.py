@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryscope_plugins.person.profile_cues import stated
+from memoryscope_plugins.person.profile_cues import negated, stated
 
 STATED = [
     ("Priya moved to Glasgow.", "Big change: we moved to Glasgow last month.", "en", [("home", "Glasgow")]),
@@ -20,6 +20,14 @@ STATED = [
     ("孙悦搬到了杭州。", "我上个月搬到了杭州。", "zh", [("home", "杭州")]),
     ("孙悦的老公是李明。", "我老公叫李明。", "zh", [("family", "李明（老公）")]),
     ("孙悦在深圳工作。", "我在深圳做程序员，平时不喝酒。", "zh", [("work", "在深圳工作")]),
+    ("Priya teaches cooking classes now.", "Big news: I quit the bakery and now I teach cooking classes.", "en",
+     [("work", "teaches cooking classes")]),
+    ("Priya doesn't drink alcohol.", "I don't drink alcohol.", "en", [("diet", "doesn't drink alcohol")]),
+    ("孙悦平时不喝酒。", "我在深圳做程序员，平时不喝酒。", "zh", [("diet", "不喝酒")]),
+    ("孙悦开始喝红酒。", "最近开始喝红酒了，周末会喝一杯。", "zh", [("diet", "喝红酒")]),
+    ("孙悦吃素。", "我现在吃素。", "zh", [("diet", "吃素")]),
+    ("孙悦戒了咖啡。", "上个月我戒了咖啡。", "zh", [("diet", "戒了咖啡")]),
+    ("孙悦的表妹晓雯住在成都。", "我表妹晓雯住在成都。", "zh", [("family", "晓雯（表妹）")]),
 ]
 
 NOT_THE_USER = [
@@ -30,6 +38,13 @@ NOT_THE_USER = [
     ("孙悦的妹妹在医院当护士。", "我妹妹在医院当护士。", "zh"),
     ("孙悦的朋友住在上海。", "我的朋友住在上海。", "zh"),
     ("孙悦喜欢南京。", "南京挺好的。", "zh"),
+    ("Priya's son teaches math.", "My son teaches math.", "en"),
+    ("Priya teaches her son to swim.", "I teach my son to swim.", "en"),
+    ("Priya's sister doesn't eat meat.", "My sister doesn't eat meat.", "en"),
+    ("孙悦吃了一碗面。", "我中午吃了一碗面。", "zh"),  # a meal, not a habit
+    ("孙悦吃火锅。", "晚上吃火锅。", "zh"),
+    ("孙悦的妹妹不喝酒。", "我妹妹不喝酒。", "zh"),  # neither her diet nor a sister named 不喝酒
+    ("孙悦的妹妹今天在上海。", "我妹妹今天在上海。", "zh"),
 ]
 
 
@@ -55,3 +70,8 @@ def test_a_value_only_the_message_holds_is_not_the_observations():
 def test_without_a_name_the_first_person_of_the_message_still_counts():
     assert stated("Lives in Leeds.", "I live in Leeds.", None, "en") == [("home", "Leeds")]
     assert stated("", "", None, "en") == [] and stated("x" * 10_000, "y" * 10_000, "Priya", "zh") == []
+
+
+def test_a_value_that_says_the_opposite_is_negated():
+    assert negated("不喝酒") and negated("戒了咖啡") and negated("doesn't drink alcohol") and negated("no longer vegan")
+    assert not negated("喝红酒") and not negated("vegetarian") and not negated("teaches cooking classes")
