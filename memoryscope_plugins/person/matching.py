@@ -18,6 +18,10 @@ The rules, which `NameMatcher.find` follows:
   name ("New York University" is not also "New York"; 王磊磊 is not also 王磊). Matches never overlap.
 - A name that two entities share belongs to the entity whose canonical name it is, then to the one
   mentioned more often, then to the smaller id: deterministic.
+- A person whose canonical name is a Chinese full name (a common surname and a two-character given
+  name: 林晓雯, 欧阳娜娜) is also found by the given name alone (晓雯), as friends call them. Such a
+  given name loses to every name an entity holds; two people of the same given name (林晓雯 and
+  王晓雯) make it nobody's, and a given name that is also a common word (国庆, 明天) is never used.
 
 The names are compiled once per entity set into three regular expressions built as character tries
 (one alternation per node), so a text is scanned once per expression whatever the number of names;
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from ..storage.text_analysis import CJK, CJK_STOP_CHARS, STOP_WORDS
-from ..types import Entity
+from ..types import Entity, EntityKind
 
 #: Names longer than this many characters are not names (a model wrote a sentence); never matched.
 MAX_NAME_CHARS = 80
@@ -47,6 +51,37 @@ _SPACE = r"\s+"
 _SEPARATORS = re.compile(r"[\W_]+")
 _CJK_GAP = re.compile(f"(?<=[{_CJK_RANGES}]) (?=[{_CJK_RANGES}])")
 _CJK_PRONOUNS = frozenset({"我们", "你们", "他们", "她们", "它们", "自己", "大家", "别人", "人家", "咱们"})
+
+
+# the common Chinese surnames (the hundred most frequent single ones, the compound ones still in use)
+_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶"
+                      "程苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾"
+                      "毛郝龚邵万钱严覃武戴莫孔向汤温柳殷易乔")
+_COMPOUND_SURNAMES = ("欧阳", "司马", "诸葛", "上官", "东方", "皇甫", "尉迟", "公孙", "慕容", "令狐", "司徒", "夏侯",
+                      "长孙", "宇文", "南宫", "端木")
+# given names that are also everyday words: 王国庆 is not in "国庆去大理"
+_GIVEN_NAMES_THAT_ARE_WORDS = frozenset({
+    "国庆", "建国", "建军", "明天", "今天", "春节", "新年", "元旦", "中秋", "端午", "文化", "学习", "工作", "生活",
+    "小时", "天气", "先生", "小姐", "同学", "老师", "中国", "国家", "平安", "快乐", "幸福", "美丽", "发展", "建设",
+    "和平", "光明", "世界", "东方", "春天", "夏天", "秋天", "冬天", "海洋", "天天", "一天", "晓得", "小时候", "红旗",
+    "胜利", "解放", "卫东", "向阳", "英雄", "朝阳", "长江", "黄河", "华山", "泰山", "东海", "南海", "北京", "上海",
+    "天津", "重庆", "成都", "武汉", "西安", "南京", "杭州", "青岛", "大理", "丽江", "桂林", "三亚", "深圳", "广州"})
+
+
+def given_name(name: str) -> str | None:
+    """The given name a Chinese full name is called by (林晓雯 -> 晓雯, 欧阳娜娜 -> 娜娜): for a
+    common surname followed by two characters; None for any other name, or when the given name is
+    also an everyday word (王国庆 -> None)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    full = "".join(unicodedata.normalize("NFKC", name).split())
+    if not full or not all("\u4e00" <= char <= "\u9fff" for char in full):
+        return None
+    surname = next((s for s in _COMPOUND_SURNAMES if full.startswith(s)), full[0] if full[0] in _SURNAMES else "")
+    given = full[len(surname):]
+    if not surname or len(given) != 2 or given in _GIVEN_NAMES_THAT_ARE_WORDS or is_function_word(given):
+        return None
+    return given
 
 
 def normalise_name(name: str) -> str:
@@ -139,6 +174,20 @@ def _surface_forms(name: str) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys([spaced, spaced.upper()])), []
 
 
+def _names(entities: list[Entity]) -> list[tuple[Entity, int, str]]:
+    """Every usable name of `entities` with its rank: 0 a canonical name, 1 an alias, 2 the given
+    name of a person's Chinese full name when no other person has the same one (module rules)."""
+    named = [(entity, 0 if position == 0 else 1, name) for entity in entities
+             for position, name in enumerate(entity.names) if usable_name(name)]
+    given: dict[str, list[Entity]] = {}
+    for entity in entities:
+        short = given_name(entity.name) if entity.kind == EntityKind.PERSON else None
+        if short is not None:
+            given.setdefault(short, []).append(entity)
+    named += [(people[0], 2, short) for short, people in sorted(given.items()) if len(people) == 1]
+    return named
+
+
 class NameMatcher:
     """The known names of a set of entities, compiled once; `find` lists them in a text.
 
@@ -153,21 +202,18 @@ class NameMatcher:
         exact: set[str] = set()
         any_case: set[str] = set()
         cjk: set[str] = set()
-        for entity in items:
-            for position, name in enumerate(entity.names):
-                if not usable_name(name):
-                    continue
-                key = normalise_name(name)
-                claim = (0 if position == 0 else 1, -entity.mention_count, entity.id)
-                if key not in ranked or claim < ranked[key]:
-                    ranked[key] = claim
-                    self._owner[key] = (entity.id, name)
-                if CJK.search(name):
-                    cjk.add(unicodedata.normalize("NFKC", name).replace(" ", ""))
-                else:
-                    case_forms, free_forms = _surface_forms(name)
-                    exact.update(case_forms)
-                    any_case.update(free_forms)
+        for entity, position, name in _names(items):
+            key = normalise_name(name)
+            claim = (position, -entity.mention_count, entity.id)
+            if key not in ranked or claim < ranked[key]:
+                ranked[key] = claim
+                self._owner[key] = (entity.id, name)
+            if CJK.search(name):
+                cjk.add(unicodedata.normalize("NFKC", name).replace(" ", ""))
+            else:
+                case_forms, free_forms = _surface_forms(name)
+                exact.update(case_forms)
+                any_case.update(free_forms)
         # (pattern, whether it reads the lower-cased text): lower-casing the text is much cheaper
         # than compiling a large pattern with re.IGNORECASE
         self._patterns: list[tuple[re.Pattern[str], bool]] = []

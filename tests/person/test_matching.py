@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from memoryscope_plugins.person import NameMatcher, normalise_name
+from memoryscope_plugins.person.matching import given_name
 from memoryscope_plugins.types import EntityKind
 from tests.person.helpers import entity
 
@@ -173,3 +174,31 @@ def test_any_case_names_read_the_text_lowered_without_shifting_offsets():
                            entity("p", "pottery", kind=EntityKind.TOPIC)])
     text = "İİ İSTANBUL, 我买了小米su7 and POTTERY"
     assert spans(matcher, text) == [("istanbul", "İSTANBUL"), ("小米SU7", "小米su7"), ("pottery", "POTTERY")]
+
+
+@pytest.mark.parametrize(("name", "given"), [
+    ("林晓雯", "晓雯"), ("欧阳娜娜", "娜娜"), ("林 晓雯", "晓雯"), ("张伟", None), ("王国庆", None), ("橘子猫", None),
+    ("Mel", None), ("林晓雯Lin", None), ("", None), ("诸葛", None),
+])
+def test_the_given_name_of_a_chinese_full_name(name, given):
+    assert given_name(name) == given
+
+
+def test_a_chinese_full_name_is_found_by_its_given_name_alone():
+    matcher = NameMatcher([entity("lxw", "林晓雯"), entity("hz", "杭州", kind=EntityKind.PLACE)])
+    assert spans(matcher, "晓雯今天去杭州，林晓雯说的。") == [("晓雯", "晓雯"), ("杭州", "杭州"), ("林晓雯", "林晓雯")]
+    assert matcher.entity_for("晓雯") == "lxw"
+
+
+def test_a_given_name_is_nobodys_when_shared_and_loses_to_every_real_name():
+    shared = NameMatcher([entity("lxw", "林晓雯"), entity("wxw", "王晓雯")])
+    assert spans(shared, "晓雯来了") == [] and shared.entity_for("晓雯") is None
+    named = NameMatcher([entity("lxw", "林晓雯"), entity("other", "晓雯", count=0)])
+    assert named.entities_in("晓雯来了") == {"other"}
+    alias = NameMatcher([entity("lxw", "林晓雯", count=9), entity("zx", "周雪", "晓雯")])
+    assert alias.entities_in("晓雯来了") == {"zx"}
+
+
+def test_only_a_person_is_found_by_a_given_name():
+    matcher = NameMatcher([entity("shop", "林晓雯", kind=EntityKind.ORGANIZATION), entity("wgq", "王国庆")])
+    assert spans(matcher, "晓雯说国庆去大理") == []
