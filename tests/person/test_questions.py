@@ -10,7 +10,8 @@ from tests.person.helpers import entity
 
 MATCHER = NameMatcher([entity("mel", "Melanie", "Mel"), entity("car", "Caroline"),
                        entity("wl", "王磊", "小王"), entity("cd", "成都", kind=EntityKind.PLACE),
-                       entity("ny", "New York", kind=EntityKind.PLACE), entity("will", "Will")])
+                       entity("ny", "New York", kind=EntityKind.PLACE), entity("will", "Will"),
+                       entity("lxw", "林晓雯")])
 
 
 @pytest.mark.parametrize(("query", "expected"), [
@@ -23,7 +24,7 @@ MATCHER = NameMatcher([entity("mel", "Melanie", "Mel"), entity("car", "Caroline"
     ("谁是王磊？", "wl"), ("王磊是谁", "wl"), ("小王是谁？", "wl"), ("介绍一下小王", "wl"), ("介绍一下成都吧", "cd"),
     ("关于王磊你知道什么？", "wl"), ("说说成都", "cd"), ("王磊是做什么的？", "wl"), ("小王最近怎么样", "wl"),
     ("你了解王磊吗？", "wl"), ("你对小王了解多少", "wl"), ("王磊的家人", "wl"), ("谁是Mel？", "mel"),
-    ("介绍一下Caroline", "car"),
+    ("介绍一下Caroline", "car"), ("介绍一下晓雯", "lxw"), ("晓雯是谁？", "lxw"),
 ])
 def test_questions_about_an_entity(query, expected):
     assert entity_question(query, MATCHER) == expected
