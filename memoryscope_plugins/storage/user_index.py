@@ -280,6 +280,7 @@ class IndexCache:
     def __init__(self, max_rows: int) -> None:
         self.max_rows = max(0, int(max_rows))
         self._entries: OrderedDict[str, UserIndex] = OrderedDict()
+        self._rows = 0  # the rows of every held index together: kept, not summed on each put
         self._lock = threading.Lock()
 
     def get(self, user_id: str) -> UserIndex | None:
@@ -291,18 +292,22 @@ class IndexCache:
 
     def put(self, user_id: str, index: UserIndex) -> None:
         with self._lock:
+            replaced = self._entries.get(user_id)
+            self._rows += len(index) - (len(replaced) if replaced is not None else 0)
             self._entries[user_id] = index
             self._entries.move_to_end(user_id)
-            total = sum(len(v) for v in self._entries.values())
-            while total > self.max_rows and len(self._entries) > 1:
+            while self._rows > self.max_rows and len(self._entries) > 1:
                 _, dropped = self._entries.popitem(last=False)
-                total -= len(dropped)
+                self._rows -= len(dropped)
 
     def drop(self, *user_ids: str) -> None:
         with self._lock:
             for user_id in user_ids:
-                self._entries.pop(user_id, None)
+                dropped = self._entries.pop(user_id, None)
+                if dropped is not None:
+                    self._rows -= len(dropped)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._rows = 0

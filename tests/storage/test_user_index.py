@@ -89,3 +89,27 @@ def test_replacing_terms_keeps_the_postings_exact():
     for query in (["a"], ["b"], ["c"], ["d"], ["a", "c", "d"]):
         assert replaced.scores(query).tolist() == fresh.scores(query).tolist()
     assert "a" not in replaced.postings and index.scores(["a"]).tolist()[0] > 0
+
+
+def test_the_cache_keeps_users_within_its_rows_least_recently_used_dropped_first():
+    def index(n: int) -> user_index.UserIndex:
+        f = {"terms": "cat", "vector": [1, 0, 0, 0], "status": "active", "type": "turn", "agent": "a", "time": 1}
+        return user_index.build([row(i + 1, i + 1, f) for i in range(n)], "m", rev=1, epoch=0)
+
+    cache = user_index.IndexCache(max_rows=10)
+    cache.put("a", index(4))
+    cache.put("b", index(4))
+    cache.put("a", index(5))  # replaced (9 rows, not 13): b is now the least recently used
+    cache.put("c", index(1))
+    assert cache.get("b") is not None  # 10 rows: all kept
+    cache.put("a", index(5))
+    cache.put("c", index(2))  # 11 rows: b (least recently used) goes
+    assert cache.get("b") is None and cache.get("a") is not None and cache.get("c") is not None
+    cache.drop("a")
+    cache.put("d", index(8))  # 2 + 8 rows fit once a is dropped
+    assert cache.get("c") is not None and cache.get("d") is not None
+    cache.put("e", index(30))  # larger than the cache: kept alone, as the user just stored
+    assert cache.get("e") is not None and cache.get("c") is None and cache.get("d") is None
+    cache.clear()
+    cache.put("f", index(10))
+    assert cache.get("f") is not None
