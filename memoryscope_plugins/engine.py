@@ -671,11 +671,20 @@ class MemoryScope:
         """One entity with its mentions per `bucket` ("week" or "month"), up to `limit` of its active
         memories (observations and insights first, then memories added by hand, then turns, newest
         first) and, when it is the user, their current profile. `name` is its canonical name, an
-        alias (compared normalised: "mel" finds "Mel") or its id; `NotFoundError` when none is."""
+        alias (compared normalised: "mel" finds "Mel"), its id, or the given name of a person's
+        Chinese full name (晓雯 for 林晓雯, as `record` counts it); `NotFoundError` when none is.
+        Renaming, merging and deleting take a name the entity holds, never a given name alone."""
         user_id = _stored_id(user_id, "user_id")
         limit = validation.check_int(limit, "limit", 1, validation.MAX_LIMIT)
         bucket = _check_choice(bucket, "bucket", _BUCKETS)
-        found = self._find_entity(self.store, user_id, name, "name")
+        try:
+            found = self._find_entity(self.store, user_id, name, "name")
+        except NotFoundError:
+            entities = self.store.entities(user_id)
+            given = person.NameMatcher(entities).entity_for(name)
+            if given is None:
+                raise
+            found = next(entity for entity in entities if entity.id == given)
         mentions = self.store.mentions(user_id, entity_ids=[found.id])
         profile: builtins.list[ProfileValue] = []
         if self._is_the_user(user_id, found):

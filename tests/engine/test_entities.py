@@ -68,6 +68,18 @@ def test_record_counts_chinese_names_and_aliases(engine):
     assert {m.memory_id for m in engine.store.mentions("lei", entity_ids=["lei-王磊"])} == set(ids[:2])
 
 
+def test_a_chinese_full_name_is_counted_and_found_by_its_given_name(engine):
+    engine.record("lxw", [{"role": "user", "name": "林晓雯", "content": "今天又改稿到十点。", "timestamp": T0},
+                          {"role": "assistant", "content": "晓雯辛苦了，早点休息。", "timestamp": T0 + timedelta(minutes=1)}])
+    [user] = engine.entities("lxw")
+    assert (user.name, user.mention_count) == ("林晓雯", 1)
+    assert engine.entity("lxw", "晓雯").entity.id == user.id
+    with pytest.raises(NotFoundError):
+        engine.delete_entity("lxw", "晓雯")  # an edit takes a name the entity holds
+    with pytest.raises(NotFoundError):
+        engine.entity("lxw", "小雯")
+
+
 def test_a_named_user_becomes_a_person_once_and_is_counted_when_named(engine):
     engine.record("caro", [
         {"role": "user", "name": "Caroline", "content": "Hi!", "timestamp": T0},
