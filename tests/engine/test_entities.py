@@ -69,8 +69,9 @@ def test_record_counts_chinese_names_and_aliases(engine):
 
 
 def test_a_chinese_full_name_is_counted_and_found_by_its_given_name(engine):
-    engine.record("lxw", [{"role": "user", "name": "林晓雯", "content": "今天又改稿到十点。", "timestamp": T0},
-                          {"role": "assistant", "content": "晓雯辛苦了，早点休息。", "timestamp": T0 + timedelta(minutes=1)}])
+    engine.record("lxw", [
+        {"role": "user", "name": "林晓雯", "content": "今天又改稿到十点。", "timestamp": T0},
+        {"role": "assistant", "content": "晓雯辛苦了，早点休息。", "timestamp": T0 + timedelta(minutes=1)}])
     [user] = engine.entities("lxw")
     assert (user.name, user.mention_count) == ("林晓雯", 1)
     assert engine.entity("lxw", "晓雯").entity.id == user.id
