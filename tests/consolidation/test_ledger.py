@@ -426,3 +426,25 @@ def test_a_chinese_habit_that_changes_keeps_the_old_one_as_history(tmp_path, ser
         assert diet[0].superseded_by == diet[1].id and diet[0].valid_to is not None
     finally:
         engine.close()
+
+
+def test_the_models_own_work_value_gives_way_to_the_job_its_later_observation_states(tmp_path, server, brain,
+                                                                                     local_embedder):
+    """The shared model's answers in the job_change_and_repeat scenario: a profile value for the
+    first job, none for the new one, which only its observation says ("teaches cooking classes")."""
+    said = {"I work as a baker in Lyon.": [obs("Omar works as a baker in Lyon.", [1], about="Omar",
+                                               profile={"key": "work", "value": "baker in Lyon"})],
+            "Big news: I quit the bakery last month and now I teach cooking classes.": [
+                obs("Omar quit the bakery last month.", [1], about="Omar", kind="event", time="last month"),
+                obs("Omar teaches cooking classes now.", [1], about="Omar")]}
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        for month, text in enumerate(said, start=3):
+            engine.record("omar", [user_msg(text, at(1, month=month), name="Omar")])
+            engine.consolidate("omar")
+        work = sorted((v for v in ledger(engine, "omar")[2] if v.key == "work"), key=lambda v: v.valid_from)
+        assert [(v.value, v.current) for v in work] == [("baker in Lyon", False), ("teaches cooking classes", True)]
+        assert work[0].superseded_by == work[1].id
+    finally:
+        engine.close()
