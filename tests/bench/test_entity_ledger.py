@@ -3,33 +3,23 @@ bench/data (their shape and the labelling rules that can be checked without the 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from datetime import datetime, timezone
-from types import ModuleType
 
 import pytest
 
 from memoryscope_plugins.types import Entity, EntityKind, EntityMention
+from tests.support.bench_scripts import load_bench_script
 from tests.support.paths import ROOT
 
-SCRIPT = ROOT / "bench" / "entity_ledger.py"
 LABELS = {"en": ROOT / "bench" / "data" / "entities_en.json", "zh": ROOT / "bench" / "data" / "entities_zh.json"}
 T0 = datetime(2023, 5, 8, tzinfo=timezone.utc)
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("entity_ledger_bench", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
 
 
-el = _load()
+el = load_bench_script("entity_ledger.py", "entity_ledger_bench")
 
 
 def entity(id_: str, name: str, kind: EntityKind = EntityKind.PERSON, aliases: tuple[str, ...] = ()) -> Entity:

@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from types import ModuleType
 
 import pytest
 
+from tests.support.bench_scripts import load_bench_script
 from tests.support.paths import ROOT
 
 TINY = ROOT / "tests" / "data" / "qa_tiny_locomo.json"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("locomo_cut_bench", ROOT / "bench" / "locomo_cut.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
-lc = _load()
+lc = load_bench_script("locomo_cut.py", "locomo_cut_bench")
 
 
 def test_the_first_session_and_the_questions_it_answers():

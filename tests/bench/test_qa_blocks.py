@@ -3,24 +3,14 @@ whose block changed, through bench qa's own prompt and judge (a fake model at th
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 from types import ModuleType
 
 from tests.bench.test_qa import DATA, ScriptedModel, answer_requests, config_file
+from tests.support.bench_scripts import load_bench_script
 from tests.support.fakes.fake_model_server import OPENAI_CHAT, FakeModelServer
-from tests.support.paths import ROOT
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("qa_blocks_bench", ROOT / "bench" / "qa_blocks.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _main(module: ModuleType, monkeypatch, *argv: str) -> None:
@@ -29,7 +19,7 @@ def _main(module: ModuleType, monkeypatch, *argv: str) -> None:
 
 
 def test_only_changed_blocks_are_answered_and_judged(tmp_path: Path, monkeypatch) -> None:
-    module = _load()
+    module = load_bench_script("qa_blocks.py", "qa_blocks_bench")
     with FakeModelServer() as server:
         server.route(OPENAI_CHAT, ScriptedModel())
         config = str(config_file(tmp_path, server.url + "/v1"))
