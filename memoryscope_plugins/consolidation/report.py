@@ -33,6 +33,7 @@ class ConsolidationReport:
     unaccounted_ids: list[str] = field(default_factory=list)  # no verdict from the model: left pending
     incomplete: bool = False  # an answer stopped at the token cap
     unjudged: int = 0  # repeat/contradiction questions without a usable answer (both memories kept)
+    kept_apart: int = 0  # "no longer true" answers refused: the two state different things (a job, a diet)
     rejected: list[str] = field(default_factory=list)  # model output refused by the checks (not stored)
     entities: list[str] = field(default_factory=list)  # new entities of the ledger: "name (kind)"
     profile: list[str] = field(default_factory=list)  # profile values set: "key: value"
@@ -63,6 +64,7 @@ class ConsolidationReport:
         self.unaccounted_ids.extend(other.unaccounted_ids)
         self.incomplete = self.incomplete or other.incomplete
         self.unjudged += other.unjudged
+        self.kept_apart += other.kept_apart
         self.rejected.extend(other.rejected)
         self.entities.extend(other.entities)
         self.profile.extend(other.profile)

@@ -37,6 +37,8 @@ from ..indexing import embedding_text
 from ..log_hygiene import user_ref
 from ..models.base import ChatMessages, ChatModel, ChatResult, TokenUsage
 from ..models.structured import IncompleteAnswerError, UsageMeter, chat_json
+from ..person import profile_cues
+from ..person.profile import normalise_key
 from ..retrieval.noise_floor import calibrated
 from ..storage.base import LedgerChanges, StoredMessage
 from ..storage.leases import Lease
@@ -444,6 +446,9 @@ def _resolve(env: StepEnv, user_id: str, new: list[_New], language: str, user_na
         entry = new[pair.new]
         if still_true is not False or not judge.same_person(entry.item.about, pair.old.metadata.get("about")):
             continue  # kept: the model did not say it is no longer true, or it is about someone else
+        if pair.decided is None and _other_aspect(entry, pair.old, user_name, language):
+            report.kept_apart += 1
+            continue  # "开始喝红酒" does not end "在深圳工作": a drink is not a job
         old = changed.get(pair.old.id, pair.old)
         replacement = entry.repeat_of.id if entry.repeat_of is not None else entry.memory.id
         if old.status is not MemoryStatus.ACTIVE or replacement == old.id:
@@ -471,6 +476,27 @@ def _resolve(env: StepEnv, user_id: str, new: list[_New], language: str, user_na
             changed[target.id] = target
         result.merged.append(target.content)
     return result
+
+
+def _aspects(observation: str, message: str, proposed: tuple[str, str] | None, user_name: str,
+             language: str) -> set[str]:
+    """The profile keys an observation states a value of (the model's proposal, and `profile_cues`)."""
+    keys = {key for key, _ in profile_cues.stated(observation, message, user_name, language)}
+    if proposed is not None:
+        try:
+            keys.add(normalise_key(proposed[0]))
+        except (TypeError, ValueError):
+            pass  # a key the profile refuses names no aspect
+    return keys
+
+
+def _other_aspect(entry: _New, old: Memory, user_name: str, language: str) -> bool:
+    """Whether the new observation and the old memory each state a profile value, of different
+    keys only (a job and a diet): then the model's "no longer true" is a wrong reference, refused,
+    and both are kept. Where either states none, the model's answer stands."""
+    new_keys = _aspects(entry.memory.content, entry.source.message.content, entry.item.profile, user_name, language)
+    old_keys = _aspects(old.content, old.content, None, user_name, language)
+    return bool(new_keys) and bool(old_keys) and not new_keys & old_keys
 
 
 def _find_pairs(env: StepEnv, user_id: str, new: list[_New], names: frozenset[str],

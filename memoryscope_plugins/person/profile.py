@@ -97,13 +97,17 @@ class ProfileProposal:
     language: str = "en"
 
 
-@lru_cache(maxsize=4096)
-def _normalised_key(key: str) -> str:
+def _unprefixed(key: str) -> str:
     snake = normalise_name(key).replace(" ", "_")
     for prefix in _PREFIXES:
         if snake.startswith(prefix) and len(snake) > len(prefix) and snake not in _KEY_OF:
-            snake = snake[len(prefix):]
-            break
+            return snake[len(prefix):]
+    return snake
+
+
+@lru_cache(maxsize=4096)
+def _normalised_key(key: str) -> str:
+    snake = _unprefixed(key)
     return _KEY_OF.get(snake, snake)
 
 
@@ -136,6 +140,18 @@ def _clean_value(value: object) -> str | None:
         return None
     cleaned = " ".join(unicodedata.normalize("NFC", value).split()).strip(_SENTENCE_END)
     return cleaned if cleaned and len(cleaned) <= MAX_VALUE_CHARS and normalise_name(cleaned) else None
+
+
+def names_its_key(key: str, value: str) -> bool:
+    """Whether `value` only names its `key` ("family: family", "工作: 我的工作", "Family members:
+    family members"): it says nothing about the user. A value that is another word of the key's
+    ("relationship: married", "school: university") says something and is not refused."""
+    try:
+        canonical = normalise_key(key)
+    except (TypeError, ValueError):
+        return False
+    said = _unprefixed(value)
+    return said in (canonical, _unprefixed(key), _LABELS_ZH.get(canonical))
 
 
 def _same(one: str, other: str) -> bool:
@@ -214,7 +230,8 @@ def apply(existing: Iterable[ProfileValue], proposals: Iterable[ProfileProposal]
     """The profile values to write for `proposals` over the user's `existing` values: the new values
     and the existing ones that changed (evidence added, or ended by a newer value), each once, the
     inputs unmodified. Proposals are taken in the order of their `at`; the rules are the module's.
-    A proposal whose key or value is empty or too long is skipped (it holds nothing to keep).
+    A proposal whose key or value is empty or too long, or whose value only names its key
+    ("family: family": `names_its_key`), is skipped (it holds nothing to keep).
 
     Raises TypeError on wrong types, ValueError for an empty `user_id` or an existing value of
     another user."""
@@ -226,7 +243,7 @@ def apply(existing: Iterable[ProfileValue], proposals: Iterable[ProfileProposal]
         _when(item.at, "a proposal's at")
     for proposal in sorted(items, key=lambda item: as_aware(item.at)):
         key, text = _key_or_none(proposal.key), _clean_value(proposal.value)
-        if key is not None and text is not None:
+        if key is not None and text is not None and not names_its_key(proposal.key, text):
             _apply_one(profile, key, text, as_aware(proposal.at), proposal.source_id)
     return profile.result()
 

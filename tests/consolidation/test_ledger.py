@@ -428,6 +428,40 @@ def test_a_chinese_habit_that_changes_keeps_the_old_one_as_history(tmp_path, ser
         engine.close()
 
 
+BAKER = ("I work as a baker in Lyon.", ["Omar works as a baker in Lyon."])
+
+
+@pytest.mark.parametrize("first, later, language, ended", [
+    # the shared model's answers in zh_change: "no longer true" to both, the job's included
+    (("我在深圳做程序员，平时不喝酒。", ["周航在深圳工作。", "周航平时不喝酒。"]),
+     ("最近开始喝红酒了，周末会喝一杯。", "周航开始喝红酒。"), "zh", ["周航平时不喝酒。"]),
+    (BAKER, ("Now I teach cooking classes.", "Omar teaches cooking classes now."), "en", BAKER[1]),
+    (BAKER, ("I moved to Paris.", "Omar moved to Paris."), "en", []),  # a home does not end a job
+    (BAKER, ("I quit the bakery.", "Omar quit the bakery."), "en", BAKER[1]),  # no profile value: the model's
+])
+def test_no_longer_true_is_refused_between_a_job_and_a_diet(tmp_path, server, brain, local_embedder, first, later,
+                                                             language, ended):
+    """A judge that calls every pair outdated: where both lines state profile values of different
+    keys only, the old line is kept (a wrong reference); a job ends a job; a line that states no
+    profile value is left to the model."""
+    user, name = ("zh", "周航") if language == "zh" else ("omar", "Omar")
+    said = {first[0]: [obs(text, [1]) for text in first[1]], later[0]: [obs(later[1], [1])]}
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    brain.judge = lambda p: ["outdated"] * len(p.pairs)
+    engine = make_engine(tmp_path, server, local_embedder, language=language)
+    try:
+        reports = []
+        for month, text in enumerate(said, start=1):
+            engine.record(user, [user_msg(text, at(1, month=month), name=name)])
+            reports.append(engine.consolidate(user))
+        status = {m.content: m.status.value
+                  for m in engine.list(user, types=["observation"], include_expired=True)}
+        assert status == {**dict.fromkeys(first[1], "active"), **dict.fromkeys(ended, "expired"), later[1]: "active"}
+        assert reports[1].kept_apart == len(first[1]) - len(ended)
+    finally:
+        engine.close()
+
+
 def test_the_models_own_work_value_gives_way_to_the_job_its_later_observation_states(tmp_path, server, brain,
                                                                                      local_embedder):
     """The shared model's answers in the job_change_and_repeat scenario: a profile value for the

@@ -18,6 +18,7 @@ from memoryscope_plugins.person import (
     retract,
     set_by_user,
 )
+from memoryscope_plugins.person.profile import names_its_key
 from memoryscope_plugins.types import ProfileValue
 from tests.person.helpers import T0
 
@@ -188,6 +189,25 @@ def test_invalid_proposals_are_skipped_and_nothing_else_changes():
                  ProfileProposal("home", "Leeds", None, at(5))]
     changes = apply([], proposals, user_id="u", now=at(100))
     assert [(v.key, v.value, v.source_ids) for v in changes] == [("home", "Leeds", [])]
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("family", "family"), ("Family", "my family."), ("family members", "Family Members"), ("家人", "家人"),
+    ("工作", "我的工作"), ("work", "工作"), ("user_home", "home"),
+])
+def test_a_value_that_only_names_its_key_is_skipped(key, value):
+    """A 1.5B model wrote ``family: family`` for the line "Evan's family motivates her to stay healthy"."""
+    assert names_its_key(key, value)
+    assert apply([], [said(key, value, 1)], user_id="u", now=at(100)) == []
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("relationship", "married"), ("school", "university"), ("family", "Sofia (daughter)"), ("home", "Lyon"),
+    ("work", "在深圳工作"), ("likes", "family time"),
+])
+def test_a_value_that_is_another_word_of_its_key_is_kept(key, value):
+    assert not names_its_key(key, value)
+    assert [v.value for v in apply([], [said(key, value, 1)], user_id="u", now=at(100))] == [value]
 
 
 def test_apply_validates_its_inputs():
