@@ -176,7 +176,9 @@ def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Seque
     (an alias added, a topic's kind made specific), each once; the inputs are not modified. The
     rules are the module's. `speakers` are the names the conversation's speakers go by (known from
     the messages, never guessed): a proposal of a speaker's full name for a message that calls them
-    by a short form ("Melanie" for "Hey Mel!") is taken with that short form as an alias.
+    by a short form ("Melanie" for "Hey Mel!") is taken with that short form as an alias, and so is
+    a proposal of the short form itself when the message addresses someone by it ("Mel" for "Hey
+    Mel!", the first name of one speaker only beginning with it).
     Raises TypeError on wrong types, ValueError on an empty user id."""
     if not isinstance(user_id, str) or not user_id.strip():
         raise ValueError("user_id must be a non-empty str")
@@ -189,6 +191,8 @@ def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Seque
     known = {normalise_name(name): " ".join(name.split()) for name in speakers if _acceptable(name)}
     plain = [_cleaned(proposal) for proposal in proposals]
     cleaned = [_speaker_short_form(proposal, texts, known) for proposal in plain]
+    cleaned = [before if after is not before and after.name == before.name and plan.lookup(before.name) else after
+               for before, after in zip(plain, cleaned)]  # a short form the ledger knows stays what it is
     short_forms = {index for index, (before, after) in enumerate(zip(plain, cleaned)) if before is not after}
     grounded = [(index, proposal) for index, proposal in enumerate(cleaned) if _grounded(proposal, texts)]
     names = set(plan.by_name) | {normalise_name(p.name) for _, p in grounded if _proper(p.name)}
@@ -247,13 +251,45 @@ _WORD = re.compile(r"[A-Z][a-z]{2,}")
 MIN_SHORT_FORM = 3
 
 
+_GREETING = r"(?:hey|hi|hello|thanks|thank you|bye|goodbye|oh|wow|yes|yeah|no|congrats|congratulations|dear|sorry)"
+
+
+def _addressed(word: str, text: str) -> bool:
+    """Whether `text` calls someone `word` (a vocative: "Hey Mel!", "Nice one, Mel!", "Mel, look"),
+    not only names them ("my friend Mel")."""
+    name = re.escape(word)
+    return re.search(rf"(?:^|[,!.?;:]\s*|\b{_GREETING}\s*,?\s+){name}(?=\s*(?:[,!.?;:]|$))", text,
+                     re.IGNORECASE | re.MULTILINE) is not None
+
+
+def _addressed_speaker(proposal: ProposedEntity, text: str, speakers: dict[str, str]) -> ProposedEntity:
+    """A proposed short form the message addresses someone by ("Mel" in "Hey Mel!") that begins the
+    first name of exactly one speaker who goes by no such name ("Melanie"), as an alias of that
+    speaker; any other proposal as it is."""
+    name = proposal.name
+    short = normalise_name(name)
+    if (short in speakers or len(short) < MIN_SHORT_FORM or " " in short or not _WORD.fullmatch(name)
+            or not _addressed(name, text)):
+        return proposal
+    owners = [full for key, full in speakers.items() if key.split(" ")[0] != short
+              and key.split(" ")[0].startswith(short)]
+    if len(owners) != 1:
+        return proposal
+    return dataclasses.replace(proposal, alias_of=owners[0], kind=EntityKind.PERSON.value)
+
+
 def _speaker_short_form(proposal: ProposedEntity, texts: Sequence[str], speakers: dict[str, str]) -> ProposedEntity:
     """A proposed speaker's name the message does not hold, turned into the short form it does hold
     (a capitalised word of at least three letters that begins the name: "Mel" for "Melanie"), as an
-    alias of the speaker's name; any other proposal as it is."""
+    alias of the speaker's name; a short form the message addresses a speaker by (`_addressed_speaker`)
+    likewise; any other proposal as it is."""
     name, index = proposal.name, proposal.message_index
     if (not isinstance(name, str) or not isinstance(index, int) or isinstance(index, bool)
-            or not 0 <= index < len(texts) or normalise_name(name) not in speakers or _said_in(name, texts[index])):
+            or not 0 <= index < len(texts)):
+        return proposal
+    if normalise_name(name) not in speakers:
+        return _addressed_speaker(proposal, texts[index], speakers) if proposal.alias_of is None else proposal
+    if _said_in(name, texts[index]):
         return proposal
     full = speakers[normalise_name(name)]
     first = normalise_name(full).split(" ")[0]

@@ -405,6 +405,28 @@ def test_without_the_models_profile_the_observations_own_words_keep_it_current(t
         engine.close()
 
 
+def test_the_short_form_a_speaker_is_addressed_by_joins_their_entity(tmp_path, server, brain, local_embedder):
+    """LoCoMo's conv-26 with the shared model: "Mel" proposed for Caroline's "Hey Mel!" made a Mel
+    apart from the speaker Melanie. Now it is Melanie's alias, and a later "Mel" counts for her."""
+    hello = "Hey Mel! How was the pottery class?"
+    brain.extract = lambda p: [item for n, _, _, c in p.new if c == hello
+                               for item in (obs("Caroline asked Mel about the pottery class.", [n], about="Caroline"),
+                                            named("Mel", n))]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("caroline", [user_msg(hello, at(1), name="Caroline"),
+                                   {"role": "assistant", "name": "Melanie", "content": "Great, I made a bowl.",
+                                    "timestamp": at(1)}])
+        engine.consolidate("caroline")
+        people = {e.name: e.aliases for e in engine.store.entities("caroline")}
+        assert people == {"Caroline": [], "Melanie": ["Mel"]}
+        engine.record("caroline", [user_msg("Mel, the bowl looks lovely.", at(2), name="Caroline")])
+        details = engine.entity("caroline", "mel")
+        assert details.entity.name == "Melanie" and details.entity.mention_count == 2  # the two turns saying Mel
+    finally:
+        engine.close()
+
+
 @pytest.mark.parametrize("now_said, now_observed, habit", [
     ("最近开始喝红酒了，周末会喝一杯。", "周航开始喝红酒。", "喝红酒"),
     ("现在开始喝酒了。", "周航开始喝酒。", "喝酒"),  # contains the old value, yet says its opposite

@@ -362,6 +362,31 @@ def test_a_speakers_full_name_for_a_short_form_becomes_the_entity_with_that_alia
     assert list(ids) == [0]  # "Melvin" does not begin "Melanie": nothing in message 1 names her
 
 
+@pytest.mark.parametrize("text", ["Hey Mel! Good to see you!", "Nice one, Mel!", "Mel, look at this.", "Thanks Mel"])
+def test_a_short_form_a_speaker_is_addressed_by_becomes_their_alias(text) -> None:
+    """The shared model proposed "Mel" for Caroline's "Hey Mel!" in LoCoMo's conv-26, and the ledger
+    kept Mel (18 mentions) and Melanie (15) apart."""
+    planned, ids = plan_new_entities("u", [], [ProposedEntity("Mel", "person", None, 0)], [text],
+                                     speakers=["Caroline", "Melanie"])
+    assert [(e.name, e.kind, e.aliases) for e in planned] == [("Melanie", EntityKind.PERSON, ["Mel"])]
+    assert ids == {0: planned[0].id}
+
+
+@pytest.mark.parametrize("text, speakers, known", [
+    ("My friend Mel runs a shop.", ["Caroline", "Melanie"], []),  # named, not addressed
+    ("Hey Mel!", ["Caroline"], []),  # no speaker's name begins with it
+    ("Hey Mel!", ["Melanie", "Melissa"], []),  # two do
+    ("Hey Mel!", ["Mel", "Melanie"], []),  # a speaker goes by it
+    ("Hey Mel!", ["Caroline", "Melanie"], ["Mel"]),  # the ledger knows Mel already
+    ("Hey Mo!", ["Caroline", "Monica"], []),  # too short to be a name's short form
+])
+def test_a_short_form_stays_its_own_entity_without_a_clear_speaker(text, speakers, known) -> None:
+    existing = [entity(name.casefold(), name) for name in known]
+    name = "Mo" if "Mo!" in text else "Mel"
+    planned, _ = plan_new_entities("u", existing, [ProposedEntity(name, "person", None, 0)], [text], speakers=speakers)
+    assert [(e.name, e.aliases) for e in planned] == ([] if known else [(name, [])])
+
+
 def test_a_full_name_the_text_lacks_is_refused_without_speakers() -> None:
     assert plan_new_entities("u", [], [ProposedEntity("Melanie", "person", None, 0)], ["Hey Mel!"]) == ([], {})
 
