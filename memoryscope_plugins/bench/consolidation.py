@@ -300,6 +300,7 @@ def run_scenario(scenario: dict[str, Any], settings: Settings, workdir: Path) ->
                       "event_start": m.event_start.isoformat() if m.event_start else None,
                       "event_end": m.event_end.isoformat() if m.event_end else None,
                       "superseded_by": m.superseded_by} for m in memories],
+        "message_outcomes": _message_outcomes(recorded, messages, memories, collected.outcomes),
         "entities": [{"name": e.name, "kind": getattr(e.kind, "value", e.kind), "aliases": list(e.aliases),
                       "mentions": e.mention_count} for e in person.entities],
         "profile_values": [{"key": v.key, "value": v.value, "current": v.current,
@@ -307,6 +308,22 @@ def run_scenario(scenario: dict[str, Any], settings: Settings, workdir: Path) ->
                             "valid_to": v.valid_to.isoformat() if v.valid_to else None} for v in person.profile],
         "seconds": round(time.perf_counter() - started, 2),
     }
+
+
+def _message_outcomes(recorded: list[str], messages: Iterable[Any], memories: list[Memory],
+                      outcomes: dict[str, str]) -> list[dict[str, Any]]:
+    """What became of each recorded message: its state, the consolidation outcome, and the
+    memories that rest on it (the repeats' targets included), to read a failed check by."""
+    by_id = {stored.id: stored for stored in messages}
+    out = []
+    for message_id in recorded:
+        stored = by_id.get(message_id)
+        if stored is None:
+            continue
+        out.append({"role": stored.message.role, "content": stored.message.content, "state": stored.state,
+                    "outcome": outcomes.get(message_id),
+                    "memories": [f"{m.content} ({m.status.value})" for m in memories if message_id in m.source_ids]})
+    return out
 
 
 def _profile_part(results: list[tuple[dict[str, Any], bool]], person: Person, memory_ids: set[str]) -> dict[str, int]:

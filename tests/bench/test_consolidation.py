@@ -215,6 +215,11 @@ def test_the_profile_scenarios_pass_with_a_strong_model(tmp_path, server, capsys
     homes = {v["value"]: v for v in priya["profile_values"] if v["key"] == "home"}
     assert homes["Bristol"]["valid_to"] == homes["Glasgow"]["valid_from"] and homes["Glasgow"]["current"]
     assert {e["name"]: e["mentions"] for e in priya["entities"]}["Miso"] == 2
+    outcomes = priya["message_outcomes"]
+    assert len(outcomes) == 6 and all(o["state"] == "done" for o in outcomes)
+    assert {o["outcome"] for o in outcomes if o["role"] == "assistant"} == {
+        "the assistant's words (kept as a turn, not mined for the user's facts)"}
+    assert all(o["outcome"] in ("kept", "repeat") and o["memories"] for o in outcomes if o["role"] == "user")
 
 
 @pytest.mark.slow
