@@ -276,6 +276,7 @@ class MemoryScope:
             memories.append(memory)
             prior = memory
         vectors = self._embed_documents(memories)
+        self._alias_addressed_speakers(user_id, parsed)
         # a message and its turn memory share one id, so sources (message ids) open with get()
         ledger = self._write_linked(
             user_id, lambda: self._record_ledger(user_id, agent_id, parsed, memories),
@@ -292,13 +293,33 @@ class MemoryScope:
             self._consolidation.notify(user_id, len(parsed))
         return [m.id for m in memories]
 
+    def _alias_addressed_speakers(self, user_id: str, messages: Sequence[Message]) -> None:
+        """Give a known speaker the short form these messages address them by ("Hey Mel!" for
+        Melanie: `person.short_forms`) before the messages are linked, so they count for her. The
+        cached names only tell whether there is one (rarely: once per short form); the change is
+        computed again from the stored ledger in one `edit_ledger` step."""
+        said = [(message.name, message.content) for message in messages]
+        if not person.addressed_aliases(self._matchers.get(user_id).entities, said, utc_now()):
+            return
+
+        def edit(ledger: LedgerReader) -> LedgerChanges | None:
+            changed = person.addressed_aliases(ledger.entities(user_id), said, utc_now())
+            return LedgerChanges(user_id=user_id, entities=changed) if changed else None
+        if self.store.edit_ledger(user_id, edit) is not None:
+            self._matchers.invalidate(user_id)
+
     def _record_ledger(self, user_id: str, agent_id: str, messages: Sequence[Message],
                        memories: Sequence[Memory]) -> LedgerChanges:
         """The ledger changes recording brings, without a model: named speakers not known yet
-        become person entities (`_new_speakers`), and every memory naming a known entity (or a
-        speaker of this call) is one mention of it."""
+        become person entities (`_new_speakers`, with a short form these messages address them
+        by as an alias), and every memory naming a known entity (or a speaker of this call) is
+        one mention of it."""
         names = self._matchers.get(user_id)
         speakers = self._new_speakers(user_id, agent_id, messages, names)
+        if speakers:
+            aliased = {entity.id: entity for entity in person.addressed_aliases(
+                [*names.entities, *speakers], [(m.name, m.content) for m in messages], utc_now())}
+            speakers = [aliased.get(entity.id, entity) for entity in speakers]
         matcher = names.matcher
         if speakers:
             by_id = {entity.id: entity for entity in names.entities} | {entity.id: entity for entity in speakers}

@@ -29,6 +29,7 @@ from .profile import (
     set_by_user,
 )
 from .questions import entity_question
+from .short_forms import addressed_aliases
 
 __all__ = [
     "MULTI_VALUED",
@@ -37,6 +38,7 @@ __all__ = [
     "ProfileProposal",
     "ProposedEntity",
     "SINGLE_VALUED",
+    "addressed_aliases",
     "apply",
     "current",
     "entity_kind",

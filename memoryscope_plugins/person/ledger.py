@@ -40,6 +40,7 @@ from ..storage.base import LedgerChanges
 from ..storage.text_analysis import CJK
 from ..types import Entity, EntityKind, EntityMention, Memory, MemoryType, as_aware, utc_now
 from .matching import MAX_NAME_CHARS, NameMatcher, entity_list, is_function_word, normalise_name, usable_name
+from .short_forms import MIN_SHORT_FORM, WORD, addressed, short_form_owner
 
 #: Relevance keeps this share of an entity's frequency weight however long ago it was mentioned.
 RELEVANCE_FLOOR = 0.25
@@ -247,35 +248,16 @@ def _grounded(proposal: ProposedEntity, texts: Sequence[str]) -> bool:
     return _acceptable(proposal.name) and _said_in(proposal.name, texts[index])
 
 
-_WORD = re.compile(r"[A-Z][a-z]{2,}")
-MIN_SHORT_FORM = 3
-
-
-_GREETING = r"(?:hey|hi|hello|thanks|thank you|bye|goodbye|oh|wow|yes|yeah|no|congrats|congratulations|dear|sorry)"
-
-
-def _addressed(word: str, text: str) -> bool:
-    """Whether `text` calls someone `word` (a vocative: "Hey Mel!", "Nice one, Mel!", "Mel, look"),
-    not only names them ("my friend Mel")."""
-    name = re.escape(word)
-    return re.search(rf"(?:^|[,!.?;:]\s*|\b{_GREETING}\s*,?\s+){name}(?=\s*(?:[,!.?;:]|$))", text,
-                     re.IGNORECASE | re.MULTILINE) is not None
-
-
 def _addressed_speaker(proposal: ProposedEntity, text: str, speakers: dict[str, str]) -> ProposedEntity:
-    """A proposed short form the message addresses someone by ("Mel" in "Hey Mel!") that begins the
-    first name of exactly one speaker who goes by no such name ("Melanie"), as an alias of that
-    speaker; any other proposal as it is."""
+    """A proposed short form the message addresses a speaker by ("Mel" in "Hey Mel!": `short_forms`),
+    as an alias of that speaker; any other proposal as it is."""
     name = proposal.name
-    short = normalise_name(name)
-    if (short in speakers or len(short) < MIN_SHORT_FORM or " " in short or not _WORD.fullmatch(name)
-            or not _addressed(name, text)):
+    if normalise_name(name) in speakers or not addressed(name, text):
         return proposal
-    owners = [full for key, full in speakers.items() if key.split(" ")[0] != short
-              and key.split(" ")[0].startswith(short)]
-    if len(owners) != 1:
+    owner = short_form_owner(name, speakers.values())
+    if owner is None:
         return proposal
-    return dataclasses.replace(proposal, alias_of=owners[0], kind=EntityKind.PERSON.value)
+    return dataclasses.replace(proposal, alias_of=owner, kind=EntityKind.PERSON.value)
 
 
 def _speaker_short_form(proposal: ProposedEntity, texts: Sequence[str], speakers: dict[str, str]) -> ProposedEntity:
@@ -293,7 +275,7 @@ def _speaker_short_form(proposal: ProposedEntity, texts: Sequence[str], speakers
         return proposal
     full = speakers[normalise_name(name)]
     first = normalise_name(full).split(" ")[0]
-    for word in _WORD.findall(texts[index]):
+    for word in WORD.findall(texts[index]):
         short = normalise_name(word)
         if len(short) >= MIN_SHORT_FORM and short != first and first.startswith(short):
             return dataclasses.replace(proposal, name=word, alias_of=full, kind=EntityKind.PERSON.value)

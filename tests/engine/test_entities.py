@@ -109,6 +109,44 @@ def test_named_assistant_speakers_are_people_unless_they_are_agents(engine):
     assert roles == {"Caroline": "user", "Melanie": "assistant"}
 
 
+def _talk(engine: MemoryScope, user: str, *lines: tuple[str, str], start=T0) -> list[str]:
+    """Record LoCoMo-style lines: Caroline is the user, anyone else the assistant, each named."""
+    return engine.record(user, [{"role": "user" if name == "Caroline" else "assistant", "name": name,
+                                 "content": text, "timestamp": start + timedelta(minutes=i)}
+                                for i, (name, text) in enumerate(lines)])
+
+
+def test_a_short_form_a_speaker_is_addressed_by_is_their_alias_at_once(engine):
+    """No model: "Hey Mel!" to Melanie makes Mel her alias, in the call that names her first and in
+    later ones, and those turns count for her."""
+    _talk(engine, "caro", ("Melanie", "Hi there!"), ("Caroline", "Hey Mel! How was the class?"))
+    melanie = _by_name(engine, "caro")["Melanie"]
+    assert melanie.aliases == ["Mel"] and melanie.mention_count == 1
+    _talk(engine, "caro", ("Caroline", "Nice one, Mel!"), ("Melanie", "Thanks, Caro!"), start=T0 + timedelta(days=1))
+    people = _by_name(engine, "caro")
+    assert {name: (e.aliases, e.mention_count) for name, e in people.items()} == {
+        "Melanie": (["Mel"], 2), "Caroline": (["Caro"], 1)}
+    assert engine.entity("caro", "mel").entity.name == "Melanie"
+
+
+@pytest.mark.parametrize("lines", [
+    [("Melanie", "Hi."), ("Caroline", "My friend Mel runs a shop.")],  # named, not addressed
+    [("Melanie", "Hi."), ("Melissa", "Hello."), ("Caroline", "Hey Mel!")],  # two speakers it could be
+    [("Melanie", "Hey Mel!")],  # a speaker does not address herself
+    [("Melanie", "Hi."), ("Caroline", "Hey Me!")],  # too short
+])
+def test_a_short_form_without_one_clear_speaker_is_no_alias(engine, lines):
+    _talk(engine, "caro", *lines)
+    assert all(e.aliases == [] for e in engine.entities("caro"))
+
+
+def test_a_short_form_the_ledger_knows_stays_that_entity(engine):
+    _known(engine, "caro", "Mel")  # another person the user calls Mel
+    _talk(engine, "caro", ("Melanie", "Hi."), ("Caroline", "Hey Mel!"))
+    people = _by_name(engine, "caro")
+    assert people["Melanie"].aliases == [] and people["Mel"].mention_count == 1
+
+
 def test_add_links_the_memory_in_the_same_write(engine):
     _known(engine, "anna", "Porto", kind=EntityKind.PLACE)
     memory = engine.add("anna", "Anna's sister lives in Porto.", type="observation")
