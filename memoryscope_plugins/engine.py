@@ -254,7 +254,7 @@ class MemoryScope:
         parsed = [self._to_message(m, i) for i, m in enumerate(messages)]
         first_time = parsed[0].timestamp
         assert first_time is not None  # _to_message gives every message a time
-        prior = self._previous_turn(user_id, agent_id, session_id, first_time)
+        before = prior = self._previous_turn(user_id, agent_id, session_id, first_time)
         memories = []
         for message in parsed:
             assert message.timestamp is not None
@@ -278,8 +278,10 @@ class MemoryScope:
         vectors = self._embed_documents(memories)
         self._alias_addressed_speakers(user_id, parsed)
         # a message and its turn memory share one id, so sources (message ids) open with get()
+        # the turn before may be deleted meanwhile: a retry after the store refused the links drops its backfill
+        backfill = iter([before])
         ledger = self._write_linked(
-            user_id, lambda: self._record_ledger(user_id, agent_id, parsed, memories),
+            user_id, lambda: self._record_ledger(user_id, agent_id, parsed, memories, next(backfill, None)),
             lambda changes: self.store.append_messages(
                 user_id, agent_id, parsed, session_id=session_id, memories=memories, vectors=vectors,
                 message_ids=[m.id for m in memories], ledger=changes or None))
@@ -309,22 +311,27 @@ class MemoryScope:
             self._matchers.invalidate(user_id)
 
     def _record_ledger(self, user_id: str, agent_id: str, messages: Sequence[Message],
-                       memories: Sequence[Memory]) -> LedgerChanges:
+                       memories: Sequence[Memory], prior: Memory | None = None) -> LedgerChanges:
         """The ledger changes recording brings, without a model: named speakers not known yet
-        become person entities (`_new_speakers`, with a short form these messages address them
-        by as an alias), and every memory naming a known entity (or a speaker of this call) is
-        one mention of it."""
+        become person entities (`_new_speakers`, with a short form these messages or the turn
+        before them address them by as an alias), every memory naming a known entity (or a
+        speaker of this call) is one mention of it, and so is the turn before (`prior`) for a new
+        speaker it names ("Hey Mel!" said just before Melanie's first words)."""
         names = self._matchers.get(user_id)
         speakers = self._new_speakers(user_id, agent_id, messages, names)
-        if speakers:
-            aliased = {entity.id: entity for entity in person.addressed_aliases(
-                [*names.entities, *speakers], [(m.name, m.content) for m in messages], utc_now())}
-            speakers = [aliased.get(entity.id, entity) for entity in speakers]
-        matcher = names.matcher
-        if speakers:
-            by_id = {entity.id: entity for entity in names.entities} | {entity.id: entity for entity in speakers}
-            matcher = person.NameMatcher(by_id.values())
-        return LedgerChanges(user_id=user_id, entities=speakers, mentions=person.record_mentions(matcher, memories))
+        if not speakers:
+            return LedgerChanges(user_id=user_id, mentions=person.record_mentions(names.matcher, memories))
+        said = [(m.name, m.content) for m in messages]
+        if prior is not None:
+            said.insert(0, (prior.speaker, prior.content))
+        aliased = {entity.id: entity for entity in person.addressed_aliases([*names.entities, *speakers], said,
+                                                                             utc_now())}
+        speakers = [aliased.get(entity.id, entity) for entity in speakers]
+        by_id = {entity.id: entity for entity in names.entities} | {entity.id: entity for entity in speakers}
+        mentions = person.record_mentions(person.NameMatcher(by_id.values()), memories)
+        if prior is not None:
+            mentions += person.record_mentions(person.NameMatcher(speakers), [prior])
+        return LedgerChanges(user_id=user_id, entities=speakers, mentions=mentions)
 
     def _new_speakers(self, user_id: str, agent_id: str, messages: Sequence[Message],
                       names: _UserNames) -> builtins.list[Entity]:

@@ -129,6 +129,27 @@ def test_a_short_form_a_speaker_is_addressed_by_is_their_alias_at_once(engine):
     assert engine.entity("caro", "mel").entity.name == "Melanie"
 
 
+def test_a_greeting_said_before_the_speaker_first_speaks_counts_for_them(engine):
+    """LoCoMo opens with "Hey Mel!" one turn before Melanie speaks (and "Hey John!" before John): the
+    turn just before a new speaker's first words is linked to them when it names them."""
+    for user, greeting, name in (("caro", "Hey Mel! Good to see you!", "Melanie"), ("maria", "Hey John!", "John")):
+        _talk(engine, user, ("Caroline", greeting))
+        _talk(engine, user, (name, "Hi! Good to see you too."), start=T0 + timedelta(minutes=5))
+        found = _by_name(engine, user)[name]
+        assert found.mention_count == 1 and found.first_mentioned_at == T0
+    assert _by_name(engine, "caro")["Melanie"].aliases == ["Mel"]
+
+
+def test_a_turn_before_deleted_meanwhile_never_costs_the_message(engine, monkeypatch):
+    _talk(engine, "caro", ("Caroline", "Hey Mel!"))
+    gone = engine.list("caro", types=["turn"])[0]
+    engine.store.delete("caro", [gone.id])
+    monkeypatch.setattr(engine, "_previous_turn", lambda *args: gone)  # read just before it was deleted
+    ids = _talk(engine, "caro", ("Melanie", "Hi!"), start=T0 + timedelta(minutes=5))
+    assert [m.content for m in engine.store.get("caro", ids)] == ["Hi!"]
+    assert _by_name(engine, "caro")["Melanie"].mention_count == 0
+
+
 @pytest.mark.parametrize("lines", [
     [("Melanie", "Hi."), ("Caroline", "My friend Mel runs a shop.")],  # named, not addressed
     [("Melanie", "Hi."), ("Melissa", "Hello."), ("Caroline", "Hey Mel!")],  # two speakers it could be
