@@ -29,6 +29,7 @@ _HAN_NOT_LE = f"(?:(?!了)[{_HAN}])"  # 吃了一碗面 is a meal, not a habit
 _NOT_SELF_ZH = f"(?!的|们|{_RELATIONS_ZH}|家|朋友|同事|同学|室友|邻居|老板)"
 _NOT_A_NAME_ZH = "(?![不没也在很都还会去来说要是喜爱想今明昨现刚已正最每常经一])"
 _CLAUSE_ZH = re.compile("[，,。；;！!？?\n]")
+_WORK_WHERE = "work@where"  # a work value that names only where (在深圳工作)
 
 
 @lru_cache(maxsize=512)
@@ -66,8 +67,8 @@ def _chinese(name: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
                             f"(?=了|的|$)")),
         ("work", re.compile(rf"^(?:{subject})?{when}在(?:一家|一个|一所|一间)?(?P<v>[^，。]{{2,20}}?"
                             f"(?:当|做|任|担任)[{_HAN}A-Za-z]{{1,10}}?)(?=了|$)")),
-        # "在深圳工作" names where, not what: the value keeps the whole phrase
-        ("work", re.compile(rf"^(?:{subject})?{when}(?P<v>在(?:一家|一个|一所|一间)?[{_HAN}A-Za-z]{{2,20}}?"
+        # "在深圳工作" names where, not what: the value keeps the whole phrase, and gives way to what
+        (_WORK_WHERE, re.compile(rf"^(?:{subject})?{when}(?P<v>在(?:一家|一个|一所|一间)?[{_HAN}A-Za-z]{{2,20}}?"
                             f"(?:工作|上班))")),
         ("pets", re.compile(rf"(?:养了?|有)(?:一只|只|一条|条)?(?:{_PETS_ZH})(?:，)?(?:叫|名叫|名字叫)"
                             f"(?P<v>[{_HAN}A-Za-z]{{1,6}})")),
@@ -122,10 +123,25 @@ def core(value: str) -> str:
 def stated(observation: str, message: str, user_name: str | None, language: str) -> list[tuple[str, str]]:
     """The ``(key, value)`` pairs the observation states about the user, read from the observation
     (its subject the user's name or the first person) and from its source message (the user's
-    own words, first person); each value is written in the observation. At most one per key."""
+    own words, first person); each value is written in the observation. At most one per key.
+    One exception: where the observation only says where the user works (孙悦在深圳工作。) and the
+    message says what they do there in so many words (我在深圳做程序员), the work is the message's."""
     name = (user_name or "").strip()
     chosen: dict[str, str] = {}
     for key, value in [*_values(observation, name, language), *_values(message, name, language)]:
         if key not in chosen and core(value) and core(value) in observation:
             chosen[key] = value
+    if _WORK_WHERE in chosen:
+        where = chosen.pop(_WORK_WHERE)
+        chosen.setdefault("work", _what_at(where, message, name, language) or where)
     return list(chosen.items())
+
+
+def _what_at(where: str, message: str, name: str, language: str) -> str | None:
+    """The work the user's own message says they do at the place a where-only value names
+    ("深圳做程序员" for "在深圳工作" from "我在深圳做程序员"), or None."""
+    place = where.removeprefix("在").removesuffix("工作").removesuffix("上班")
+    for key, value in _values(message, name, language):
+        if key == "work" and len(place) >= 2 and place in value:
+            return value
+    return None

@@ -484,6 +484,30 @@ def test_no_longer_true_is_refused_between_a_job_and_a_diet(tmp_path, server, br
         engine.close()
 
 
+def test_the_models_zh_change_answers_pass_the_scenarios_profile_checks(tmp_path, server, brain, local_embedder):
+    """Exactly what the shared model answered in zh_change (27 November): the job only as where, and
+    "no longer true" to every pair. The profile: work is what the user said (程序员), the drink
+    changed and the old one is history; the job's line is not ended by the drink."""
+    said = {"我在深圳做程序员，平时不喝酒。": [obs("周航在深圳工作。", [1]), obs("周航平时不喝酒。", [1])],
+            "最近开始喝红酒了，周末会喝一杯。": [obs("周航开始喝红酒。", [1])]}
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    brain.judge = lambda p: ["outdated"] * len(p.pairs)
+    engine = make_engine(tmp_path, server, local_embedder, language="zh")
+    try:
+        for month, text in enumerate(said, start=1):
+            engine.record("zh", [user_msg(text, at(1, month=month), name="周航")])
+            engine.consolidate("zh")
+        profile = engine.profile("zh")
+        assert [v.value for v in profile["work"]] == ["深圳做程序员"]
+        assert [v.value for v in profile["diet"]] == ["喝红酒"]
+        diet = [(v.value, v.current) for v in engine.profile_history("zh", "饮食")]
+        assert diet == [("不喝酒", False), ("喝红酒", True)]
+        active = {m.content for m in engine.list("zh", types=["observation"], include_expired=False)}
+        assert active == {"周航在深圳工作。", "周航开始喝红酒。"}
+    finally:
+        engine.close()
+
+
 def test_the_models_own_work_value_gives_way_to_the_job_its_later_observation_states(tmp_path, server, brain,
                                                                                      local_embedder):
     """The shared model's answers in the job_change_and_repeat scenario: a profile value for the

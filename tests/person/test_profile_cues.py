@@ -19,7 +19,11 @@ STATED = [
     ("孙悦养了一只猫叫年糕。", "我养了一只猫，叫年糕。", "zh", [("pets", "年糕")]),
     ("孙悦搬到了杭州。", "我上个月搬到了杭州。", "zh", [("home", "杭州")]),
     ("孙悦的老公是李明。", "我老公叫李明。", "zh", [("family", "李明（老公）")]),
-    ("孙悦在深圳工作。", "我在深圳做程序员，平时不喝酒。", "zh", [("work", "在深圳工作")]),
+    # the observation says only where (the shared model's answer in zh_change); the user said what
+    ("孙悦在深圳工作。", "我在深圳做程序员，平时不喝酒。", "zh", [("work", "深圳做程序员")]),
+    ("孙悦在深圳工作。", "我在深圳工作，平时不喝酒。", "zh", [("work", "在深圳工作")]),
+    ("孙悦在深圳工作。", "我妹妹在深圳做护士，我也在深圳工作。", "zh", [("work", "在深圳工作")]),
+    ("孙悦在深圳工作。", "我以前在北京做程序员。", "zh", [("work", "在深圳工作")]),
     ("Priya teaches cooking classes now.", "Big news: I quit the bakery and now I teach cooking classes.", "en",
      [("work", "teaches cooking classes")]),
     ("Priya doesn't drink alcohol.", "I don't drink alcohol.", "en", [("diet", "doesn't drink alcohol")]),
