@@ -22,8 +22,8 @@ from typing import IO, Any, AsyncIterator, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from . import metrics, person, tracing, transfer, validation
-from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, ValidationError
+from . import log_hygiene, metrics, person, tracing, transfer, validation
+from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, StoreError, ValidationError
 from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
 from .person.matching import usable_name
@@ -307,7 +307,13 @@ class MemoryScope:
         def edit(ledger: LedgerReader) -> LedgerChanges | None:
             changed = person.addressed_aliases(ledger.entities(user_id), said, utc_now())
             return LedgerChanges(user_id=user_id, entities=changed) if changed else None
-        if self.store.edit_ledger(user_id, edit) is not None:
+        try:
+            written = self.store.edit_ledger(user_id, edit)
+        except StoreError as exc:  # an alias is never worth the message: the next "Hey Mel!" tries again
+            log.warning("a speaker's short form was not added for user %s (%s)", log_hygiene.user_ref(user_id),
+                        type(exc).__name__)
+            return
+        if written is not None:
             self._matchers.invalidate(user_id)
 
     def _record_ledger(self, user_id: str, agent_id: str, messages: Sequence[Message],

@@ -150,6 +150,21 @@ def test_a_turn_before_deleted_meanwhile_never_costs_the_message(engine, monkeyp
     assert _by_name(engine, "caro")["Melanie"].mention_count == 0
 
 
+def test_a_store_that_refuses_the_alias_still_keeps_the_message(engine, monkeypatch, caplog):
+    _talk(engine, "caro", ("Melanie", "Hi there!"))
+
+    def refuse(*args, **kwargs):
+        raise engine_module.StoreError("locked")
+    monkeypatch.setattr(engine.store, "edit_ledger", refuse)
+    with caplog.at_level("WARNING", logger="memoryscope_plugins"):
+        ids = _talk(engine, "caro", ("Caroline", "Hey Mel!"), start=T0 + timedelta(minutes=1))
+    assert [m.content for m in engine.store.get("caro", ids)] == ["Hey Mel!"]
+    assert "short form was not added" in caplog.text and "Hey Mel" not in caplog.text and "caro " not in caplog.text
+    monkeypatch.undo()
+    _talk(engine, "caro", ("Caroline", "Thanks, Mel!"), start=T0 + timedelta(minutes=2))
+    assert _by_name(engine, "caro")["Melanie"].aliases == ["Mel"]
+
+
 @pytest.mark.parametrize("lines", [
     [("Melanie", "Hi."), ("Caroline", "My friend Mel runs a shop.")],  # named, not addressed
     [("Melanie", "Hi."), ("Melissa", "Hello."), ("Caroline", "Hey Mel!")],  # two speakers it could be
