@@ -27,6 +27,7 @@ from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, St
 from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
 from .person.matching import usable_name
+from .person.short_forms import addressed_aliases
 from .retrieval import ledger_cache, pipeline
 from .settings import Settings
 from .storage.base import LedgerChanges, LedgerReader, MemoryFilter, MemoryStore
@@ -301,11 +302,11 @@ class MemoryScope:
         cached names only tell whether there is one (rarely: once per short form); the change is
         computed again from the stored ledger in one `edit_ledger` step."""
         said = [(message.name, message.content) for message in messages]
-        if not person.addressed_aliases(self._matchers.get(user_id).entities, said, utc_now()):
+        if not addressed_aliases(self._matchers.get(user_id).entities, said, utc_now()):
             return
 
         def edit(ledger: LedgerReader) -> LedgerChanges | None:
-            changed = person.addressed_aliases(ledger.entities(user_id), said, utc_now())
+            changed = addressed_aliases(ledger.entities(user_id), said, utc_now())
             return LedgerChanges(user_id=user_id, entities=changed) if changed else None
         try:
             written = self.store.edit_ledger(user_id, edit)
@@ -330,7 +331,7 @@ class MemoryScope:
         said = [(m.name, m.content) for m in messages]
         if prior is not None:
             said.insert(0, (prior.speaker, prior.content))
-        aliased = {entity.id: entity for entity in person.addressed_aliases([*names.entities, *speakers], said,
+        aliased = {entity.id: entity for entity in addressed_aliases([*names.entities, *speakers], said,
                                                                              utc_now())}
         speakers = [aliased.get(entity.id, entity) for entity in speakers]
         by_id = {entity.id: entity for entity in names.entities} | {entity.id: entity for entity in speakers}

@@ -29,7 +29,6 @@ from .profile import (
     set_by_user,
 )
 from .questions import entity_question
-from .short_forms import addressed_aliases
 
 __all__ = [
     "MULTI_VALUED",
@@ -38,7 +37,6 @@ __all__ = [
     "ProfileProposal",
     "ProposedEntity",
     "SINGLE_VALUED",
-    "addressed_aliases",
     "apply",
     "current",
     "entity_kind",
