@@ -14,7 +14,9 @@ checks catch what the words show; the model's own verdicts still apply on top:
   and a clause whose subject is someone else ("my boss ... he rides to work") never makes the
   user its subject ("Ben rides to work");
 * `correction_wins`: a message that corrects itself ("sorry, Tuesday, not Monday", 哦不对，是周四):
-  of two values, the one said last is the one meant.
+  of two values, the one said last is the one meant;
+* `corrected`: an observation that kept the value a message corrected within itself ("周会是每周三上午"
+  from "每周三上午，哦不对，是每周四上午") gets the value said after the correction instead.
 """
 
 from __future__ import annotations
@@ -181,3 +183,41 @@ def last_said(values_a: set[str], values_b: set[str], message: str) -> Literal["
     if a == b or max(a, b) < 0:
         return None
     return "a" if a > b else "b"
+
+
+# the kinds of value a correction swaps one for another: weekdays, months, numbers
+_SWAPPABLE = (
+    re.compile(r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|(?:星期|礼拜|周)[一二三四五六日天]", re.IGNORECASE),
+    re.compile(r"\b(?:january|february|march|april|may|june|july|august|september|october|november|december)\b|"
+               r"(?:十[一二]|[一二三四五六七八九十])月", re.IGNORECASE),
+    re.compile(r"\d+(?:[.:]\d+)?"),
+)
+
+
+_ADDED = re.compile(r"\b(?:also|too|as well|and|plus|another)\b|也|还|另外|以及|和", re.IGNORECASE)
+
+
+def corrected(observation: str, message: str) -> str:
+    """`observation` with the value its message corrects within itself replaced by the value said
+    instead: the message corrects itself (`corrects_itself`) after saying one value of a kind
+    (weekday, month, number) and says exactly one other value of that kind after the correction,
+    not the first one again ("每周三上午，哦不对，是每周四上午"; not "Tuesday, not Monday", which names
+    the old value after the cue and is read as two observations, `last_said`); the observation holds
+    the first value and not the second. Anything else: `observation` unchanged."""
+    cue = _CORRECTION.search(message)
+    if cue is None:
+        return observation
+    before, after = message[:cue.start()], message[cue.end():]
+    for kind in _SWAPPABLE:
+        held = {m.group(0).casefold() for m in kind.finditer(observation)}
+        said_after = {m.group(0).casefold(): m.group(0) for m in kind.finditer(after)}
+        if len(held) != 1 or len(said_after) != 1:
+            continue
+        (old,), ((new_key, new),) = held, said_after.items()
+        if new_key == old or old in said_after or old not in {m.group(0).casefold() for m in kind.finditer(before)}:
+            continue
+        if _ADDED.search(after):
+            continue  # "Mondays, actually also Fridays", 其实周三也跑: one more, not another
+        at = observation.casefold().find(old)
+        return observation[:at] + new + observation[at + len(old):]
+    return observation

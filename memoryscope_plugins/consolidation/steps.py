@@ -8,7 +8,8 @@
    assistant's suggestions are never the user's facts); hypothetical and fictional content is
    reported, never stored as fact; first-person text is framed as the speaker's words; the
    speaker is the message's author; an event time comes only from time words the source message
-   really holds (`wording`, `event_time`).
+   really holds (`wording`, `event_time`); a value the message corrected within itself is
+   replaced by the one meant (`cues.corrected`; the model's words kept in ``model_wrote``).
 3. **Repeats and contradictions** (`judge`): the engine finds the related existing observations
    and the related earlier observations of the same batch; a same-text or nearly identical pair
    is a repeat without asking, the rest are put to the model as numbered "same / outdated /
@@ -47,7 +48,7 @@ from ..timeparse import detect_language, format_memory_time, is_recurring
 from ..types import Memory, MemoryStatus, MemoryType, as_aware, utc_now
 from . import extract, judge
 from .backend import ConsolidationBackend
-from .cues import corrects_itself, framing, last_said, small_talk
+from .cues import corrected, corrects_itself, framing, last_said, small_talk
 from .event_time import resolve_event_time
 from .extract import Extracted, Extraction, speaker_of, user_display_name
 from .ledger_step import LedgerPlan, Observed, plan_ledger
@@ -376,13 +377,16 @@ def _checked_observations(user_id: str, batch: Sequence[StoredMessage],
         per_message[item.message] = position + 1
         speaker = speaker_of(source)
         when = as_aware(source.message.timestamp or utc_now())
+        content = corrected(item.content, said)  # "每周三，哦不对，是每周四" kept as 每周三: the value meant
         memory = Memory(
             id=derived_id("observation", user_id, [source.id], position), user_id=user_id,
-            agent_id=source.agent_id, content=third_person(item.content, speaker, language),
+            agent_id=source.agent_id, content=third_person(content, speaker, language),
             type=MemoryType.OBSERVATION, created_at=when, updated_at=now, role=source.message.role,
             session_id=source.session_id, source_ids=[source.id],
             metadata={"kind": item.kind, "about": item.about, "said_by": speaker, "importance": item.importance,
                       "language": language, "mentions": 1, "reflected": False, "origin": "consolidation"})
+        if content != item.content:
+            memory.metadata["model_wrote"] = item.content
         _set_event_time(memory, item, source.message.content, when, names)
         out.append(_New(item=item, source=source, memory=memory))
     return out, flagged, refused

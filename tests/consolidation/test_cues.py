@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryscope_plugins.consolidation.cues import corrects_itself, framing, last_said, small_talk
+from memoryscope_plugins.consolidation.cues import corrected, corrects_itself, framing, last_said, small_talk
 from memoryscope_plugins.consolidation.judge import says_again
 from memoryscope_plugins.consolidation.time_scope import clauses, is_state, time_scope
 from memoryscope_plugins.storage.text_analysis import analyse
@@ -64,6 +64,31 @@ def test_corrections_and_repeats_are_read_from_the_message():
     assert says_again("Hey again. As I mentioned, my dog Biscuit is a golden retriever.")
     assert says_again("我之前说过，团子是我的柯基。")
     assert not says_again("I mentioned it to my boss.")
+
+
+@pytest.mark.parametrize("observation, message, expected", [
+    # the shared model's answer in dev_zh_third_party_suggestion_correction: the value before the correction
+    ("王磊的组的周会是每周三上午。", "对了，我们组的周会是每周三上午，哦不对，是每周四上午。",
+     "王磊的组的周会是每周四上午。"),
+    ("Anna meets Bo at 5.", "We meet at 5, sorry, I mean 6.", "Anna meets Bo at 6."),
+    ("Anna's exam is in May.", "My exam is in May, no wait, sorry, in June.", "Anna's exam is in June."),
+    ("孙悦十月去日本。", "我十月去日本，说错了，是十一月。", "孙悦十一月去日本。"),
+])
+def test_a_value_corrected_within_the_message_is_the_one_meant(observation, message, expected):
+    assert corrected(observation, message) == expected
+
+
+@pytest.mark.parametrize("observation, message", [
+    ("Ines has piano lessons on Monday evenings.", "Sorry, actually it's Tuesday, not Monday. Tuesday evenings."),
+    ("Anna runs on Mondays.", "I run on Mondays, actually also on Fridays."),  # one more, not another
+    ("安娜每周一跑步。", "我每周一跑步，其实是周三也跑。"),
+    ("Anna runs on Mondays.", "I run on Mondays, actually on Fridays and Sundays."),  # which one?
+    ("Anna meets Bo at 6.", "We meet at 5, sorry, I mean 6."),  # already the one meant
+    ("Anna meets Bo at 5.", "We meet at 5."),  # no correction
+    ("Anna meets Bo at 5 on Monday.", "Sorry, we meet at 6 on Tuesday."),  # the old values said after the cue
+])
+def test_nothing_else_is_changed(observation, message):
+    assert corrected(observation, message) == observation
 
 
 def test_clauses_keep_a_fronted_time_with_its_clause():

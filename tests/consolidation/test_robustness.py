@@ -317,6 +317,23 @@ def test_an_outdated_verdict_about_another_person_is_ignored(tmp_path, server, b
         engine.close()
 
 
+def test_a_value_the_message_corrects_is_stored_as_meant(tmp_path, server, brain, local_embedder):
+    """The shared model wrote only the value said before "哦不对" (dev scenarios, 27 November): the
+    memory holds the value said after it, and the model's words are kept beside it."""
+    said = "算了，没兴趣。对了，我们组的周会是每周三上午，哦不对，是每周四上午。"
+    brain.extract = lambda p: [obs("王磊的组的周会是每周三上午。", [n]) for n, _, _, c in p.new if c == said]
+    engine = make_engine(tmp_path, server, local_embedder, language="zh")
+    try:
+        engine.record("wl", [user_msg(said, at(1), name="王磊")])
+        report = engine.consolidate("wl")
+        [memory] = engine.list("wl", types=["observation"], include_expired=True)
+        assert memory.content == "王磊的组的周会是每周四上午。" and memory.status is MemoryStatus.ACTIVE
+        assert memory.metadata["model_wrote"] == "王磊的组的周会是每周三上午。"
+        assert report.added == ["王磊的组的周会是每周四上午。"] and report.unaccounted_ids == []
+    finally:
+        engine.close()
+
+
 def test_a_correction_within_one_conversation_expires_the_first_version(tmp_path, server, brain, local_embedder):
     def extract(prompt):
         return [obs("Anna's yoga class is on Wednesday." if "Wednesday" in c else
