@@ -214,7 +214,7 @@ def corrected(observation: str, message: str) -> str:
         if len(held) != 1 or len(said_after) != 1:
             continue
         (old,), ((new_key, new),) = held, said_after.items()
-        if new_key == old or old in said_after or old not in {m.group(0).casefold() for m in kind.finditer(before)}:
+        if new_key == old or old not in {m.group(0).casefold() for m in kind.finditer(before)}:
             continue
         if _ADDED.search(after):
             continue  # "Mondays, actually also Fridays", 其实周三也跑: one more, not another

@@ -40,7 +40,7 @@ from ..storage.base import LedgerChanges
 from ..storage.text_analysis import CJK
 from ..types import Entity, EntityKind, EntityMention, Memory, MemoryType, as_aware, utc_now
 from .matching import MAX_NAME_CHARS, NameMatcher, entity_list, is_function_word, normalise_name, usable_name
-from .short_forms import MIN_SHORT_FORM, WORD, addressed, short_form_owner
+from .short_forms import WORD, addressed, short_form_owner
 
 #: Relevance keeps this share of an entity's frequency weight however long ago it was mentioned.
 RELEVANCE_FLOOR = 0.25
@@ -274,10 +274,8 @@ def _speaker_short_form(proposal: ProposedEntity, texts: Sequence[str], speakers
     if _said_in(name, texts[index]):
         return proposal
     full = speakers[normalise_name(name)]
-    first = normalise_name(full).split(" ")[0]
     for word in WORD.findall(texts[index]):
-        short = normalise_name(word)
-        if len(short) >= MIN_SHORT_FORM and short != first and first.startswith(short):
+        if short_form_owner(word, [full]) is not None:
             return dataclasses.replace(proposal, name=word, alias_of=full, kind=EntityKind.PERSON.value)
     return proposal
 

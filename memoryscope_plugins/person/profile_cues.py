@@ -127,21 +127,22 @@ def stated(observation: str, message: str, user_name: str | None, language: str)
     One exception: where the observation only says where the user works (孙悦在深圳工作。) and the
     message says what they do there in so many words (我在深圳做程序员), the work is the message's."""
     name = (user_name or "").strip()
+    from_message = _values(message, name, language)
     chosen: dict[str, str] = {}
-    for key, value in [*_values(observation, name, language), *_values(message, name, language)]:
+    for key, value in [*_values(observation, name, language), *from_message]:
         if key not in chosen and core(value) and core(value) in observation:
             chosen[key] = value
     if _WORK_WHERE in chosen:
         where = chosen.pop(_WORK_WHERE)
-        chosen.setdefault("work", _what_at(where, message, name, language) or where)
+        chosen.setdefault("work", _what_at(where, from_message) or where)
     return list(chosen.items())
 
 
-def _what_at(where: str, message: str, name: str, language: str) -> str | None:
-    """The work the user's own message says they do at the place a where-only value names
-    ("深圳做程序员" for "在深圳工作" from "我在深圳做程序员"), or None."""
+def _what_at(where: str, from_message: list[tuple[str, str]]) -> str | None:
+    """The work the user's own message says they do (its cues, `from_message`) at the place a
+    where-only value names ("深圳做程序员" for "在深圳工作" from "我在深圳做程序员"), or None."""
     place = where.removeprefix("在").removesuffix("工作").removesuffix("上班")
-    for key, value in _values(message, name, language):
+    for key, value in from_message:
         if key == "work" and len(place) >= 2 and place in value:
             return value
     return None
