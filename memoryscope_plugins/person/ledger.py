@@ -40,7 +40,7 @@ from ..storage.base import LedgerChanges
 from ..storage.text_analysis import CJK
 from ..types import Entity, EntityKind, EntityMention, Memory, MemoryType, as_aware, utc_now
 from .matching import MAX_NAME_CHARS, NameMatcher, entity_list, is_function_word, normalise_name, usable_name
-from .short_forms import WORD, addressed, short_form_owner
+from .short_forms import addressed, short_form_candidates, short_form_owner
 
 #: Relevance keeps this share of an entity's frequency weight however long ago it was mentioned.
 RELEVANCE_FLOOR = 0.25
@@ -262,8 +262,8 @@ def _addressed_speaker(proposal: ProposedEntity, text: str, speakers: dict[str, 
 
 def _speaker_short_form(proposal: ProposedEntity, texts: Sequence[str], speakers: dict[str, str]) -> ProposedEntity:
     """A proposed speaker's name the message does not hold, turned into the short form it does hold
-    (a capitalised word of at least three letters that begins the name: "Mel" for "Melanie"), as an
-    alias of the speaker's name; a short form the message addresses a speaker by (`_addressed_speaker`)
+    (`short_forms`: "Mel" for "Melanie", 陈老师 for 陈志强), as an alias of the speaker's name; a
+    short form the message addresses a speaker by (`_addressed_speaker`)
     likewise; any other proposal as it is."""
     name, index = proposal.name, proposal.message_index
     if (not isinstance(name, str) or not isinstance(index, int) or isinstance(index, bool)
@@ -274,7 +274,7 @@ def _speaker_short_form(proposal: ProposedEntity, texts: Sequence[str], speakers
     if _said_in(name, texts[index]):
         return proposal
     full = speakers[normalise_name(name)]
-    for word in WORD.findall(texts[index]):
+    for word in short_form_candidates(texts[index]):
         if short_form_owner(word, [full]) is not None:
             return dataclasses.replace(proposal, name=word, alias_of=full, kind=EntityKind.PERSON.value)
     return proposal

@@ -68,10 +68,8 @@ _GIVEN_NAMES_THAT_ARE_WORDS = frozenset({
     "天津", "重庆", "成都", "武汉", "西安", "南京", "杭州", "青岛", "大理", "丽江", "桂林", "三亚", "深圳", "广州"})
 
 
-def given_name(name: str) -> str | None:
-    """The given name a Chinese full name is called by (林晓雯 -> 晓雯, 欧阳娜娜 -> 娜娜): for a
-    common surname followed by two characters; None for any other name, or when the given name is
-    also an everyday word (王国庆 -> None)."""
+def _split_chinese_name(name: str) -> tuple[str, str] | None:
+    """(surname, given name) of a Chinese full name: a common surname and one or two characters."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     full = "".join(unicodedata.normalize("NFKC", name).split())
@@ -79,9 +77,31 @@ def given_name(name: str) -> str | None:
         return None
     surname = next((s for s in _COMPOUND_SURNAMES if full.startswith(s)), full[0] if full[0] in _SURNAMES else "")
     given = full[len(surname):]
-    if not surname or len(given) != 2 or given in _GIVEN_NAMES_THAT_ARE_WORDS or is_function_word(given):
+    return (surname, given) if surname and 1 <= len(given) <= 2 else None
+
+
+def given_name(name: str) -> str | None:
+    """The given name a Chinese full name is called by (林晓雯 -> 晓雯, 欧阳娜娜 -> 娜娜): for a
+    common surname followed by two characters; None for any other name, or when the given name is
+    also an everyday word (王国庆 -> None)."""
+    parts = _split_chinese_name(name)
+    if parts is None:
+        return None
+    given = parts[1]
+    if len(given) != 2 or given in _GIVEN_NAMES_THAT_ARE_WORDS or is_function_word(given):
         return None
     return given
+
+
+def surname(name: str) -> str | None:
+    """The surname of a Chinese full name (王磊 -> 王, 欧阳娜娜 -> 欧阳): a common surname followed by
+    one or two characters; None for any other name."""
+    parts = _split_chinese_name(name)
+    return parts[0] if parts else None
+
+
+#: a common Chinese surname (compound ones first), as a regular expression
+SURNAME_PATTERN = "(?:" + "|".join(_COMPOUND_SURNAMES) + "|[" + "".join(sorted(_SURNAMES)) + "])"
 
 
 def normalise_name(name: str) -> str:

@@ -129,6 +129,20 @@ def test_a_short_form_a_speaker_is_addressed_by_is_their_alias_at_once(engine):
     assert engine.entity("caro", "mel").entity.name == "Melanie"
 
 
+def test_a_chinese_title_a_speaker_is_addressed_by_is_their_alias_at_once(engine):
+    """No model: 陈老师好！ to 陈志强 makes 陈老师 his alias, and later lines that name him so count for him."""
+    engine.record("chen", [
+        {"role": "user", "name": "陈志强", "content": "小智，在不在？叫我老陈就行，陈志强。", "timestamp": T0},
+        {"role": "assistant", "name": "小智", "content": "陈老师好！教了二十年物理了吧？",
+         "timestamp": T0 + timedelta(minutes=1)}])
+    assert _by_name(engine, "chen")["陈志强"].aliases == ["陈老师"]
+    engine.record("chen", [{"role": "assistant", "name": "小智", "content": "哇！陈老师还有这个才华。",
+                            "timestamp": T0 + timedelta(days=1)}])
+    people = _by_name(engine, "chen")
+    assert {name: e.mention_count for name, e in people.items()} == {"陈志强": 3, "小智": 1}
+    assert engine.entity("chen", "陈老师").entity.name == "陈志强"
+
+
 def test_a_greeting_said_before_the_speaker_first_speaks_counts_for_them(engine):
     """LoCoMo opens with "Hey Mel!" one turn before Melanie speaks (and "Hey John!" before John): the
     turn just before a new speaker's first words is linked to them when it names them."""

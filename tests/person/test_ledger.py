@@ -372,6 +372,23 @@ def test_a_short_form_a_speaker_is_addressed_by_becomes_their_alias(text) -> Non
     assert ids == {0: planned[0].id}
 
 
+@pytest.mark.parametrize(("proposed", "text"), [
+    ("陈老师", "陈老师好！今天学校那边还顺利吗？"),  # the model's short form, addressed
+    ("陈志强", "晚安陈老师。"),  # the speaker's full name, which the message does not hold
+])
+def test_a_chinese_title_a_speaker_is_addressed_by_becomes_their_alias(proposed, text) -> None:
+    planned, ids = plan_new_entities("u", [], [ProposedEntity(proposed, "person", None, 0)], [text],
+                                     speakers=["陈志强", "小智"])
+    assert [(e.name, e.kind, e.aliases) for e in planned] == [("陈志强", EntityKind.PERSON, ["陈老师"])]
+    assert ids == {0: planned[0].id}
+
+
+def test_a_chinese_title_said_of_two_possible_speakers_is_its_own_entity() -> None:
+    planned, _ = plan_new_entities("u", [], [ProposedEntity("陈老师", "person", None, 0)], ["陈老师好！"],
+                                   speakers=["陈志强", "陈思语"])
+    assert [(e.name, e.aliases) for e in planned] == [("陈老师", [])]
+
+
 @pytest.mark.parametrize("text, speakers, known", [
     ("My friend Mel runs a shop.", ["Caroline", "Melanie"], []),  # named, not addressed
     ("Hey Mel!", ["Caroline"], []),  # no speaker's name begins with it
