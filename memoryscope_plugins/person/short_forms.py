@@ -41,16 +41,24 @@ _ZH_GREETING = (r"(?:你好|您好|嗨|哈喽|喂|谢谢你|谢谢您|谢谢|多
                 r"|早上好|上午好|中午好|下午好|晚上好|新年好|[\u4e00-\u9fff]{0,3}快乐"
                 r"|好的|好啊|嗯|恭喜|再见|拜拜|辛苦了|亲爱的|加油)")
 
+_ZH_OPENS = re.compile(rf"(?:^|[{_ZH_PUNCT}\s])\s*{_ZH_GREETING}?\s*$", re.MULTILINE)
+_ZH_CLOSES = re.compile(rf"\s*(?:好?[{_ZH_PUNCT}]|好?$)", re.MULTILINE)
+
 
 def addressed(word: str, text: str) -> bool:
     """Whether `text` calls someone `word` (a vocative: "Hey Mel!", "Nice one, Mel!", "Mel, look",
     陈老师好！, 晚安陈老师。), not only names them ("my friend Mel", "I saw Mel.", 我和陈老师去了)."""
     name = re.escape(word)
     if ZH_TITLED.fullmatch(word):
-        return re.search(rf"(?:^|[{_ZH_PUNCT}\s])\s*{_ZH_GREETING}?\s*{name}(?=\s*(?:好?[{_ZH_PUNCT}]|好?$))",
-                         text, re.MULTILINE) is not None
+        return any(chinese_vocative(text, match.start(), match.end()) for match in re.finditer(name, text))
     return re.search(rf"(?:^|[,!.?;:]\s*|\b{_GREETING}\s*,?\s+){name}(?=\s*(?:[,!.?;:]|$))", text,
                      re.IGNORECASE | re.MULTILINE) is not None
+
+
+def chinese_vocative(text: str, start: int, end: int) -> bool:
+    """Whether the Chinese name at `text[start:end]` addresses someone: it opens a clause (after a
+    greeting or none: 晚安陈老师。, 谢谢你，小王！) and ends it (陈老师，, 陈老师好！)."""
+    return (_ZH_OPENS.search(text, 0, start) is not None and _ZH_CLOSES.match(text, end) is not None)
 
 
 def short_form_candidates(text: str) -> list[str]:

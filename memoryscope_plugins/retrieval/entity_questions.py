@@ -11,7 +11,8 @@ re-scored (no LLM, no second search):
   ``entity_boost``, and a little more for each of the question's other words it holds ("family" in
   "tell me about Mel's family"): the question ranked with the name taken out;
 - a line that only addresses the entity (every occurrence of the name is a vocative: "Thanks, Mel!",
-  "Mel, how are you?", 谢谢你，小王！) by someone else keeps ``entity_address_weight`` of its score;
+  "Mel, how are you?", 谢谢你，小王！, 小王好！: in Chinese as `person.short_forms` reads an address) by
+  someone else keeps ``entity_address_weight`` of its score;
 - the entity's mentioned memories the first hop did not find (up to ``entity_question_memories``,
   newest first) join the ranking, scored by the boost alone.
 """
@@ -23,6 +24,7 @@ from typing import Sequence
 
 from ..person.matching import normalise_name
 from ..person.questions import entity_question
+from ..person.short_forms import chinese_vocative
 from ..storage.base import MemoryFilter, MemoryStore
 from ..storage.filtering import matches
 from ..storage.text_analysis import CJK, STOP_WORDS, analyse
@@ -58,6 +60,8 @@ def remainder_terms(query: str, names: Sequence[str]) -> list[str]:
 
 
 def _vocative(text: str, start: int, end: int) -> bool:
+    if CJK.search(text[start:end]):
+        return chinese_vocative(text, start, end)
     before = text[:start].rstrip()
     after = text[end:].lstrip()
     last_word = before.rsplit(None, 1)[-1].strip(_OPENING).casefold() if before else ""

@@ -122,8 +122,9 @@ def test_an_entity_question_ranks_the_entitys_own_words_above_lines_addressing_i
     assert family.memories[0].memory.content == ABOUT_MEL[2]
 
 
-def test_an_entity_question_in_chinese_gathers_the_entitys_memories(engine):
-    record_sessions(engine, "zh", [[("我", "小王上个月去了成都出差。"), ("助手", "谢谢你，小王！"),
+@pytest.mark.parametrize("addressing", ["谢谢你，小王！", "晚安小王。", "小王好！", "好的小王，明天见。"])
+def test_an_entity_question_in_chinese_gathers_the_entitys_memories(engine, addressing):
+    record_sessions(engine, "zh", [[("我", "小王上个月去了成都出差。"), ("助手", addressing),
                             ("我", "小王在一家设计公司做产品经理。"), ("我", "今天天气不错。")]])
     _ledger(engine, "zh", {"王磊": (EntityKind.PERSON, ["小王"])})
     _settings(engine, context_neighbours=0, context_hop=0)
