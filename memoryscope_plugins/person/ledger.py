@@ -57,6 +57,15 @@ _KINDS = {kind.value: kind for kind in EntityKind} | {
     "主题": EntityKind.TOPIC,
 }
 _NOT_ENTITIES = frozenset({"user", "assistant", "用户", "助手", "i", "me", "you", "我", "你"})
+# Chinese words for a relative or a role (外婆, 我妈, 同事, 需求方): what "my grandma" or "the client"
+# is in English, a common noun that the lower-case rule (`_proper`) catches there; not a name
+_ZH_RELATIONS = frozenset("""
+    爸 妈 哥 姐 弟 妹 爸爸 妈妈 老爸 老妈 父亲 母亲 爹 娘 爸妈 父母 爷爷 奶奶 外公 外婆 姥爷 姥姥 老爷子
+    老太太 哥哥 姐姐 弟弟 妹妹 儿子 女儿 闺女 孩子 孩子们 老公 老婆 丈夫 妻子 爱人 媳妇 对象 男朋友 女朋友
+    男友 女友 前男友 前女友 前任 叔叔 阿姨 舅舅 舅妈 姑姑 姑父 伯伯 婶婶 表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟
+    堂妹 孙子 孙女 外孙 外孙女 侄子 侄女 家人 岳父 岳母 公公 婆婆 亲戚 同事 老板 领导 上司 经理 主管 室友
+    同学 邻居 老师 医生 护士 客户 需求方 甲方 乙方 朋友 闺蜜 网友 队友 教练 学生 病人 房东""".split())
+_ZH_OWNER = re.compile("^(?:我们|你们|他们|她们|我|你|您|他|她)的?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,8 +246,11 @@ def _cleaned(proposal: object) -> ProposedEntity:
 def _proper(name: str) -> bool:
     """A name written as a proper name: Chinese, or with a capital letter or a digit ("Leeds",
     "iPhone", "mini 12"). An English name in lower case only ("kids", "mental health") is a common
-    noun a small model takes for a topic."""
-    return bool(CJK.search(name)) or any(char.isupper() or char.isdigit() for char in name)
+    noun a small model takes for a topic; so is a Chinese word for a relative or a role (外婆, 我妈,
+    同事, 需求方)."""
+    if CJK.search(name):
+        return _ZH_OWNER.sub("", normalise_name(name)) not in _ZH_RELATIONS
+    return any(char.isupper() or char.isdigit() for char in name)
 
 
 def _grounded(proposal: ProposedEntity, texts: Sequence[str]) -> bool:
