@@ -40,7 +40,7 @@ from ..storage.base import LedgerChanges
 from ..storage.text_analysis import CJK
 from ..types import Entity, EntityKind, EntityMention, Memory, MemoryType, as_aware, utc_now
 from .matching import MAX_NAME_CHARS, NameMatcher, entity_list, is_function_word, normalise_name, usable_name
-from .short_forms import addressed, short_form_candidates, short_form_owner
+from .short_forms import ZH_TITLED, addressed, short_form_candidates, short_form_owner
 
 #: Relevance keeps this share of an entity's frequency weight however long ago it was mentioned.
 RELEVANCE_FLOOR = 0.25
@@ -66,6 +66,8 @@ _ZH_RELATIONS = frozenset("""
     堂妹 孙子 孙女 外孙 外孙女 侄子 侄女 家人 岳父 岳母 公公 婆婆 亲戚 同事 老板 领导 上司 经理 主管 室友
     同学 邻居 老师 医生 护士 客户 需求方 甲方 乙方 朋友 闺蜜 网友 队友 教练 学生 病人 房东""".split())
 _ZH_OWNER = re.compile("^(?:我们|你们|他们|她们|我|你|您|他|她)的?")
+# a role said with what it is of (物理老师, 主治医生, 公司的同事); 陈老师 and 王医生 are titled names (`short_forms`)
+_ZH_ROLE = re.compile("(?:老师|医生|大夫|护士|教练|同事|同学|朋友|经理|老板|主任|校长|师傅|领导|邻居|室友|客户)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,9 +249,10 @@ def _proper(name: str) -> bool:
     """A name written as a proper name: Chinese, or with a capital letter or a digit ("Leeds",
     "iPhone", "mini 12"). An English name in lower case only ("kids", "mental health") is a common
     noun a small model takes for a topic; so is a Chinese word for a relative or a role (外婆, 我妈,
-    同事, 需求方)."""
+    同事, 需求方, 物理老师), but not a surname with a title (陈老师)."""
     if CJK.search(name):
-        return _ZH_OWNER.sub("", normalise_name(name)) not in _ZH_RELATIONS
+        word = _ZH_OWNER.sub("", normalise_name(name))
+        return word not in _ZH_RELATIONS and not (_ZH_ROLE.search(word) and not ZH_TITLED.fullmatch(word))
     return any(char.isupper() or char.isdigit() for char in name)
 
 

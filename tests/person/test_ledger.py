@@ -140,12 +140,13 @@ def test_a_new_english_name_in_lower_case_only_is_a_common_noun_and_dropped():
 
 def test_a_new_chinese_word_for_a_relative_or_a_role_is_a_common_noun_and_dropped():
     """The shared model proposed 外婆 (grandma) three times and 需求方 (the client) as persons."""
-    texts = ["我外婆住在温州，需求方又改稿了", "我妈和林晓雯去了外婆家", "外婆身体还好"]
+    texts = ["我外婆住在温州，需求方又改稿了，物理老师也来了", "我妈和林晓雯去了外婆家，陈老师也在", "外婆身体还好"]
     proposals = [ProposedEntity("外婆", "person", None, 0), ProposedEntity("需求方", "person", None, 0),
-                 ProposedEntity("温州", "place", None, 0), ProposedEntity("我妈", "person", None, 1),
-                 ProposedEntity("林晓雯", "person", None, 1), ProposedEntity("外婆家", "place", None, 1)]
+                 ProposedEntity("温州", "place", None, 0), ProposedEntity("物理老师", "person", None, 0),
+                 ProposedEntity("我妈", "person", None, 1), ProposedEntity("林晓雯", "person", None, 1),
+                 ProposedEntity("外婆家", "place", None, 1), ProposedEntity("陈老师", "person", None, 1)]
     new, _ = plan_new_entities("u", [], proposals, texts, T0)
-    assert sorted(e.name for e in new) == ["外婆家", "林晓雯", "温州"]
+    assert sorted(e.name for e in new) == ["外婆家", "林晓雯", "温州", "陈老师"]
     # an entity the user made of her (the ledger knows it) is still linked
     grandma = entity("g", "外婆")
     _, ids = plan_new_entities("u", [grandma], [ProposedEntity("外婆", "person", None, 2)], texts, T0)
