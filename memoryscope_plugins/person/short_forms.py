@@ -73,8 +73,9 @@ def short_form_owner(word: str, names: Iterable[str]) -> str | None:
     one Chinese full name of that surname (陈志强). None when none or several fit, when one of them is
     `word` itself, or when `word` is neither a capitalised word of at least `MIN_SHORT_FORM` letters
     nor such a Chinese form."""
-    if ZH_TITLED.fullmatch(word):
-        return _titled_owner(word, names)
+    titled = ZH_TITLED.fullmatch(word)
+    if titled:
+        return _titled_owner(titled, names)
     if not WORD.fullmatch(word):
         return None
     short = normalise_name(word)
@@ -88,11 +89,10 @@ def short_form_owner(word: str, names: Iterable[str]) -> str | None:
     return owners[0] if len(owners) == 1 else None
 
 
-def _titled_owner(word: str, names: Iterable[str]) -> str | None:
-    match = ZH_TITLED.fullmatch(word)
-    family = match and (match.group("after") or match.group("before"))
+def _titled_owner(titled: re.Match[str], names: Iterable[str]) -> str | None:
+    word, family = titled.group(0), titled.group("after") or titled.group("before")
     listed = list(names)
-    if not family or any(normalise_name(name) == normalise_name(word) for name in listed):
+    if any(normalise_name(name) == normalise_name(word) for name in listed):
         return None  # someone is called so in full: 小林 may be a speaker's own name
     owners = [name for name in listed if surname(name) == family]
     return owners[0] if len(owners) == 1 else None
