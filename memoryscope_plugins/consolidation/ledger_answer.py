@@ -5,7 +5,8 @@ places, organisations, pets, objects and topics the message names) and per obser
 ``"profile": {"key", "value"}``. Both are extras: whatever the model does with them (leaves them
 out, writes null, a string instead of a list, unknown kinds, names the message does not hold,
 the same name forty times, a paragraph as a name) never changes which messages the answer gives a
-verdict on; what cannot be used is dropped, nothing is guessed.
+verdict on; what cannot be used is dropped, nothing is guessed. A name written with the relation
+it was said with is the name (表妹小林 is 小林, "my sister Ruth" is Ruth: `person.relations`).
 
 This module only parses: it touches neither the store nor the model.
 """
@@ -17,6 +18,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from ..person.relations import without_relation
 from ..types import EntityKind
 
 ENTITY_KINDS = tuple(kind.value for kind in EntityKind)
@@ -79,6 +81,7 @@ def _clean_name(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     name = _SPACES.sub(" ", unicodedata.normalize("NFKC", value)).strip().strip("\"'“”‘’「」《》.,!?;:。，！？")
+    name = without_relation(name)  # 表妹小林 -> 小林, "my sister Ruth" -> "Ruth"
     if not name or len(name) > MAX_NAME_CHARS or len(name.split(" ")) > MAX_NAME_WORDS:
         return None
     if name.casefold() in ("null", "none", "n/a", "user", "assistant", "i", "me", "我"):

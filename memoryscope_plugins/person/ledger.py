@@ -40,7 +40,8 @@ from ..storage.base import LedgerChanges
 from ..storage.text_analysis import CJK
 from ..types import Entity, EntityKind, EntityMention, Memory, MemoryType, as_aware, utc_now
 from .matching import MAX_NAME_CHARS, NameMatcher, entity_list, is_function_word, normalise_name, usable_name
-from .short_forms import ZH_TITLED, addressed, short_form_candidates, short_form_owner
+from .relations import relation_or_role, without_relation
+from .short_forms import addressed, short_form_candidates, short_form_owner
 
 #: Relevance keeps this share of an entity's frequency weight however long ago it was mentioned.
 RELEVANCE_FLOOR = 0.25
@@ -57,17 +58,6 @@ _KINDS = {kind.value: kind for kind in EntityKind} | {
     "主题": EntityKind.TOPIC,
 }
 _NOT_ENTITIES = frozenset({"user", "assistant", "用户", "助手", "i", "me", "you", "我", "你"})
-# Chinese words for a relative or a role (外婆, 我妈, 同事, 需求方): what "my grandma" or "the client"
-# is in English, a common noun that the lower-case rule (`_proper`) catches there; not a name
-_ZH_RELATIONS = frozenset("""
-    爸 妈 哥 姐 弟 妹 爸爸 妈妈 老爸 老妈 父亲 母亲 爹 娘 爸妈 父母 爷爷 奶奶 外公 外婆 姥爷 姥姥 老爷子
-    老太太 哥哥 姐姐 弟弟 妹妹 儿子 女儿 闺女 孩子 孩子们 老公 老婆 丈夫 妻子 爱人 媳妇 对象 男朋友 女朋友
-    男友 女友 前男友 前女友 前任 叔叔 阿姨 舅舅 舅妈 姑姑 姑父 伯伯 婶婶 表哥 表姐 表弟 表妹 堂哥 堂姐 堂弟
-    堂妹 孙子 孙女 外孙 外孙女 侄子 侄女 家人 岳父 岳母 公公 婆婆 亲戚 同事 老板 领导 上司 经理 主管 室友
-    同学 邻居 老师 医生 护士 客户 需求方 甲方 乙方 朋友 闺蜜 网友 队友 教练 学生 病人 房东""".split())
-_ZH_OWNER = re.compile("^(?:我们|你们|他们|她们|我|你|您|他|她)的?")
-# a role said with what it is of (物理老师, 主治医生, 公司的同事); 陈老师 and 王医生 are titled names (`short_forms`)
-_ZH_ROLE = re.compile("(?:老师|医生|大夫|护士|教练|同事|同学|朋友|经理|老板|主任|校长|师傅|领导|邻居|室友|客户)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,11 +221,12 @@ _POSSESSIVE = re.compile(r"['’]s?$")
 
 def _clean_name(name: object) -> object:
     """A proposed name without the quotes, brackets, end punctuation and English possessive a model
-    may leave on it ("“Mel's”" -> "Mel"); anything but a str as it is (rejected later)."""
+    may leave on it ("“Mel's”" -> "Mel"), and without a relation word in front of it (表妹小林 -> 小林,
+    "my sister Ruth" -> "Ruth": `relations`); anything but a str as it is (rejected later)."""
     if not isinstance(name, str) or len(name) > MAX_NAME_CHARS * 4:
         return name
     stripped = " ".join(name.split()).strip(_QUOTES)
-    return _POSSESSIVE.sub("", stripped) if not CJK.search(stripped) else stripped
+    return without_relation(_POSSESSIVE.sub("", stripped) if not CJK.search(stripped) else stripped)
 
 
 def _cleaned(proposal: object) -> ProposedEntity:
@@ -251,8 +242,7 @@ def _proper(name: str) -> bool:
     noun a small model takes for a topic; so is a Chinese word for a relative or a role (外婆, 我妈,
     同事, 需求方, 物理老师), but not a surname with a title (陈老师)."""
     if CJK.search(name):
-        word = _ZH_OWNER.sub("", normalise_name(name))
-        return word not in _ZH_RELATIONS and not (_ZH_ROLE.search(word) and not ZH_TITLED.fullmatch(word))
+        return not relation_or_role(name)
     return any(char.isupper() or char.isdigit() for char in name)
 
 

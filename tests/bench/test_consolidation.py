@@ -238,6 +238,30 @@ def test_a_model_that_writes_no_entities_or_profile_loses_no_message(tmp_path, s
     assert report["messages"]["done"] == report["messages"]["recorded"] and report["silent_losses"] == 0
 
 
+# Names as the 1.5B model wrote them in the profile scenarios: with the relation they were said with.
+WITH_RELATION = {"小林": "表妹小林", "Miso": "our cat Miso", "Dev": "my partner Dev"}
+
+
+@pytest.mark.slow
+def test_names_proposed_with_their_relation_are_the_names(tmp_path, server, capsys):
+    """表妹小林, "our cat Miso": the ledger holds 小林 and Miso, and the entity checks pass."""
+    def extract(prompt: Prompt) -> list[dict]:
+        out = strong_extract(prompt)
+        for item in out:
+            if "entity" in item:
+                item["entity"] = {**item["entity"], "name": WITH_RELATION.get(item["entity"]["name"],
+                                                                              item["entity"]["name"])}
+        return out
+
+    brain = Brain()
+    brain.extract, brain.judge = extract, strong_judge
+    server.route(OPENAI_CHAT, brain)
+    report = run_bench(tmp_path, server, capsys, SCENARIOS_PROFILE)
+    assert [f["what"] for s in report["scenarios"] for f in s["failed"]] == []
+    names = {e["name"] for s in report["scenarios"] for e in s["entities"]}
+    assert {"小林", "Miso", "Dev"} <= names and not names & set(WITH_RELATION.values())
+
+
 @pytest.mark.slow
 def test_the_engine_corrects_a_small_models_typical_mistakes(tmp_path, server, capsys):
     """Issue 21's scenarios with the answers a 1.5B model gives and a judge that never says

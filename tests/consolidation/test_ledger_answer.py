@@ -82,6 +82,14 @@ def test_names_the_message_does_not_hold_are_dropped():
     assert [e.name for e in parsed.entities] == ["MEL"] and parsed.dropped_entities == 4
 
 
+def test_a_name_with_its_relation_is_the_name_the_message_holds():
+    """表妹小林 for 小林是我表妹 (the whole is not in the message, the name is)."""
+    answer = {"messages": [entry(1, "小林是我表妹", entities=[{"name": "表妹小林", "kind": "person"},
+                                                       {"name": "my sister Ruth", "kind": "person"}])]}
+    parsed = parse_extraction(answer, numbered(["小林是我表妹，她叫我去扬州。"]))
+    assert names(parsed) == [("小林", "person", None, 0)] and parsed.dropped_entities == 1
+
+
 def test_another_messages_name_is_not_this_ones():
     answer = {"messages": [entry(3, "Thanks!", entities=[{"name": "Boston", "kind": "place"}])]}
     parsed = parse_extraction(answer, numbered())

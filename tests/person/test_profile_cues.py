@@ -32,6 +32,22 @@ STATED = [
     ("孙悦吃素。", "我现在吃素。", "zh", [("diet", "吃素")]),
     ("孙悦戒了咖啡。", "上个月我戒了咖啡。", "zh", [("diet", "戒了咖啡")]),
     ("孙悦的表妹晓雯住在成都。", "我表妹晓雯住在成都。", "zh", [("family", "晓雯（表妹）")]),
+    # the shared model's observations of zh_memory_dev, and the user's words they came from
+    ("孙悦是成都人，武侯区一所初中教物理，教了整整二十年了。", "成都人，在武侯区一所初中教物理，教了二十年了。", "zh",
+     [("hometown", "成都"), ("work", "武侯区一所初中教物理")]),
+    ("孙悦开始吃素是为了减肥。", "我开始吃素是为了减肥。", "zh", [("diet", "吃素")]),
+    ("孙悦家里也有个考生，闺女陈思语今年高三。", "我家里也有个考生，闺女陈思语今年高三。", "zh",
+     [("family", "陈思语（闺女）")]),
+    ("孙悦的弟弟林晓东也在家。", "弟弟林晓东也在家。", "zh", [("family", "林晓东（弟弟）")]),
+    ("孙悦来自温州。", "我来自温州。", "zh", [("hometown", "温州")]),
+    ("孙悦的老家在眉山。", "我老家在眉山，每年春节回去。", "zh", [("hometown", "眉山")]),
+    # her boyfriend's job is not hers: only he is hers
+    ("孙悦的男朋友周杰在上海做后端程序员。", "他叫周杰，我们都叫他阿杰，在上海做后端程序员，我们一直是异地。", "zh",
+     [("family", "周杰（男朋友）")]),
+    ("Priya is from Sweden.", "I'm from Sweden.", "en", [("hometown", "Sweden")]),
+    ("Priya moved from Sweden four years ago.", "I moved from Sweden four years ago.", "en",
+     [("hometown", "Sweden")]),
+    ("Priya grew up in Leeds.", "I grew up in Leeds.", "en", [("hometown", "Leeds")]),
 ]
 
 NOT_THE_USER = [
@@ -49,6 +65,15 @@ NOT_THE_USER = [
     ("孙悦吃火锅。", "晚上吃火锅。", "zh"),
     ("孙悦的妹妹不喝酒。", "我妹妹不喝酒。", "zh"),  # neither her diet nor a sister named 不喝酒
     ("孙悦的妹妹今天在上海。", "我妹妹今天在上海。", "zh"),
+    # a clause without a subject after one about someone else is theirs (zh_memory_dev, zh-conv-1)
+    ("周杰在上海做后端程序员。", "他叫周杰，我们都叫他阿杰，在上海做后端程序员，我们一直是异地。", "zh"),
+    ("孙悦的闺蜜小满在杭州做小学老师。", "我闺蜜小满说国庆陪我出去散心，她是我大学室友，现在在杭州做小学老师。", "zh"),
+    ("孙悦是外地人。", "我是外地人。", "zh"),  # what kind of person, not where from
+    ("孙悦是个好人。", "我是个好人。", "zh"),
+    ("孙悦在家教孩子写作业。", "我在家教孩子写作业。", "zh"),  # teaching, but not a job
+    ("她妈妈刘芳是护士。", "她妈妈刘芳是华西医院的护士。", "zh"),
+    ("Priya's sister is from Spain.", "My sister is from Spain.", "en"),
+    ("Priya's sister moved from Spain.", "My sister moved from Spain.", "en"),
 ]
 
 
