@@ -4,7 +4,7 @@ A small model proposes "外婆", "我妈" or "物理老师" as if they were name
 together with the relation it was said with: "表妹小林" for 周末我和表妹小林去了趟扬州。, "my sister
 Ruth" for "My sister Ruth lives here". The first are common nouns (what "my grandma" is in English),
 not entities (`relation_or_role`); the second are the name after the relation (`without_relation`):
-小林, Ruth. A titled surname (陈老师, 王医生: `short_forms.ZH_TITLED`) is a name, and so is a relation
+小林, Ruth (and a place with 老家 after it is the place: 眉山老家 is 眉山). A titled surname (陈老师, 王医生: `short_forms.ZH_TITLED`) is a name, and so is a relation
 word with a capital ("Aunt May", "Uncle Bob": how people call them).
 """
 
@@ -27,6 +27,7 @@ _ZH_ROLE = re.compile("(?:老师|医生|大夫|护士|教练|同事|同学|朋�
 # longest first, so 表妹小林 is 表妹 + 小林 and 妈妈王芳 is not 妈 + 妈王芳
 _ZH_LEADING = tuple(sorted(ZH_RELATIONS, key=len, reverse=True))
 _HAN = re.compile("[\u4e00-\u9fff]+")
+_ZH_HOME = "老家"  # where one is from, said after the place
 _ZH_NICKNAME = re.compile("[小老阿][\u4e00-\u9fff]{1,2}")
 
 _EN_RELATIONS = ("partner|wife|husband|girlfriend|boyfriend|fianc[eé]e?|son|daughter|brother|sister|mother|father|"
@@ -49,7 +50,8 @@ def relation_or_role(name: str) -> bool:
 
 def without_relation(name: str) -> str:
     """The name a relation word is written in front of: 表妹小林 -> 小林, 我妈王芳 -> 王芳, 同事李明 ->
-    李明, 客户张总 -> 张总, "my sister Ruth" -> "Ruth", "cousin Xiaolin" -> "Xiaolin". What follows the
+    李明, 客户张总 -> 张总, "my sister Ruth" -> "Ruth", "cousin Xiaolin" -> "Xiaolin"; and a place said with
+    老家 after it, 眉山老家 -> 眉山. What follows the
     relation must look like a name: a Chinese surname with one or two characters, 小 / 老 / 阿 with
     one or two, or a titled surname; in English, capitalised words. A one-character relation (妈, 哥)
     counts only after an owner (我妈王芳), so 哥伦比亚 stays whole. Any other name is returned as it is."""
@@ -58,6 +60,8 @@ def without_relation(name: str) -> str:
         return english.group("name")
     if _HAN.fullmatch(name) is None:
         return name
+    if name.endswith(_ZH_HOME) and len(name) - len(_ZH_HOME) >= 2:  # 眉山老家: the place is 眉山
+        return name[:-len(_ZH_HOME)]
     owned = _ZH_OWNER.sub("", name)
     for relation in _ZH_LEADING:
         if not owned.startswith(relation) or (len(relation) == 1 and owned == name):

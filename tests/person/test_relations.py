@@ -23,6 +23,7 @@ from memoryscope_plugins.person.relations import relation_or_role, without_relat
     ("my best friend Jake", "Jake"),
     ("our cat Miso", "Miso"),
     ("sister-in-law Ana Lima", "Ana Lima"),
+    ("眉山老家", "眉山"),  # the shared model's proposal for 他住在眉山老家
 ])
 def test_a_relation_in_front_of_a_name_is_taken_off(proposed, name):
     assert without_relation(proposed) == name
@@ -35,7 +36,7 @@ def test_a_relation_in_front_of_a_name_is_taken_off(proposed, name):
     "王芳", "陈老师", "小林",
     "Aunt May", "Uncle Bob",  # capitalised: what people call them
     "my sister", "my friend jake",  # no name, or one in lower case (dropped later as a common noun)
-    "London", "Sister Act", "", "   ",
+    "London", "Sister Act", "", "   ", "老家", "回老家",
 ])
 def test_anything_else_stays_as_it_is(proposed):
     assert without_relation(proposed) == proposed
