@@ -4,8 +4,9 @@ A small model proposes "外婆", "我妈" or "物理老师" as if they were name
 together with the relation it was said with: "表妹小林" for 周末我和表妹小林去了趟扬州。, "my sister
 Ruth" for "My sister Ruth lives here". The first are common nouns (what "my grandma" is in English),
 not entities (`relation_or_role`); the second are the name after the relation (`without_relation`):
-小林, Ruth (and a place with 老家 after it is the place: 眉山老家 is 眉山). A titled surname (陈老师, 王医生: `short_forms.ZH_TITLED`) is a name, and so is a relation
-word with a capital ("Aunt May", "Uncle Bob": how people call them).
+小林, Ruth (and a place with 老家 after it is the place: 眉山老家 is 眉山). A titled surname
+(陈老师, 王医生: `short_forms.ZH_TITLED`) is a name, and so is a relation word with a capital
+("Aunt May", "Uncle Bob": how people call them).
 """
 
 from __future__ import annotations
