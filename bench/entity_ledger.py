@@ -31,7 +31,9 @@ store is built). The ledger is then read back and scored against the labels:
   labelled entity (any of its names) / the ledger's entities; recall = the labelled entities
   (distinct canonical names) that some ledger entity matches / the labelled entities.
 
-The output lists the misses and the false links per language, so the errors can be read. The scoring
+The output lists the misses and the false links per language, so the errors can be read, and the
+profile consolidation built for each conversation (`profiles`: current values and history, printed
+after the table; not scored, since the labels hold no profile). The scoring
 functions are pure (labels and ledger records in, figures out) and are unit-tested in
 tests/bench/test_entity_ledger.py without a model or a store. The labelling rules are in the labels
 files' "rules" and in bench/README.md.
@@ -51,7 +53,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from memoryscope_plugins.types import Entity, EntityMention
+from memoryscope_plugins.types import Entity, EntityMention, ProfileValue
 
 KINDS = ("person", "place", "organization", "pet", "object", "topic")
 
@@ -322,6 +324,33 @@ def _read_ledger(memory: Any, user_id: str) -> tuple[list[Entity], dict[str, lis
     return entities, ledger_by_turn(entities, mentions, dia_of)
 
 
+def profile_rows(values: Iterable[ProfileValue]) -> list[dict[str, Any]]:
+    """The profile consolidation built for one conversation, current values and history alike,
+    by key and then by when each became true (not scored: the labels hold no profile; read it)."""
+    def key(value: ProfileValue) -> tuple[str, str, str]:
+        return value.key, value.valid_from.isoformat() if value.valid_from else "", value.value
+
+    return [{"key": v.key, "value": v.value, "current": v.current, "set_by": v.set_by,
+             "valid_from": v.valid_from.isoformat() if v.valid_from else None,
+             "valid_to": v.valid_to.isoformat() if v.valid_to else None, "sources": len(v.source_ids)}
+            for v in sorted(values, key=key)]
+
+
+def format_profiles(results: Sequence[Mapping[str, Any]]) -> str:
+    """Each conversation's profile as lines ("zh-conv-2  hometown: 成都 (since 2024-09-08)"); a
+    replaced value says until when."""
+    lines = []
+    for result in results:
+        for conversation, rows in result.get("profiles", {}).items():
+            if not rows:
+                lines.append(f"{conversation}  (no profile values)")
+            for row in rows:
+                since = f"since {row['valid_from'][:10]}" if row["valid_from"] else "since ?"
+                until = f", until {row['valid_to'][:10]}" if row["valid_to"] else ""
+                lines.append(f"{conversation}  {row['key']}: {row['value']} ({since}{until}, {row['set_by']})")
+    return "\n".join(lines)
+
+
 def run_set(data: Path, labels: Labels, settings_path: Path, keep: Path | None,
             consolidate: str = "session") -> dict[str, Any]:
     """Records and consolidates one labelled set in a fresh store, reads its ledger back and
@@ -348,6 +377,7 @@ def run_set(data: Path, labels: Labels, settings_path: Path, keep: Path | None,
             "store": settings.store.model_copy(update={"backend": "sqlite", "path": path})})
         ledgers: dict[tuple[str, str], list[LedgerEntity]] = {}
         all_entities: dict[str, list[LedgerEntity]] = {}
+        profiles: dict[str, list[dict[str, Any]]] = {}
         runs = {}
         with MemoryScope(driven) as memory:
             for conv_id, dia_ids in wanted.items():
@@ -355,8 +385,9 @@ def run_set(data: Path, labels: Labels, settings_path: Path, keep: Path | None,
                 entities, by_turn = _read_ledger(memory, conv_id)
                 ledgers.update(((conv_id, dia), found) for dia, found in by_turn.items())
                 all_entities[conv_id] = [LedgerEntity.of(e) for e in entities]
+                profiles[conv_id] = profile_rows(memory.store.profile_values(conv_id))
     return {"language": labels.language, "data": str(data), "consolidate": consolidate, "consolidation": runs,
-            "mentions": score_mentions(labels.turns, ledgers),
+            "profiles": profiles, "mentions": score_mentions(labels.turns, ledgers),
             "entities": score_entities(labels.turns, all_entities)}
 
 
@@ -401,6 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results.append(run_set(Path(data), limit_turns(labels, args.limit_turns), args.settings, args.keep,
                                args.consolidate))
     print(format_table(results))
+    print(format_profiles(results))
     if args.out is not None:
         args.out.write_text(json.dumps({"results": results}, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     return 0

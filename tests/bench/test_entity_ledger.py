@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from memoryscope_plugins.types import Entity, EntityKind, EntityMention
+from memoryscope_plugins.types import Entity, EntityKind, EntityMention, ProfileValue
 from tests.support.bench_scripts import load_bench_script
 from tests.support.paths import ROOT
 
@@ -261,8 +261,30 @@ def test_run_set_records_the_labelled_turns_and_scores_the_ledger_per_turn(tmp_p
     assert [m["name"] for m in mentions["missed"]] == ["Oliver"]
     assert result["entities"]["labelled"] == 3 and result["entities"]["matched"] == 2
     assert (tmp_path / "kept" / "ledger-en.db").exists()
+    assert result["profiles"] == {"conv-x": []}  # no model: no profile, and the run says so
+    assert el.format_profiles([result]) == "conv-x  (no profile values)"
     with pytest.raises(SystemExit, match="fresh store"):  # a kept store is never measured twice
         el.run_set(tmp_path / "data.json", labels, tmp_path / "settings.yaml", tmp_path / "kept", consolidate)
+
+
+def test_the_profile_is_listed_by_key_with_its_history() -> None:
+    from datetime import datetime, timezone
+
+    def at(day: int) -> datetime:
+        return datetime(2024, 9, day, 21, 40, tzinfo=timezone.utc)
+
+    values = [ProfileValue(id="w2", user_id="c", key="work", value="初中教物理", valid_from=at(20), source_ids=["m9"]),
+              ProfileValue(id="h", user_id="c", key="hometown", value="成都", valid_from=at(8), source_ids=["m3"]),
+              ProfileValue(id="w1", user_id="c", key="work", value="小学教数学", valid_from=at(8), valid_to=at(20),
+                           superseded_by="w2", source_ids=["m3"])]
+    rows = el.profile_rows(values)
+    assert [(r["key"], r["value"], r["current"]) for r in rows] == [
+        ("hometown", "成都", True), ("work", "小学教数学", False), ("work", "初中教物理", True)]
+    assert rows[1]["valid_to"] == at(20).isoformat() and rows[1]["sources"] == 1
+    assert el.format_profiles([{"profiles": {"zh-conv-2": rows}}]).splitlines() == [
+        "zh-conv-2  hometown: 成都 (since 2024-09-08, model)",
+        "zh-conv-2  work: 小学教数学 (since 2024-09-08, until 2024-09-20, model)",
+        "zh-conv-2  work: 初中教物理 (since 2024-09-20, model)"]
 
 
 @pytest.mark.parametrize("language", ["en", "zh"])
