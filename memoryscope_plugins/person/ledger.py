@@ -40,7 +40,7 @@ from ..storage.base import LedgerChanges
 from ..storage.text_analysis import CJK
 from ..types import Entity, EntityKind, EntityMention, Memory, MemoryType, as_aware, utc_now
 from .matching import MAX_NAME_CHARS, NameMatcher, entity_list, is_function_word, normalise_name, usable_name
-from .relations import relation_or_role, without_relation
+from .relations import relation_or_role
 from .short_forms import addressed, short_form_candidates, short_form_owner
 
 #: Relevance keeps this share of an entity's frequency weight however long ago it was mentioned.
@@ -221,12 +221,13 @@ _POSSESSIVE = re.compile(r"['’]s?$")
 
 def _clean_name(name: object) -> object:
     """A proposed name without the quotes, brackets, end punctuation and English possessive a model
-    may leave on it ("“Mel's”" -> "Mel"), and without a relation word in front of it (表妹小林 -> 小林,
-    "my sister Ruth" -> "Ruth": `relations`); anything but a str as it is (rejected later)."""
+    may leave on it ("“Mel's”" -> "Mel"); anything but a str as it is (rejected later). A relation
+    word in front of a model's name (表妹小林) is taken off where its answer is read
+    (`consolidation.ledger_answer`), not here: a speaker's name is given, and kept as it is."""
     if not isinstance(name, str) or len(name) > MAX_NAME_CHARS * 4:
         return name
     stripped = " ".join(name.split()).strip(_QUOTES)
-    return without_relation(_POSSESSIVE.sub("", stripped) if not CJK.search(stripped) else stripped)
+    return _POSSESSIVE.sub("", stripped) if not CJK.search(stripped) else stripped
 
 
 def _cleaned(proposal: object) -> ProposedEntity:

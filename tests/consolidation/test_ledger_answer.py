@@ -84,10 +84,15 @@ def test_names_the_message_does_not_hold_are_dropped():
 
 def test_a_name_with_its_relation_is_the_name_the_message_holds():
     """表妹小林 for 小林是我表妹 (the whole is not in the message, the name is)."""
-    answer = {"messages": [entry(1, "小林是我表妹", entities=[{"name": "表妹小林", "kind": "person"},
-                                                       {"name": "my sister Ruth", "kind": "person"}])]}
-    parsed = parse_extraction(answer, numbered(["小林是我表妹，她叫我去扬州。"]))
-    assert names(parsed) == [("小林", "person", None, 0)] and parsed.dropped_entities == 1
+    answer = {"messages": [
+        entry(1, "小林是我表妹", entities=[{"name": "表妹小林", "kind": "person"},
+                                      {"name": "my sister Ruth", "kind": "person"}]),
+        entry(2, "My sister Ruth lives", entities=[{"name": "my sister Ruth", "kind": "person"},
+                                                   {"name": "Ru", "kind": "person", "alias_of": "my sister Ruth"}])]}
+    parsed = parse_extraction(answer, numbered(["小林是我表妹，她叫我去扬州。",
+                                                "My sister Ruth lives here, we call her Ru."]))
+    assert names(parsed) == [("小林", "person", None, 0), ("Ruth", "person", None, 1), ("Ru", "person", "Ruth", 1)]
+    assert parsed.dropped_entities == 1  # Ruth is not in the first message
 
 
 def test_another_messages_name_is_not_this_ones():

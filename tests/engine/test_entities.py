@@ -95,6 +95,13 @@ def test_a_named_user_becomes_a_person_once_and_is_counted_when_named(engine):
     assert len(engine.entities("caro")) == 1  # the same name, another case: known already
 
 
+def test_a_speakers_name_is_kept_as_given_even_when_it_opens_with_a_relation(engine):
+    """A model's 表妹小林 is 小林 (`consolidation.ledger_answer`); a speaker's name is given, not read."""
+    engine.record("xl", [{"role": "user", "name": "表妹小林", "content": "你好！"},
+                         {"role": "assistant", "name": "my sister Ruth", "content": "Hi!"}])
+    assert sorted(e.name for e in engine.entities("xl")) == ["my sister Ruth", "表妹小林"]
+
+
 def test_named_assistant_speakers_are_people_unless_they_are_agents(engine):
     engine.record("team", [{"role": "assistant", "name": "planner", "content": "Plan ready."}], agent_id="planner")
     engine.record("team", [

@@ -153,18 +153,6 @@ def test_a_new_chinese_word_for_a_relative_or_a_role_is_a_common_noun_and_droppe
     assert ids == {0: "g"}
 
 
-def test_a_name_proposed_with_its_relation_is_the_name():
-    """The shared model proposed 表妹小林 for 周末我和表妹小林去了趟扬州。: the entity is 小林, and the
-    name after the relation counts even where the message says it the other way round."""
-    texts = ["周末我和表妹小林去了趟扬州。", "小林是我表妹", "My sister Ruth lives here, we call her Ru."]
-    proposals = [ProposedEntity("表妹小林", "person", None, 0), ProposedEntity("表妹小林", "person", None, 1),
-                 ProposedEntity("my sister Ruth", "person", None, 2),
-                 ProposedEntity("Ru", "person", "my sister Ruth", 2)]
-    new, ids = plan_new_entities("u", [], proposals, texts, T0)
-    assert sorted((e.name, e.aliases) for e in new) == [("Ruth", ["Ru"]), ("小林", [])]
-    assert ids[0] == ids[1] and ids[2] == ids[3]
-
-
 @pytest.mark.parametrize(("kind", "expected"), [
     ("Person", EntityKind.PERSON), ("location", EntityKind.PLACE), ("组织", EntityKind.ORGANIZATION),
     (EntityKind.PET, EntityKind.PET), ("", EntityKind.TOPIC), (None, EntityKind.TOPIC), (3, EntityKind.TOPIC),
