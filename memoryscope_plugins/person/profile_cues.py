@@ -77,7 +77,9 @@ def _english(name: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
 
 
 @lru_cache(maxsize=512)
-def _chinese(name: str, own_words: bool) -> tuple[tuple[str, re.Pattern[str]], ...]:
+def _chinese(name: str, own_words: bool) -> tuple[tuple[str, re.Pattern[str], bool], ...]:
+    """The Chinese cues: (key, pattern, owned); an owned pattern names whose the value is (我老公,
+    孙悦的表妹, 我老家; in the user's own words also a bare 闺女 or 老家), so its clause is the user's."""
     subject = rf"(?:{re.escape(name)}|我{_NOT_SELF_ZH})" if name else f"我{_NOT_SELF_ZH}"
     owner = rf"(?:{re.escape(name)}的|我的?)" if name else "我的?"
     if own_words:  # the user's own message: a bare 闺女 or 老家 is theirs (闺女陈思语今年高三)
@@ -85,30 +87,30 @@ def _chinese(name: str, own_words: bool) -> tuple[tuple[str, re.Pattern[str]], .
     when = "(?:现在|目前|如今|已经|刚|最近|上个月|去年|今年)*"
     return (
         ("home", re.compile(rf"^{subject}{when}(?:住在|搬到了?|搬去了?|搬家到|定居在|定居)(?P<v>[{_HAN}]{{2,8}}?)"
-                            f"(?=了|的|$)")),
+                            f"(?=了|的|$)"), False),
         # 陈志强是成都人, 我来自温州, 我老家在眉山: where the user is from, beside where they live now
-        ("hometown", re.compile(rf"^{subject}(?:是|也是)(?P<v>(?![个一这那])[{_HAN}]{{2,6}}?)人$")),
-        ("hometown", re.compile(rf"^{subject}{when}来自(?P<v>[{_HAN}]{{2,8}}?)(?=的|$)")),
-        ("hometown", re.compile(rf"^(?:{owner})?老家(?:是|在)(?P<v>[{_HAN}]{{2,8}}?)(?=的|$)")),
+        ("hometown", re.compile(rf"^{subject}(?:是|也是)(?P<v>(?![个一这那])[{_HAN}]{{2,6}}?)人$"), False),
+        ("hometown", re.compile(rf"^{subject}{when}来自(?P<v>[{_HAN}]{{2,8}}?)(?=的|$)"), False),
+        ("hometown", re.compile(rf"^{owner}老家(?:是|在)(?P<v>[{_HAN}]{{2,8}}?)(?=的|$)"), True),
         ("work", re.compile(rf"^(?:{subject})?{when}在(?:一家|一个|一所|一间)?(?P<v>[^，。]{{2,20}}?"
-                            f"(?:当|做|任|担任)[{_HAN}A-Za-z]{{1,10}}?)(?=了|$)")),
+                            f"(?:当|做|任|担任)[{_HAN}A-Za-z]{{1,10}}?)(?=了|$)"), False),
         ("work", re.compile(rf"^(?:{subject})?{when}在(?P<v>[^，。]{{0,16}}?(?:{_SCHOOLS_ZH})教"
-                            f"[{_HAN}A-Za-z]{{1,10}}?)(?=了|$)")),
+                            f"[{_HAN}A-Za-z]{{1,10}}?)(?=了|$)"), False),
         # "在深圳工作" names where, not what: the value keeps the whole phrase, and gives way to what
         (_WORK_WHERE, re.compile(rf"^(?:{subject})?{when}(?P<v>在(?:一家|一个|一所|一间)?[{_HAN}A-Za-z]{{2,20}}?"
-                            f"(?:工作|上班))")),
+                            f"(?:工作|上班))"), False),
         ("pets", re.compile(rf"(?:养了?|有)(?:一只|只|一条|条)?(?:{_PETS_ZH})(?:，)?(?:叫|名叫|名字叫)"
-                            f"(?P<v>[{_HAN}A-Za-z]{{1,6}})")),
+                            f"(?P<v>[{_HAN}A-Za-z]{{1,6}})"), False),
         # eating and drinking habits (不喝酒, 吃素, 戒了咖啡, 开始喝红酒): a plain 吃/喝 only as a habit
         ("diet", re.compile(rf"^{subject}{when}(?:平时|一般|一直)?(?P<v>吃素|是素食者|(?:不|不再|很少|从不|只)(?:吃|喝)"
-                            rf"{_HAN_NOT_LE}{{0,4}}?|戒了?{_HAN_NOT_LE}{{1,3}}?){_ENDS_ZH}")),
+                            rf"{_HAN_NOT_LE}{{0,4}}?|戒了?{_HAN_NOT_LE}{{1,3}}?){_ENDS_ZH}"), False),
         ("diet", re.compile(rf"^{subject}{when}(?:开始|平时|一般|经常|每天)(?:会)?(?P<v>(?:吃|喝){_HAN_NOT_LE}{{1,4}}?)"
-                            f"{_ENDS_ZH}")),
+                            f"{_ENDS_ZH}"), False),
         # 妹妹是小林 / 妹妹叫小林 name her; 妹妹小林 only when no verb or time follows (妹妹不喝酒, 妹妹今天)
         ("family", re.compile(rf"^{owner}(?P<rel>{_RELATIONS_ZH})(?:(?:是|叫)|{_NOT_A_NAME_ZH})(?P<v>[{_HAN}]{{2,3}}?)"
-                              f"(?=$|是|在|住|叫)")),
+                              f"(?=$|是|在|住|叫)"), True),
         # 弟弟林晓东也在家, 女儿小满今年三岁: only a name-shaped word, since more may follow it
-        ("family", re.compile(rf"^{owner}(?P<rel>{_RELATIONS_ZH})(?P<v>{_NAME_ZH}){_AFTER_NAME_ZH}")),
+        ("family", re.compile(rf"^{owner}(?P<rel>{_RELATIONS_ZH})(?P<v>{_NAME_ZH}){_AFTER_NAME_ZH}"), True),
     )
 
 
@@ -119,17 +121,17 @@ def _values(text: str, name: str, language: str, own_words: bool = False) -> lis
     if language == "zh":
         user = re.compile(rf"(?:{re.escape(name)}(?!的)|我{_NOT_SELF_ZH})" if name else f"我{_NOT_SELF_ZH}")
         for clause, named in _clauses(text, user):
-            for key, pattern in _chinese(name, own_words):
+            for key, pattern, owned in _chinese(name, own_words):
                 match = pattern.search(clause)
                 if match is None:
                     continue
                 value = match.group("v")
                 if key == "hometown" and value in _NOT_A_PLACE_ZH:
                     continue
-                if key == "family":  # whose relative is in the pattern (我老公, 孙悦的表妹, a bare 闺女 in own words)
+                if key == "family":
                     value = f"{value}（{match.group('rel')}）"
                 if value:
-                    found.append((key, value, named or key == "family"))
+                    found.append((key, value, named or owned))
         return found
     for key, pattern in _english(name):
         for match in pattern.finditer(text):

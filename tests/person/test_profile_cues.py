@@ -41,6 +41,7 @@ STATED = [
     ("孙悦的弟弟林晓东也在家。", "弟弟林晓东也在家。", "zh", [("family", "林晓东（弟弟）")]),
     ("孙悦来自温州。", "我来自温州。", "zh", [("hometown", "温州")]),
     ("孙悦的老家在眉山。", "我老家在眉山，每年春节回去。", "zh", [("hometown", "眉山")]),
+    ("孙悦的老家在眉山。", "老家在眉山，每年春节回去。", "zh", [("hometown", "眉山")]),  # a bare 老家 in her words
     # her boyfriend's job is not hers: only he is hers
     ("孙悦的男朋友周杰在上海做后端程序员。", "他叫周杰，我们都叫他阿杰，在上海做后端程序员，我们一直是异地。", "zh",
      [("family", "周杰（男朋友）")]),
@@ -72,6 +73,7 @@ NOT_THE_USER = [
     ("孙悦是个好人。", "我是个好人。", "zh"),
     ("孙悦在家教孩子写作业。", "我在家教孩子写作业。", "zh"),  # teaching, but not a job
     ("她妈妈刘芳是护士。", "她妈妈刘芳是华西医院的护士。", "zh"),
+    ("孙悦的爸爸老家在眉山。", "我爸老家在眉山。", "zh"),  # his, not hers
     ("Priya's sister is from Spain.", "My sister is from Spain.", "en"),
     ("Priya's sister moved from Spain.", "My sister moved from Spain.", "en"),
 ]
