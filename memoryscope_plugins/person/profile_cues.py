@@ -31,6 +31,8 @@ _HAN_NOT_LE = f"(?:(?!了)[{_HAN}])"  # 吃了一碗面 is a meal, not a habit
 # what may follow "我" and still be the user acting (not 我妹妹, 我的朋友, 我们)
 _NOT_SELF_ZH = f"(?!的|们|{_RELATIONS_ZH}|家|朋友|闺蜜|同事|同学|室友|邻居|老板|领导|客户|对象)"
 _NOT_A_NAME_ZH = "(?![不没也在很都还会去来说要是喜爱想今明昨现刚已正最每常经一])"
+# words after a relative that are not their name (孙悦的爸爸老家在眉山: his home town, not a 老家)
+_NOT_THEIR_NAME_ZH = "(?!老家|家里|家乡|那边|这边|公司|学校|单位|医院|老师|老板|同学|同事)"
 _CLAUSE_ZH = re.compile("[，,。；;！!？?\n]")
 _SENTENCE_ZH = re.compile("[。！!？?\n]")
 # where a habit, a home or a name ends: 吃素是为了减肥 is the habit 吃素
@@ -107,10 +109,11 @@ def _chinese(name: str, own_words: bool) -> tuple[tuple[str, re.Pattern[str], bo
         ("diet", re.compile(rf"^{subject}{when}(?:开始|平时|一般|经常|每天)(?:会)?(?P<v>(?:吃|喝){_HAN_NOT_LE}{{1,4}}?)"
                             f"{_ENDS_ZH}"), False),
         # 妹妹是小林 / 妹妹叫小林 name her; 妹妹小林 only when no verb or time follows (妹妹不喝酒, 妹妹今天)
-        ("family", re.compile(rf"^{owner}(?P<rel>{_RELATIONS_ZH})(?:(?:是|叫)|{_NOT_A_NAME_ZH})(?P<v>[{_HAN}]{{2,3}}?)"
-                              f"(?=$|是|在|住|叫)"), True),
+        ("family", re.compile(rf"^{owner}(?P<rel>{_RELATIONS_ZH})(?:(?:是|叫)|{_NOT_A_NAME_ZH}){_NOT_THEIR_NAME_ZH}"
+                              f"(?P<v>[{_HAN}]{{2,3}}?)(?=$|是|在|住|叫)"), True),
         # 弟弟林晓东也在家, 女儿小满今年三岁: only a name-shaped word, since more may follow it
-        ("family", re.compile(rf"^{owner}(?P<rel>{_RELATIONS_ZH})(?P<v>{_NAME_ZH}){_AFTER_NAME_ZH}"), True),
+        ("family", re.compile(rf"^{owner}(?P<rel>{_RELATIONS_ZH}){_NOT_THEIR_NAME_ZH}(?P<v>{_NAME_ZH})"
+                              f"{_AFTER_NAME_ZH}"), True),
     )
 
 
