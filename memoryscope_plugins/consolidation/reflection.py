@@ -17,13 +17,14 @@ from datetime import datetime
 from typing import Any, Sequence
 
 from ..log_hygiene import user_ref
+from ..models.structured import IncompleteAnswerError
 from ..storage.base import MemoryFilter
 from ..types import Memory, MemoryStatus, MemoryType, utc_now
 from .extract import label_index, memory_date, normalise
 from .grounding import unfounded_insight
 from .prompts import PromptSet, load_prompt
 from .report import ConsolidationReport
-from .steps import StepEnv, derived_id, embed_text
+from .steps import StepEnv, derived_id, embed_text, output_budget
 
 log = logging.getLogger("memoryscope_plugins.consolidation")
 
@@ -100,7 +101,7 @@ def reflect_user(env: StepEnv, user_id: str, *, force: bool = False,
     prompt = load_prompt("reflect", language, cfg.prompts_dir)
     user_name = _user_name(observations, user_id)
     messages = _render(prompt, user_name, new, older, insights)
-    value = env.ask_json(user_id, "reflect", messages, ["insights"], report)
+    value = _ask(env, user_id, messages, len(new) + len(stale), report)
     changed = _apply(env, user_id, value, prompt, observations, insights, state, report)
     _commit_marks(env, done_marks, changed, state)
     if report.rejected:
@@ -108,6 +109,22 @@ def reflect_user(env: StepEnv, user_id: str, *, force: bool = False,
             "reflection for user %s refused %d insight(s): prompt text or not founded on their sources",
             user_ref(user_id), len(report.rejected))
     return report
+
+
+def _ask(env: StepEnv, user_id: str, messages: list[dict[str, str]], observations: int,
+         report: ConsolidationReport) -> Any:
+    """The reflection call, its answer capped like an extraction's (`output_budget`): a model that
+    loops would otherwise write until its context is full (a 1.5B model took half an hour on one
+    answer). An answer cut off at the cap is asked once more with twice the budget; cut off again,
+    it raises, and the observations stay unreflected for a later pass."""
+    try:
+        return env.ask_json(user_id, "reflect", messages, ["insights"], report,
+                            max_tokens=output_budget(env.cfg, observations))
+    except IncompleteAnswerError:
+        log.warning("reflection for user %s stopped at the token cap; asking again with a larger budget",
+                    user_ref(user_id))
+        return env.ask_json(user_id, "reflect", messages, ["insights"], report,
+                            max_tokens=output_budget(env.cfg, observations, boost=2))
 
 
 def _unique(memories: Sequence[Memory]) -> list[Memory]:

@@ -512,6 +512,58 @@ def test_reflection_refuses_prompt_markup_and_unfounded_insights(tmp_path, serve
         engine.close()
 
 
+def _reflect_cut_off(brain: Brain, times: int, asked: list[int]) -> Callable[..., Reply]:
+    """The Brain behind the server, but its first `times` reflection answers stop at the cap (a
+    looping model: the same insight again and again, cut off); records each reflect call's max_tokens."""
+    def route(server_, request):
+        reply = brain(server_, request)
+        body = request.json or {}
+        if parse_prompt(body.get("messages") or []).kind != "reflect":
+            return reply
+        asked.append(body.get("max_tokens"))
+        if len(asked) > times:
+            return reply
+        loop = '{"insights": [' + '{"subject": "Sport of Anna", "value": "Anna runs.", "sources": ["O1"]}, ' * 40
+        return completion(loop[:600], "length", completion_tokens=body.get("max_tokens") or 30_000)
+    return route
+
+
+def test_a_reflection_answer_is_capped_and_asked_again_once_when_cut_off(tmp_path, server, local_embedder):
+    """A 1.5B model looped on one reflection answer for half an hour (no cap): the call now asks for
+    an extraction's budget, and a cut-off answer is asked again once with twice that."""
+    brain, asked = Brain(), []
+    brain.reflect = lambda prompt: [{"subject": "Sport of Anna", "value": "Anna ran 10 km on Sunday.",
+                                     "sources": [next(iter(prompt.observations))]}]
+    server.route(OPENAI_CHAT, _reflect_cut_off(brain, 1, asked))
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg("I ran 10 km on Sunday.", at(1))])
+        engine.consolidate("anna")
+        report = engine.reflect("anna")
+        assert len(asked) == 2 and asked[0] is not None and asked[1] == 2 * asked[0]
+        assert asked[0] <= engine.settings.consolidation.max_output_tokens
+        insights = [i.content for i in engine.list("anna", types=["insight"])]
+        assert insights == ["Sport of Anna: Anna ran 10 km on Sunday."]
+        assert not report.errors
+    finally:
+        engine.close()
+
+
+def test_a_reflection_cut_off_twice_leaves_the_observations_for_later(tmp_path, server, local_embedder):
+    brain, asked = Brain(), []
+    server.route(OPENAI_CHAT, _reflect_cut_off(brain, 2, asked))
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg("I ran 10 km on Sunday.", at(1))])
+        engine.consolidate("anna")
+        report = engine.reflect("anna")
+        assert len(asked) == 2 and report.errors and engine.list("anna", types=["insight"]) == []
+        observations = engine.list("anna", types=["observation"])
+        assert observations and all(m.metadata.get("reflected") is False for m in observations)
+    finally:
+        engine.close()
+
+
 def test_a_chat_reply_cut_off_at_the_cap_is_recorded_as_incomplete(tmp_path, server, local_embedder):
     server.script(OPENAI_CHAT, [completion("Here are three ideas: first, a walk; second,", "length")])
     engine = make_engine(tmp_path, server, local_embedder)
