@@ -1,8 +1,9 @@
 """What one consolidation step changes in the entity ledger and the profile (no LLM call).
 
-From the extraction answer (`ledger_answer`): the entities the batch's messages name become new
-entities (or aliases of known ones) by `person.ledger.plan_new_entities`, which keeps only names
-the message text holds. Mentions link memories to entities: each of the batch's turn memories
+From the extraction answer (`ledger_answer`), and for Chinese messages the place names and festivals
+a dictionary knows (`person.dictionary_names`, no model), the entities the batch's messages name
+become new entities (or aliases of known ones) by `person.ledger.plan_new_entities`, which keeps only
+names the message text holds. Mentions link memories to entities: each of the batch's turn memories
 that names a known or new entity is a *counted* mention (mentions are unique per entity and
 memory, so a turn counted at `record` time is not counted twice); each observation of the step
 that names one is linked as evidence, not counted; and a bounded backfill finds the user's
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable, Sequence
 
-from ..person import profile_cues
+from ..person import dictionary_names, profile_cues
 from ..person.ledger import ProposedEntity, plan_new_entities, record_mentions
 from ..person.matching import NameMatcher, normalise_name
 from ..person.profile import ProfileProposal, apply, normalise_key
@@ -61,13 +62,14 @@ def plan_ledger(store: MemoryStore, user_id: str, batch: Sequence[StoredMessage]
     ``user_name`` the name observations call the user by (for `profile_cues`)."""
     now = utc_now()
     existing = list(store.entities(user_id))
+    texts = [m.message.content for m in minable]
     proposals = [ProposedEntity(name=e.name, kind=e.kind, alias_of=e.alias_of, message_index=e.message)
                  for e in extraction.entities]
+    proposals += dictionary_names.proposals(texts)  # after the model's: its kind of a name wins
     planned: list[Entity] = []
     if proposals:
         speakers = sorted({m.message.name for m in batch if m.message.name})
-        planned, _ = plan_new_entities(user_id, existing, proposals, [m.message.content for m in minable], now,
-                                       speakers=speakers)
+        planned, _ = plan_new_entities(user_id, existing, proposals, texts, now, speakers=speakers)
     known = {e.id: e for e in existing}
     fresh = [e for e in planned if e.id not in known]
     entities = list({**known, **{e.id: e for e in planned}}.values())

@@ -7,6 +7,10 @@ existing insights with their sources; it proposes new insights or complete rewri
 ones. Locally, an insight whose subject matches an existing one updates it (no duplicates), and
 insights the model lists in ``merge`` are expired with ``superseded_by`` the one they fold into.
 Everything, including the "reflected" mark of the observations, is written in one transaction.
+A reflection that fails (a broken or cut-off answer, an endpoint down) counts one attempt on the
+observations it was about (``metadata["reflect_attempts"]``); after ``consolidation.max_attempts``
+they are marked reflected without an insight (``metadata["reflect_gave_up"]``), as a message is
+marked failed: the observations stay, only the insight is not made, and the pass stops asking.
 """
 
 from __future__ import annotations
@@ -109,6 +113,27 @@ def reflect_user(env: StepEnv, user_id: str, *, force: bool = False,
             "reflection for user %s refused %d insight(s): prompt text or not founded on their sources",
             user_ref(user_id), len(report.rejected))
     return report
+
+
+def count_failed_attempt(env: StepEnv, user_id: str, state: ReflectionState) -> int:
+    """One failed attempt on the observations a reflection was about (the ones `reflect_user` would
+    send); those that reach ``max_attempts`` are marked reflected and given up on. Returns how many
+    were given up on. Written in one transaction, fenced by the lease like any step."""
+    ids = [m.id for m in state.new_active[:MAX_NEW_PER_CALL]]
+    # read again: a failure after the marks were set in memory must not write them
+    attempted = [m for m in env.backend.store.get(user_id, ids) if m.metadata.get("reflected") is False]
+    if not attempted:
+        return 0
+    gave_up = 0
+    for memory in attempted:
+        attempts = int(memory.metadata.get("reflect_attempts") or 0) + 1
+        metadata = {**memory.metadata, "reflect_attempts": attempts}
+        if attempts >= env.cfg.max_attempts:
+            metadata.update(reflected=True, reflect_gave_up=True)
+            gave_up += 1
+        memory.metadata = metadata
+    env.commit(user_id, attempted, [None] * len(attempted), [], anchors=[m.id for m in attempted])
+    return gave_up
 
 
 def _ask(env: StepEnv, user_id: str, messages: list[dict[str, str]], observations: int,

@@ -47,7 +47,7 @@ from ..storage import messages
 from ..storage.base import StoredMessage
 from .backend import ConsolidationBackend
 from .leases import HeldElsewhere, LeaseHeartbeat
-from .reflection import load_state, reflect_user
+from .reflection import ReflectionState, count_failed_attempt, load_state, reflect_user
 from .report import ConsolidationReport
 from .steps import GoneError, StepEnv, consolidate_batch, select_batch
 
@@ -559,7 +559,25 @@ class ConsolidationService:
             log.warning("consolidation of %d message(s) of user %s failed (%s); they stay pending",
                         len(retry), user_ref(user_id), kind)
 
+    def _count_reflection_failure(self, env: StepEnv, user_id: str, state: ReflectionState | None,
+                                  kind: str) -> None:
+        """Count the failed attempt on the observations (`reflection.count_failed_attempt`); a
+        failure to count it only delays the give-up, so it is logged, not raised."""
+        gave_up = 0
+        if state is not None:
+            try:
+                gave_up = count_failed_attempt(env, user_id, state)
+            except Exception as exc:  # noqa: BLE001 - the store or the lease failed too: counted next time
+                log.warning("reflection for user %s: its failed attempt was not counted (%s)", user_ref(user_id),
+                            type(exc).__name__)
+        if gave_up:
+            log.warning("reflection for user %s gave up on %d observation(s) after %d attempts (%s)",
+                        user_ref(user_id), gave_up, self.cfg.max_attempts, kind)
+        else:
+            log.warning("reflection for user %s failed (%s); will retry later", user_ref(user_id), kind)
+
     def _reflect(self, env: StepEnv, user_id: str, report: ConsolidationReport, *, force: bool) -> None:
+        state: ReflectionState | None = None
         try:
             state = load_state(env, user_id)
             if not force and not state.due(self.cfg.reflect_every_observations):
@@ -572,10 +590,10 @@ class ConsolidationService:
         except GoneError:
             log.info("reflection for user %s dropped: its observations were deleted meanwhile", user_ref(user_id))
             return
-        except Exception as exc:  # noqa: BLE001 - observations stay unreflected; retried later
+        except Exception as exc:  # noqa: BLE001 - observations stay unreflected; retried up to max_attempts
             kind = type(exc).__name__
             report.errors.append(str(exc)[:300] if isinstance(exc, MemoryScopeError) else kind)
-            log.warning("reflection for user %s failed (%s); will retry later", user_ref(user_id), kind)
+            self._count_reflection_failure(env, user_id, state, kind)
             return
         if force and result.skipped_reason and not report.messages:
             report.skipped_reason = result.skipped_reason

@@ -45,7 +45,7 @@ _AFTER_NAME_ZH = "(?=也|今年|现在|已经|明年|去年|还|都|刚|正在|�
 _SCHOOLS_ZH = "学校|小学|中学|初中|高中|大学|学院|幼儿园|培训机构|培训班|补习班|机构"
 # "是…人" words that say what kind of person, not where from (外地人, 好人)
 _NOT_A_PLACE_ZH = frozenset({"外地", "本地", "当地", "外国", "城里", "乡下", "年轻", "老实", "自己", "普通", "文化",
-                             "有钱", "聪明", "明白", "内向", "外向", "急性", "热心", "爽快", "懒"})
+                             "有钱", "聪明", "明白", "内向", "外向", "急性", "热心", "爽快"})
 _WORK_WHERE = "work@where"  # a work value that names only where (在深圳工作)
 
 

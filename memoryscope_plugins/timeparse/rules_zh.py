@@ -51,7 +51,8 @@ _UNITS = {
     "天": "day", "日": "day", "周": "week", "星期": "week", "个星期": "week", "礼拜": "week",
     "个礼拜": "week", "个月": "month", "年": "year",
 }
-_FESTIVALS = {
+# festival names -> the festival they name (the time rules date them; the ledger knows them as topics)
+FESTIVALS = {
     "春节": "spring_festival", "过年": "spring_festival", "除夕": "lunar_new_year_eve",
     "大年三十": "lunar_new_year_eve", "大年初一": "lunar_new_year_day", "正月初一": "lunar_new_year_day",
     "元宵节": "lantern", "元旦": "new_year_day", "情人节": "valentine", "妇女节": "womens_day",
@@ -292,7 +293,7 @@ def _festival(match: re.Match[str], ctx: Context) -> Span | None:
     """"今年春节", "去年国庆"; bare = the latest occurrence that has begun."""
     if match["f"] == "五一" and _numeral_around(match):
         return None  # why: "五一" inside a longer number ("十五一", "五一二") is not Labour Day
-    key = _FESTIVALS[match["f"]]
+    key = FESTIVALS[match["f"]]
     year = _prefix_year(match, ctx)
     if year is not None:
         return _span_or_none(festival_span(key, year))
@@ -413,7 +414,7 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "zh_festival",
-        rf"{_YEAR_PREFIX}(?P<f>{'|'.join(sorted(_FESTIVALS, key=len, reverse=True))})",
+        rf"{_YEAR_PREFIX}(?P<f>{'|'.join(sorted(FESTIVALS, key=len, reverse=True))})",
         _festival,
     ),
     _rule("zh_decade", r"(?:(?P<c>19|20)?(?P<d>\d)0|(?P<zd>[一二三四五六七八九])十)\s*年代", _decade),

@@ -248,9 +248,9 @@ def test_chinese_names_and_profile_values(tmp_path, server, brain, local_embedde
             engine.record("xm", [user_msg(text, at(day), name="小美")])
             engine.consolidate("xm")
         entities, _, profile = ledger(engine, "xm")
-        assert sorted(entities) == ["杭州", "王磊"]
+        assert sorted(entities) == ["南京", "杭州", "王磊"]  # 南京: the dictionary's, the model named none
         assert entities["王磊"].aliases == ["小王"] and entities["王磊"].mention_count == 2
-        assert entities["杭州"].kind.value == "place"
+        assert entities["杭州"].kind.value == "place" and entities["南京"].kind.value == "place"
         assert [(v.key, v.value, v.current) for v in profile] == [("home", "南京", True)]
     finally:
         engine.close()
@@ -526,5 +526,29 @@ def test_the_models_own_work_value_gives_way_to_the_job_its_later_observation_st
         work = sorted((v for v in ledger(engine, "omar")[2] if v.key == "work"), key=lambda v: v.valid_from)
         assert [(v.value, v.current) for v in work] == [("baker in Lyon", False), ("teaches cooking classes", True)]
         assert work[0].superseded_by == work[1].id
+    finally:
+        engine.close()
+
+
+def test_chinese_places_and_festivals_the_model_left_out_come_from_the_dictionary(tmp_path, server, brain,
+                                                                                 local_embedder):
+    said = ["我老家在眉山，现在住成都武侯区。", "国庆节打算去青海湖，买了好多东西。", "Paris in May, maybe.",
+            "国庆还去青海湖吗？", "我在杭州"]
+    proposed = {"我在杭州": [named("杭州", 1, kind="topic")]}  # the model's kind, refined by the dictionary
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in proposed.get(c, [])]
+    engine = make_engine(tmp_path, server, local_embedder, language="zh")
+    try:
+        engine.record("xm", [user_msg(text, at(1)) for text in said[:3]])
+        engine.consolidate("xm")
+        entities, _, _ = ledger(engine, "xm")
+        assert sorted(entities) == ["国庆", "成都", "眉山", "青海湖"]  # 武侯区: jieba's dictionary has it as a name
+        assert entities["国庆"].kind.value == "topic" and entities["国庆"].aliases == ["国庆节"]
+        assert entities["青海湖"].kind.value == "place" and "东西" not in entities and "Paris" not in entities
+        engine.record("xm", [user_msg(said[3], at(2))])  # known names are counted at record time
+        entities, _, _ = ledger(engine, "xm")
+        assert entities["国庆"].mention_count == 2 and entities["青海湖"].mention_count == 2
+        engine.record("xm", [user_msg(said[4], at(3))])
+        engine.consolidate("xm")
+        assert ledger(engine, "xm")[0]["杭州"].kind.value == "place"
     finally:
         engine.close()

@@ -8,10 +8,11 @@ model's answer gives a verdict on it; everything else stays pending (or ends 'fa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -528,40 +529,64 @@ def _reflect_cut_off(brain: Brain, times: int, asked: list[int]) -> Callable[...
     return route
 
 
+@contextlib.contextmanager
+def _reflecting(tmp_path, server, local_embedder, route: Callable[..., Reply],
+                **settings: Any) -> Iterator[MemoryScope]:
+    """An engine whose model is ``route``, with one consolidated message's observation to reflect on."""
+    server.route(OPENAI_CHAT, route)
+    engine = make_engine(tmp_path, server, local_embedder, **settings)
+    try:
+        engine.record("anna", [user_msg("I ran 10 km on Sunday.", at(1))])
+        engine.consolidate("anna")
+        yield engine
+    finally:
+        engine.close()
+
+
 def test_a_reflection_answer_is_capped_and_asked_again_once_when_cut_off(tmp_path, server, local_embedder):
     """A 1.5B model looped on one reflection answer for half an hour (no cap): the call now asks for
     an extraction's budget, and a cut-off answer is asked again once with twice that."""
     brain, asked = Brain(), []
     brain.reflect = lambda prompt: [{"subject": "Sport of Anna", "value": "Anna ran 10 km on Sunday.",
                                      "sources": [next(iter(prompt.observations))]}]
-    server.route(OPENAI_CHAT, _reflect_cut_off(brain, 1, asked))
-    engine = make_engine(tmp_path, server, local_embedder)
-    try:
-        engine.record("anna", [user_msg("I ran 10 km on Sunday.", at(1))])
-        engine.consolidate("anna")
+    with _reflecting(tmp_path, server, local_embedder, _reflect_cut_off(brain, 1, asked)) as engine:
         report = engine.reflect("anna")
         assert len(asked) == 2 and asked[0] is not None and asked[1] == 2 * asked[0]
         assert asked[0] <= engine.settings.consolidation.max_output_tokens
         insights = [i.content for i in engine.list("anna", types=["insight"])]
         assert insights == ["Sport of Anna: Anna ran 10 km on Sunday."]
         assert not report.errors
-    finally:
-        engine.close()
 
 
 def test_a_reflection_cut_off_twice_leaves_the_observations_for_later(tmp_path, server, local_embedder):
-    brain, asked = Brain(), []
-    server.route(OPENAI_CHAT, _reflect_cut_off(brain, 2, asked))
-    engine = make_engine(tmp_path, server, local_embedder)
-    try:
-        engine.record("anna", [user_msg("I ran 10 km on Sunday.", at(1))])
-        engine.consolidate("anna")
+    asked: list[int] = []
+    with _reflecting(tmp_path, server, local_embedder, _reflect_cut_off(Brain(), 2, asked)) as engine:
         report = engine.reflect("anna")
         assert len(asked) == 2 and report.errors and engine.list("anna", types=["insight"]) == []
         observations = engine.list("anna", types=["observation"])
         assert observations and all(m.metadata.get("reflected") is False for m in observations)
-    finally:
-        engine.close()
+        assert all(m.metadata.get("reflect_attempts") == 1 for m in observations)
+
+
+def test_reflection_gives_up_on_observations_after_max_attempts(tmp_path, server, local_embedder, caplog):
+    """A model that always loops on them no longer costs two calls on every pass: after
+    ``max_attempts`` failed reflections the observations are marked reflected, without an insight."""
+    asked: list[int] = []
+    with _reflecting(tmp_path, server, local_embedder, _reflect_cut_off(Brain(), 1000, asked),
+                     max_attempts=3) as engine:
+        for attempt in (1, 2, 3):
+            assert engine.reflect("anna").errors and len(asked) == 2 * attempt
+        observations = engine.list("anna", types=["observation"])
+        assert observations and all(m.status is MemoryStatus.ACTIVE for m in observations)
+        assert all(m.metadata.get("reflected") is True and m.metadata.get("reflect_gave_up") is True
+                   and m.metadata.get("reflect_attempts") == 3 for m in observations)
+        assert "gave up on 1 observation(s) after 3 attempts" in caplog.text
+        report = engine.reflect("anna")
+        assert len(asked) == 6 and not report.errors and engine.list("anna", types=["insight"]) == []
+        engine.record("anna", [user_msg("I swam 2 km on Monday.", at(2))])  # a new observation is tried again
+        engine.consolidate("anna")
+        engine.reflect("anna")
+        assert len(asked) == 8
 
 
 def test_a_chat_reply_cut_off_at_the_cap_is_recorded_as_incomplete(tmp_path, server, local_embedder):

@@ -1,0 +1,143 @@
+"""Chinese names a dictionary knows, found in a message without a model.
+
+Consolidation's model proposes the entities a message names (`consolidation.ledger_answer`). A small
+model often proposes none for a Chinese message that plainly names a city or a holiday (我住在成都,
+国庆去了青海湖): on the labelled Chinese turns of `bench/data` it left out 成都, 武侯区, 上海, 青海湖 and
+国庆 (see docs/entities.md). This module proposes, for the same consolidation step and with no extra
+call, the names two fixed vocabularies know:
+
+- **places and organisations**: the words jieba's dictionary tags as place names (``ns``: 成都, 青海湖,
+  京都) or organisation names (``nt``: 南京大学), through `rjieba` (jieba's segmenter and dictionary,
+  compiled; the ``multilingual`` extra). The dictionary gives one tag per word, so some everyday
+  words carry a place tag (东西 "thing", 城市 "city", 入门); those are listed in `_EVERYDAY` and never
+  proposed. One character is never a name here (湖, 美);
+- **named festivals** (topics): the festival names the time parser dates (`timeparse.rules_zh.FESTIVALS`:
+  春节, 清明节, 国庆, 五一...) and 新年, each as one entity per festival whose other names are its
+  aliases (国庆节 is 国庆). Words that say an act or a day rather than the festival (过年, 跨年, 大年三十)
+  are left out, and so is a festival name inside a number (十五一).
+
+Each name is proposed only for the message that holds it as written; `person.ledger.plan_new_entities`
+checks it like any proposal. Without `rjieba` installed only the festivals are proposed (a warning
+says so once). Pure functions: no store, no model.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import NamedTuple
+
+from ..timeparse.rules_zh import FESTIVALS
+from ..types import EntityKind
+from .ledger import ProposedEntity
+
+logger = logging.getLogger(__name__)
+
+class DictionaryName(NamedTuple):
+    """A name a message holds as written, the name of the entity it is another name of (国庆 for
+    国庆节) or None, and its kind."""
+
+    name: str
+    alias_of: str | None
+    kind: EntityKind
+
+
+MAX_NAMES_PER_MESSAGE = 8
+MAX_NAME_CHARS = 12
+_TAG_KINDS = {"ns": EntityKind.PLACE, "nt": EntityKind.ORGANIZATION}
+_CJK_WORD = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+# everyday words jieba's dictionary tags as places: what they mean in a conversation is not a place
+_EVERYDAY = frozenset({
+    "东西", "城市", "上山", "下山", "入门", "太多", "太大", "海鲜", "中考", "花海", "六楼", "南北", "东南", "西北",
+    "中外", "山水", "山区", "海边", "湖边", "江边", "河边", "大海", "海外", "外国", "各国", "全球", "世界", "天下",
+    "乡下", "城里", "市区", "郊区", "农村", "城乡", "山上", "山下", "山顶", "顿顿", "大门", "天堂", "人间", "江湖",
+    "大陆", "内地", "中部", "东部", "西部", "南部", "北部", "北方", "南方", "本市", "全市", "全省", "全县",
+})
+# festival words that name an act or a day, not the festival (过年 "celebrate the new year")
+_NOT_FESTIVAL_NAMES = frozenset({"过年", "跨年", "大年三十", "大年初一", "正月初一", "十一长假", "十一假期"})
+_MORE_FESTIVALS = {"新年": "new_year"}
+_NUMERALS = "零〇一二两三四五六七八九十百千万0123456789"
+
+
+def _festival_names() -> dict[str, str]:
+    """Each festival's name (its shortest form, first listed on a tie) by every form that names it."""
+    forms: dict[str, list[str]] = {}
+    for form, key in {**FESTIVALS, **_MORE_FESTIVALS}.items():
+        if form not in _NOT_FESTIVAL_NAMES:
+            forms.setdefault(key, []).append(form)
+    return {form: min(names, key=len) for names in forms.values() for form in names}
+
+
+_FESTIVAL_NAME = _festival_names()
+_FESTIVAL_PATTERN = re.compile("|".join(re.escape(form) for form in sorted(_FESTIVAL_NAME, key=len, reverse=True)))
+
+
+@lru_cache(maxsize=1)
+def _tagger() -> Callable[[str], list[tuple[str, str]]] | None:
+    """`rjieba.tag` (a text's words with their part-of-speech tags), or None (with one warning) when
+    rjieba is not installed."""
+    try:
+        import rjieba
+    except ImportError:
+        logger.warning("rjieba is not installed (pip install 'memoryscope-plugins[multilingual]'): Chinese place "
+                       "names the model leaves out are not added to the entity ledger")
+        return None
+    return rjieba.tag
+
+
+def _inside_number(text: str, start: int, end: int) -> bool:
+    return (start > 0 and text[start - 1] in _NUMERALS) or (end < len(text) and text[end] in _NUMERALS)
+
+
+def _festivals(text: str) -> list[DictionaryName]:
+    found: list[DictionaryName] = []
+    for match in _FESTIVAL_PATTERN.finditer(text):
+        form = match.group()
+        if any(char in _NUMERALS for char in form) and _inside_number(text, match.start(), match.end()):
+            continue  # why: 五一 in 十五一二 is a number, not Labour Day
+        name = _FESTIVAL_NAME[form]
+        found.append(DictionaryName(name, None, EntityKind.TOPIC) if name == form
+                     else DictionaryName(form, name, EntityKind.TOPIC))
+    return found
+
+
+def _tagged(text: str) -> list[DictionaryName]:
+    tagger = _tagger()
+    if tagger is None:
+        return []
+    found: list[DictionaryName] = []
+    for word, tag in tagger(text):
+        kind = _TAG_KINDS.get(tag)
+        if (kind is not None and 2 <= len(word) <= MAX_NAME_CHARS and _CJK_WORD.fullmatch(word)
+                and word not in _EVERYDAY):
+            found.append(DictionaryName(word, None, kind))
+    return found
+
+
+def names_in(text: str) -> list[DictionaryName]:
+    """The dictionary names ``text`` holds, each once (places and organisations in text order, then
+    festivals); at most `MAX_NAMES_PER_MESSAGE`. A text without Chinese characters has none. Raises TypeError for a
+    text that is not a str."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if not _HAN.search(text):
+        return []
+    seen: set[str] = set()
+    out: list[DictionaryName] = []
+    for found in [*_tagged(text), *_festivals(text)]:
+        if found.name not in seen:
+            seen.add(found.name)
+            out.append(found)
+    return out[:MAX_NAMES_PER_MESSAGE]
+
+
+def proposals(texts: Sequence[str]) -> list[ProposedEntity]:
+    """`names_in` each of a batch's message texts, as ledger proposals (``message_index`` into
+    ``texts``). Raises TypeError when ``texts`` is not a sequence of str."""
+    if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
+        raise TypeError("texts must be a sequence of str")
+    return [ProposedEntity(name=name, kind=kind, alias_of=alias_of, message_index=index)
+            for index, text in enumerate(texts) for name, alias_of, kind in names_in(text)]

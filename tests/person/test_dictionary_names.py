@@ -1,0 +1,79 @@
+"""`person.dictionary_names`: the Chinese place names and festivals proposed without a model."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import pytest
+
+from memoryscope_plugins.person import dictionary_names
+from memoryscope_plugins.person.dictionary_names import DictionaryName, names_in, proposals
+from memoryscope_plugins.person.ledger import ProposedEntity
+from memoryscope_plugins.types import EntityKind
+
+PLACE, ORG, TOPIC = EntityKind.PLACE, EntityKind.ORGANIZATION, EntityKind.TOPIC
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("我老家在眉山，现在住成都。", [("眉山", None, PLACE), ("成都", None, PLACE)]),
+    ("周末去了京都和上海", [("京都", None, PLACE), ("上海", None, PLACE)]),
+    ("她在南京大学读书", [("南京大学", None, ORG)]),
+    ("国庆节去青海湖", [("青海湖", None, PLACE), ("国庆节", "国庆", TOPIC)]),
+    ("新年好！清明回家", [("新年", None, TOPIC), ("清明", None, TOPIC)]),
+    ("五一去杭州", [("杭州", None, PLACE), ("五一", None, TOPIC)]),
+    ("双11囤了好多猫粮", [("双11", "双十一", TOPIC)]),
+])
+def test_names_a_dictionary_knows(text, expected):
+    assert names_in(text) == [DictionaryName(*item) for item in expected]
+
+
+@pytest.mark.parametrize("text", [
+    "买了好多东西，城市太大了",  # everyday words the dictionary tags as places
+    "湖边很美",  # one character is never a name here
+    "过年回家，跨年夜看烟花",  # an act, not the festival's name
+    "房间号是十五一二",  # 五一 inside a number
+    "考了615分，排名251",
+    "I moved to Paris for May Day.",  # no Chinese: nothing to look up
+    "",
+])
+def test_what_is_not_proposed(text):
+    assert names_in(text) == []
+
+
+def test_a_name_said_twice_is_proposed_once_and_a_message_gives_at_most_eight():
+    assert names_in("成都成都，国庆国庆节") == [
+        DictionaryName("成都", None, PLACE), DictionaryName("国庆", None, TOPIC),
+        DictionaryName("国庆节", "国庆", TOPIC)]
+    many = "、".join(["北京", "上海", "广州", "深圳", "杭州", "南京", "成都", "重庆", "武汉", "西安"])
+    assert len(names_in(many)) == dictionary_names.MAX_NAMES_PER_MESSAGE
+
+
+def test_proposals_point_at_their_message():
+    assert proposals(["你好", "我在成都", "国庆快乐"]) == [
+        ProposedEntity("成都", PLACE, None, 1), ProposedEntity("国庆", TOPIC, None, 2)]
+    assert proposals([]) == []
+
+
+@pytest.mark.parametrize("bad", [None, 3, b"\xe6\x88\x90\xe9\x83\xbd"])
+def test_wrong_types_are_refused(bad):
+    with pytest.raises(TypeError):
+        names_in(bad)
+    with pytest.raises(TypeError):
+        proposals([bad])
+    with pytest.raises(TypeError):
+        proposals("成都")
+
+
+def test_without_rjieba_the_festivals_are_still_found_and_a_warning_says_so_once(caplog):
+    dictionary_names._tagger.cache_clear()
+    try:
+        with pytest.MonkeyPatch.context() as patch, caplog.at_level(logging.WARNING, logger=dictionary_names.__name__):
+            patch.setitem(sys.modules, "rjieba", None)  # import rjieba -> ImportError
+            assert names_in("国庆去成都") == [DictionaryName("国庆", None, TOPIC)]
+            assert names_in("清明去成都") == [DictionaryName("清明", None, TOPIC)]
+        warnings = [r for r in caplog.records if "rjieba" in r.getMessage()]
+        assert len(warnings) == 1 and "multilingual" in warnings[0].getMessage()
+    finally:
+        dictionary_names._tagger.cache_clear()  # rjieba is found again
+    assert names_in("国庆去成都")[0] == DictionaryName("成都", None, PLACE)
