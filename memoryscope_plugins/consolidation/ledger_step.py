@@ -2,14 +2,15 @@
 
 From the extraction answer (`ledger_answer`), and for Chinese messages the place names and festivals
 a dictionary knows (`person.dictionary_names`, no model), the entities the batch's messages name
-become new entities (or aliases of known ones) by `person.ledger.plan_new_entities`, which keeps only
-names the message text holds. Mentions link memories to entities: each of the batch's turn memories
-that names a known or new entity is a *counted* mention (mentions are unique per entity and
-memory, so a turn counted at `record` time is not counted twice); each observation of the step
-that names one is linked as evidence, not counted; and a bounded backfill finds the user's
-earlier turns that already named a new entity (the store's full-text search on its names, every
-hit confirmed by the name matcher). Profile values proposed on observations that passed the
-step's checks go through `person.profile.apply` with their observation as source and its event
+(less a new topic that is only a Chinese common word, 高血压) become new entities (or aliases of
+known ones) by `person.ledger.plan_new_entities`, which keeps only names the message text holds.
+Mentions link memories to entities: each of the batch's turn memories that names a known or new
+entity is a *counted* mention (mentions are unique per entity and memory, so a turn counted at
+`record` time is not counted twice); each observation of the step that names one is linked as
+evidence, not counted; and a bounded backfill finds the user's earlier turns that already named a
+new entity (the store's full-text search on its names, every hit confirmed by the name matcher).
+Profile values proposed on observations that passed the step's checks go through
+`person.profile.apply` with their observation as source and its event
 time (else its message time) as the time they became true.
 
 Everything is returned as one `LedgerChanges`, written by the same `commit_consolidation` call
@@ -23,12 +24,12 @@ from datetime import datetime
 from typing import Iterable, Sequence
 
 from ..person import dictionary_names, profile_cues
-from ..person.ledger import ProposedEntity, plan_new_entities, record_mentions
+from ..person.ledger import ProposedEntity, entity_kind, plan_new_entities, record_mentions
 from ..person.matching import NameMatcher, normalise_name
 from ..person.profile import ProfileProposal, apply, normalise_key
 from ..storage.base import LedgerChanges, MemoryFilter, MemoryStore, SearchRequest, StoredMessage
 from ..storage.text_analysis import analyse
-from ..types import Entity, EntityMention, Memory, MemoryType, ProfileValue, as_aware, utc_now
+from ..types import Entity, EntityKind, EntityMention, Memory, MemoryType, ProfileValue, as_aware, utc_now
 from .extract import Extracted, Extraction
 
 BACKFILL_PER_NAME = 40  # earlier turns looked at per name of a new entity
@@ -63,8 +64,9 @@ def plan_ledger(store: MemoryStore, user_id: str, batch: Sequence[StoredMessage]
     now = utc_now()
     existing = list(store.entities(user_id))
     texts = [m.message.content for m in minable]
+    known_names = {normalise_name(name) for e in existing for name in e.names}
     proposals = [ProposedEntity(name=e.name, kind=e.kind, alias_of=e.alias_of, message_index=e.message)
-                 for e in extraction.entities]
+                 for e in extraction.entities if not _common_topic(e.name, e.kind, known_names)]
     proposals += dictionary_names.proposals(texts)  # after the model's: its kind of a name wins
     planned: list[Entity] = []
     if proposals:
@@ -86,6 +88,13 @@ def plan_ledger(store: MemoryStore, user_id: str, batch: Sequence[StoredMessage]
     values, set_now = _profile(store, user_id, observed, language, now, user_name)
     changes = LedgerChanges(user_id=user_id, entities=planned, mentions=list(mentions.values()), profile=values)
     return LedgerPlan(changes=changes, new_entities=[f"{e.name} ({_kind(e)})" for e in fresh], profile=set_now)
+
+
+def _common_topic(name: str, kind: str, known_names: set[str]) -> bool:
+    """A new topic the model proposes that is only a Chinese common word (高血压, 羽毛球): what a
+    lower-case English topic is to `person.ledger` ("mental health"). One the ledger knows stays."""
+    return (entity_kind(kind) is EntityKind.TOPIC and normalise_name(name) not in known_names
+            and dictionary_names.is_common_word(name))
 
 
 def _kind(entity: Entity) -> str:

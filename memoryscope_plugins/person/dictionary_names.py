@@ -10,11 +10,19 @@ call, the names two fixed vocabularies know:
   京都) or organisation names (``nt``: 南京大学), through `rjieba` (jieba's segmenter and dictionary,
   compiled; the ``multilingual`` extra). The dictionary gives one tag per word, so some everyday
   words carry a place tag (东西 "thing", 城市 "city", 入门); those are listed in `_EVERYDAY` and never
-  proposed. One character is never a name here (湖, 美);
+  proposed. One character is never a name here (湖, 美). A place name that begins the name of a
+  hospital, school, company, park or station (华西医院, 眉山人民医院, 西湖公园) gives that whole name
+  instead, as the dictionary splits it into the place and the common word;
 - **named festivals** (topics): the festival names the time parser dates (`timeparse.rules_zh.FESTIVALS`:
   春节, 清明节, 国庆, 五一...) and 新年, each as one entity per festival whose other names are its
   aliases (国庆节 is 国庆). Words that say an act or a day rather than the festival (过年, 跨年, 大年三十)
   are left out, and so is a festival name inside a number (十五一).
+
+The same dictionary tells a common noun from a name: `is_common_word` (高血压 "high blood pressure",
+羽毛球 "badminton" are words the dictionary knows as plain nouns, verbs or adjectives), which
+consolidation uses to drop a new *topic* the model proposes that is only such a word, as it drops an
+English topic written in lower case only. Festival names are never common words here (清明 is also
+an adjective to the dictionary).
 
 Each name is proposed only for the message that holds it as written; `person.ledger.plan_new_entities`
 checks it like any proposal. Without `rjieba` installed only the festivals are proposed (a warning
@@ -54,12 +62,25 @@ _EVERYDAY = frozenset({
     "东西", "城市", "上山", "下山", "入门", "太多", "太大", "海鲜", "中考", "花海", "六楼", "南北", "东南", "西北",
     "中外", "山水", "山区", "海边", "湖边", "江边", "河边", "大海", "海外", "外国", "各国", "全球", "世界", "天下",
     "乡下", "城里", "市区", "郊区", "农村", "城乡", "山上", "山下", "山顶", "顿顿", "大门", "天堂", "人间", "江湖",
-    "大陆", "内地", "中部", "东部", "西部", "南部", "北部", "北方", "南方", "本市", "全市", "全省", "全县",
+    "大陆", "内地", "中部", "东部", "西部", "南部", "北部", "北方", "南方", "本市", "全市", "全省", "全县", "古城",
+    "古镇",
 })
+# a place name followed by one of these is the name of what it says (华西医院, 眉山人民医院, 西湖公园), not the place
+_INSTITUTIONS = {
+    **dict.fromkeys(("医院", "大学", "学院", "中学", "小学", "初中", "高中", "幼儿园", "公司", "银行", "集团",
+                     "研究所", "研究院", "图书馆", "博物馆", "体育馆"), EntityKind.ORGANIZATION),
+    **dict.fromkeys(("公园", "机场", "火车站", "东站", "西站", "南站", "北站", "广场", "景区", "湿地", "古城", "古镇"),
+                    EntityKind.PLACE),
+}
+# what may stand between the place and the institution (杭州市第一人民医院)
+_INSTITUTION_INFIX = frozenset({"人民", "中心", "第一", "第二", "第三", "第四", "第五", "第六", "第七", "第八", "第九",
+                                "市", "区", "县", "省"})
 # festival words that name an act or a day, not the festival (过年 "celebrate the new year")
 _NOT_FESTIVAL_NAMES = frozenset({"过年", "跨年", "大年三十", "大年初一", "正月初一", "十一长假", "十一假期"})
 _MORE_FESTIVALS = {"新年": "new_year"}
 _NUMERALS = "零〇一二两三四五六七八九十百千万0123456789"
+# the dictionary's tags of everyday words: nouns, verbs, adjectives, adverbs, idioms (not nr / ns / nt / nz, t, m)
+_COMMON_TAGS = frozenset({"n", "v", "vn", "vd", "a", "an", "ad", "d", "i", "l"})
 
 
 def _festival_names() -> dict[str, str]:
@@ -104,16 +125,40 @@ def _festivals(text: str) -> list[DictionaryName]:
     return found
 
 
+def _institution(words: Sequence[tuple[str, str]], start: int) -> tuple[str, EntityKind, int] | None:
+    """The institution a place name at ``words[start]`` begins (华西 + 医院), its kind and the index
+    after it; None when the place stands alone."""
+    parts = [words[start][0]]
+    for index in range(start + 1, min(start + 4, len(words))):
+        word = words[index][0]
+        if word in _INSTITUTIONS:
+            return "".join(parts) + word, _INSTITUTIONS[word], index + 1
+        if word not in _INSTITUTION_INFIX:
+            return None
+        parts.append(word)
+    return None
+
+
 def _tagged(text: str) -> list[DictionaryName]:
     tagger = _tagger()
     if tagger is None:
         return []
+    words = tagger(text)
     found: list[DictionaryName] = []
-    for word, tag in tagger(text):
+    index = 0
+    while index < len(words):
+        word, tag = words[index]
         kind = _TAG_KINDS.get(tag)
+        whole = _institution(words, index) if kind is EntityKind.PLACE else None
+        if whole is not None:
+            name, kind, index = whole
+            if len(name) <= MAX_NAME_CHARS:
+                found.append(DictionaryName(name, None, kind))
+            continue
         if (kind is not None and 2 <= len(word) <= MAX_NAME_CHARS and _CJK_WORD.fullmatch(word)
                 and word not in _EVERYDAY):
             found.append(DictionaryName(word, None, kind))
+        index += 1
     return found
 
 
@@ -141,3 +186,17 @@ def proposals(texts: Sequence[str]) -> list[ProposedEntity]:
         raise TypeError("texts must be a sequence of str")
     return [ProposedEntity(name=name, kind=kind, alias_of=alias_of, message_index=index)
             for index, text in enumerate(texts) for name, alias_of, kind in names_in(text)]
+
+
+def is_common_word(name: str) -> bool:
+    """Whether ``name`` (Chinese characters only) is one word jieba's dictionary knows as a common
+    noun, verb, adjective or idiom (高血压, 羽毛球), not as a name, a time or a number, and is no
+    festival's name. False without rjieba, and for anything else."""
+    if not isinstance(name, str) or not _CJK_WORD.fullmatch(name) or name in _FESTIVAL_NAME:
+        return False
+    tagger = _tagger()
+    if tagger is None:
+        return False
+    words = tagger(name)
+    return len(words) == 1 and words[0][1] in _COMMON_TAGS
+

@@ -552,3 +552,21 @@ def test_chinese_places_and_festivals_the_model_left_out_come_from_the_dictionar
         assert ledger(engine, "xm")[0]["杭州"].kind.value == "place"
     finally:
         engine.close()
+
+
+def test_a_new_chinese_topic_that_is_only_a_common_word_is_dropped(tmp_path, server, brain, local_embedder):
+    said = {"我爸有高血压，周末打羽毛球。": [named("高血压", 1, kind="topic"), named("羽毛球", 1, kind="topic")],
+            "清明去医院复查高血压": [named("清明", 1, kind="topic"), named("高血压", 1, kind="object")],
+            "羽毛球拍断了": [named("羽毛球", 1, kind="topic")]}
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    engine = make_engine(tmp_path, server, local_embedder, language="zh")
+    try:
+        for day, text in enumerate(said, start=1):
+            engine.record("xm", [user_msg(text, at(day), name="小美")])
+            engine.consolidate("xm")
+        entities, _, _ = ledger(engine, "xm")
+        # 高血压 as an object is the model's call (kept, and its earlier turn found); as a topic it was dropped
+        assert sorted(entities) == ["清明", "高血压"]
+        assert entities["高血压"].kind.value == "object" and entities["高血压"].mention_count == 2
+    finally:
+        engine.close()

@@ -23,6 +23,11 @@ PLACE, ORG, TOPIC = EntityKind.PLACE, EntityKind.ORGANIZATION, EntityKind.TOPIC
     ("新年好！清明回家", [("新年", None, TOPIC), ("清明", None, TOPIC)]),
     ("五一去杭州", [("杭州", None, PLACE), ("五一", None, TOPIC)]),
     ("双11囤了好多猫粮", [("双11", "双十一", TOPIC)]),
+    # a place that begins an institution's name is that name (the dictionary splits 华西 | 医院)
+    ("她妈妈是华西医院的护士", [("华西医院", None, ORG)]),
+    ("住在杭州市第一人民医院旁边", [("杭州市第一人民医院", None, ORG)]),
+    ("在成都东站等你，然后去西湖公园", [("成都东站", None, PLACE), ("西湖公园", None, PLACE)]),
+    ("华西人民都知道", [("华西", None, PLACE)]),  # no institution after the infix: the place alone
 ])
 def test_names_a_dictionary_knows(text, expected):
     assert names_in(text) == [DictionaryName(*item) for item in expected]
@@ -31,6 +36,7 @@ def test_names_a_dictionary_knows(text, expected):
 @pytest.mark.parametrize("text", [
     "买了好多东西，城市太大了",  # everyday words the dictionary tags as places
     "湖边很美",  # one character is never a name here
+    "逛了逛古城和古镇",
     "过年回家，跨年夜看烟花",  # an act, not the festival's name
     "房间号是十五一二",  # 五一 inside a number
     "考了615分，排名251",
@@ -77,3 +83,14 @@ def test_without_rjieba_the_festivals_are_still_found_and_a_warning_says_so_once
     finally:
         dictionary_names._tagger.cache_clear()  # rjieba is found again
     assert names_in("国庆去成都")[0] == DictionaryName("成都", None, PLACE)
+
+
+@pytest.mark.parametrize(("name", "common"), [
+    ("高血压", True), ("羽毛球", True), ("游泳", True), ("瑜伽", True),
+    ("成都", False), ("国庆", False), ("清明", False), ("北宋", False), ("日语", False), ("野狐", False),
+    ("苏打水", False),  # the dictionary has it as a name (nr): kept, a known miss of this rule
+    ("进口猫粮", False),  # more than one word
+    ("LGBTQ", False), ("", False),
+])
+def test_a_common_word_is_one_the_dictionary_knows_as_no_name(name, common):
+    assert dictionary_names.is_common_word(name) is common
