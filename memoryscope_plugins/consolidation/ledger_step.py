@@ -84,7 +84,8 @@ def plan_ledger(store: MemoryStore, user_id: str, batch: Sequence[StoredMessage]
         if searched:
             earlier = _earlier_turns(store, user_id, [n for e in searched for n in renamed[e.id]],
                                      {t.id for t in turns})
-            _link(mentions, NameMatcher(searched), earlier)
+            # every entity in the matcher, so a longer name takes its words first (华西医院 holds no 华西)
+            _link(mentions, NameMatcher(entities), earlier, only={e.id for e in searched})
     values, set_now = _profile(store, user_id, observed, language, now, user_name)
     changes = LedgerChanges(user_id=user_id, entities=planned, mentions=list(mentions.values()), profile=values)
     return LedgerPlan(changes=changes, new_entities=[f"{e.name} ({_kind(e)})" for e in fresh], profile=set_now)
@@ -101,11 +102,13 @@ def _kind(entity: Entity) -> str:
     return getattr(entity.kind, "value", str(entity.kind))
 
 
-def _link(mentions: dict[tuple[str, str], EntityMention], matcher: NameMatcher, memories: Iterable[Memory]) -> None:
+def _link(mentions: dict[tuple[str, str], EntityMention], matcher: NameMatcher, memories: Iterable[Memory],
+          only: set[str] | None = None) -> None:
     """A mention of each entity the matcher finds in each memory (turns count, observations are
-    evidence: `record_mentions`), once per entity and memory."""
+    evidence: `record_mentions`), once per entity and memory; with ``only``, of those entities only."""
     for mention in record_mentions(matcher, memories):
-        mentions.setdefault((mention.entity_id, mention.memory_id), mention)
+        if only is None or mention.entity_id in only:
+            mentions.setdefault((mention.entity_id, mention.memory_id), mention)
 
 
 def _new_names(entity: Entity, before: Entity | None) -> list[str]:

@@ -570,3 +570,23 @@ def test_a_new_chinese_topic_that_is_only_a_common_word_is_dropped(tmp_path, ser
         assert entities["高血压"].kind.value == "object" and entities["高血压"].mention_count == 2
     finally:
         engine.close()
+
+
+def test_a_short_name_learnt_later_is_not_found_inside_a_longer_known_one(tmp_path, server, brain, local_embedder):
+    """The backfill of a new name's earlier turns matches with every known name, so 华西 (learnt
+    from the second turn) is not linked to the first turn, which says 华西医院."""
+    said = {"她妈妈是华西医院的护士。": [named("华西医院", 1, kind="organization")],
+            "华西那边排队太久了。": [named("华西", 1, kind="organization")]}
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    engine = make_engine(tmp_path, server, local_embedder, language="zh")
+    try:
+        for day, text in enumerate(said, start=1):
+            engine.record("xm", [user_msg(text, at(day), name="小美")])
+            engine.consolidate("xm")
+        entities, mentions, _ = ledger(engine, "xm")
+        linked = {(e.name, m.memory_id) for e in entities.values() for m in mentions if m.entity_id == e.id
+                  and m.counted}
+        first, second = (turn_id(engine, text, "xm") for text in said)
+        assert linked == {("华西医院", first), ("华西", second)}
+    finally:
+        engine.close()
