@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
-from ..timeparse.rules_zh import FESTIVALS
+from ..timeparse.rules_zh import FESTIVALS, NUMERALS, inside_number
 from ..types import EntityKind
 from .ledger import ProposedEntity
 
@@ -55,8 +55,9 @@ class DictionaryName(NamedTuple):
 MAX_NAMES_PER_MESSAGE = 8
 MAX_NAME_CHARS = 12
 _TAG_KINDS = {"ns": EntityKind.PLACE, "nt": EntityKind.ORGANIZATION}
-_CJK_WORD = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+_HAN_CHAR = r"[\u3400-\u4dbf\u4e00-\u9fff]"
+_HAN = re.compile(_HAN_CHAR)
+_CJK_WORD = re.compile(_HAN_CHAR + "+")
 # everyday words jieba's dictionary tags as places: what they mean in a conversation is not a place
 _EVERYDAY = frozenset({
     "东西", "城市", "上山", "下山", "入门", "太多", "太大", "海鲜", "中考", "花海", "六楼", "南北", "东南", "西北",
@@ -78,7 +79,6 @@ _INSTITUTION_INFIX = frozenset({"人民", "中心", "第一", "第二", "第三"
 # festival words that name an act or a day, not the festival (过年 "celebrate the new year")
 _NOT_FESTIVAL_NAMES = frozenset({"过年", "跨年", "大年三十", "大年初一", "正月初一", "十一长假", "十一假期"})
 _MORE_FESTIVALS = {"新年": "new_year"}
-_NUMERALS = "零〇一二两三四五六七八九十百千万0123456789"
 # the dictionary's tags of everyday words: nouns, verbs, adjectives, adverbs, idioms (not nr / ns / nt / nz, t, m)
 _COMMON_TAGS = frozenset({"n", "v", "vn", "vd", "a", "an", "ad", "d", "i", "l"})
 
@@ -109,15 +109,11 @@ def _tagger() -> Callable[[str], list[tuple[str, str]]] | None:
     return rjieba.tag
 
 
-def _inside_number(text: str, start: int, end: int) -> bool:
-    return (start > 0 and text[start - 1] in _NUMERALS) or (end < len(text) and text[end] in _NUMERALS)
-
-
 def _festivals(text: str) -> list[DictionaryName]:
     found: list[DictionaryName] = []
     for match in _FESTIVAL_PATTERN.finditer(text):
         form = match.group()
-        if any(char in _NUMERALS for char in form) and _inside_number(text, match.start(), match.end()):
+        if any(char in NUMERALS for char in form) and inside_number(text, match.start(), match.end()):
             continue  # why: 五一 in 十五一二 is a number, not Labour Day
         name = _FESTIVAL_NAME[form]
         found.append(DictionaryName(name, None, EntityKind.TOPIC) if name == form

@@ -283,10 +283,16 @@ def _season(match: re.Match[str], ctx: Context) -> Span | None:
     return _span_or_none(pick_occurrence(lambda y: season_days(y, season), mode, ctx.today))
 
 
+NUMERALS = "零〇一二两三四五六七八九十百0123456789"
+
+
+def inside_number(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` touches a numeral on either side (五一 in 十五一二 is part of a number)."""
+    return (start > 0 and text[start - 1] in NUMERALS) or (end < len(text) and text[end] in NUMERALS)
+
+
 def _numeral_around(match: re.Match[str]) -> bool:
-    text, start, end = match.string, match.start("f"), match.end("f")
-    numerals = "零〇一二两三四五六七八九十百0123456789"
-    return (start > 0 and text[start - 1] in numerals) or (end < len(text) and text[end] in numerals)
+    return inside_number(match.string, match.start("f"), match.end("f"))
 
 
 def _festival(match: re.Match[str], ctx: Context) -> Span | None:

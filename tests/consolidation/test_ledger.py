@@ -4,8 +4,9 @@ well formed or the way small models write them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -131,6 +132,21 @@ def turn_id(engine, text: str, user="anna") -> str:
     return next(m.id for m in engine.store.recent_messages(user, None, None, 1000) if m.message.content == text)
 
 
+@contextlib.contextmanager
+def said_by_xiaomei(tmp_path, server, brain, local_embedder, said: dict[str, list[Any]]) -> Iterator[Any]:
+    """A Chinese engine after 小美 said each of ``said`` on its own day, each consolidated with the
+    model's answer items listed for it."""
+    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
+    engine = make_engine(tmp_path, server, local_embedder, language="zh")
+    try:
+        for day, text in enumerate(said, start=1):
+            engine.record("xm", [user_msg(text, at(day), name="小美")])
+            engine.consolidate("xm")
+        yield engine
+    finally:
+        engine.close()
+
+
 def test_consolidation_builds_the_ledger_and_keeps_the_profile_current(tmp_path, server, brain, local_embedder):
     said = {"Boston is freezing today.": [],
             "I live in Boston now.": [obs("Anna lives in Boston.", [1], profile={"key": "lives in", "value": "Boston"}),
@@ -241,19 +257,12 @@ def test_chinese_names_and_profile_values(tmp_path, server, brain, local_embedde
                                     obs("小美的同事王磊下周去杭州出差。", [1], about="王磊")],
             "大家都叫王磊小王，我住在南京。": [named("小王", 1, alias_of="王磊"),
                                   obs("小美住在南京。", [1], about="小美", profile={"key": "住址", "value": "南京"})]}
-    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
-    engine = make_engine(tmp_path, server, local_embedder, language="zh")
-    try:
-        for day, text in enumerate(said, start=1):
-            engine.record("xm", [user_msg(text, at(day), name="小美")])
-            engine.consolidate("xm")
+    with said_by_xiaomei(tmp_path, server, brain, local_embedder, said) as engine:
         entities, _, profile = ledger(engine, "xm")
         assert sorted(entities) == ["南京", "杭州", "王磊"]  # 南京: the dictionary's, the model named none
         assert entities["王磊"].aliases == ["小王"] and entities["王磊"].mention_count == 2
         assert entities["杭州"].kind.value == "place" and entities["南京"].kind.value == "place"
         assert [(v.key, v.value, v.current) for v in profile] == [("home", "南京", True)]
-    finally:
-        engine.close()
 
 
 def test_a_new_alias_finds_the_earlier_turns_that_used_it(tmp_path, server, brain, local_embedder):
@@ -558,18 +567,11 @@ def test_a_new_chinese_topic_that_is_only_a_common_word_is_dropped(tmp_path, ser
     said = {"我爸有高血压，周末打羽毛球。": [named("高血压", 1, kind="topic"), named("羽毛球", 1, kind="topic")],
             "清明去医院复查高血压": [named("清明", 1, kind="topic"), named("高血压", 1, kind="object")],
             "羽毛球拍断了": [named("羽毛球", 1, kind="topic")]}
-    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
-    engine = make_engine(tmp_path, server, local_embedder, language="zh")
-    try:
-        for day, text in enumerate(said, start=1):
-            engine.record("xm", [user_msg(text, at(day), name="小美")])
-            engine.consolidate("xm")
+    with said_by_xiaomei(tmp_path, server, brain, local_embedder, said) as engine:
         entities, _, _ = ledger(engine, "xm")
         # 高血压 as an object is the model's call (kept, and its earlier turn found); as a topic it was dropped
         assert sorted(entities) == ["清明", "高血压"]
         assert entities["高血压"].kind.value == "object" and entities["高血压"].mention_count == 2
-    finally:
-        engine.close()
 
 
 def test_a_short_name_learnt_later_is_not_found_inside_a_longer_known_one(tmp_path, server, brain, local_embedder):
@@ -577,16 +579,9 @@ def test_a_short_name_learnt_later_is_not_found_inside_a_longer_known_one(tmp_pa
     from the second turn) is not linked to the first turn, which says 华西医院."""
     said = {"她妈妈是华西医院的护士。": [named("华西医院", 1, kind="organization")],
             "华西那边排队太久了。": [named("华西", 1, kind="organization")]}
-    brain.extract = lambda p: [{**item, "messages": [n]} for n, _, _, c in p.new for item in said[c]]
-    engine = make_engine(tmp_path, server, local_embedder, language="zh")
-    try:
-        for day, text in enumerate(said, start=1):
-            engine.record("xm", [user_msg(text, at(day), name="小美")])
-            engine.consolidate("xm")
+    with said_by_xiaomei(tmp_path, server, brain, local_embedder, said) as engine:
         entities, mentions, _ = ledger(engine, "xm")
         linked = {(e.name, m.memory_id) for e in entities.values() for m in mentions if m.entity_id == e.id
                   and m.counted}
         first, second = (turn_id(engine, text, "xm") for text in said)
         assert linked == {("华西医院", first), ("华西", second)}
-    finally:
-        engine.close()
