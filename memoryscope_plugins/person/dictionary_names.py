@@ -8,7 +8,8 @@ call, the names two fixed vocabularies know:
 
 - **places and organisations**: the words jieba's dictionary tags as place names (``ns``: 成都, 青海湖,
   京都) or organisation names (``nt``: 南京大学), through `rjieba` (jieba's segmenter and dictionary,
-  compiled; the ``multilingual`` extra). The dictionary gives one tag per word, so some everyday
+  compiled; the ``multilingual`` extra), and the districts it tags as person names (武侯区, 徐汇区: a
+  word of three characters or more that ends in 区 or 县). The dictionary gives one tag per word, so some everyday
   words carry a place tag (东西 "thing", 城市 "city", 入门); those are listed in `_EVERYDAY` and never
   proposed. One character is never a name here (湖, 美). A place name that begins the name of a
   hospital, school, company, park or station (华西医院, 眉山人民医院, 西湖公园) gives that whole name
@@ -64,8 +65,10 @@ _EVERYDAY = frozenset({
     "中外", "山水", "山区", "海边", "湖边", "江边", "河边", "大海", "海外", "外国", "各国", "全球", "世界", "天下",
     "乡下", "城里", "市区", "郊区", "农村", "城乡", "山上", "山下", "山顶", "顿顿", "大门", "天堂", "人间", "江湖",
     "大陆", "内地", "中部", "东部", "西部", "南部", "北部", "北方", "南方", "本市", "全市", "全省", "全县", "古城",
-    "古镇",
+    "古镇", "老城区", "新城区", "新区",
 })
+# the dictionary tags some districts as person names (武侯区, 徐汇区); a person's name does not end in 区 or 县
+_DISTRICT_SUFFIXES = ("区", "县")
 # a place name followed by one of these is the name of what it says (华西医院, 眉山人民医院, 西湖公园), not the place
 _INSTITUTIONS = {
     **dict.fromkeys(("医院", "大学", "学院", "中学", "小学", "初中", "高中", "幼儿园", "公司", "银行", "集团",
@@ -145,6 +148,8 @@ def _tagged(text: str) -> list[DictionaryName]:
     while index < len(words):
         word, tag = words[index]
         kind = _TAG_KINDS.get(tag)
+        if tag == "nr" and len(word) >= 3 and word.endswith(_DISTRICT_SUFFIXES):
+            kind = EntityKind.PLACE
         whole = _institution(words, index) if kind is EntityKind.PLACE else None
         if whole is not None:
             name, kind, index = whole

@@ -28,6 +28,9 @@ PLACE, ORG, TOPIC = EntityKind.PLACE, EntityKind.ORGANIZATION, EntityKind.TOPIC
     ("住在杭州市第一人民医院旁边", [("杭州市第一人民医院", None, ORG)]),
     ("在成都东站等你，然后去西湖公园", [("成都东站", None, PLACE), ("西湖公园", None, PLACE)]),
     ("华西人民都知道", [("华西", None, PLACE)]),  # no institution after the infix: the place alone
+    # districts the dictionary tags as person names
+    ("我在武侯区一所初中教物理", [("武侯区", None, PLACE)]),
+    ("搬到了上海徐汇区", [("上海", None, PLACE), ("徐汇区", None, PLACE)]),
 ])
 def test_names_a_dictionary_knows(text, expected):
     assert names_in(text) == [DictionaryName(*item) for item in expected]
@@ -37,6 +40,8 @@ def test_names_a_dictionary_knows(text, expected):
     "买了好多东西，城市太大了",  # everyday words the dictionary tags as places
     "湖边很美",  # one character is never a name here
     "逛了逛古城和古镇",
+    "住在老城区，不在新区",  # "the old town", "the new district"
+    "刘芳和周杰都来了",  # person names are the model's to propose, not the dictionary's
     "过年回家，跨年夜看烟花",  # an act, not the festival's name
     "房间号是十五一二",  # 五一 inside a number
     "考了615分，排名251",
