@@ -14,6 +14,9 @@ call, the names two fixed vocabularies know:
   proposed. One character is never a name here (湖, 美). A place name that begins the name of a
   hospital, school, company, park or station (华西医院, 眉山人民医院, 西湖公园) gives that whole name
   instead, as the dictionary splits it into the place and the common word;
+- **historical eras and languages** (topics: 北宋, 唐朝 with 唐代 as its alias, 日语, 英语 with 英文), a fixed
+  list matched against the dictionary's words, as the dictionary tags them as times, common nouns or
+  even places (三国);
 - **named festivals** (topics): the festival names the time parser dates (`timeparse.rules_zh.FESTIVALS`:
   春节, 清明节, 国庆, 五一...) and 新年, each as one entity per festival whose other names are its
   aliases (国庆节 is 国庆). Words that say an act or a day rather than the festival (过年, 跨年, 大年三十)
@@ -22,8 +25,8 @@ call, the names two fixed vocabularies know:
 The same dictionary tells a common noun from a name: `is_common_word` (高血压 "high blood pressure",
 羽毛球 "badminton" are words the dictionary knows as plain nouns, verbs or adjectives), which
 consolidation uses to drop a new *topic* the model proposes that is only such a word, as it drops an
-English topic written in lower case only. Festival names are never common words here (清明 is also
-an adjective to the dictionary).
+English topic written in lower case only. Festival, era and language names are never common words
+here (清明 is also an adjective to the dictionary, 普通话 a noun).
 
 Each name is proposed only for the message that holds it as written; `person.ledger.plan_new_entities`
 checks it like any proposal. Without `rjieba` installed only the festivals are proposed (a warning
@@ -96,6 +99,22 @@ def _festival_names() -> dict[str, str]:
 
 
 _FESTIVAL_NAME = _festival_names()
+
+
+def _named_topics(*groups: Sequence[str]) -> dict[str, str]:
+    """Each group's first form (the entity's name) by every form in the group."""
+    return {form: group[0] for group in groups for form in group}
+
+
+# historical eras and languages: named topics the dictionary tags as times, nouns or even places (三国, 西汉);
+# matched as whole words only, so 用法语气 ("usage, tone") is not French
+_TOPIC_WORD = _named_topics(
+    ("先秦",), ("秦朝", "秦代"), ("汉朝", "汉代"), ("西汉",), ("东汉",), ("三国",), ("西晋",), ("东晋",), ("魏晋",),
+    ("南北朝",), ("隋朝", "隋代"), ("唐朝", "唐代"), ("北宋",), ("南宋",), ("宋朝", "宋代"), ("元朝", "元代"),
+    ("明朝", "明代"), ("清朝", "清代"), ("民国",),
+    ("中文", "汉语"), ("普通话",), ("粤语",), ("英语", "英文"), ("日语", "日文"), ("韩语", "韩文"), ("法语", "法文"),
+    ("德语", "德文"), ("俄语", "俄文"), ("西班牙语",), ("意大利语",), ("葡萄牙语",), ("阿拉伯语",), ("拉丁语",),
+    ("泰语",), ("越南语",), ("希腊语",), ("荷兰语",))
 _FESTIVAL_PATTERN = re.compile("|".join(re.escape(form) for form in sorted(_FESTIVAL_NAME, key=len, reverse=True)))
 
 
@@ -147,6 +166,11 @@ def _tagged(text: str) -> list[DictionaryName]:
     index = 0
     while index < len(words):
         word, tag = words[index]
+        if word in _TOPIC_WORD:
+            name = _TOPIC_WORD[word]
+            found.append(DictionaryName(word, None if name == word else name, EntityKind.TOPIC))
+            index += 1
+            continue
         kind = _TAG_KINDS.get(tag)
         if tag == "nr" and len(word) >= 3 and word.endswith(_DISTRICT_SUFFIXES):
             kind = EntityKind.PLACE
@@ -164,9 +188,9 @@ def _tagged(text: str) -> list[DictionaryName]:
 
 
 def names_in(text: str) -> list[DictionaryName]:
-    """The dictionary names ``text`` holds, each once (places and organisations in text order, then
-    festivals); at most `MAX_NAMES_PER_MESSAGE`. A text without Chinese characters has none. Raises TypeError for a
-    text that is not a str."""
+    """The dictionary names ``text`` holds, each once (places, organisations, eras and languages in text
+    order, then festivals); at most `MAX_NAMES_PER_MESSAGE`. A text without Chinese characters has none.
+    Raises TypeError for a text that is not a str."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     if not _HAN.search(text):
@@ -192,8 +216,9 @@ def proposals(texts: Sequence[str]) -> list[ProposedEntity]:
 def is_common_word(name: str) -> bool:
     """Whether ``name`` (Chinese characters only) is one word jieba's dictionary knows as a common
     noun, verb, adjective or idiom (高血压, 羽毛球), not as a name, a time or a number, and is no
-    festival's name. False without rjieba, and for anything else."""
-    if not isinstance(name, str) or not _CJK_WORD.fullmatch(name) or name in _FESTIVAL_NAME:
+    festival's, era's or language's name. False without rjieba, and for anything else."""
+    if (not isinstance(name, str) or not _CJK_WORD.fullmatch(name) or name in _FESTIVAL_NAME
+            or name in _TOPIC_WORD):
         return False
     tagger = _tagger()
     if tagger is None:

@@ -550,8 +550,9 @@ def test_chinese_places_and_festivals_the_model_left_out_come_from_the_dictionar
         engine.record("xm", [user_msg(text, at(1)) for text in said[:3]])
         engine.consolidate("xm")
         entities, _, _ = ledger(engine, "xm")
-        assert sorted(entities) == ["国庆", "成都", "眉山", "青海湖"]  # 武侯区: jieba's dictionary has it as a name
+        assert sorted(entities) == ["国庆", "成都", "武侯区", "眉山", "青海湖"]
         assert entities["国庆"].kind.value == "topic" and entities["国庆"].aliases == ["国庆节"]
+        assert entities["武侯区"].kind.value == "place"  # the dictionary tags it as a person's name
         assert entities["青海湖"].kind.value == "place" and "东西" not in entities and "Paris" not in entities
         engine.record("xm", [user_msg(said[3], at(2))])  # known names are counted at record time
         entities, _, _ = ledger(engine, "xm")

@@ -31,6 +31,9 @@ PLACE, ORG, TOPIC = EntityKind.PLACE, EntityKind.ORGANIZATION, EntityKind.TOPIC
     # districts the dictionary tags as person names
     ("我在武侯区一所初中教物理", [("武侯区", None, PLACE)]),
     ("搬到了上海徐汇区", [("上海", None, PLACE), ("徐汇区", None, PLACE)]),
+    # eras and languages are topics, whatever the dictionary tags them (三国 is a place to it)
+    ("最近在读北宋和三国的历史，唐代的诗", [("北宋", None, TOPIC), ("三国", None, TOPIC), ("唐代", "唐朝", TOPIC)]),
+    ("我在学日语，英文也不错", [("日语", None, TOPIC), ("英文", "英语", TOPIC)]),
 ])
 def test_names_a_dictionary_knows(text, expected):
     assert names_in(text) == [DictionaryName(*item) for item in expected]
@@ -42,6 +45,7 @@ def test_names_a_dictionary_knows(text, expected):
     "逛了逛古城和古镇",
     "住在老城区，不在新区",  # "the old town", "the new district"
     "刘芳和周杰都来了",  # person names are the model's to propose, not the dictionary's
+    "这个用法语气很重",  # 法语 only as letters across two words (用法 | 语气)
     "过年回家，跨年夜看烟花",  # an act, not the festival's name
     "房间号是十五一二",  # 五一 inside a number
     "考了615分，排名251",
@@ -93,6 +97,7 @@ def test_without_rjieba_the_festivals_are_still_found_and_a_warning_says_so_once
 @pytest.mark.parametrize(("name", "common"), [
     ("高血压", True), ("羽毛球", True), ("游泳", True), ("瑜伽", True),
     ("成都", False), ("国庆", False), ("清明", False), ("北宋", False), ("日语", False), ("野狐", False),
+    ("普通话", False), ("民国", False),  # nouns to the dictionary, but a language and an era
     ("苏打水", False),  # the dictionary has it as a name (nr): kept, a known miss of this rule
     ("进口猫粮", False),  # more than one word
     ("LGBTQ", False), ("", False),
