@@ -4,7 +4,7 @@ Consolidation's model proposes the entities a message names (`consolidation.ledg
 model often proposes none for a Chinese message that plainly names a city or a holiday (我住在成都,
 国庆去了青海湖): on the labelled Chinese turns of `bench/data` it left out 成都, 武侯区, 上海, 青海湖 and
 国庆 (see docs/entities.md). This module proposes, for the same consolidation step and with no extra
-call, the names two fixed vocabularies know:
+call, the names a dictionary and fixed lists know:
 
 - **places and organisations**: the words jieba's dictionary tags as place names (``ns``: 成都, 青海湖,
   京都) or organisation names (``nt``: 南京大学), through `rjieba` (jieba's segmenter and dictionary,
@@ -99,6 +99,7 @@ def _festival_names() -> dict[str, str]:
 
 
 _FESTIVAL_NAME = _festival_names()
+_FESTIVAL_PATTERN = re.compile("|".join(re.escape(form) for form in sorted(_FESTIVAL_NAME, key=len, reverse=True)))
 
 
 def _named_topics(*groups: Sequence[str]) -> dict[str, str]:
@@ -115,7 +116,6 @@ _TOPIC_WORD = _named_topics(
     ("中文", "汉语"), ("普通话",), ("粤语",), ("英语", "英文"), ("日语", "日文"), ("韩语", "韩文"), ("法语", "法文"),
     ("德语", "德文"), ("俄语", "俄文"), ("西班牙语",), ("意大利语",), ("葡萄牙语",), ("阿拉伯语",), ("拉丁语",),
     ("泰语",), ("越南语",), ("希腊语",), ("荷兰语",))
-_FESTIVAL_PATTERN = re.compile("|".join(re.escape(form) for form in sorted(_FESTIVAL_NAME, key=len, reverse=True)))
 
 
 @lru_cache(maxsize=1)
