@@ -6,7 +6,9 @@ renaming, ranking and the timeline. Pure functions over the records of `types`: 
   and insights link as evidence (`counted=False`), they repeat what a turn said.
 - New entities (`plan_new_entities`) come from what consolidation's answer proposes, checked: a name
   the message does not contain is invented and dropped (quotes, brackets and an English possessive
-  around a name are taken off first: "“Mel's”" is Mel); a name shorter than 2 characters, longer
+  around a name are taken off first: "“Mel's”" is Mel, and an English phrase the message writes as a
+  proper name with common nouns after it is that name: "Harry Potter fan" is Harry Potter,
+  `name_heads`); a name shorter than 2 characters, longer
   than `MAX_NAME_CHARS`, a pronoun or a function word is dropped, and so is a new English name
   written in lower case only ("kids", "mental health": a common noun, not a name) unless the
   ledger or the batch already has it as a proper name ("mel" after "Mel"); names are compared normalised, so
@@ -40,6 +42,7 @@ from ..storage.base import LedgerChanges
 from ..storage.text_analysis import CJK
 from ..types import Entity, EntityKind, EntityMention, Memory, MemoryType, as_aware, utc_now
 from .matching import MAX_NAME_CHARS, NameMatcher, entity_list, is_function_word, normalise_name, usable_name
+from .name_heads import named_head
 from .relations import relation_or_role
 from .short_forms import addressed, short_form_candidates, short_form_owner
 
@@ -191,7 +194,7 @@ def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Seque
     if isinstance(speakers, str) or not all(isinstance(name, str) for name in speakers):
         raise TypeError("speakers must be a sequence of str")
     known = {normalise_name(name): " ".join(name.split()) for name in speakers if _acceptable(name)}
-    plain = [_cleaned(proposal) for proposal in proposals]
+    plain = [_headed(_cleaned(proposal), texts) for proposal in proposals]
     cleaned = [_speaker_short_form(proposal, texts, known) for proposal in plain]
     cleaned = [before if after is not before and after.name == before.name and plan.lookup(before.name) else after
                for before, after in zip(plain, cleaned)]  # a short form the ledger knows stays what it is
@@ -235,6 +238,21 @@ def _cleaned(proposal: object) -> ProposedEntity:
         raise TypeError(f"proposals must hold ProposedEntity records, got {type(proposal).__name__}")
     return dataclasses.replace(proposal, name=_clean_name(proposal.name),  # type: ignore[arg-type]
                                alias_of=_clean_name(proposal.alias_of))  # type: ignore[arg-type]
+
+
+def _headed(proposal: ProposedEntity, texts: Sequence[str]) -> ProposedEntity:
+    """`proposal` named by the proper name at the head of its phrase (`name_heads`: "Harry Potter
+    fan" is Harry Potter). The model's kind was the phrase's ("a fan" is a person), so the head's is
+    not known: a topic, made specific when a later proposal says what it is."""
+    name, index = proposal.name, proposal.message_index
+    if (not isinstance(name, str) or not isinstance(index, int) or isinstance(index, bool)
+            or not 0 <= index < len(texts)):
+        return proposal
+    head = named_head(name, texts[index])
+    if head == name:
+        return proposal
+    cleaned = _clean_name(head)
+    return dataclasses.replace(proposal, name=cleaned if isinstance(cleaned, str) else head, kind=EntityKind.TOPIC)
 
 
 def _proper(name: str) -> bool:

@@ -426,3 +426,27 @@ def test_a_full_name_the_text_lacks_is_refused_without_speakers() -> None:
 def test_speakers_must_be_strings() -> None:
     with pytest.raises(TypeError):
         plan_new_entities("u", [], [], [], speakers="Melanie")
+
+
+def test_a_proposed_phrase_is_cut_to_its_proper_name_and_links_its_later_mentions() -> None:
+    texts = ["I'm a big Harry Potter fan", "She joined an LGBTQ support group", "Nike shoes are cool",
+             "Reading Harry Potter again"]
+    proposals = [ProposedEntity("Harry Potter fan", "person", None, 0),
+                 ProposedEntity("LGBTQ support group", "place", None, 1),
+                 ProposedEntity("Nike shoes", "object", None, 2)]
+    new, ids = plan_new_entities("u", [], proposals, texts, T0)
+    by_name = {e.name: e for e in new}
+    assert sorted(by_name) == ["Harry Potter", "LGBTQ", "Nike shoes"]
+    # the model's kind was the phrase's ("a fan" is a person): the head's is not known yet
+    assert by_name["Harry Potter"].kind is EntityKind.TOPIC and by_name["LGBTQ"].kind is EntityKind.TOPIC
+    assert by_name["Nike shoes"].kind is EntityKind.OBJECT
+    assert ids == {0: by_name["Harry Potter"].id, 1: by_name["LGBTQ"].id, 2: by_name["Nike shoes"].id}
+    found = record_mentions(new, [memory("m4", texts[3])])
+    assert [m.entity_id for m in found] == [by_name["Harry Potter"].id]
+    refined, _ = plan_new_entities("u", new, [ProposedEntity("Harry Potter", "object", None, 3)], texts, T0)
+    assert [(e.name, e.kind) for e in refined] == [("Harry Potter", EntityKind.OBJECT)]
+
+
+def test_a_speakers_name_given_alone_is_never_cut() -> None:
+    new, _ = plan_new_entities("u", [], [ProposedEntity("Mary Ann smith", "person", None, 0)], ["Mary Ann smith"], T0)
+    assert [(e.name, e.kind) for e in new] == [("Mary Ann smith", EntityKind.PERSON)]
