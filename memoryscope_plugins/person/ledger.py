@@ -8,9 +8,10 @@ renaming, ranking and the timeline. Pure functions over the records of `types`: 
   the message does not contain is invented and dropped (quotes, brackets and an English possessive
   around a name are taken off first: "“Mel's”" is Mel, and an English phrase the message writes as a
   proper name with common nouns after it is that name: "Harry Potter fan" is Harry Potter,
-  `name_heads`); a name shorter than 2 characters, longer
+  `written_case`); a name shorter than 2 characters, longer
   than `MAX_NAME_CHARS`, a pronoun or a function word is dropped, and so is a new English name
-  written in lower case only ("kids", "mental health": a common noun, not a name) unless the
+  written in lower case only ("kids", "mental health": a common noun, not a name; "Adoption
+  agencies" too where the message, which writes capitals, says "adoption agencies") unless the
   ledger or the batch already has it as a proper name ("mel" after "Mel"); names are compared normalised, so
   "Mel" proposed twice, or "mel" when "Mel" is known, is one entity; `alias_of` a known entity adds
   the name as its alias (小王 for 王磊); a kind the ledger does not know is a topic, and a topic
@@ -41,10 +42,10 @@ from typing import Iterable, Literal, Sequence
 from ..storage.base import LedgerChanges
 from ..storage.text_analysis import CJK
 from ..types import Entity, EntityKind, EntityMention, Memory, MemoryType, as_aware, utc_now
-from .matching import MAX_NAME_CHARS, NameMatcher, entity_list, is_function_word, normalise_name, usable_name
-from .name_heads import named_head
+from .matching import MAX_NAME_CHARS, NameMatcher, entity_list, is_function_word, normalise_name, said_in, usable_name
 from .relations import relation_or_role
 from .short_forms import addressed, short_form_candidates, short_form_owner
+from .written_case import named_head, written_in_lower_case
 
 #: Relevance keeps this share of an entity's frequency weight however long ago it was mentioned.
 RELEVANCE_FLOOR = 0.25
@@ -117,14 +118,6 @@ def _entity_id(user_id: str, name: str, taken: set[str]) -> str:
         if candidate not in taken:
             return candidate
     raise ValueError("no free entity id")  # pragma: no cover - 1000 uuid5 collisions
-
-
-def _said_in(name: str, text: str) -> bool:
-    """Whether `text` contains `name` (both normalised; whole words outside CJK)."""
-    wanted, folded = normalise_name(name), normalise_name(text)
-    if not wanted:
-        return False
-    return wanted in folded if CJK.search(wanted) else f" {wanted} " in f" {folded} "
 
 
 def _acceptable(name: object) -> bool:
@@ -200,8 +193,9 @@ def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Seque
                for before, after in zip(plain, cleaned)]  # a short form the ledger knows stays what it is
     short_forms = {index for index, (before, after) in enumerate(zip(plain, cleaned)) if before is not after}
     grounded = [(index, proposal) for index, proposal in enumerate(cleaned) if _grounded(proposal, texts)]
-    names = set(plan.by_name) | {normalise_name(p.name) for _, p in grounded if _proper(p.name)}
-    accepted = [(index, p) for index, p in grounded if _proper(p.name) or normalise_name(p.name) in names]
+    proper = {index for index, p in grounded if _proper(p.name, texts[p.message_index])}
+    names = set(plan.by_name) | {normalise_name(p.name) for index, p in grounded if index in proper}
+    accepted = [(index, p) for index, p in grounded if index in proper or normalise_name(p.name) in names]
     for _, proposal in accepted:  # aliases last: their target may be proposed in the same batch
         if proposal.alias_of is None or not _acceptable(proposal.alias_of):
             _place(plan, proposal.name, entity_kind(proposal.kind), None)
@@ -241,7 +235,7 @@ def _cleaned(proposal: object) -> ProposedEntity:
 
 
 def _headed(proposal: ProposedEntity, texts: Sequence[str]) -> ProposedEntity:
-    """`proposal` named by the proper name at the head of its phrase (`name_heads`: "Harry Potter
+    """`proposal` named by the proper name at the head of its phrase (`written_case`: "Harry Potter
     fan" is Harry Potter). The model's kind was the phrase's ("a fan" is a person), so the head's is
     not known: a topic, made specific when a later proposal says what it is."""
     name, index = proposal.name, proposal.message_index
@@ -255,21 +249,23 @@ def _headed(proposal: ProposedEntity, texts: Sequence[str]) -> ProposedEntity:
     return dataclasses.replace(proposal, name=cleaned if isinstance(cleaned, str) else head, kind=EntityKind.TOPIC)
 
 
-def _proper(name: str) -> bool:
+def _proper(name: str, text: str) -> bool:
     """A name written as a proper name: Chinese, or with a capital letter or a digit ("Leeds",
-    "iPhone", "mini 12"). An English name in lower case only ("kids", "mental health") is a common
-    noun a small model takes for a topic; so is a Chinese word for a relative or a role (外婆, 我妈,
+    "iPhone", "mini 12") both in the proposal and where the message says it (unless the message
+    has no capital at all: `written_case`). An English name in lower case only ("kids", "mental
+    health", or "Adoption agencies" for a message's "adoption agencies") is a common noun a small
+    model takes for a topic; so is a Chinese word for a relative or a role (外婆, 我妈,
     同事, 需求方, 物理老师), but not a surname with a title (陈老师)."""
     if CJK.search(name):
         return not relation_or_role(name)
-    return any(char.isupper() or char.isdigit() for char in name)
+    return any(char.isupper() or char.isdigit() for char in name) and not written_in_lower_case(name, text)
 
 
 def _grounded(proposal: ProposedEntity, texts: Sequence[str]) -> bool:
     index = proposal.message_index
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(texts):
         return False
-    return _acceptable(proposal.name) and _said_in(proposal.name, texts[index])
+    return _acceptable(proposal.name) and said_in(proposal.name, texts[index])
 
 
 def _addressed_speaker(proposal: ProposedEntity, text: str, speakers: dict[str, str]) -> ProposedEntity:
@@ -295,7 +291,7 @@ def _speaker_short_form(proposal: ProposedEntity, texts: Sequence[str], speakers
         return proposal
     if normalise_name(name) not in speakers:
         return _addressed_speaker(proposal, texts[index], speakers) if proposal.alias_of is None else proposal
-    if _said_in(name, texts[index]):
+    if said_in(name, texts[index]):
         return proposal
     full = speakers[normalise_name(name)]
     for word in short_form_candidates(texts[index]):
@@ -318,9 +314,9 @@ def _place_alias(plan: _Plan, name: str, target: str, kind: EntityKind, text: st
     if by_target is not None and by_name is None:
         return plan.refine(by_target, kind, name)
     if by_name is not None:
-        said = by_target is None and _said_in(target, text)
+        said = by_target is None and said_in(target, text)
         return plan.refine(by_name, kind, target if said else None)
-    if _said_in(target, text):
+    if said_in(target, text):
         return _place(plan, target, kind, name)
     return _place(plan, name, kind, None)
 

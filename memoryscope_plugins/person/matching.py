@@ -45,8 +45,10 @@ MAX_NAME_CHARS = 80
 _CJK_RANGES = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 # a letter or digit of a script written with spaces (CJK characters are word characters to `re`)
 _WORD_CHAR = f"[^\\W{_CJK_RANGES}]"
-_BEFORE = f"(?<!{_WORD_CHAR})(?<!{_WORD_CHAR}-)"
-_AFTER = f"(?!{_WORD_CHAR})(?!-{_WORD_CHAR})"
+#: where a name of a script written with spaces may begin and end: not inside one of its words
+#: ("Mel" in "Mel's", "(Mel)" and "我和Mel去了", not in "Melody" or "Mel-Anne")
+WORD_START = _BEFORE = f"(?<!{_WORD_CHAR})(?<!{_WORD_CHAR}-)"
+WORD_END = _AFTER = f"(?!{_WORD_CHAR})(?!-{_WORD_CHAR})"
 _SPACE = r"\s+"
 _SEPARATORS = re.compile(r"[\W_]+")
 _CJK_GAP = re.compile(f"(?<=[{_CJK_RANGES}]) (?=[{_CJK_RANGES}])")
@@ -114,6 +116,19 @@ def normalise_name(name: str) -> str:
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     folded = _SEPARATORS.sub(" ", unicodedata.normalize("NFKC", name).casefold()).strip()
     return _CJK_GAP.sub("", folded)
+
+
+def said_in(name: str, text: str) -> bool:
+    """Whether `text` says `name`, both normalised (`normalise_name`): as a substring for a Chinese
+    name, as whole words for any other, where a CJK character beside it is a word's end ("Figma" in
+    "我用Figma做设计") and so is punctuation, which normalising makes a space ("Mel" in "Mel-Anne",
+    unlike `NameMatcher`). Raises TypeError for a non-str."""
+    wanted, folded = normalise_name(name), normalise_name(text)
+    if not wanted:
+        return False
+    if CJK.search(wanted):
+        return wanted in folded
+    return re.search(f"{WORD_START}{re.escape(wanted)}{WORD_END}", folded) is not None
 
 
 def is_function_word(name: str) -> bool:

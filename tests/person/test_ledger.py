@@ -450,3 +450,24 @@ def test_a_proposed_phrase_is_cut_to_its_proper_name_and_links_its_later_mention
 def test_a_speakers_name_given_alone_is_never_cut() -> None:
     new, _ = plan_new_entities("u", [], [ProposedEntity("Mary Ann smith", "person", None, 0)], ["Mary Ann smith"], T0)
     assert [(e.name, e.kind) for e in new] == [("Mary Ann smith", EntityKind.PERSON)]
+
+
+def test_a_models_capitals_on_a_common_noun_the_message_writes_in_lower_case_are_dropped() -> None:
+    texts = ["Hey Mel! Researching adoption agencies now.", "i went to paris", "Hey! Adoption agencies called"]
+    proposals = [ProposedEntity("Adoption agencies", "organization", None, 0),
+                 ProposedEntity("Paris", "place", None, 1), ProposedEntity("Mel", "person", None, 0)]
+    new, ids = plan_new_entities("u", [], proposals, texts, T0)
+    assert sorted(e.name for e in new) == ["Mel", "Paris"] and sorted(ids) == [1, 2]
+    # written with a capital by the message, it is taken; then the lower-case mention links to it
+    known, _ = plan_new_entities("u", [], [ProposedEntity("Adoption agencies", "organization", None, 2)], texts, T0)
+    _, later = plan_new_entities("u", known, [ProposedEntity("Adoption agencies", "organization", None, 0)],
+                                 texts, T0)
+    assert later == {0: known[0].id}
+
+
+def test_a_latin_name_written_inside_chinese_text_is_said_there() -> None:
+    texts = ["我最近开始在Duolingo上学日语了，用Figma做设计", "Duolingoo上"]
+    proposals = [ProposedEntity("Duolingo", "object", None, 0), ProposedEntity("Figma", "object", None, 0),
+                 ProposedEntity("Duolingo", "object", None, 1)]
+    new, ids = plan_new_entities("u", [], proposals, texts, T0)
+    assert sorted(e.name for e in new) == ["Duolingo", "Figma"] and sorted(ids) == [0, 1]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from memoryscope_plugins.person import NameMatcher, normalise_name
-from memoryscope_plugins.person.matching import given_name
+from memoryscope_plugins.person.matching import given_name, said_in
 from memoryscope_plugins.types import EntityKind
 from tests.person.helpers import entity
 
@@ -202,3 +202,23 @@ def test_a_given_name_is_nobodys_when_shared_and_loses_to_every_real_name():
 def test_only_a_person_is_found_by_a_given_name():
     matcher = NameMatcher([entity("shop", "林晓雯", kind=EntityKind.ORGANIZATION), entity("wgq", "王国庆")])
     assert spans(matcher, "晓雯说国庆去大理") == []
+
+
+@pytest.mark.parametrize(("name", "text", "said"), [
+    ("Figma", "我用Figma做设计", True),
+    ("Figma", "我用 figma 做设计", True),
+    ("New York", "moved to new\n york!", True),
+    ("Mel", "Mel's shop", True),
+    ("Mel", "Melody", False),
+    ("Mel", "Mel-Anne", True),  # normalised: punctuation is a space, as the grounding check has always read it
+    ("Mel", "Mel2", False),
+    ("王磊", "我和王 磊去了", True),
+    ("", "anything", False),
+])
+def test_said_in_reads_names_as_the_matcher_does(name, text, said):
+    assert said_in(name, text) is said
+
+
+def test_said_in_refuses_wrong_types():
+    with pytest.raises(TypeError):
+        said_in(None, "text")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from memoryscope_plugins.person.name_heads import named_head
+from memoryscope_plugins.person.written_case import named_head, written_in_lower_case
 
 
 @pytest.mark.parametrize(("proposed", "text", "head"), [
@@ -54,3 +54,39 @@ def test_named_head_refuses_wrong_types():
 def test_the_head_is_the_name_or_words_the_text_writes(proposed, text):
     head = named_head(proposed, text)
     assert head == proposed or (head and head in text and len(head.split()) < len(proposed.split()))
+
+
+@pytest.mark.parametrize(("proposed", "text"), [
+    ("Adoption agencies", "Researching adoption agencies now, I'm excited."),
+    ("School event", "Went to a school event. It was fun"),
+    ("Friends and mentors", "Thanks to my friends and mentors, Mel!"),
+    ("Pottery", "I've loved pottery since May and pottery is calm"),
+])
+def test_a_models_capitals_on_what_the_message_writes_in_lower_case_are_the_models(proposed, text):
+    assert written_in_lower_case(proposed, text)
+
+
+@pytest.mark.parametrize(("proposed", "text"), [
+    ("Paris", "i went to paris last week"),  # no capital at all: the writer does not use case
+    ("Paris", "I went to paris, I'm back"),  # the pronoun I says nothing about the writer either
+    ("Adoption agencies", "I'm looking into adoption agencies now."),
+    ("Pottery", "Pottery is calm, I love pottery"),  # written with a capital once
+    ("Mini 12", "My mini 12 broke"),  # a digit is a name's mark however it is cased
+    ("Duolingo", "我最近开始在Duolingo上学日语了"),
+    ("duolingo", "我最近开始在Duolingo上学日语了"),
+    ("成都", "我在成都"),  # Chinese has no case
+    ("Paris", "Lyon, not here"),  # not said: the grounding check's to refuse
+    ("", "Anything"),
+])
+def test_names_the_message_writes_as_names_or_without_any_case_are_not_the_models(proposed, text):
+    assert not written_in_lower_case(proposed, text)
+
+
+def test_a_latin_phrase_inside_chinese_text_is_read_between_the_cjk_characters():
+    assert named_head("Harry Potter fan", "我是Harry Potter fan哦") == "Harry Potter"
+    assert written_in_lower_case("Adoption agencies", "Yes, 领养adoption agencies吧")
+
+
+def test_written_in_lower_case_refuses_wrong_types():
+    with pytest.raises(TypeError):
+        written_in_lower_case(["Paris"], "paris")
