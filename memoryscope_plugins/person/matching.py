@@ -47,8 +47,8 @@ _CJK_RANGES = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7a
 _WORD_CHAR = f"[^\\W{_CJK_RANGES}]"
 #: where a name of a script written with spaces may begin and end: not inside one of its words
 #: ("Mel" in "Mel's", "(Mel)" and "我和Mel去了", not in "Melody" or "Mel-Anne")
-WORD_START = _BEFORE = f"(?<!{_WORD_CHAR})(?<!{_WORD_CHAR}-)"
-WORD_END = _AFTER = f"(?!{_WORD_CHAR})(?!-{_WORD_CHAR})"
+WORD_START = f"(?<!{_WORD_CHAR})(?<!{_WORD_CHAR}-)"
+WORD_END = f"(?!{_WORD_CHAR})(?!-{_WORD_CHAR})"
 _SPACE = r"\s+"
 _SEPARATORS = re.compile(r"[\W_]+")
 _CJK_GAP = re.compile(f"(?<=[{_CJK_RANGES}]) (?=[{_CJK_RANGES}])")
@@ -253,10 +253,10 @@ class NameMatcher:
         # than compiling a large pattern with re.IGNORECASE
         self._patterns: list[tuple[re.Pattern[str], bool]] = []
         if exact:
-            self._patterns.append((re.compile(f"(?={_BEFORE}({_trie_pattern(exact, _SPACE)}){_AFTER})"), False))
+            self._patterns.append((re.compile(f"(?={WORD_START}({_trie_pattern(exact, _SPACE)}){WORD_END})"), False))
         if any_case:
             lowered = {_lower(form) for form in any_case}
-            self._patterns.append((re.compile(f"(?={_BEFORE}({_trie_pattern(lowered, _SPACE)}){_AFTER})"), True))
+            self._patterns.append((re.compile(f"(?={WORD_START}({_trie_pattern(lowered, _SPACE)}){WORD_END})"), True))
         if cjk:
             self._patterns.append((re.compile(f"(?=({_trie_pattern({_lower(form) for form in cjk}, '')}))"), True))
 
