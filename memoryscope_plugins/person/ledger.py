@@ -238,11 +238,10 @@ def _headed(proposal: ProposedEntity, texts: Sequence[str]) -> ProposedEntity:
     """`proposal` named by the proper name at the head of its phrase (`written_case`: "Harry Potter
     fan" is Harry Potter). The model's kind was the phrase's ("a fan" is a person), so the head's is
     not known: a topic, made specific when a later proposal says what it is."""
-    name, index = proposal.name, proposal.message_index
-    if (not isinstance(name, str) or not isinstance(index, int) or isinstance(index, bool)
-            or not 0 <= index < len(texts)):
+    name, text = proposal.name, _message_text(proposal, texts)
+    if not isinstance(name, str) or text is None:
         return proposal
-    head = named_head(name, texts[index])
+    head = named_head(name, text)
     if head == name:
         return proposal
     cleaned = _clean_name(head)
@@ -261,11 +260,17 @@ def _proper(name: str, text: str) -> bool:
     return any(char.isupper() or char.isdigit() for char in name) and not written_in_lower_case(name, text)
 
 
-def _grounded(proposal: ProposedEntity, texts: Sequence[str]) -> bool:
+def _message_text(proposal: ProposedEntity, texts: Sequence[str]) -> str | None:
+    """The text of the message `proposal` points at, or None for an index a model got wrong."""
     index = proposal.message_index
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(texts):
-        return False
-    return _acceptable(proposal.name) and said_in(proposal.name, texts[index])
+        return None
+    return texts[index]
+
+
+def _grounded(proposal: ProposedEntity, texts: Sequence[str]) -> bool:
+    text = _message_text(proposal, texts)
+    return text is not None and _acceptable(proposal.name) and said_in(proposal.name, text)
 
 
 def _addressed_speaker(proposal: ProposedEntity, text: str, speakers: dict[str, str]) -> ProposedEntity:
@@ -285,16 +290,15 @@ def _speaker_short_form(proposal: ProposedEntity, texts: Sequence[str], speakers
     (`short_forms`: "Mel" for "Melanie", 陈老师 for 陈志强), as an alias of the speaker's name; a
     short form the message addresses a speaker by (`_addressed_speaker`)
     likewise; any other proposal as it is."""
-    name, index = proposal.name, proposal.message_index
-    if (not isinstance(name, str) or not isinstance(index, int) or isinstance(index, bool)
-            or not 0 <= index < len(texts)):
+    name, text = proposal.name, _message_text(proposal, texts)
+    if not isinstance(name, str) or text is None:
         return proposal
     if normalise_name(name) not in speakers:
-        return _addressed_speaker(proposal, texts[index], speakers) if proposal.alias_of is None else proposal
-    if said_in(name, texts[index]):
+        return _addressed_speaker(proposal, text, speakers) if proposal.alias_of is None else proposal
+    if said_in(name, text):
         return proposal
     full = speakers[normalise_name(name)]
-    for word in short_form_candidates(texts[index]):
+    for word in short_form_candidates(text):
         if short_form_owner(word, [full]) is not None:
             return dataclasses.replace(proposal, name=word, alias_of=full, kind=EntityKind.PERSON.value)
     return proposal
