@@ -112,7 +112,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 2
         with _engine(args) as engine:
             engine.warm_up()
-            build_mcp(engine, fixed_user=(args.tenant, args.user)).run("stdio")
+            mcp = build_mcp(engine, fixed_user=(args.tenant, args.user))
+            with _stdio_kept_open():
+                mcp.run("stdio")
         return 0
 
     import uvicorn
@@ -148,6 +150,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 1
     print("stopped", file=sys.stderr)
     return 0
+
+
+@contextlib.contextmanager
+def _stdio_kept_open():
+    """Standard input and output for the MCP SDK's stdio transport, which closes the streams it wraps when
+    the session ends (python-sdk issue 1933): it gets copies that do not own descriptors 0 and 1, so the
+    process's own `sys.stdin`/`sys.stdout` stay open and the command ends without a traceback."""
+    kept = sys.stdin, sys.stdout
+    sys.stdout.flush()
+    sys.stdin = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)
+    sys.stdout = open(sys.stdout.fileno(), "w", encoding="utf-8", closefd=False)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):  # the client may have closed its end
+            sys.stdout.flush()
+        sys.stdin, sys.stdout = kept
 
 
 def _serve_metrics(engine, args: argparse.Namespace) -> bool:

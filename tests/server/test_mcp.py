@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("mcp", reason="the [server] extra is not installed")
 
+import mcp.client.stdio  # noqa: E402
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client  # noqa: E402
@@ -118,3 +121,44 @@ async def test_mcp_over_stdio(tmp_path, engine):
     from memoryscope_plugins import MemoryScope
     with MemoryScope(path=store, embedder=engine.embedder) as check:
         assert [m.content for m in check.list("acme:anna")] == ["Anna plays the cello."]
+
+
+def _console_script() -> str:
+    """The `memoryscope-plugins` command of this environment (what a desktop MCP client starts)."""
+    script = Path(sys.executable).parent / "memoryscope-plugins"
+    assert script.exists(), f"no console script at {script}: install the project (pip install -e .)"
+    return str(script)
+
+
+async def _one_session(params: StdioServerParameters, errlog) -> None:
+    async with stdio_client(params, errlog=errlog) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+            saved = payload(await session.call_tool("save_memory", {"content": "Anna plays the cello."}))
+            assert saved["content"] == "Anna plays the cello."
+
+
+def test_a_stdio_session_ends_with_exit_status_0_and_nothing_on_stderr(tmp_path, monkeypatch):
+    """The official client's whole session (initialize, list_tools, a call, disconnect) against the
+    real command: the process must end by itself, with status 0 and an empty stderr (issue 42, item 1)."""
+    import anyio
+    # the client sends SIGTERM to a server still running 2 s after it closed its stdin: wait for the
+    # exit itself here, so the test checks how the process ends, not how fast
+    monkeypatch.setattr(mcp.client.stdio, "PROCESS_TERMINATION_TIMEOUT", 120.0)
+    status, stderr = tmp_path / "status", tmp_path / "stderr"
+    command = [_console_script(), "--store", str(tmp_path / "stdio.db"), "serve", "--stdio", "--user", "anna"]
+    params = StdioServerParameters(  # a shell in between only to keep the exit status
+        command="/bin/sh", args=["-c", '"$@"; echo $? > "$STATUS_FILE"', "sh", *command],
+        env={"MEMORYSCOPE_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "STATUS_FILE": str(status)})
+    with open(stderr, "w") as errlog:
+        anyio.run(_one_session, params, errlog)
+    assert status.read_text().strip() == "0"
+    assert stderr.read_text() == ""
+
+
+def test_stdio_with_nothing_on_stdin_exits_0_quietly(tmp_path):
+    done = subprocess.run([_console_script(), "--store", str(tmp_path / "stdio.db"), "serve", "--stdio",
+                           "--user", "anna"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=120, env={"MEMORYSCOPE_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"})
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
