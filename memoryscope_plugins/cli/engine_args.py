@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..log_format import FORMATS
 
@@ -39,6 +39,20 @@ def add_metrics_options(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT", help=help)
     parser.add_argument("--metrics-host", default="127.0.0.1",
                         help="bind address of --metrics-port (default %(default)s: this machine only)")
+
+
+def int_between(low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type=``: an integer from `low` to `high`. Anything else is a usage error naming the
+    option (exit status 2) before the command runs, not a value the command quietly changes."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, not {value}")
+        return value
+    return parse
 
 
 class CommandGroup:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .engine_args import CommandGroup
+from .engine_args import CommandGroup, int_between
 
 _SHOWN_USERS = 20
 
 
 def add_parser(sub: CommandGroup) -> None:
     """Add ``migrate`` to the CLI's subparsers."""
+    from ..storage.migrate import BATCH_SIZES, SAMPLES
     p = sub.add_parser(
         "migrate", help="copy every user, memory, vector and message from one store to another",
         description="Copy a whole store into another (SQLite, PostgreSQL, Elasticsearch), resumable, and verify it. "
@@ -23,9 +24,11 @@ def add_parser(sub: CommandGroup) -> None:
     p.add_argument("--dry-run", action="store_true", help="count what would be copied; write nothing")
     p.add_argument("--force", action="store_true", help="copy into a target that already holds data")
     p.add_argument("--resume", action="store_true", help="continue an interrupted migration into this target")
-    p.add_argument("--batch-size", type=int, default=500, help="memories or messages per write (default 500)")
-    p.add_argument("--sample", type=int, default=5,
-                   help="memories per user compared field by field at the end (default 5)")
+    p.add_argument("--batch-size", type=int_between(*BATCH_SIZES), default=500,
+                   help=f"memories or messages per write, {BATCH_SIZES[0]} to {BATCH_SIZES[1]:,} (default 500)")
+    p.add_argument("--sample", type=int_between(*SAMPLES), default=5,
+                   help=f"memories per user compared field by field at the end, {SAMPLES[0]} to {SAMPLES[1]:,} "
+                        "(default 5)")
     p.add_argument("--embedding-model", default=None,
                    help="the embedding model the target will be used with (to say whether it will re-embed)")
     p.set_defaults(func=cmd_migrate)
@@ -39,7 +42,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             print(f"  {step.user}: {step.phase} batch {step.batches}", file=sys.stderr)
 
     report = migrate(args.source, args.target, dry_run=args.dry_run, force=args.force, resume=args.resume,
-                     batch_size=max(1, args.batch_size), sample=max(0, args.sample), on_batch=progress)
+                     batch_size=args.batch_size, sample=args.sample, on_batch=progress)
     if report.dry_run:
         print(f"dry run: {report.source} holds {report.users:,} users, {report.memories:,} memories "
               f"({report.vectors:,} with vectors), {report.messages:,} messages; nothing written")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import time
 from collections import Counter
@@ -37,14 +38,17 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from ..errors import ConfigError, MemoryScopeError
+from ..errors import ConfigError, MemoryScopeError, ValidationError
 from ..log_hygiene import without_password
 from ..types import Memory, MemoryStatus
+from ..validation import check_int
 from .base import LedgerChanges, MemoryFilter, StoredMessage
 from .core import StoreBase
 from .messages import MESSAGE_STATES
 
 MARKER_KEY = "migration"
+BATCH_SIZES = (1, 100_000)  # memories, messages or ledger items per write (and per read)
+SAMPLES = (0, 1_000_000)  # memories per user compared field by field at the end
 _CLEAR = np.zeros(0, dtype=np.float32)  # a put row that leaves a memory without a vector
 
 
@@ -70,6 +74,15 @@ def settings_for_url(url: str):
         raise ConfigError(f"unknown store URL scheme {scheme!r}: use a SQLite file path or sqlite:///path, "
                           "postgresql://..., or http(s)://... for Elasticsearch")
     return StoreSettings(backend="sqlite", path=Path(url))
+
+
+def _store_url(value: object, what: str) -> str:
+    """A store URL given as a string or a path, as a non-blank string."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(f"{what} must be a store URL or a SQLite file path (a non-blank string or a path)")
+    return value
 
 
 def describe_url(url: str) -> str:
@@ -197,7 +210,7 @@ class Migration:
                  batch_size: int = 500, on_batch: Callable[[Progress], None] | None = None) -> None:
         self.source, self.target = source, target
         self.report = MigrationReport(source=source_label, target=target_label)
-        self.batch_size = batch_size
+        self.batch_size = check_int(batch_size, "batch_size", *BATCH_SIZES)
         self.on_batch = on_batch
 
     # -- starting -----------------------------------------------------------------------------
@@ -282,6 +295,7 @@ class Migration:
     def verify(self, *, sample: int = 5, seed: int = 0) -> list[str]:
         """Compare the stores: users, each user's counts, and `sample` random memories per user
         field by field with their vectors; returns the mismatches found (also in the report)."""
+        check_int(sample, "sample", *SAMPLES)
         rng = random.Random(seed)
         found: list[str] = []
         source_users, target_users = sorted(self.source.users()), set(self.target.users())
@@ -359,12 +373,17 @@ def same_vector(a: np.ndarray | None, b: np.ndarray | None) -> bool:
     return bool(np.array_equal(a, b) or np.array_equal(a.astype(np.float16), b.astype(np.float16)))
 
 
-def migrate(source_url: str, target_url: str, *, dry_run: bool = False, force: bool = False,
-            resume: bool = False, batch_size: int = 500, sample: int = 5,
+def migrate(source_url: str | os.PathLike[str], target_url: str | os.PathLike[str], *, dry_run: bool = False,
+            force: bool = False, resume: bool = False, batch_size: int = 500, sample: int = 5,
             on_batch: Callable[[Progress], None] | None = None) -> MigrationReport:
     """Copy the store at `source_url` into the one at `target_url` and verify it (see the module
     docstring); with `dry_run`, only count what would be copied. `MigrationError` when the target
-    holds data (unless `force`) or an unfinished migration (unless `resume`)."""
+    holds data (unless `force`) or an unfinished migration (unless `resume`); `ValidationError`, before
+    either store is opened, for a `batch_size` outside `BATCH_SIZES`, a `sample` outside `SAMPLES` or a
+    URL that is not a string or a path."""
+    source_url, target_url = _store_url(source_url, "source_url"), _store_url(target_url, "target_url")
+    check_int(batch_size, "batch_size", *BATCH_SIZES)
+    check_int(sample, "sample", *SAMPLES)
     source_label, target_label = describe_url(source_url), describe_url(target_url)
     with open_url(source_url, must_exist=True) as source:
         if dry_run:  # the target is not even opened: opening creates a SQLite file or tables

@@ -13,6 +13,7 @@ import pytest
 
 from memoryscope_plugins import MemoryScope
 from memoryscope_plugins.cli.main import main
+from memoryscope_plugins.errors import ValidationError
 from memoryscope_plugins.storage import migrate as mig
 from memoryscope_plugins.storage.base import LedgerChanges, MemoryFilter
 from memoryscope_plugins.storage.core import StoreBase
@@ -257,6 +258,33 @@ def test_verification_reports_what_differs(source_file, tmp_path):
     assert any("'anna'" in line and "content differs" in line for line in found)
     assert any("'anna'" in line and "vector differs" in line for line in found)
     assert [line for line in found if "'dev'" in line] == ["user 'dev': the mentions differ"]
+
+
+@pytest.mark.parametrize("options", [{"batch_size": 0}, {"batch_size": -5}, {"batch_size": True},
+                                     {"batch_size": "10"}, {"batch_size": 100_001}, {"sample": -1},
+                                     {"sample": 2.5}, {"source_url": None}, {"target_url": 5}, {"target_url": " "}])
+def test_bad_options_are_refused_before_anything_is_written(source_file, tmp_path, options):
+    target = tmp_path / "never.db"
+    arguments = {"source_url": str(source_file), "target_url": str(target), **options}
+    with pytest.raises(ValidationError) as refused:
+        mig.migrate(**arguments)
+    assert next(iter(options)) in str(refused.value)
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("option, value", [("--batch-size", "0"), ("--batch-size", "-5"), ("--batch-size", "ten"),
+                                           ("--sample", "-1"), ("--batch-size", "100001")])
+def test_the_command_line_refuses_bad_numbers_as_usage_errors(source_file, tmp_path, capsys, option, value):
+    target = tmp_path / "never.db"
+    with pytest.raises(SystemExit) as stop:
+        main(["migrate", "--from", str(source_file), "--to", str(target), option, value])
+    assert stop.value.code == 2
+    assert f"argument {option}: " in capsys.readouterr().err
+    assert not target.exists()
+
+
+def test_paths_name_stores_too(source_file, tmp_path):
+    assert mig.migrate(source_file, tmp_path / "copy.db").mismatches == []
 
 
 def test_store_urls():
