@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from .engine_args import CommandGroup, engine_from_args as _engine
+from .engine_args import CommandGroup, engine_from_args, existing_engine
 from .wording import memories
 
 
@@ -18,7 +18,7 @@ def _print_memory(memory, out=None) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    with _engine(args) as memory:
+    with existing_engine(args) as memory:
         items = memory.list(args.user, limit=args.limit, offset=args.offset)
         for item in items:
             _print_memory(item)
@@ -33,7 +33,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
-    with _engine(args) as memory:
+    with existing_engine(args) as memory:
         result = memory.retrieve(args.user, args.query, top_k=args.top_k, now=args.now)
         if args.json:
             print(json.dumps({"context": result.context, "timings_ms": result.timings_ms,
@@ -45,13 +45,13 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    with _engine(args) as memory:
+    with engine_from_args(args) as memory:
         _print_memory(memory.add(args.user, args.text))
     return 0
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    with _engine(args) as memory:
+    with existing_engine(args) as memory:
         memory.delete(args.user, args.id)
     print(f"deleted {args.id}")
     return 0
@@ -66,13 +66,13 @@ def cmd_delete_all(args: argparse.Namespace) -> int:
         if answer.strip() != args.user:
             print("cancelled")
             return 1
-    with _engine(args) as memory:
+    with existing_engine(args) as memory:
         print(f"deleted {memories(memory.delete_all(args.user))} of {args.user}")
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with _engine(args) as memory:
+    with existing_engine(args) as memory:
         count = memory.export(args.user, args.file)
     # with FILE "-" the memories went to standard output: the count goes to stderr, apart from them
     print(f"exported {memories(count)} to {'standard output' if args.file == '-' else args.file}",
@@ -81,27 +81,27 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    with _engine(args) as memory:
+    with engine_from_args(args) as memory:
         print(f"imported {memories(memory.import_(args.user, args.file, progress=True))}")
     return 0
 
 
 def cmd_users(args: argparse.Namespace) -> int:
     from ..validation import is_safe_id
-    with _engine(args) as memory:
+    with existing_engine(args) as memory:
         for user in memory.legacy_users() if args.legacy else memory.users():
             print(user if is_safe_id(user) else repr(user))  # an old id may hold CR, LF or other controls
     return 0
 
 
 def cmd_rename_user(args: argparse.Namespace) -> int:
-    with _engine(args) as memory:
+    with existing_engine(args) as memory:
         print(f"moved {memories(memory.rename_user(args.old, args.new))} to {args.new}")
     return 0
 
 
 def cmd_reembed(args: argparse.Namespace) -> int:
-    with _engine(args) as memory:  # opening re-embeds when the model changed
+    with existing_engine(args) as memory:  # opening re-embeds when the model changed
         print(f"vectors are current for {memory.embedder.name}")
     return 0
 
@@ -111,7 +111,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
     from ..storage.overview import store_overview
-    with _engine(args) as memory:
+    with existing_engine(args) as memory:
         overview = store_overview(memory.store)
     now = datetime.now(timezone.utc)
     if args.json:

@@ -86,3 +86,14 @@ def engine_from_args(args: argparse.Namespace, **kwargs: Any) -> MemoryScope:
     """An engine on `settings_from_args`; `kwargs` go to `MemoryScope` (models, a store)."""
     from ..engine import MemoryScope
     return MemoryScope(settings_from_args(args), **kwargs)
+
+
+def existing_engine(args: argparse.Namespace) -> MemoryScope:
+    """`engine_from_args` on a store that must already be there (`ConfigError` "no SQLite store at ..."
+    otherwise): the engine of the commands that read or change what a store holds, so a mistyped
+    ``--store`` is an error rather than a new, empty store."""
+    from ..engine import MemoryScope
+    from ..storage.registry import check_store_exists
+    settings = settings_from_args(args)
+    check_store_exists(settings.store)
+    return MemoryScope(settings)

@@ -92,10 +92,10 @@ def describe_url(url: str) -> str:
 
 def open_url(url: str, *, must_exist: bool = False) -> StoreBase:
     """Open the store `url` names (with `must_exist`, a SQLite file must already be there)."""
-    from .registry import build_store
+    from .registry import build_store, check_store_exists
     cfg = settings_for_url(url)
-    if must_exist and cfg.backend == "sqlite" and not cfg.sqlite_path().is_file():
-        raise ConfigError(f"no SQLite store at {cfg.sqlite_path()}")
+    if must_exist:
+        check_store_exists(cfg)
     store = build_store(cfg)
     if not isinstance(store, StoreBase):
         raise ConfigError(f"the {cfg.backend} store cannot be migrated (not a StoreBase)")

@@ -52,6 +52,14 @@ def backend_names() -> tuple[str, ...]:
     return tuple(_FACTORIES)
 
 
+def check_store_exists(cfg: StoreSettings) -> None:
+    """`ConfigError` when `cfg` names a SQLite file that is not there: opening it would create an empty
+    store, which a command that reads or changes what a store holds (or a migration's source) must not do
+    on a mistyped path. A server backend has no file to look for: a wrong URL fails when it is opened."""
+    if cfg.backend == "sqlite" and not cfg.sqlite_path().is_file():
+        raise ConfigError(f"no SQLite store at {cfg.sqlite_path()}")
+
+
 def build_store(cfg: StoreSettings, *, embedding_model: str | None = None) -> MemoryStore:
     """Open the store `cfg.backend` names; `ConfigError` for an unknown name or a missing driver."""
     factory = _FACTORIES.get(cfg.backend)

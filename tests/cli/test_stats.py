@@ -53,6 +53,8 @@ def test_stats_prints_the_stores_counts(tmp_path, local_embedder, capsys):
 
 
 def test_stats_of_an_empty_store(tmp_path, capsys):
+    from memoryscope_plugins.storage.sqlite_store import SQLiteStore
+    SQLiteStore(tmp_path / "new.db").close()
     assert main(["--store", str(tmp_path / "new.db"), "stats"]) == 0
     out = capsys.readouterr().out
     assert "users: 0" in out and "messages: 0 pending, 0 done, 0 failed" in out and "oldest" not in out

@@ -1,6 +1,6 @@
 """The command line as a new operator meets it: shared options on either side of the command, serve's
-options checked and their defaults shown, counts in words that agree, an unknown user named, and a
-reader that leaves early (``| head``) ending the command quietly."""
+options checked and their defaults shown, counts in words that agree, an unknown user named, a mistyped
+store refused rather than created, and a reader that leaves early (``| head``) ending the command quietly."""
 
 from __future__ import annotations
 
@@ -91,6 +91,40 @@ def test_listing_an_unknown_user_says_so(tmp_path, capsys):
     assert main(["--store", store, "list", "anna", "--offset", "5"]) == 0  # a known user past its last page
     captured = capsys.readouterr()
     assert captured.out == "" and "no memories of 'anna' at offset 5" in captured.err
+
+
+# every command that reads or changes what a store holds; only add, import, set-profile, chat, worker and
+# serve may start a new store
+ON_AN_EXISTING_STORE = [["stats"], ["users"], ["list", "anna"], ["retrieve", "anna", "tea"], ["export", "anna", "-"],
+                        ["entities", "anna"], ["entity", "anna", "Anna"], ["profile", "anna"], ["reembed"],
+                        ["delete", "anna", "m1"], ["delete-all", "anna", "--yes"], ["rename-user", "anna", "bob"],
+                        ["rename-entity", "anna", "Anna", "Annie"], ["add-alias", "anna", "Anna", "Annie"],
+                        ["merge-entities", "anna", "Anna", "Annie"], ["delete-entity", "anna", "Anna"],
+                        ["remove-profile-value", "anna", "p1"]]
+
+
+@pytest.mark.parametrize("command", ON_AN_EXISTING_STORE, ids=lambda command: command[0])
+def test_a_mistyped_store_is_refused_not_created(tmp_path, capsys, command):
+    typo = tmp_path / "typo.db"
+    assert main(["--store", str(typo), *command]) == 1
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", f"error: no SQLite store at {typo}\n")
+    assert [path for path in tmp_path.rglob("*") if not path.is_dir()] == []  # nothing written anywhere
+
+
+def test_reading_the_default_store_before_anything_was_recorded_creates_nothing(tmp_path, capsys):
+    assert main(["users"]) == 1
+    assert capsys.readouterr().err == f"error: no SQLite store at {tmp_path / 'home' / 'memory.db'}\n"
+    assert not (tmp_path / "home" / "memory.db").exists()
+    assert main(["add", "anna", "Anna keeps bees."]) == 0  # a command that records starts the store
+    assert (tmp_path / "home" / "memory.db").exists()
+
+
+def test_a_mistyped_store_ends_the_process_with_one_line_and_status_1(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "memoryscope_plugins", "--store", "typo.db", "stats"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", "error: no SQLite store at typo.db\n")
+    assert not (tmp_path / "typo.db").exists()
 
 
 def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
