@@ -18,22 +18,19 @@ def _print_memory(memory, out=None) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    with existing_engine(args) as memory:
+    with existing_engine(args, user=args.user) as memory:
         items = memory.list(args.user, limit=args.limit, offset=args.offset)
-        for item in items:
-            _print_memory(item)
-        if items:
-            return 0
-        if args.user not in memory.users():  # say so, rather than print nothing as for a user with none
-            print(f"no user {args.user!r} in this store (`memoryscope-plugins users` lists them)", file=sys.stderr)
-            return 1
+    for item in items:
+        _print_memory(item)
+    if items:
+        return 0
     print(f"no memories of {args.user!r} at offset {args.offset}" if args.offset
           else f"{args.user!r} has no memories", file=sys.stderr)
     return 0
 
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
-    with existing_engine(args) as memory:
+    with existing_engine(args, user=args.user) as memory:
         result = memory.retrieve(args.user, args.query, top_k=args.top_k, now=args.now)
         if args.json:
             print(json.dumps({"context": result.context, "timings_ms": result.timings_ms,
@@ -51,7 +48,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    with existing_engine(args) as memory:
+    with existing_engine(args, user=args.user) as memory:
         memory.delete(args.user, args.id)
     print(f"deleted {args.id}")
     return 0
@@ -66,13 +63,13 @@ def cmd_delete_all(args: argparse.Namespace) -> int:
         if answer.strip() != args.user:
             print("cancelled")
             return 1
-    with existing_engine(args) as memory:
+    with existing_engine(args, user=args.user) as memory:
         print(f"deleted {memories(memory.delete_all(args.user))} of {args.user}")
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with existing_engine(args) as memory:
+    with existing_engine(args, user=args.user) as memory:
         count = memory.export(args.user, args.file)
     # with FILE "-" the memories went to standard output: the count goes to stderr, apart from them
     print(f"exported {memories(count)} to {'standard output' if args.file == '-' else args.file}",
@@ -95,7 +92,7 @@ def cmd_users(args: argparse.Namespace) -> int:
 
 
 def cmd_rename_user(args: argparse.Namespace) -> int:
-    with existing_engine(args) as memory:
+    with existing_engine(args, user=args.old) as memory:
         print(f"moved {memories(memory.rename_user(args.old, args.new))} to {args.new}")
     return 0
 

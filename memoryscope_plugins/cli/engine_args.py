@@ -88,12 +88,25 @@ def engine_from_args(args: argparse.Namespace, **kwargs: Any) -> MemoryScope:
     return MemoryScope(settings_from_args(args), **kwargs)
 
 
-def existing_engine(args: argparse.Namespace) -> MemoryScope:
+def existing_engine(args: argparse.Namespace, *, user: str | None = None) -> MemoryScope:
     """`engine_from_args` on a store that must already be there (`ConfigError` "no SQLite store at ..."
     otherwise): the engine of the commands that read or change what a store holds, so a mistyped
-    ``--store`` is an error rather than a new, empty store."""
+    ``--store`` is an error rather than a new, empty store. With `user`, the store must hold that user
+    too (`NotFoundError` "no user ... in this store" otherwise): one answer, exit status 1, from every
+    command that reads or changes a user's records."""
     from ..engine import MemoryScope
+    from ..errors import NotFoundError
     from ..storage.registry import check_store_exists
     settings = settings_from_args(args)
     check_store_exists(settings.store)
-    return MemoryScope(settings)
+    engine = MemoryScope(settings)
+    if user is not None and not _holds_user(engine, user):
+        engine.close()
+        raise NotFoundError(f"no user {user!r} in this store (`memoryscope-plugins users` lists them)")
+    return engine
+
+
+def _holds_user(engine: MemoryScope, user: str) -> bool:
+    """The store holds something of `user`: memories or messages (`users`), or only a profile set by hand
+    or entities (``set-profile`` on a new user writes no memory)."""
+    return user in engine.users() or bool(engine.profile(user)) or bool(engine.entities(user, limit=1))

@@ -52,7 +52,7 @@ def _value_line(value) -> str:
 
 
 def cmd_entities(args: argparse.Namespace) -> int:
-    with existing_engine(args) as memory:
+    with existing_engine(args, user=args.user) as memory:
         found = memory.entities(args.user, kind=args.kind, order=args.order, limit=args.limit)
     if args.json:
         _print_json(found)
@@ -65,7 +65,7 @@ def cmd_entities(args: argparse.Namespace) -> int:
 
 def cmd_entity(args: argparse.Namespace) -> int:
     from ..timeparse import listing_line
-    with existing_engine(args) as memory:
+    with existing_engine(args, user=args.user) as memory:
         details = memory.entity(args.user, args.name, limit=args.limit, bucket=args.bucket)
     if args.json:
         _print_json(details)
@@ -81,7 +81,7 @@ def cmd_entity(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    with existing_engine(args) as memory:
+    with existing_engine(args, user=args.user) as memory:
         if args.history:
             values = memory.profile_history(args.user, args.history)
         else:
@@ -99,14 +99,14 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def cmd_edit(args: argparse.Namespace) -> int:
     """rename-entity, add-alias, merge-entities, remove-profile-value: the engine method of that
     name with the command's arguments; prints the entity or the profile value it changed."""
-    with existing_engine(args) as memory:
+    with existing_engine(args, user=args.user) as memory:
         changed = getattr(memory, args.edit_method)(args.user, *(getattr(args, a) for a in args.edit_arguments))
     print(_entity_line(changed) if isinstance(changed, Entity) else _value_line(changed))
     return 0
 
 
 def cmd_delete_entity(args: argparse.Namespace) -> int:
-    with existing_engine(args) as memory:
+    with existing_engine(args, user=args.user) as memory:
         links = memory.delete_entity(args.user, args.name)
     print(f"deleted {args.name!r} and {count_of(links, 'link')} to memories (the memories are kept)")
     return 0

@@ -47,7 +47,9 @@ def test_admin_commands(tmp_path, capsys):
     assert "Anna keeps bees." in capsys.readouterr().out
     assert main(["--store", store, "delete", "anna", memory_id]) == 0
     assert main(["--store", store, "delete", "anna", memory_id]) == 1  # a clear error, not a traceback
-    assert "no memory" in capsys.readouterr().err
+    assert "error: no user 'anna' in this store" in capsys.readouterr().err  # anna's one memory is gone
+    assert main(["--store", store, "delete", "bob", "no-such-id"]) == 1
+    assert "error: user 'bob' has no memory 'no-such-id'" in capsys.readouterr().err
     assert main(["--store", store, "delete-all", "bob"]) == 2  # refuses without --yes when not a terminal
     assert main(["--store", store, "delete-all", "bob", "--yes"]) == 0
 

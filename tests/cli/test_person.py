@@ -34,7 +34,8 @@ def test_entities_and_entity_as_text_and_json(store, capsys):
         "Hi, I'm Anna.", "Hello Anna! 你好，安娜。"}
     assert len(details["timeline"]) == 1
     assert "Hello Anna!" in _run(capsys, "entity", "anna", "Anna", "--bucket", "week", "--store", store)
-    assert "has no entities yet" in _run(capsys, "entities", "nobody", "--store", store)
+    assert main(["entities", "nobody", "--store", store]) == 1  # an unknown user, not a user without entities
+    assert "no user 'nobody' in this store" in capsys.readouterr().err
 
 
 def test_entity_edits(store, capsys):

@@ -81,16 +81,53 @@ def test_export_and_import_say_one_memory(tmp_path, capsys):
     assert capsys.readouterr().out == f"exported 2 memories to {file}\n"
 
 
-def test_listing_an_unknown_user_says_so(tmp_path, capsys):
-    store = str(tmp_path / "cli.db")
+@pytest.fixture(scope="module")
+def anna_store(tmp_path_factory) -> str:
+    """A store holding one user, anna, with one memory."""
+    store = str(tmp_path_factory.mktemp("cli") / "cli.db")
     assert main(["--store", store, "add", "anna", "Anna keeps bees."]) == 0
+    return store
+
+
+# every command that reads or changes a user's records, with "nobody" as that user
+ON_A_KNOWN_USER = [["list", "nobody"], ["retrieve", "nobody", "bees"], ["export", "nobody", "{folder}/out.jsonl"],
+                   ["delete", "nobody", "m1"], ["delete-all", "nobody", "--yes"], ["rename-user", "nobody", "bob"],
+                   ["entities", "nobody"], ["entity", "nobody", "Anna"], ["profile", "nobody"],
+                   ["profile", "nobody", "--history", "home"], ["rename-entity", "nobody", "Anna", "Annie"],
+                   ["add-alias", "nobody", "Anna", "Annie"], ["merge-entities", "nobody", "Anna", "Annie"],
+                   ["delete-entity", "nobody", "Anna"], ["remove-profile-value", "nobody", "p1"]]
+
+
+@pytest.mark.parametrize("command", ON_A_KNOWN_USER, ids=lambda command: "-".join(command[:3:2]))
+def test_an_unknown_user_gets_one_answer_from_every_command(anna_store, tmp_path, capsys, command):
     capsys.readouterr()
-    assert main(["--store", store, "list", "nobody"]) == 1
+    argv = [part.replace("{folder}", str(tmp_path)) for part in command]
+    assert main(["--store", anna_store, *argv]) == 1
     captured = capsys.readouterr()
-    assert captured.out == "" and "no user 'nobody'" in captured.err
-    assert main(["--store", store, "list", "anna", "--offset", "5"]) == 0  # a known user past its last page
+    assert (captured.out, captured.err) == (
+        "", "error: no user 'nobody' in this store (`memoryscope-plugins users` lists them)\n")
+    assert not (tmp_path / "out.jsonl").exists()
+    assert main(["--store", anna_store, "users"]) == 0 and capsys.readouterr().out == "anna\n"  # nothing made
+
+
+def test_a_known_user_without_records_of_a_kind_is_not_an_error(anna_store, capsys):
+    capsys.readouterr()
+    assert main(["--store", anna_store, "list", "anna", "--offset", "5"]) == 0  # a known user past its last page
     captured = capsys.readouterr()
     assert captured.out == "" and "no memories of 'anna' at offset 5" in captured.err
+    assert main(["--store", anna_store, "entities", "anna"]) == 0
+    assert capsys.readouterr().out == "'anna' has no entities yet\n"
+    assert main(["--store", anna_store, "profile", "anna"]) == 0
+    assert capsys.readouterr().out == "'anna' has no profile yet\n"
+
+
+def test_a_user_with_only_a_profile_set_by_hand_is_known(tmp_path, capsys):
+    store = str(tmp_path / "cli.db")
+    assert main(["--store", store, "add", "anna", "Anna keeps bees."]) == 0
+    assert main(["--store", store, "set-profile", "zoe", "home", "Lisbon"]) == 0  # no memory, no message
+    capsys.readouterr()
+    assert main(["--store", store, "profile", "zoe"]) == 0
+    assert capsys.readouterr().out.startswith("home: Lisbon")
 
 
 # every command that reads or changes what a store holds; only add, import, set-profile, chat, worker and
