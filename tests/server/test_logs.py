@@ -4,6 +4,7 @@ no memory text, user id or key in any line."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -11,11 +12,12 @@ import os
 import subprocess
 import sys
 import time
+from typing import Iterator
 
 import httpx
 import pytest
 
-from memoryscope_plugins.log_format import JsonFormatter, configure_logging, current_request_id
+from memoryscope_plugins.log_format import JsonFormatter, TextFormatter, configure_logging, current_request_id
 from memoryscope_plugins.log_hygiene import SDK_LOGGERS, quiet_sdk_loggers
 from tests.support.server_harness import ServeProcess
 
@@ -66,18 +68,51 @@ def test_json_lines_carry_the_request_id_and_only_the_type_of_an_exception():
     assert line["message"] == "step failed (ModelError)" and SECRET_TEXT not in json.dumps(line)
 
 
-def test_configure_logging_writes_json_to_stderr(monkeypatch):
+def test_text_lines_name_an_exception_by_its_type_and_give_its_traceback_only_when_asked():
+    record = logging.LogRecord("elastic_transport", logging.WARNING, __file__, 1, "retrying (attempt %d)", (1,), None)
+    try:
+        raise ConnectionError(SECRET_TEXT)
+    except ConnectionError:
+        record.exc_info = sys.exc_info()
+    assert TextFormatter(tracebacks=False).format(record) == "WARNING elastic_transport: retrying (attempt 1) " \
+                                                             "(ConnectionError)"
+    verbose = TextFormatter(tracebacks=True).format(record)
+    assert "Traceback (most recent call last)" in verbose and SECRET_TEXT in verbose
+
+
+@contextlib.contextmanager
+def stderr_log(monkeypatch) -> Iterator[io.StringIO]:
+    """Standard error as a StringIO, with no handler on the root logger meanwhile (so `configure_logging`
+    installs its own; inside the test, as pytest adds its capturing handlers between setup and call)."""
     stream = io.StringIO()
     monkeypatch.setattr(sys, "stderr", stream)
     root = logging.getLogger()
     handlers = root.handlers[:]
     root.handlers = []
     try:
+        yield stream
+    finally:
+        root.handlers = handlers
+
+
+def test_without_v_the_client_libraries_log_errors_only(monkeypatch):
+    with stderr_log(monkeypatch) as stream:
+        configure_logging(False, "text")
+        logging.getLogger("elastic_transport.transport").warning("Retrying request after failure")
+        logging.getLogger("psycopg.pool").warning("error connecting")
+        logging.getLogger("memoryscope_plugins.test").warning("ours")
+        logging.getLogger("urllib3").error("a library's error")
+        quiet_sdk_loggers(False)  # an engine starting afterwards keeps the CLI's choice
+        logging.getLogger("openai").warning("retrying")
+    assert stream.getvalue().splitlines() == ["WARNING memoryscope_plugins.test: ours",
+                                              "ERROR urllib3: a library's error"]
+
+
+def test_configure_logging_writes_json_to_stderr(monkeypatch):
+    with stderr_log(monkeypatch) as stream:
         configure_logging(False, "json")
         logging.getLogger("memoryscope_plugins.test").warning("hello %s", "there")
         logging.getLogger("memoryscope_plugins.test").info("not without -v")
-    finally:
-        root.handlers = handlers
     [line] = stream.getvalue().splitlines()
     assert json.loads(line)["message"] == "hello there"
     with pytest.raises(ValueError):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 import shutil
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -285,6 +287,25 @@ def test_the_command_line_refuses_bad_numbers_as_usage_errors(source_file, tmp_p
 
 def test_paths_name_stores_too(source_file, tmp_path):
     assert mig.migrate(source_file, tmp_path / "copy.db").mismatches == []
+
+
+@pytest.mark.parametrize("options", [[], ["--log-format", "json"]])
+def test_an_elasticsearch_that_is_not_running_is_one_line_of_error(tmp_path, options):
+    """Without -v the client library's retries and tracebacks stay out of it (issue 42, item 5)."""
+    from tests.support.servers import free_port
+    source = tmp_path / "source.db"
+    with SQLiteStore(source) as store:
+        store.put([Memory(id="m1", user_id="anna", agent_id="a", content="Anna keeps bees.")])
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    command = [sys.executable, "-m", "memoryscope_plugins", *options, "migrate", "--from", str(source), "--to", url]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: Elasticsearch error: ") and "Connection refused" in line
+    verbose = subprocess.run([*command[:3], "-v", *command[3:]], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120)
+    assert verbose.returncode == 1 and "Retrying request after failure" in verbose.stderr  # -v tells the whole story
+    assert ("Traceback" in verbose.stderr) == (options == [])  # JSON lines never hold one
 
 
 def test_store_urls():
