@@ -1,7 +1,8 @@
 """The HTTP API (Starlette): JSON routes over one `MemoryScope`, scoped per tenant, plus MCP and the browser.
 
-Users of a tenant live in the store as ``"<tenant>:<user>"`` (`tenancy`); tenant names never contain
-":", so a key of one tenant can never name another tenant's user. The process keeps no state besides
+Users of a tenant live in the store as ``"<tenant>:<user>"``, the default tenant's as the store's own
+``"<user>"`` (`tenancy`); tenant names and default users never contain ":", so a key of one tenant can never
+name another tenant's user. The process keeps no state besides
 the engine, so any number of instances can serve one PostgreSQL or Elasticsearch store.
 """
 
@@ -81,7 +82,7 @@ def create_app(engine: MemoryScope, keys: KeyRing, config: ServerConfig | None =
     needs a key (``Authorization: Bearer`` or ``X-API-Key``). Users stored in the layout of older
     versions are renamed first (`tenancy.migrate_legacy_users`)."""
     config = config or ServerConfig()
-    migrate_legacy_users(engine)  # "<tenant>/<user>" users of older versions -> "<tenant>:<user>"
+    migrate_legacy_users(engine)  # users of older layouts ("<tenant>/<user>", "default:<user>") -> current ids
     mcp = build_mcp(engine, keys=keys, security=mcp_security(config.hosts()))
     mcp_app = mcp.streamable_http_app()
 

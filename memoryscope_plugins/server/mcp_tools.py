@@ -99,7 +99,7 @@ def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: t
     if fixed_user is not None:
         tenant, user = fixed_user
         stored = store_user_id(tenant, user)
-        migrate_legacy_users(engine)  # as `create_app` does: older versions stored "<tenant>/<user>"
+        migrate_legacy_users(engine)  # as `create_app` does: older versions stored other layouts
         resolve: Callable[[Context], tuple[str, str]] = lambda ctx: (stored, tenant)  # noqa: E731
     elif keys is not None:
         resolve = _http_user(keys)

@@ -94,19 +94,49 @@ def test_every_route_refuses_no_key_and_a_wrong_key(running, engine, method, pat
     assert acme_anna_ids(engine) == before
 
 
-@pytest.mark.parametrize("method,path,body,admin", ROUTES, ids=[f"{m} {p}" for m, p, _, _ in ROUTES])
-def test_another_tenants_key_never_reaches_this_tenants_users(running, engine, keys, method, path, body, admin):
+def call_outside_acme(srv, engine, method, path, body, key) -> httpx.Response:
+    """`call` with a key of another tenant than acme (as MCP user anna), checking that no text of acme's
+    anna is in the answer and that nothing of hers changed or went away."""
     before = acme_anna_ids(engine)
     contents = {m.content for m in engine.list("acme:anna", limit=1000)}
-    extra = {"X-Memory-User": "anna"} if path == "/mcp" else {}
-    response = call(running, method, path, body, key=keys.other, **extra)
+    response = call(srv, method, path, body, key=key, **({"X-Memory-User": "anna"} if path == "/mcp" else {}))
     assert response.status_code in (200, 201, 404), response.text
-    assert not any(text in response.text for text in contents), "acme's memory text leaked to globex"
+    assert not any(text in response.text for text in contents), "acme's memory text leaked to another tenant"
+    assert acme_anna_ids(engine) == before
+    return response
+
+
+@pytest.mark.parametrize("method,path,body,admin", ROUTES, ids=[f"{m} {p}" for m, p, _, _ in ROUTES])
+def test_another_tenants_key_never_reaches_this_tenants_users(running, engine, keys, method, path, body, admin):
+    response = call_outside_acme(running, engine, method, path, body, keys.other)
     if path == "/v1/users":
         assert "anna" not in response.json()["users"]
-    assert acme_anna_ids(engine) == before  # nothing of acme/anna changed or went away
     if path.endswith(("/memories", "/record")) and method == "POST":  # writes land in globex's own anna
         assert engine.count("globex:anna") > 0
+
+
+OWN_ANNA = "The store's own Anna keeps bees in Lisbon."
+
+
+@pytest.mark.parametrize("method,path,body,admin", ROUTES, ids=[f"{m} {p}" for m, p, _, _ in ROUTES])
+def test_the_default_tenant_is_the_stores_own_users_and_no_other_tenants(running, engine, keys, method, path, body,
+                                                                        admin):
+    """The default tenant's anna is the store's anna (the one the CLI and the API fill); it reaches nothing of
+    acme's anna, not even by naming her store id, and acme's and globex's keys reach nothing of it."""
+    engine.add("anna", OWN_ANNA)
+    before = acme_anna_ids(engine)
+    response = call_outside_acme(running, engine, method, path, body, keys.default)
+    if path == "/v1/users":
+        assert response.json()["users"] == ["anna"]
+    if (method, path) == ("GET", "/v1/users/anna/memories"):
+        assert [m["content"] for m in response.json()["memories"]] == [OWN_ANNA]
+    if "/anna" in path:  # acme's store id named as a default user: refused, whatever the route
+        named = call(running, method, path.replace("/anna", "/acme%3Aanna"), body, key=keys.default)
+        assert named.status_code == 400 and "cannot contain ':'" in named.json()["error"]
+    assert acme_anna_ids(engine) == before
+    for other in (keys.admin, keys.other):  # other tenants' keys: their own anna, never the store's
+        seen = call(running, "GET", "/v1/users/anna/memories", None, key=other)
+        assert OWN_ANNA not in seen.text
 
 
 @pytest.mark.parametrize("method,path,body,admin", ROUTES, ids=[f"{m} {p}" for m, p, _, _ in ROUTES])

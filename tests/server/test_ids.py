@@ -125,7 +125,7 @@ def test_a_store_in_the_old_layout_is_migrated_on_start_and_can_be_cleaned(tmp_p
         other = {"Authorization": f"Bearer {keys.other}"}
         with httpx.Client(base_url=srv.url, headers=other, timeout=60) as http:
             assert [m["id"] for m in http.get("/v1/users/anna/memories").json()["memories"]] == ["obs-2"]
-        assert "3 user(s) renamed" in srv.log_text() and "2 legacy user(s) left" in srv.log_text()
+        assert "3 user(s) renamed" in srv.log_text() and "2 user(s) of an older layout left" in srv.log_text()
         assert "acme/x/y" not in srv.log_text() and "Lisbon" not in srv.log_text()  # counts only, never ids or text
         first_log = len(srv.log_text())
     with MemoryScope(path=store_path, embedder=local_embedder) as engine:

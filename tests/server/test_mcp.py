@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,6 +16,7 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client  # noqa: E402
 
+from tests.support.paths import console_script  # noqa: E402
 from tests.support.server_harness import RunningServer, make_keys, seed, seed_ledger  # noqa: E402
 
 TOOLS = {"search_memories", "save_memory", "update_memory", "forget_memory", "list_memories", "list_entities",
@@ -73,6 +73,25 @@ async def test_mcp_over_streamable_http_is_scoped_to_the_keys_user(engine):
     assert engine.count("acme:bob") == 0
 
 
+async def test_the_default_tenant_reaches_the_stores_own_user_and_no_other_tenants(engine):
+    keys = make_keys()
+    seed(engine)  # acme's anna
+    engine.add("anna", "The store's own Anna keeps bees.")
+    with RunningServer(engine, keys.ring) as srv:
+        for user, own in (("anna", True), ("acme:anna", False)):
+            headers = {"Authorization": f"Bearer {keys.default}", "X-Memory-User": user}
+            async with create_mcp_http_client(headers=headers) as http:
+                async with streamable_http_client(srv.url + "/mcp", http_client=http) as (read, write, _):
+                    async with ClientSession(read, write) as session:
+                        await session.initialize()
+                        listed = await session.call_tool("list_memories", {"limit": 50})
+                        if own:
+                            assert [m["content"] for m in payload(listed)["memories"]] == [
+                                "The store's own Anna keeps bees."]
+                        else:  # acme's store id is not a user of the default tenant
+                            assert listed.isError and "cannot contain ':'" in listed.content[0].text
+
+
 async def test_entity_and_profile_tools_read_the_callers_ledger_only(engine):
     keys = make_keys()
     seed(engine)
@@ -123,13 +142,6 @@ async def test_mcp_over_stdio(tmp_path, engine):
         assert [m.content for m in check.list("acme:anna")] == ["Anna plays the cello."]
 
 
-def _console_script() -> str:
-    """The `memoryscope-plugins` command of this environment (what a desktop MCP client starts)."""
-    script = Path(sys.executable).parent / "memoryscope-plugins"
-    assert script.exists(), f"no console script at {script}: install the project (pip install -e .)"
-    return str(script)
-
-
 async def _one_session(params: StdioServerParameters, errlog) -> None:
     async with stdio_client(params, errlog=errlog) as (read, write):
         async with ClientSession(read, write) as session:
@@ -147,7 +159,7 @@ def test_a_stdio_session_ends_with_exit_status_0_and_nothing_on_stderr(tmp_path,
     # exit itself here, so the test checks how the process ends, not how fast
     monkeypatch.setattr(mcp.client.stdio, "PROCESS_TERMINATION_TIMEOUT", 120.0)
     status, stderr = tmp_path / "status", tmp_path / "stderr"
-    command = [_console_script(), "--store", str(tmp_path / "stdio.db"), "serve", "--stdio", "--user", "anna"]
+    command = [console_script(), "--store", str(tmp_path / "stdio.db"), "serve", "--stdio", "--user", "anna"]
     params = StdioServerParameters(  # a shell in between only to keep the exit status
         command="/bin/sh", args=["-c", '"$@"; echo $? > "$STATUS_FILE"', "sh", *command],
         env={"MEMORYSCOPE_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "STATUS_FILE": str(status)})
@@ -155,10 +167,14 @@ def test_a_stdio_session_ends_with_exit_status_0_and_nothing_on_stderr(tmp_path,
         anyio.run(_one_session, params, errlog)
     assert status.read_text().strip() == "0"
     assert stderr.read_text() == ""
+    # the default tenant's anna is the store's anna: the command line lists what the session saved
+    listed = subprocess.run([console_script(), "--store", str(tmp_path / "stdio.db"), "list", "anna"],
+                            capture_output=True, text=True, timeout=120, env=params.env)
+    assert listed.returncode == 0 and "Anna plays the cello." in listed.stdout
 
 
 def test_stdio_with_nothing_on_stdin_exits_0_quietly(tmp_path):
-    done = subprocess.run([_console_script(), "--store", str(tmp_path / "stdio.db"), "serve", "--stdio",
+    done = subprocess.run([console_script(), "--store", str(tmp_path / "stdio.db"), "serve", "--stdio",
                            "--user", "anna"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=120, env={"MEMORYSCOPE_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"})
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")

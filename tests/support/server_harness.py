@@ -51,12 +51,14 @@ class Keys:
     acme: str  # tenant acme, any user
     anna_only: str  # tenant acme, bound to user anna
     other: str  # tenant globex, admin
+    default: str  # tenant default (the store's own, un-prefixed users), admin
 
 
 def make_keys() -> Keys:
     ring = KeyRing()
     return Keys(ring, admin=ring.create("acme", admin=True), acme=ring.create("acme"),
-                anna_only=ring.create("acme", users=("anna",)), other=ring.create("globex", admin=True))
+                anna_only=ring.create("acme", users=("anna",)), other=ring.create("globex", admin=True),
+                default=ring.create("default", admin=True))
 
 
 def seed(engine, tenant: str = "acme", user: str = "anna") -> dict[str, str]:
