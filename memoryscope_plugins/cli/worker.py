@@ -41,53 +41,63 @@ def _load_settings(args: argparse.Namespace):
 
 
 def _run(args: argparse.Namespace, settings, stop: threading.Event):
-    """`run_worker`, with the metrics listener of ``--metrics-port`` beside it (None: it could not start)."""
+    """Open the engine (the models built, the store opened: a setting that cannot work fails here, as the
+    ``error:`` line of `ConfigError` or `StoreError`, before the worker says it runs), then run the worker,
+    with the metrics listener of ``--metrics-port`` beside it. None: the listener could not start."""
+    from ..consolidation.service import no_model_error
     from ..consolidation.worker import run_worker
-    flush = False if args.no_flush else None
-    if args.metrics_port is None and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        return run_worker(settings, stop, once=args.once, flush_on_stop=flush)
-    try:
-        from ..server.metrics import ensure_recorder, serve_metrics
-    except ImportError as exc:
-        print(f"error: metrics need: pip install 'memoryscope-plugins[server]' ({exc.name} is missing)",
-              file=sys.stderr)
-        return None
     from ..engine import MemoryScope
-    ensure_recorder()  # also what the files of PROMETHEUS_MULTIPROC_DIR, read by a scrape elsewhere, need
-    with MemoryScope(settings, start_worker=False) as engine:
-        listener = None
-        if args.metrics_port is not None:
-            try:
-                listener = serve_metrics(engine.store, args.metrics_host, args.metrics_port)
-            except OSError as exc:
-                print(f"error: --metrics-port {args.metrics_port}: {exc.strerror or exc}", file=sys.stderr)
-                return None
-            print(f"metrics on http://{args.metrics_host}:{args.metrics_port}/metrics (no key)", file=sys.stderr)
+    if args.metrics_port is not None or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         try:
-            return run_worker(settings, stop, once=args.once, flush_on_stop=flush, engine=engine)
+            from ..server.metrics import ensure_recorder
+        except ImportError as exc:
+            print(f"error: metrics need: pip install 'memoryscope-plugins[server]' ({exc.name} is missing)",
+                  file=sys.stderr)
+            return None
+        ensure_recorder()  # also what the files of PROMETHEUS_MULTIPROC_DIR, read by a scrape elsewhere, need
+    if settings.llm.provider == "none":
+        raise no_model_error()
+    with MemoryScope(settings, start_worker=False) as engine:
+        listener = _metrics_listener(engine, args)
+        if listener is False:
+            return None
+        if not args.once:
+            print(f"consolidation worker running (sweep every {settings.consolidation.every_seconds:g} s); "
+                  "Ctrl-C to stop", file=sys.stderr)
+        try:
+            return run_worker(settings, stop, once=args.once, flush_on_stop=False if args.no_flush else None,
+                              engine=engine)
         finally:
             if listener is not None:
                 listener.shutdown()
 
 
-def cmd_worker(args: argparse.Namespace) -> int:
-    """Run the worker until Ctrl-C / SIGTERM (or, with --once, until nothing is pending)."""
-    from ..errors import ConfigError
+def _metrics_listener(engine, args: argparse.Namespace):
+    """The keyless scrape of ``--metrics-port`` (None without the option; False, said on stderr, when the
+    port cannot be bound)."""
+    if args.metrics_port is None:
+        return None
+    from ..server.metrics import serve_metrics
+    try:
+        listener = serve_metrics(engine.store, args.metrics_host, args.metrics_port)
+    except OSError as exc:
+        print(f"error: --metrics-port {args.metrics_port}: {exc.strerror or exc}", file=sys.stderr)
+        return False
+    print(f"metrics on http://{args.metrics_host}:{args.metrics_port}/metrics (no key)", file=sys.stderr)
+    return listener
 
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run the worker until Ctrl-C / SIGTERM (or, with --once, until nothing is pending). A setting that
+    cannot work raises before the worker runs (the ``error:`` line and exit status 1 of every command)."""
+    settings = _load_settings(args)
     stop = threading.Event()
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous[signum] = signal.signal(signum, lambda *_: stop.set())
     try:
-        settings = _load_settings(args)
-        if not args.once:
-            print(f"consolidation worker running (sweep every {settings.consolidation.every_seconds:g} s); "
-                  "Ctrl-C to stop", file=sys.stderr)
         result = _run(args, settings, stop)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

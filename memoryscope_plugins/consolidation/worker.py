@@ -52,6 +52,7 @@ def run_worker(settings: Settings, stop_event: threading.Event | None = None, *,
             raise no_model_error()
         engine = MemoryScope(settings, start_worker=False)
     service = getattr(engine, "_consolidation", None)
+    made = service is None  # a service of our own (the engine has none), stopped here like an owned engine's
     try:
         if service is None:
             if engine.llm is None:
@@ -74,7 +75,7 @@ def run_worker(settings: Settings, stop_event: threading.Event | None = None, *,
                  result.stats.get("messages", 0), result.stats.get("llm_calls", 0))
         return result
     finally:
+        if service is not None and (owned or made):
+            service.stop(flush=False)
         if owned:
-            if service is not None:
-                service.stop(flush=False)
             engine.close()

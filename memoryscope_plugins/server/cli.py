@@ -120,12 +120,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .pipeline import scrub_log_records
-    ring = KeyRing.load(keys_file)
-    if not ring.keys:
-        key = ring.create("default", admin=True, name="first start")
-        ring.save(keys_file)
-        print(f"created an admin key for tenant 'default' (stored hashed in {keys_file}); it is shown once:\n"
-              f"  {key}", file=sys.stderr)
     try:
         TrustedProxies(args.forwarded_allow_ips)
     except ValueError as exc:
@@ -136,11 +130,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           bind_host=args.host, forwarded_allow_ips=args.forwarded_allow_ips,
                           auth_failure_rate=args.auth_failure_rate, auth_failure_burst=args.auth_failure_burst)
     scrub_log_records()  # no traceback, no raw control character in any log line of this process
+    # the engine first: the models are built and the store opened, so a setting that cannot work is the
+    # "error:" line of ConfigError or StoreError before anything is created or said to run
     with _engine(args) as engine:
-        engine.warm_up()  # the first retrieval's one-time work, before the first request
-        app = create_app(engine, ring, config)
         if args.metrics_port is not None and not _serve_metrics(engine, args):
             return 1
+        ring = _key_ring(keys_file)
+        engine.warm_up()  # the first retrieval's one-time work, before the first request
+        app = create_app(engine, ring, config)
         server = _make_server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
                                              access_log=False, proxy_headers=False))  # forwarded: see peers.py
         print(f"serving on http://{args.host}:{args.port}/ (browser), /v1 (API), /mcp (MCP)", file=sys.stderr)
@@ -167,6 +164,19 @@ def _stdio_kept_open():
         with contextlib.suppress(OSError, ValueError):  # the client may have closed its end
             sys.stdout.flush()
         sys.stdin, sys.stdout = kept
+
+
+def _key_ring(keys_file: Path):
+    """The keys of `keys_file`; on the first start (no key yet) an admin key for tenant 'default' is made,
+    stored hashed and printed once."""
+    from .auth import KeyRing
+    ring = KeyRing.load(keys_file)
+    if not ring.keys:
+        key = ring.create("default", admin=True, name="first start")
+        ring.save(keys_file)
+        print(f"created an admin key for tenant 'default' (stored hashed in {keys_file}); it is shown once:\n"
+              f"  {key}", file=sys.stderr)
+    return ring
 
 
 def _serve_metrics(engine, args: argparse.Namespace) -> bool:

@@ -4,6 +4,7 @@ store refused rather than created, and a reader that leaves early (``| head``) e
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import pytest
 
 from memoryscope_plugins.cli.main import build_parser, main
 from memoryscope_plugins.cli.wording import count_of, memories
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, console_script
 
 
 @pytest.mark.parametrize("before, after", [
@@ -162,6 +163,29 @@ def test_a_mistyped_store_ends_the_process_with_one_line_and_status_1(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout, done.stderr) == (1, "", "error: no SQLite store at typo.db\n")
     assert not (tmp_path / "typo.db").exists()
+
+
+def deploy_settings(name: str) -> str:
+    """The settings file `name` as docs/deploy.md shows it (its YAML block starting ``# name``)."""
+    text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    return text.split(f"```yaml\n# {name}\n", 1)[1].split("```", 1)[0]
+
+
+def test_an_operator_start_checks_the_settings_before_it_creates_or_runs_anything(tmp_path):
+    """deploy.md's instance and worker, started without the model key: the same one line and exit status
+    from serve, worker and any other command, no admin key made, no "worker running" said first."""
+    for name in ("instance.yaml", "worker.yaml"):
+        (tmp_path / name).write_text(deploy_settings(name), encoding="utf-8")
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith("MEMORYSCOPE_") and name != "OPENAI_API_KEY"}
+    env["MEMORYSCOPE_HOME"] = str(tmp_path / "home")
+    no_key = "error: no API key for https://api.openai.com/v1: pass api_key= or set OPENAI_API_KEY\n"
+    for command in (["serve", "--config", "instance.yaml", "--keys", "keys.json", "--port", "1"],
+                    ["worker", "--config", "worker.yaml"], ["stats", "--config", "instance.yaml"]):
+        done = subprocess.run([console_script(), *command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert (done.returncode, done.stdout, done.stderr) == (1, "", no_key), command
+    assert not (tmp_path / "keys.json").exists() and not (tmp_path / "home").exists()
 
 
 def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):

@@ -573,14 +573,11 @@ def test_worker_command_once(tmp_path, server, brain, local_embedder, monkeypatc
 
 
 def test_worker_command_without_a_model_says_so(tmp_path, capsys):
-    from memoryscope_plugins.cli.worker import add_parser
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--config")
-    parser.add_argument("--store")
-    add_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["--store", str(tmp_path / "m.db"), "worker", "--once"])
-    assert args.func(args) == 2
-    assert "needs a model" in capsys.readouterr().err
+    from memoryscope_plugins.cli.main import main
+    assert main(["--store", str(tmp_path / "m.db"), "worker"]) == 1  # the exit status of every "error:" line
+    err = capsys.readouterr().err
+    assert err.startswith("error: consolidation needs a model") and "running" not in err
+    assert not (tmp_path / "m.db").exists()  # checked before the store is opened
 
 
 def test_delete_all_during_a_step_brings_nothing_back(tmp_path, server, brain, local_embedder):
