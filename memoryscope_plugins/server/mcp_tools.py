@@ -18,6 +18,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from ..engine import MemoryScope
 from ..errors import MemoryScopeError, NotFoundError, StoreError, ValidationError
+from ..types import EntityKind
 from .auth import KeyRing
 from .entity_json import entity_json, profile_json, profile_value_json, timeline_json
 from .guard import AmbiguousCredentials, current_key, key_from_headers, request_id
@@ -29,6 +30,10 @@ INSTRUCTIONS = ("Long-term memory of the user you are talking to. Call search_me
                 "anything that may depend on the past; save_memory for facts worth keeping; "
                 "forget_memory when the user asks you to forget something; about_entity for \"who is X\" or "
                 "\"what do you know about X\"; get_profile for what is true of the user now.")
+
+
+LIST_ENTITIES = ("The people, places, organisations, pets, objects and topics the user's conversations name, best "
+                 f"first. kind: {'|'.join(kind.value for kind in EntityKind)}; order: relevance|frequency|recency.")
 
 
 def _http_user(keys: KeyRing) -> Callable[[Context], tuple[str, str]]:
@@ -156,12 +161,10 @@ def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: t
         user, _ = resolve(ctx)
         return {"memories": [brief(m) for m in engine.list(user, limit=limit)]}
 
-    @mcp.tool()
+    @mcp.tool(description=LIST_ENTITIES)
     @_tool_errors
     def list_entities(ctx: Context, kind: str | None = None, order: str = "relevance",
                       limit: int = 20) -> dict[str, Any]:
-        """The people, places, organisations, pets, objects and topics the user's conversations name, best
-        first. kind: person|place|organization|pet|object|topic; order: relevance|frequency|recency."""
         user, tenant = resolve(ctx)
         return {"entities": [entity_json(e, tenant) for e in engine.entities(user, kind=kind, order=order,
                                                                              limit=limit)]}

@@ -12,6 +12,7 @@ pytest.importorskip("starlette", reason="the [server] extra is not installed")
 pytest.importorskip("uvicorn", reason="the [server] extra is not installed")
 
 from memoryscope_plugins.server import ServerConfig  # noqa: E402
+from memoryscope_plugins.types import EntityKind  # noqa: E402
 from tests.support.server_harness import RunningServer, make_keys, seed, seed_ledger  # noqa: E402
 
 ANNA = "/v1/users/anna"
@@ -118,6 +119,32 @@ def test_bad_input_and_unknown_names(http):
         assert response.json()["error"]
     assert names(http.get(f"{ANNA}/entities")) != []  # nothing of it changed the ledger
     assert http.get(f"{ANNA}/profile").json()["profile"]["home"][0]["value"] == "Lisbon"
+
+
+def test_names_and_keys_follow_one_rule_and_errors_name_the_field_as_sent(http, engine):
+    def error(response) -> str:
+        assert response.status_code == 400, (response.request.method, response.request.url, response.text)
+        return response.json()["error"]
+    assert error(http.patch(f"{ANNA}/entities/Lisbon", json={"name": 5})) == "name must be a string, not int"
+    assert error(http.post(f"{ANNA}/entities/Lisbon/aliases", json={"alias": "Lisb\u202eoa"})).startswith(
+        "alias holds U+202E, a format character (Unicode Cf)")
+    assert error(http.post(f"{ANNA}/entities/Lisbon/aliases", json={"alias": "🐱🐱"})).startswith(
+        "alias holds fewer than 2 letters or digits")
+    assert error(http.patch(f"{ANNA}/entities/Lisbon", json={"name": "x" * 300})) == (
+        "name has 300 characters; a name or key is at most 80")
+    assert error(http.get(f"{ANNA}/entities/Lisbon%E2%80%AE")).startswith(
+        "the name in the path holds U+202E, a format character")
+    assert error(http.post(f"{ANNA}/entities/Lisbon/merge", json={"other": "Porto\n"})).startswith(
+        "other holds U+000A, a control character")
+    assert error(http.get(f"{ANNA}/entities", params={"kind": "alien"})) == (
+        f"kind must be one of {', '.join(kind.value for kind in EntityKind)}, not 'alien'")
+    assert error(http.put(f"{ANNA}/profile/home%0A", json={"value": "Sintra"})).startswith(
+        "key holds U+000A, a control character (Unicode Cc)")
+    assert error(http.put(f"{ANNA}/profile/home%20", json={"value": "Sintra"})) == (
+        "key begins or ends with white space")
+    assert error(http.get(f"{ANNA}/profile/home%0A/history")).startswith("key holds U+000A")
+    assert [v.value for v in engine.profile("acme:anna")["home"]] == ["Lisbon"]  # home was not replaced
+    assert engine.entity("acme:anna", "Lisbon").entity.aliases == ["Lisboa"]
 
 
 def test_profile_history_set_and_remove(http, engine):

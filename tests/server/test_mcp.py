@@ -14,6 +14,7 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client  # noqa: E402
 
+from memoryscope_plugins.types import EntityKind  # noqa: E402
 from tests.support.server_harness import RunningServer, make_keys, seed, seed_ledger  # noqa: E402
 
 TOOLS = {"search_memories", "save_memory", "update_memory", "forget_memory", "list_memories", "list_entities",
@@ -94,6 +95,12 @@ async def test_entity_and_profile_tools_read_the_callers_ledger_only(engine):
                     missing = await session.call_tool("about_entity", {"name": "Atlantis"})
                     assert missing.isError and "not found" in missing.content[0].text
                     assert (await session.call_tool("list_entities", {"order": "loudest"})).isError
+                    spoofed = await session.call_tool("about_entity", {"name": "Lisb\u202eoa"})
+                    assert spoofed.isError and "name holds U+202E, a format character" in spoofed.content[0].text
+                    folded = await session.call_tool("get_profile", {"key": "home\n"})
+                    assert folded.isError and "key holds U+000A, a control character" in folded.content[0].text
+                    described = {t.name: t.description for t in (await session.list_tools()).tools}
+                    assert "kind: " + "|".join(kind.value for kind in EntityKind) in described["list_entities"]
         headers = {"Authorization": f"Bearer {keys.other}", "X-Memory-User": "anna"}
         async with create_mcp_http_client(headers=headers) as http:
             async with streamable_http_client(srv.url + "/mcp", http_client=http) as (read, write, _):
