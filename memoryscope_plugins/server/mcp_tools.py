@@ -18,6 +18,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from ..engine import MemoryScope
 from ..errors import MemoryScopeError, NotFoundError, StoreError, ValidationError
+from ..person import name_rules
 from ..types import EntityKind
 from .auth import KeyRing
 from .entity_json import entity_json, profile_json, profile_value_json, timeline_json
@@ -184,11 +185,12 @@ def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: t
     @_tool_errors
     def get_profile(ctx: Context, key: str | None = None) -> dict[str, Any]:
         """The user's profile (home, work, family, likes, ...): each key's current values; with key, every
-        value that key ever had, oldest first (ended ones carry valid_to)."""
+        value that key ever had, oldest first (ended ones carry valid_to), under its canonical key (家 is home)."""
         user, tenant = resolve(ctx)
         if key is not None:
-            return {"key": key, "history": [profile_value_json(v, tenant)
-                                            for v in engine.profile_history(user, key)]}
+            canonical = name_rules.canonical_key(key, "key")  # 家 is home: the answer says which key it read
+            return {"key": canonical, "history": [profile_value_json(v, tenant)
+                                                  for v in engine.profile_history(user, key)]}
         return {"profile": profile_json(engine.profile(user), tenant)}
 
     return mcp

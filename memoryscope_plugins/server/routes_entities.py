@@ -102,12 +102,13 @@ def entity_routes(engine: MemoryScope, base: str) -> list[Route]:
 
     async def profile_history(request: Request) -> Response:
         """
-        summary: Every value a profile key ever had, oldest first (ended ones with valid_to and superseded_by).
-        """
+        summary: Every value a profile key ever had, oldest first (ended ones with valid_to and superseded_by), under its canonical key.
+        """  # noqa: E501 - one line of the OpenAPI schema
         key = request_key(request)
         user = store_user(key, request.path_params["user"])
+        canonical = name_rules.canonical_key(request.path_params["key"], "key")  # 家 is home: say so
         values = await run_in_threadpool(engine.profile_history, user, request.path_params["key"])
-        return JSONResponse({"key": request.path_params["key"],
+        return JSONResponse({"key": canonical,
                              "history": [profile_value_json(v, key.tenant) for v in values]})
 
     async def set_profile(request: Request) -> Response:

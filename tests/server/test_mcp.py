@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import pytest
@@ -14,7 +15,9 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client  # noqa: E402
 
+from memoryscope_plugins.server.mcp_tools import build_mcp  # noqa: E402
 from memoryscope_plugins.types import EntityKind  # noqa: E402
+from tests.support.paths import ROOT  # noqa: E402
 from tests.support.server_harness import RunningServer, make_keys, seed, seed_ledger  # noqa: E402
 
 TOOLS = {"search_memories", "save_memory", "update_memory", "forget_memory", "list_memories", "list_entities",
@@ -92,6 +95,8 @@ async def test_entity_and_profile_tools_read_the_callers_ledger_only(engine):
                     assert [v["value"] for v in profile["home"]] == ["Lisbon"]
                     history = payload(await session.call_tool("get_profile", {"key": "home"}))["history"]
                     assert [(v["value"], v["current"]) for v in history] == [("Porto", False), ("Lisbon", True)]
+                    chinese = payload(await session.call_tool("get_profile", {"key": "家"}))
+                    assert chinese["key"] == "home" and [v["value"] for v in chinese["history"]] == ["Porto", "Lisbon"]
                     missing = await session.call_tool("about_entity", {"name": "Atlantis"})
                     assert missing.isError and "not found" in missing.content[0].text
                     assert (await session.call_tool("list_entities", {"order": "loudest"})).isError
@@ -125,3 +130,15 @@ async def test_mcp_over_stdio(tmp_path, engine):
     from memoryscope_plugins import MemoryScope
     with MemoryScope(path=store, embedder=engine.embedder) as check:
         assert [m.content for m in check.list("acme:anna")] == ["Anna plays the cello."]
+
+
+async def test_the_readme_and_the_docs_name_every_tool_the_server_has(engine):
+    served = {tool.name for tool in await build_mcp(engine, fixed_user=("acme", "anna")).list_tools()}
+    assert served == TOOLS
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "McpWorkbench" in b)
+    comments = " ".join(line.split("#", 1)[1] for line in block.splitlines() if "#" in line)
+    assert set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", comments)) == served
+    server_md = (ROOT / "docs" / "server.md").read_text(encoding="utf-8")
+    mcp_section = server_md.split("\n## MCP\n", 1)[1].split("\n## ", 1)[0]
+    assert set(re.findall(r"`(\w+)\(", mcp_section)) == served
