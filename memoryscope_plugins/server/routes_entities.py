@@ -28,6 +28,13 @@ PATH_NAME = "the name in the path"
 def entity_routes(engine: MemoryScope, base: str) -> list[Route]:
     """The routes under ``{base}/{user}/entities`` and ``{base}/{user}/profile``. Each handler runs the
     engine call in a worker thread."""
+    entities, profile = base + "/{user}/entities", base + "/{user}/profile"
+    return [*_entity_edit_routes(engine, entities), *_entity_read_routes(engine, entities),
+            *_profile_routes(engine, profile)]
+
+
+def _entity_read_routes(engine: MemoryScope, entities: str) -> list[Route]:
+    """Listing a user's entities and reading one."""
 
     async def list_entities(request: Request) -> Response:
         """
@@ -52,6 +59,14 @@ def entity_routes(engine: MemoryScope, base: str) -> list[Route]:
             user, name, limit=int_param(request, "limit", 20),
             bucket=request.query_params.get("bucket", "month")))
         return JSONResponse(details_json(details, key.tenant))
+
+    return [Route(entities, list_entities, methods=["GET"]),
+            Route(entities + "/{name:path}", get_entity, methods=["GET"])]
+
+
+def _entity_edit_routes(engine: MemoryScope, entities: str) -> list[Route]:
+    """Renaming, aliasing, merging and deleting an entity. The routes of an action end in a fixed word,
+    so they come before the bare ``{name:path}`` ones."""
 
     async def edit(request: Request, field: str, check: Callable[[Any, str], str], call) -> Response:
         """An edit of the entity the path names with the body's one `field` (checked by `check`, which
@@ -90,6 +105,15 @@ def entity_routes(engine: MemoryScope, base: str) -> list[Route]:
         name = name_rules.check_name(request.path_params["name"], PATH_NAME)
         links = await run_in_threadpool(engine.delete_entity, user, name)
         return JSONResponse({"deleted": name, "links": links})
+
+    return [Route(entities + "/{name:path}/aliases", add_alias, methods=["POST"]),
+            Route(entities + "/{name:path}/merge", merge_entities, methods=["POST"]),
+            Route(entities + "/{name:path}", rename_entity, methods=["PATCH"]),
+            Route(entities + "/{name:path}", delete_entity, methods=["DELETE"])]
+
+
+def _profile_routes(engine: MemoryScope, profile: str) -> list[Route]:
+    """Reading the profile and a key's history, setting a value, ending one."""
 
     async def get_profile(request: Request) -> Response:
         """
@@ -131,16 +155,7 @@ def entity_routes(engine: MemoryScope, base: str) -> list[Route]:
         value = await run_in_threadpool(engine.remove_profile_value, user, request.path_params["value_id"])
         return JSONResponse(profile_value_json(value, key.tenant))
 
-    entities, profile = base + "/{user}/entities", base + "/{user}/profile"
-    return [
-        Route(entities, list_entities, methods=["GET"]),
-        Route(entities + "/{name:path}/aliases", add_alias, methods=["POST"]),
-        Route(entities + "/{name:path}/merge", merge_entities, methods=["POST"]),
-        Route(entities + "/{name:path}", get_entity, methods=["GET"]),
-        Route(entities + "/{name:path}", rename_entity, methods=["PATCH"]),
-        Route(entities + "/{name:path}", delete_entity, methods=["DELETE"]),
-        Route(profile, get_profile, methods=["GET"]),
-        Route(profile + "/values/{value_id}", remove_profile_value, methods=["DELETE"]),
-        Route(profile + "/{key}/history", profile_history, methods=["GET"]),
-        Route(profile + "/{key}", set_profile, methods=["PUT"]),
-    ]
+    return [Route(profile, get_profile, methods=["GET"]),
+            Route(profile + "/values/{value_id}", remove_profile_value, methods=["DELETE"]),
+            Route(profile + "/{key}/history", profile_history, methods=["GET"]),
+            Route(profile + "/{key}", set_profile, methods=["PUT"])]
