@@ -153,7 +153,7 @@ class MemoryTools:
             return "No name given: nothing to recall."
         limit = clamp_limit(limit, 10)
         try:
-            return self._recall(name.strip(), limit)
+            return self._recall(name, limit)
         except NotFoundError:
             found = self.search_memory(name, limit)
             return f"Nothing called {name!r} is known as a person, place or thing. Memories that match: \n{found}"

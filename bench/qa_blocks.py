@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memoryscope_plugins.bench.qa import QAOptions, QARun, _language, question_id
+from memoryscope_plugins.bench.qa import QAOptions, QARun, question_id
 from memoryscope_plugins.settings import Settings
 
 
@@ -33,11 +33,11 @@ def _run(args: argparse.Namespace) -> tuple[Settings, QARun]:
 
 
 def dump(args: argparse.Namespace) -> None:
-    settings, run = _run(args)
+    _settings, run = _run(args)
     blocks = {}
-    with run._open_stores() as stores:
+    with run.open_stores() as stores:
         for conv, question in run.items:
-            block, _ms = run._context(stores, conv, question, "turns", _language(settings, question.text))
+            block, _ms = run.context(stores, conv, question, "turns")
             blocks[question_id(conv, question)] = block
     Path(args.out).write_text(json.dumps(blocks, ensure_ascii=False, indent=0), encoding="utf-8")
     print(f"{len(blocks)} blocks -> {args.out}")
@@ -57,10 +57,8 @@ def answer(args: argparse.Namespace) -> None:
         qid = question_id(conv, question)
         if qid in done:
             continue
-        block = blocks[qid]
-        run._context = lambda *_a, _block=block: (_block, 0.0)  # type: ignore[method-assign]
-        result = run._answer(None, conv, question, "turns")  # type: ignore[arg-type]
-        run._judge(run._rows[qid], result, cache)
+        result = run.answer_with_block(conv, question, "turns", blocks[qid])
+        run.judge_answer(conv, question, result, cache)
         done[qid] = result
         out.write_text(json.dumps(done, ensure_ascii=False, indent=1), encoding="utf-8")
         print(qid, result["j"], result["text"][:80], flush=True)

@@ -26,7 +26,7 @@ from . import log_hygiene, metrics, person, tracing, transfer, validation
 from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, StoreError, ValidationError
 from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
-from .person.matching import usable_name
+from .person import name_rules
 from .person.short_forms import addressed_aliases
 from .retrieval import ledger_cache, pipeline
 from .settings import Settings
@@ -730,10 +730,11 @@ class MemoryScope:
     def rename_entity(self, user_id: str, name: str, new_name: str) -> Entity:
         """Give an entity a new canonical name; the old one stays as an alias, so past and future
         mentions under it still count. `ValidationError` when `new_name` is another entity's name
-        (merge them instead) or cannot be a name (one character, a function word, over 80)."""
+        (merge them instead) or cannot be a name (`person.name_rules`: over 80 characters, a control
+        or format character, fewer than 2 letters or digits, a function word)."""
         user_id = _check_id(user_id, "user_id")
-        name = self._check_entity_name(name, "name")
-        new_name = self._check_entity_name(new_name, "new_name")
+        name = name_rules.check_name(name, "name")
+        new_name = name_rules.check_new_name(new_name, "new_name")
 
         def edit(ledger: LedgerReader) -> tuple[Entity, LedgerChanges | None]:
             found = self._find_entity(ledger, user_id, name, "name")
@@ -748,12 +749,10 @@ class MemoryScope:
     def add_alias(self, user_id: str, name: str, alias: str) -> Entity:
         """Add another name an entity goes by ("Mel" for "Melanie", 小王 for 王磊); from then on a
         message naming it that way counts as a mention. `ValidationError` when the alias is another
-        entity's name or cannot be a name."""
+        entity's name or cannot be a name (`person.name_rules`, as for `rename_entity`)."""
         user_id = _check_id(user_id, "user_id")
-        name = self._check_entity_name(name, "name")
-        alias = " ".join(self._check_entity_name(alias, "alias").split())
-        if not usable_name(alias):
-            raise ValidationError("alias: an entity name is 2 to 80 characters and not a function word")
+        name = name_rules.check_name(name, "name")
+        alias = name_rules.check_new_name(alias, "alias")
 
         def edit(ledger: LedgerReader) -> tuple[Entity, LedgerChanges | None]:
             found = self._find_entity(ledger, user_id, name, "name")
@@ -768,8 +767,8 @@ class MemoryScope:
         """Merge entity `other` into `keep` (each given by name, alias or id): `keep` gains `other`'s
         names as aliases and its mentions, and `other` is removed. No memory is touched."""
         user_id = _check_id(user_id, "user_id")
-        keep = self._check_entity_name(keep, "keep")
-        other = self._check_entity_name(other, "other")
+        keep = name_rules.check_name(keep, "keep")
+        other = name_rules.check_name(other, "other")
 
         def edit(ledger: LedgerReader) -> tuple[Entity, LedgerChanges | None]:
             kept = self._find_entity(ledger, user_id, keep, "keep")
@@ -783,7 +782,7 @@ class MemoryScope:
         """Remove an entity from the ledger with its links to memories (never the memories);
         returns how many links were removed."""
         user_id = _stored_id(user_id, "user_id")
-        name = self._check_entity_name(name, "name")
+        name = name_rules.check_name(name, "name")
         links: builtins.list[int] = []
 
         def edit(ledger: LedgerReader) -> LedgerChanges:
@@ -807,9 +806,10 @@ class MemoryScope:
     def profile_history(self, user_id: str, key: str) -> builtins.list[ProfileValue]:
         """Every value a profile key ever had, oldest first: replaced values keep when they ended
         (`valid_to`) and what replaced them (`superseded_by`). Keys are normalised ("住址" is
-        "home"); an unknown key has no history (an empty list)."""
+        "home": `person.name_rules.canonical_key`), and each value carries its canonical key; an
+        unknown key has no history (an empty list)."""
         user_id = _stored_id(user_id, "user_id")
-        normalised = self._check_profile_key(key)
+        normalised = name_rules.canonical_key(key, "key")
         return person.history(self.store.profile_values(user_id, key=normalised), normalised)
 
     def set_profile(self, user_id: str, key: str, value: str, *, replace: bool = True) -> ProfileValue:
@@ -818,7 +818,7 @@ class MemoryScope:
         such as home or work) the key's other current values end now and stay as history; with
         ``replace=False`` a multi-valued key (likes, pets, family ...) gains the value."""
         user_id = _check_id(user_id, "user_id")
-        key = self._check_profile_key(key)
+        key = name_rules.canonical_key(key, "key")
         if not isinstance(value, str):
             raise ValidationError(f"value must be a string, not {type(value).__name__}")
         validation.check_bool(replace, "replace")
@@ -852,23 +852,10 @@ class MemoryScope:
         self.store.edit_ledger(user_id, edit)
         return removed[0]
 
-    def _check_entity_name(self, value: Any, what: str) -> str:
-        name = validation.check_name(value, what)
-        if name is None:
-            raise ValidationError(f"{what} must be a string, not None")
-        return name
-
-    def _check_profile_key(self, key: Any) -> str:
-        checked = self._check_entity_name(key, "key")
-        try:
-            return person.normalise_key(checked)
-        except ValueError as exc:
-            raise ValidationError(f"key: {exc}") from None
-
     def _find_entity(self, ledger: LedgerReader, user_id: str, name: Any, what: str) -> Entity:
         """The user's entity `name` names: its id, its canonical name, or an alias (normalised;
         a canonical name wins over an alias, then the entity mentioned most)."""
-        name = self._check_entity_name(name, what)
+        name = name_rules.check_name(name, what)
         entities = ledger.entities(user_id)
         wanted = person.normalise_name(name)
         by_id = [entity for entity in entities if entity.id == name]
@@ -1150,7 +1137,7 @@ def _check_kind(value: Any) -> EntityKind | None:
             return EntityKind(value.strip().lower())
         except ValueError:
             pass
-    raise ValidationError(f"kind must be one of {', '.join(k.value for k in EntityKind)} or None, not {value!r}"[:300])
+    raise ValidationError(f"kind must be one of {', '.join(k.value for k in EntityKind)}, not {value!r}"[:300])
 
 
 def _check_choice(value: Any, what: str, choices: Sequence[str]) -> str:

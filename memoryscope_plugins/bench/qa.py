@@ -242,7 +242,7 @@ def _embedder_identity(settings: Settings) -> dict[str, Any]:
             "dimensions": cfg.dimensions, "int8_compute": cfg.int8_compute}
 
 
-# consolidation settings the bench sets itself (`QARun._open_stores`) or that only schedule work
+# consolidation settings the bench sets itself (`QARun.open_stores`) or that only schedule work
 _CONSOLIDATION_NOT_RECORDED = {"enabled", "worker", "flush_on_close", "threads", "lease_ttl_s", "close_timeout_s",
                                "max_backoff_s", "every_seconds"}
 
@@ -348,7 +348,7 @@ def _upgrade_v1(previous: dict[str, Any], options: QAOptions, settings: Settings
 
 
 @dataclass
-class _Stores:
+class QAStores:
     """The conversation stores: turns (for `turns` and `vector`), observations, and consolidated
     (when asked for), one user per conversation, each filled once per run and only when a
     configuration still needs it."""
@@ -443,7 +443,7 @@ class QARun:
         self._previous_llm = dict(self.state.get("llm") or {})
         self._previous_seconds = float(self.state.get("seconds") or 0.0)
         self._started = time.perf_counter()
-        self._stores: _Stores | None = None
+        self._stores: QAStores | None = None
 
     def _load_sample(self) -> list[tuple[Conversation, Question]]:
         path = self.options.data
@@ -567,9 +567,10 @@ class QARun:
         self._save()
 
     # -- answering ------------------------------------------------------------------------------
-    def _context(self, stores: _Stores, conv: Conversation, question: Question, name: str,
-                 language: str) -> tuple[str, float]:
-        """The memory block of a configuration and the retrieval time in ms."""
+    def context(self, stores: QAStores, conv: Conversation, question: Question, name: str) -> tuple[str, float]:
+        """The memory block configuration `name` gives `question` (from `stores`, see `open_stores`)
+        and the retrieval time in ms, in the question's language."""
+        language = self._rows[question_id(conv, question)]["language"]
         now = question_time(conv)
         start = time.perf_counter()
         if name == "none":
@@ -598,11 +599,17 @@ class QARun:
         factor = statistics.median(self._token_ratios) if self._token_ratios else 1.0
         return rough * factor
 
-    def _answer(self, stores: _Stores, conv: Conversation, question: Question, name: str) -> dict[str, Any]:
+    def _answer(self, stores: QAStores, conv: Conversation, question: Question, name: str) -> dict[str, Any]:
+        block, retrieve_ms = self.context(stores, conv, question, name)
+        return self.answer_with_block(conv, question, name, block, retrieve_ms)
+
+    def answer_with_block(self, conv: Conversation, question: Question, name: str, block: str,
+                          retrieve_ms: float = 0.0) -> dict[str, Any]:
+        """Configuration `name`'s answer to `question` given its memory `block` (what `context` built,
+        here or in another version of the code), unjudged: the answer row `bench qa` stores. Needs
+        `connect` first."""
         assert self.answer_model is not None
-        row = self._rows[question_id(conv, question)]
-        language = row["language"]
-        block, retrieve_ms = self._context(stores, conv, question, name, language)
+        language = self._rows[question_id(conv, question)]["language"]
         now_text = format_memory_time(question_time(conv), language)
         messages = answer_messages(block, question.text, now_text, language)
         if name == "full":
@@ -637,6 +644,12 @@ class QARun:
                 "truncated": result.truncated}
 
     # -- judging --------------------------------------------------------------------------------
+    def judge_answer(self, conv: Conversation, question: Question, answer: dict[str, Any],
+                     cache: dict[tuple[str, str], dict[str, Any]]) -> None:
+        """Judge `answer` (from `answer_with_block`) in place, as `bench qa` does: its rules first,
+        then the judge model; `cache` holds the verdicts of answers already judged (start with {})."""
+        self._judge(self._rows[question_id(conv, question)], answer, cache)
+
     def _judge(self, row: dict[str, Any], answer: dict[str, Any], cache: dict[tuple[str, str], dict[str, Any]]) -> None:
         assert self.judge_model is not None
         verdict = deterministic_verdict(answer["text"], row["gold"], row["question"])
@@ -697,7 +710,7 @@ class QARun:
         return self.state
 
     @contextmanager
-    def _open_stores(self, consolidated: bool = False) -> Iterator[_Stores]:
+    def open_stores(self, consolidated: bool = False) -> Iterator[QAStores]:
         """Fresh stores in a temporary folder: turns and observations (no LLM, no consolidation),
         and with `consolidated` one whose consolidation the caller runs with the configured llm."""
         with tempfile.TemporaryDirectory(prefix="memoryscope-bench-qa-") as tmp, ExitStack() as stack:
@@ -711,7 +724,7 @@ class QARun:
 
             turn_store = stack.enter_context(MemoryScope(at(base, "turns.db")))
             obs_store = stack.enter_context(MemoryScope(at(base, "observations.db"), embedder=turn_store.embedder))
-            stores = _Stores(turn_store, obs_store)
+            stores = QAStores(turn_store, obs_store)
             if consolidated:
                 driven = self.settings.model_copy(update={"consolidation": self.settings.consolidation.model_copy(
                     update={"enabled": True, "worker": "none", "flush_on_close": False})})
@@ -720,7 +733,7 @@ class QARun:
             yield stores
 
     def _answer_all(self, todo: list[tuple[Conversation, Question, str]], bar: Any) -> None:
-        with self._open_stores(consolidated=any(name == "consolidated" for _c, _q, name in todo)) as stores:
+        with self.open_stores(consolidated=any(name == "consolidated" for _c, _q, name in todo)) as stores:
             self._stores = stores
             for conv, question, name in _call_order(todo):
                 row = self._rows[question_id(conv, question)]
@@ -738,10 +751,10 @@ class QARun:
         per_config: dict[str, dict[str, Any]] = {}
         todo = [(c, q, n) for c, q in self.items for n in ANSWER_ORDER
                 if n in self.options.configs and n != "consolidated"]  # its cost depends on the model
-        with self._open_stores() as stores:
+        with self.open_stores() as stores:
             for conv, question, name in _call_order(todo):
                 language = self._rows[question_id(conv, question)]["language"]
-                block, _ms = self._context(stores, conv, question, name, language)
+                block, _ms = self.context(stores, conv, question, name)
                 messages = answer_messages(block, question.text, "2023-05-08 Mon", language)
                 tokens = sum(estimate_tokens(m["content"]) for m in messages)
                 entry = per_config.setdefault(name, {"calls": 0, "prompt_tokens": 0.0, "skipped": 0})

@@ -11,7 +11,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from ..types import Entity
+from ..person import name_rules
+from ..types import Entity, EntityKind
 from .engine_args import CommandGroup, engine_from_args, existing_engine
 from .wording import count_of
 
@@ -82,7 +83,8 @@ def cmd_entity(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     with existing_engine(args, user=args.user) as memory:
-        if args.history:
+        if args.history is not None:
+            name_rules.canonical_key(args.history, "--history")  # the message names the option
             values = memory.profile_history(args.user, args.history)
         else:
             values = [value for values in memory.profile(args.user).values() for value in values]
@@ -122,7 +124,8 @@ def add_parsers(sub: CommandGroup) -> None:
     """Add the entity ledger's and the profile's commands to the CLI's subparsers."""
     p = sub.add_parser("entities", help="the people, places and things a user's conversations name, best first")
     p.add_argument("user")
-    p.add_argument("--kind", default=None, help="person, place, organization, pet, object or topic")
+    kinds = [kind.value for kind in EntityKind]
+    p.add_argument("--kind", default=None, type=str.lower, choices=kinds, help=f"one of {', '.join(kinds)}")
     p.add_argument("--order", default="relevance", choices=("relevance", "frequency", "recency"))
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--json", action="store_true")

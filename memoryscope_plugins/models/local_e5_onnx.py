@@ -146,6 +146,15 @@ class E5OnnxEmbedder(ThreadedAsyncMixin):
         return {name.removesuffix(".input"): np.abs(values * mask[..., None]).max(axis=(0, 1))
                 for name, values in zip(names, outputs)}
 
+    def replace_session(self, session: Any) -> None:
+        """Run the encoder graph on `session` from now on: any object with onnxruntime's
+        ``InferenceSession.run(output_names, feeds)``, with the tokenizer, embedding tables, windows
+        and pooling kept (bench/make_embedding_reference.py runs the graph on onnx's reference
+        evaluator)."""
+        self._load()
+        with self._lock:
+            self._session = session
+
     # -- embedding ------------------------------------------------------------------------------
     def token_count(self, text: str, *, kind: EmbedKind = "document") -> int:
         """Tokens the model reads for `text` (with the prefix, <s> and </s>; before windowing)."""

@@ -93,6 +93,14 @@ class LocalOnnxEmbedder(ThreadedAsyncMixin):
             self._tokenizer = tokenizer
             self._session = session
 
+    def replace_session(self, session: Any) -> None:
+        """Run the model's graph on `session` from now on: any object with onnxruntime's
+        ``InferenceSession.run(output_names, feeds)``, with the tokenizer and pooling kept
+        (bench/make_embedding_reference.py runs the graph on onnx's reference evaluator)."""
+        self._load()
+        with self._lock:
+            self._session = session
+
     def embed(self, texts: Sequence[str], *, kind: EmbedKind = "document") -> np.ndarray:
         """L2-normalised float32 vectors, one row per text, in input order."""
         if isinstance(texts, str):

@@ -8,7 +8,9 @@ entity, the profile lines of the context block):
 - `matching`: `normalise_name` and `NameMatcher` (the known names in a text, English and Chinese);
 - `ledger`: `record_mentions`, `plan_new_entities`, `merge`, `rename`, `rank`, `timeline`;
 - `profile`: `normalise_key`, `apply`, `set_by_user`, `retract`, `current`, `history`, `profile_lines`;
-- `questions`: `entity_question`.
+- `questions`: `entity_question`;
+- `name_rules`: what an entity name, an alias and a profile key may hold (`check_name`,
+  `check_new_name`, `canonical_key`), the one rule every surface checks.
 
 Each module's docstring states its rules.
 """

@@ -9,7 +9,8 @@ renaming, ranking and the timeline. Pure functions over the records of `types`: 
   around a name are taken off first: "“Mel's”" is Mel, and an English phrase the message writes as a
   proper name with common nouns after it is that name: "Harry Potter fan" is Harry Potter,
   `written_case`); a name shorter than 2 characters, longer
-  than `MAX_NAME_CHARS`, a pronoun or a function word is dropped, and so is a new English name
+  than `MAX_NAME_CHARS`, holding a character `name_rules` refuses (a control or format character such
+  as a bidi override), a pronoun or a function word is dropped, and so is a new English name
   written in lower case only ("kids", "mental health": a common noun, not a name; "Adoption
   agencies" too where the message, which writes capitals, says "adoption agencies") unless the
   ledger or the batch already has it as a proper name ("mel" after "Mel"); names are compared normalised, so
@@ -43,6 +44,7 @@ from ..storage.base import LedgerChanges
 from ..storage.text_analysis import CJK
 from ..types import Entity, EntityKind, EntityMention, Memory, MemoryType, as_aware, utc_now
 from .matching import MAX_NAME_CHARS, NameMatcher, entity_list, is_function_word, normalise_name, said_in, usable_name
+from .name_rules import holds_problem, new_name_problem
 from .relations import relation_or_role
 from .short_forms import addressed, short_form_candidates, short_form_owner
 from .written_case import named_head, written_in_lower_case
@@ -121,7 +123,8 @@ def _entity_id(user_id: str, name: str, taken: set[str]) -> str:
 
 
 def _acceptable(name: object) -> bool:
-    return (isinstance(name, str) and usable_name(name) and not is_function_word(name)
+    return (isinstance(name, str) and holds_problem(" ".join(name.split())) is None and usable_name(name)
+            and not is_function_word(name)
             and normalise_name(name) not in _NOT_ENTITIES)
 
 
@@ -370,14 +373,16 @@ def merge(keep: Entity, other: Entity, mentions: Iterable[EntityMention], now: d
 
 def rename(entity: Entity, new_name: str, now: datetime | None = None) -> Entity:
     """`entity` under `new_name`, its old name kept as an alias (and `new_name` no longer one).
-    Raises ValueError for a name that cannot be matched (empty, one character, longer than
-    `MAX_NAME_CHARS`), TypeError on wrong types."""
+    Raises ValueError for a name `name_rules.new_name_problem` refuses (empty, over `MAX_NAME_CHARS`,
+    a control or format character, fewer than 2 letters or digits, a function word), TypeError on
+    wrong types."""
     entity = _check_entity(entity, "entity")
     if not isinstance(new_name, str):
         raise TypeError(f"new_name must be a str, got {type(new_name).__name__}")
     cleaned = " ".join(new_name.split())
-    if not usable_name(cleaned):
-        raise ValueError(f"an entity name is 2 to {MAX_NAME_CHARS} characters and not a function word")
+    problem = new_name_problem(cleaned)
+    if problem is not None:
+        raise ValueError(f"new_name {problem}")
     wanted = normalise_name(cleaned)
     aliases = [alias for alias in entity.aliases if normalise_name(alias) != wanted]
     if normalise_name(entity.name) != wanted:

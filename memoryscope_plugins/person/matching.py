@@ -4,7 +4,7 @@ The rules, which `NameMatcher.find` follows:
 
 - Every name of an entity counts: its canonical name and its aliases. Names are compared normalised
   (`normalise_name`: case, width and punctuation folded), so a name shorter than two characters once
-  normalised ("J", "C++" which is "c"), longer than `MAX_NAME_CHARS`, or a lower-case function word
+  normalised ("J", "C++" which is "c"), longer than `MAX_NAME_CHARS` as written, or a lower-case function word
   ("it", "will", "我们") is never matched: it would match everywhere.
 - English (and any other non-CJK script) matches whole words only: "Mel" is found in "Mel's" and
   "(Mel)" but not in "Melody", "Mel2" or "Mel-Anne"; a name inside CJK text still matches
@@ -40,6 +40,7 @@ from ..storage.text_analysis import CJK, CJK_STOP_CHARS, STOP_WORDS
 from ..types import Entity, EntityKind
 
 #: Names longer than this many characters are not names (a model wrote a sentence); never matched.
+#: The same limit holds for every name, alias and profile key a caller writes (`name_rules`).
 MAX_NAME_CHARS = 80
 
 _CJK_RANGES = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
@@ -138,11 +139,12 @@ def is_function_word(name: str) -> bool:
 
 
 def usable_name(name: str) -> bool:
-    """Whether `name` can be matched at all: 2 to `MAX_NAME_CHARS` characters once normalised, and
-    not a lower-case function word ("it", "will", "我们"; the capitalised name "Will" is usable)."""
-    if not isinstance(name, str) or len(name) > MAX_NAME_CHARS * 4:
+    """Whether `name` can be matched at all: at most `MAX_NAME_CHARS` characters, at least 2 letters
+    or digits (what `normalise_name` keeps), and not a lower-case function word ("it", "will",
+    "我们"; the capitalised name "Will" is usable)."""
+    if not isinstance(name, str) or len(name) > MAX_NAME_CHARS:
         return False
-    if not 2 <= len(normalise_name(name).replace(" ", "")) <= MAX_NAME_CHARS:
+    if len(normalise_name(name).replace(" ", "")) < 2:
         return False
     return not (is_function_word(name) and (CJK.search(name) or name == name.lower()))
 

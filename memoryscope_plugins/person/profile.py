@@ -32,10 +32,11 @@ from functools import lru_cache
 from typing import Iterable
 
 from ..types import ProfileValue, as_aware, utc_now
-from .matching import normalise_name
+from .matching import MAX_NAME_CHARS, normalise_name
 
-#: The longest key kept, in characters (a longer one is a sentence, not a key).
-MAX_KEY_CHARS = 48
+#: The longest key kept, in characters (a longer one is a sentence, not a key): the limit of every
+#: name and key (`name_rules`).
+MAX_KEY_CHARS = MAX_NAME_CHARS
 #: The longest value kept, in characters.
 MAX_VALUE_CHARS = 200
 
@@ -117,7 +118,7 @@ def normalise_key(key: str) -> str:
     ValueError for an empty key or one over `MAX_KEY_CHARS`."""
     if not isinstance(key, str):
         raise TypeError(f"key must be a str, got {type(key).__name__}")
-    if len(key) > MAX_KEY_CHARS * 2:
+    if len(key) > MAX_KEY_CHARS:
         raise ValueError(f"a profile key is at most {MAX_KEY_CHARS} characters")
     normalised = _normalised_key(key)
     if not normalised:

@@ -63,9 +63,10 @@ def _speaker_terms(speaker: str) -> frozenset[str]:
     return _terms(speaker) | frozenset(_chinese_terms(speaker))
 
 
-def _english_names(text: str, ordinary_text: str | Callable[[], str]) -> list[str]:
-    """The capitalised names in `text`; `ordinary_text` (or the function making it, called only when
-    a capitalised word opens a sentence) tells an ordinary word opening a sentence from a name."""
+def english_names(text: str, ordinary_text: str | Callable[[], str]) -> list[str]:
+    """The capitalised names in `text`, as the second hop reads them; `ordinary_text` (or the
+    function making it, called only when a capitalised word opens a sentence) tells an ordinary
+    word opening a sentence from a name."""
     names: list[str] = []
     for match in _CAPITALISED.finditer(text):
         words = [w.strip("'’-") for w in match.group(0).split()]
@@ -104,7 +105,7 @@ def hop_terms(hits: Sequence[Memory], query: str, *, speakers: Iterable[str] = (
     found: dict[str, None] = {}
     for memory in hits:
         text = memory.content
-        for name in _english_names(text, ordinary):
+        for name in english_names(text, ordinary):
             if not _terms(name) & excluded:
                 found.setdefault(name, None)
         if CJK.search(text):

@@ -18,6 +18,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from ..engine import MemoryScope
 from ..errors import MemoryScopeError, NotFoundError, StoreError, ValidationError
+from ..person import name_rules
+from ..types import EntityKind, Memory
 from .auth import KeyRing
 from .entity_json import entity_json, profile_json, profile_value_json, timeline_json
 from .guard import AmbiguousCredentials, current_key, key_from_headers, request_id
@@ -31,7 +33,14 @@ INSTRUCTIONS = ("Long-term memory of the user you are talking to. Call search_me
                 "\"what do you know about X\"; get_profile for what is true of the user now.")
 
 
-def _http_user(keys: KeyRing) -> Callable[[Context], tuple[str, str]]:
+LIST_ENTITIES = ("The people, places, organisations, pets, objects and topics the user's conversations name, best "
+                 f"first. kind: {'|'.join(kind.value for kind in EntityKind)}; order: relevance|frequency|recency.")
+
+
+Resolve = Callable[[Context], tuple[str, str]]  # a tool call's context -> (the store's user id, the tenant)
+
+
+def _http_user(keys: KeyRing) -> Resolve:
     def resolve(ctx: Context) -> tuple[str, str]:
         request = ctx.request_context.request
         if request is None:
@@ -96,27 +105,40 @@ def _tool_errors(tool: Callable[..., Any]) -> Callable[..., Any]:
 def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: tuple[str, str] | None = None,
               security: TransportSecuritySettings | None = None) -> FastMCP:
     """An MCP server over `engine`. Give `keys` (HTTP) or `fixed_user` = (tenant, user) (stdio)."""
+    resolve = _resolver(engine, keys, fixed_user)
+    security = security or mcp_security(["localhost", "127.0.0.1", "[::1]"])
+    mcp = FastMCP("memoryscope", instructions=INSTRUCTIONS, stateless_http=True, json_response=True,
+                  streamable_http_path="/mcp", transport_security=security, log_level="WARNING")
+    _add_memory_tools(mcp, engine, resolve)
+    _add_ledger_tools(mcp, engine, resolve)
+    return mcp
+
+
+def _resolver(engine: MemoryScope, keys: KeyRing | None, fixed_user: tuple[str, str] | None) -> Resolve:
+    """Whose memories a call acts on: the process's one user over stdio, the key's over HTTP."""
     if fixed_user is not None:
         tenant, user = fixed_user
         stored = store_user_id(tenant, user)
         migrate_legacy_users(engine)  # as `create_app` does: older versions stored other layouts
-        resolve: Callable[[Context], tuple[str, str]] = lambda ctx: (stored, tenant)  # noqa: E731
-    elif keys is not None:
-        resolve = _http_user(keys)
-    else:
-        raise ValueError("build_mcp needs keys or fixed_user")
-    security = security or mcp_security(["localhost", "127.0.0.1", "[::1]"])
-    mcp = FastMCP("memoryscope", instructions=INSTRUCTIONS, stateless_http=True, json_response=True,
-                  streamable_http_path="/mcp", transport_security=security, log_level="WARNING")
+        return lambda ctx: (stored, tenant)
+    if keys is not None:
+        return _http_user(keys)
+    raise ValueError("build_mcp needs keys or fixed_user")
 
-    def brief(memory, score: float | None = None) -> dict[str, Any]:
-        out = {"id": memory.id, "content": memory.content, "type": memory.type.value,
-               "status": memory.status.value, "created_at": memory.created_at.isoformat()}
-        if memory.event_start is not None:
-            out["event_start"] = memory.event_start.isoformat()
-        if score is not None:
-            out["score"] = round(score, 4)
-        return out
+
+def _brief(memory: Memory, score: float | None = None) -> dict[str, Any]:
+    """A memory as a tool answers it: id, text, type, status, times, and its score in a search."""
+    out: dict[str, Any] = {"id": memory.id, "content": memory.content, "type": memory.type.value,
+                           "status": memory.status.value, "created_at": memory.created_at.isoformat()}
+    if memory.event_start is not None:
+        out["event_start"] = memory.event_start.isoformat()
+    if score is not None:
+        out["score"] = round(score, 4)
+    return out
+
+
+def _add_memory_tools(mcp: FastMCP, engine: MemoryScope, resolve: Resolve) -> None:
+    """search_memories, save_memory, update_memory, forget_memory, list_memories."""
 
     @mcp.tool()
     @_tool_errors
@@ -125,21 +147,21 @@ def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: t
         with scores and a dated context block."""
         user, _ = resolve(ctx)
         result = engine.retrieve(user, query, top_k=top_k)
-        return {"context": result.context, "memories": [brief(m.memory, m.score) for m in result.memories]}
+        return {"context": result.context, "memories": [_brief(m.memory, m.score) for m in result.memories]}
 
     @mcp.tool()
     @_tool_errors
     def save_memory(content: str, ctx: Context, event_start: str | None = None) -> dict[str, Any]:
         """Save a fact about the user (searchable at once). event_start: ISO 8601 date when it happened."""
         user, _ = resolve(ctx)
-        return brief(engine.add(user, content, event_start=event_start))
+        return _brief(engine.add(user, content, event_start=event_start))
 
     @mcp.tool()
     @_tool_errors
     def update_memory(memory_id: str, content: str, ctx: Context) -> dict[str, Any]:
         """Correct the text of one of the user's memories."""
         user, _ = resolve(ctx)
-        return brief(engine.update(user, memory_id, content=content))
+        return _brief(engine.update(user, memory_id, content=content))
 
     @mcp.tool()
     @_tool_errors
@@ -154,14 +176,16 @@ def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: t
     def list_memories(ctx: Context, limit: int = 20) -> dict[str, Any]:
         """The user's most recent memories, newest first."""
         user, _ = resolve(ctx)
-        return {"memories": [brief(m) for m in engine.list(user, limit=limit)]}
+        return {"memories": [_brief(m) for m in engine.list(user, limit=limit)]}
 
-    @mcp.tool()
+
+def _add_ledger_tools(mcp: FastMCP, engine: MemoryScope, resolve: Resolve) -> None:
+    """list_entities, about_entity, get_profile: the entity ledger and the profile, read only."""
+
+    @mcp.tool(description=LIST_ENTITIES)
     @_tool_errors
     def list_entities(ctx: Context, kind: str | None = None, order: str = "relevance",
                       limit: int = 20) -> dict[str, Any]:
-        """The people, places, organisations, pets, objects and topics the user's conversations name, best
-        first. kind: person|place|organization|pet|object|topic; order: relevance|frequency|recency."""
         user, tenant = resolve(ctx)
         return {"entities": [entity_json(e, tenant) for e in engine.entities(user, kind=kind, order=order,
                                                                              limit=limit)]}
@@ -174,18 +198,17 @@ def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: t
         user, tenant = resolve(ctx)
         details = engine.entity(user, name, limit=limit)
         return {"entity": entity_json(details.entity, tenant), "timeline": timeline_json(details.timeline),
-                "memories": [brief(m) for m in details.memories],
+                "memories": [_brief(m) for m in details.memories],
                 "profile": [profile_value_json(v, tenant) for v in details.profile]}
 
     @mcp.tool()
     @_tool_errors
     def get_profile(ctx: Context, key: str | None = None) -> dict[str, Any]:
         """The user's profile (home, work, family, likes, ...): each key's current values; with key, every
-        value that key ever had, oldest first (ended ones carry valid_to)."""
+        value that key ever had, oldest first (ended ones carry valid_to), under its canonical key (家 is home)."""
         user, tenant = resolve(ctx)
         if key is not None:
-            return {"key": key, "history": [profile_value_json(v, tenant)
-                                            for v in engine.profile_history(user, key)]}
+            canonical = name_rules.canonical_key(key, "key")  # 家 is home: the answer says which key it read
+            return {"key": canonical, "history": [profile_value_json(v, tenant)
+                                                  for v in engine.profile_history(user, key)]}
         return {"profile": profile_json(engine.profile(user), tenant)}
-
-    return mcp

@@ -63,6 +63,9 @@ def test_recall_entity_tells_what_is_known_about_someone(engine):
     assert missing.startswith("Nothing called 'Lisbon' is known")
     assert tools.recall_entity("x" * 300).startswith("Cannot recall")  # over the name limit: said, not raised
     assert tools.recall_entity("  ") == "No name given: nothing to recall."
+    spoofed = tools.recall_entity("Me\u202el")  # a name that displays as another
+    assert spoofed.startswith("Cannot recall 'Me\\u202el': name holds U+202E, a format character")
+    assert tools.recall_entity("Mel\n").startswith("Cannot recall 'Mel\\n': name holds U+000A")  # not read as "Mel"
     assert "Melanie" not in MemoryTools(engine, user_id="bob").recall_entity("Mel")
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from memoryscope_plugins.cli.main import main
+from memoryscope_plugins.types import EntityKind
 
 
 @pytest.fixture
@@ -63,3 +64,21 @@ def test_profile_commands(store, capsys):
     assert "tea" not in _run(capsys, "profile", "anna", "--store", store)
     assert main(["remove-profile-value", "anna", "nope", "--store", store]) == 1
     assert main(["set-profile", "anna", "home", " ", "--store", store]) == 1
+
+
+def test_names_keys_and_kinds_are_refused_with_the_option_the_command_took(store, capsys):
+    assert main(["add-alias", "anna", "Anna", "An\u202ena", "--store", store]) == 1
+    assert capsys.readouterr().err.startswith("error: alias holds U+202E, a format character")
+    assert main(["add-alias", "anna", "Anna", "🐱🐱", "--store", store]) == 1
+    assert capsys.readouterr().err.startswith("error: alias holds fewer than 2 letters or digits")
+    assert main(["profile", "anna", "--history", "home\n", "--store", store]) == 1
+    assert capsys.readouterr().err.startswith("error: --history holds U+000A, a control character")
+    assert main(["set-profile", "anna", "home\n", "Leeds", "--store", store]) == 1
+    assert capsys.readouterr().err.startswith("error: key holds U+000A")
+    with pytest.raises(SystemExit) as exited:
+        main(["entities", "anna", "--kind", "alien", "--store", store])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --kind: invalid choice: 'alien'" in err and "None" not in err
+    assert all(kind.value in err for kind in EntityKind)
+    assert "Anna  [person]" in _run(capsys, "entities", "anna", "--kind", "Person", "--store", store)

@@ -349,6 +349,33 @@ def test_wrong_arguments_are_validation_errors(engine, call):
         call(engine)
 
 
+def test_one_rule_for_names_with_one_message_per_rule(engine):
+    _known(engine, "anna", "Melanie")
+    refused = {"Mel\u202eina": "alias holds U+202E, a format character (Unicode Cf)",  # displays as "Melanie"
+               "Me\u200bl": "alias holds U+200B, a format character (Unicode Cf)",
+               "🐱🐱": "alias holds fewer than 2 letters or digits",
+               "x" * 300: "alias has 300 characters; a name or key is at most 80",
+               "Mel ": "alias begins or ends with white space"}
+    for alias, message in refused.items():
+        with pytest.raises(ValidationError) as caught:
+            engine.add_alias("anna", "Melanie", alias)
+        assert str(caught.value).startswith(message)
+    with pytest.raises(ValidationError, match=r"^new_name holds U\+202E"):
+        engine.rename_entity("anna", "Melanie", "Mel\u202eina")
+    with pytest.raises(ValidationError, match=r"^other holds U\+000A"):
+        engine.merge_entities("anna", "Melanie", "Mel\n")
+    assert engine.entity("anna", "Melanie").entity.aliases == []
+    assert engine.add_alias("anna", "Melanie", "Mel ☕").aliases == ["Mel ☕"]  # a symbol inside a name is fine
+    engine.record("anna", [{"role": "user", "name": "Eve\u202eevil", "content": "Hi."}])
+    assert "Eve\u202eevil" not in _by_name(engine, "anna")  # a speaker's name follows the rule too
+
+
+def test_a_wrong_kind_lists_the_kinds_and_nothing_else(engine):
+    with pytest.raises(ValidationError) as caught:
+        engine.entities("anna", kind="alien")
+    assert str(caught.value) == f"kind must be one of {', '.join(k.value for k in EntityKind)}, not 'alien'"
+
+
 def test_huge_input_is_counted_in_one_call(engine):
     for name in ("Alice", "Bob", "王磊"):
         _known(engine, "anna", name)

@@ -97,6 +97,20 @@ def test_wrong_arguments_are_validation_errors(engine, call):
     assert engine.profile("anna") == {}
 
 
+def test_a_key_is_never_folded_into_another_from_a_character_the_rule_refuses(engine):
+    engine.set_profile("anna", "home", "Porto")
+    for key, message in [("home\n", "key holds U+000A, a control character (Unicode Cc)"),
+                         ("home\u200b", "key holds U+200B, a format character (Unicode Cf)"),
+                         ("home ", "key begins or ends with white space"),
+                         ("k" * 81, "key has 81 characters; a name or key is at most 80")]:
+        with pytest.raises(ValidationError) as caught:
+            engine.set_profile("anna", key, "Sintra")
+        assert str(caught.value).startswith(message)
+        with pytest.raises(ValidationError):
+            engine.profile_history("anna", key)
+    assert [v.value for v in engine.profile_history("anna", "home")] == ["Porto"]
+
+
 def test_profiles_are_per_user(engine):
     engine.set_profile("anna", "home", "Porto")
     engine.set_profile("bob", "home", "Leeds")

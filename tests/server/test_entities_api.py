@@ -3,6 +3,7 @@ bad input and unknown names. (The auth and tenant matrix over these routes is in
 
 from __future__ import annotations
 
+import shlex
 from urllib.parse import quote
 
 import httpx
@@ -12,6 +13,8 @@ pytest.importorskip("starlette", reason="the [server] extra is not installed")
 pytest.importorskip("uvicorn", reason="the [server] extra is not installed")
 
 from memoryscope_plugins.server import ServerConfig  # noqa: E402
+from memoryscope_plugins.types import EntityKind  # noqa: E402
+from tests.support.paths import ROOT  # noqa: E402
 from tests.support.server_harness import RunningServer, make_keys, seed, seed_ledger  # noqa: E402
 
 ANNA = "/v1/users/anna"
@@ -120,6 +123,32 @@ def test_bad_input_and_unknown_names(http):
     assert http.get(f"{ANNA}/profile").json()["profile"]["home"][0]["value"] == "Lisbon"
 
 
+def test_names_and_keys_follow_one_rule_and_errors_name_the_field_as_sent(http, engine):
+    def error(response) -> str:
+        assert response.status_code == 400, (response.request.method, response.request.url, response.text)
+        return response.json()["error"]
+    assert error(http.patch(f"{ANNA}/entities/Lisbon", json={"name": 5})) == "name must be a string, not int"
+    assert error(http.post(f"{ANNA}/entities/Lisbon/aliases", json={"alias": "Lisb\u202eoa"})).startswith(
+        "alias holds U+202E, a format character (Unicode Cf)")
+    assert error(http.post(f"{ANNA}/entities/Lisbon/aliases", json={"alias": "🐱🐱"})).startswith(
+        "alias holds fewer than 2 letters or digits")
+    assert error(http.patch(f"{ANNA}/entities/Lisbon", json={"name": "x" * 300})) == (
+        "name has 300 characters; a name or key is at most 80")
+    assert error(http.get(f"{ANNA}/entities/Lisbon%E2%80%AE")).startswith(
+        "the name in the path holds U+202E, a format character")
+    assert error(http.post(f"{ANNA}/entities/Lisbon/merge", json={"other": "Porto\n"})).startswith(
+        "other holds U+000A, a control character")
+    assert error(http.get(f"{ANNA}/entities", params={"kind": "alien"})) == (
+        f"kind must be one of {', '.join(kind.value for kind in EntityKind)}, not 'alien'")
+    assert error(http.put(f"{ANNA}/profile/home%0A", json={"value": "Sintra"})).startswith(
+        "key holds U+000A, a control character (Unicode Cc)")
+    assert error(http.put(f"{ANNA}/profile/home%20", json={"value": "Sintra"})) == (
+        "key begins or ends with white space")
+    assert error(http.get(f"{ANNA}/profile/home%0A/history")).startswith("key holds U+000A")
+    assert [v.value for v in engine.profile("acme:anna")["home"]] == ["Lisbon"]  # home was not replaced
+    assert engine.entity("acme:anna", "Lisbon").entity.aliases == ["Lisboa"]
+
+
 def test_profile_history_set_and_remove(http, engine):
     profile = http.get(f"{ANNA}/profile").json()["profile"]
     assert {k: [v["value"] for v in values] for k, values in profile.items()} == {"home": ["Lisbon"],
@@ -150,3 +179,49 @@ def test_a_chinese_key_lands_on_its_canonical_key(http):
     set_ = http.put(f"{ANNA}/profile/{quote('住在', safe='')}", json={"value": "上海"})
     assert set_.status_code == 200 and set_.json()["key"] == "home"
     assert [v["value"] for v in http.get(f"{ANNA}/profile").json()["profile"]["home"]] == ["上海"]
+    history = http.get(f"{ANNA}/profile/{quote('家', safe='')}/history").json()
+    assert history["key"] == "home"  # the key it read, as every value in it says
+    assert [(v["key"], v["value"]) for v in history["history"]][-1] == ("home", "上海")
+
+
+def _curl_commands(block: str) -> list[dict]:
+    """The curl commands of a shell block (-X, -H, -d and the URL), as a shell would read them."""
+    commands: list[dict] = []
+    for token in shlex.split(block.replace("\\\n", " "), comments=True):
+        if token == "curl":
+            commands.append({"method": "GET", "headers": {}, "data": None, "url": None})
+            flag = None
+        elif flag is None and token in ("-X", "-H", "-d"):
+            flag = token
+        elif flag == "-X":
+            commands[-1]["method"], flag = token, None
+        elif flag == "-H":
+            name, value = token.split(": ", 1)
+            commands[-1]["headers"][name], flag = value, None
+        elif flag == "-d":
+            commands[-1]["data"], flag = token, None
+        else:
+            commands[-1]["url"] = token
+    return commands
+
+
+def test_the_entities_example_of_server_md_runs_as_shown(engine, keys):
+    """docs/server.md's curl session, run literally against a real server on an empty store."""
+    text = (ROOT / "docs" / "server.md").read_text(encoding="utf-8")
+    section = text.split("### Entities and the profile", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = _curl_commands(block)
+    assert [c["method"] for c in commands] == ["POST", "POST", "GET", "GET", "POST", "PUT", "GET"]
+    with RunningServer(engine, keys.ring, ServerConfig(rate_per_second=0)) as srv:
+        answers = []
+        for command in commands:
+            headers = {name: value.replace("$KEY", keys.acme) for name, value in command["headers"].items()}
+            response = httpx.request(command["method"], command["url"].replace("http://127.0.0.1:8765", srv.url),
+                                     headers=headers, content=command["data"], timeout=30)
+            assert response.status_code in (200, 201), (command, response.text)
+            answers.append(response.json())
+    assert sorted(e["name"] for e in answers[2]["entities"]) == ["Anna", "Mel", "Melanie"]
+    assert answers[3]["entity"]["name"] == "Mel"
+    assert answers[4]["name"] == "Melanie" and answers[4]["aliases"] == ["Mel"]
+    assert answers[5]["key"] == "home" and answers[5]["value"] == "Lisbon"
+    assert answers[6]["key"] == "home" and [v["value"] for v in answers[6]["history"]] == ["Lisbon"]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -16,7 +17,9 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client  # noqa: E402
 
-from tests.support.paths import console_script  # noqa: E402
+from memoryscope_plugins.server.mcp_tools import build_mcp  # noqa: E402
+from memoryscope_plugins.types import EntityKind  # noqa: E402
+from tests.support.paths import ROOT, console_script  # noqa: E402
 from tests.support.server_harness import RunningServer, make_keys, seed, seed_ledger  # noqa: E402
 
 TOOLS = {"search_memories", "save_memory", "update_memory", "forget_memory", "list_memories", "list_entities",
@@ -113,9 +116,17 @@ async def test_entity_and_profile_tools_read_the_callers_ledger_only(engine):
                     assert [v["value"] for v in profile["home"]] == ["Lisbon"]
                     history = payload(await session.call_tool("get_profile", {"key": "home"}))["history"]
                     assert [(v["value"], v["current"]) for v in history] == [("Porto", False), ("Lisbon", True)]
+                    chinese = payload(await session.call_tool("get_profile", {"key": "家"}))
+                    assert chinese["key"] == "home" and [v["value"] for v in chinese["history"]] == ["Porto", "Lisbon"]
                     missing = await session.call_tool("about_entity", {"name": "Atlantis"})
                     assert missing.isError and "not found" in missing.content[0].text
                     assert (await session.call_tool("list_entities", {"order": "loudest"})).isError
+                    spoofed = await session.call_tool("about_entity", {"name": "Lisb\u202eoa"})
+                    assert spoofed.isError and "name holds U+202E, a format character" in spoofed.content[0].text
+                    folded = await session.call_tool("get_profile", {"key": "home\n"})
+                    assert folded.isError and "key holds U+000A, a control character" in folded.content[0].text
+                    described = {t.name: t.description for t in (await session.list_tools()).tools}
+                    assert "kind: " + "|".join(kind.value for kind in EntityKind) in described["list_entities"]
         headers = {"Authorization": f"Bearer {keys.other}", "X-Memory-User": "anna"}
         async with create_mcp_http_client(headers=headers) as http:
             async with streamable_http_client(srv.url + "/mcp", http_client=http) as (read, write, _):
@@ -178,3 +189,15 @@ def test_stdio_with_nothing_on_stdin_exits_0_quietly(tmp_path):
                            "--user", "anna"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=120, env={"MEMORYSCOPE_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"})
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+async def test_the_readme_and_the_docs_name_every_tool_the_server_has(engine):
+    served = {tool.name for tool in await build_mcp(engine, fixed_user=("acme", "anna")).list_tools()}
+    assert served == TOOLS
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "McpWorkbench" in b)
+    comments = " ".join(line.split("#", 1)[1] for line in block.splitlines() if "#" in line)
+    assert set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", comments)) == served
+    server_md = (ROOT / "docs" / "server.md").read_text(encoding="utf-8")
+    mcp_section = server_md.split("\n## MCP\n", 1)[1].split("\n## ", 1)[0]
+    assert set(re.findall(r"`(\w+)\(", mcp_section)) == served

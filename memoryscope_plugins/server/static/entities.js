@@ -52,7 +52,10 @@ function entityRow(e){
 }
 
 // One line per entity over the months any of them was mentioned in (0 where it was not), with a dot and
-// a tooltip on each month it was.
+// a tooltip on each month it was. Entities with the same count in a month would draw one line over the
+// other (one seen as a flat 0 beside another's 1): each series is drawn DODGE px from the next, so
+// every line stays visible; the axis and the tooltips give the counts.
+const DODGE = 3;
 async function drawPlot(top){
   if (!top.length){ $("entityPlot").replaceChildren(el("div", "meta", "no mentions yet")); return; }
   const series = [];
@@ -65,7 +68,7 @@ async function drawPlot(top){
   const W = 760, H = 220, L = 36, R = 14, T = 12, B = 28;
   const most = Math.max(1, ...series.flatMap(s => [...s.counts.values()]));
   const x = (i) => L + (months.length === 1 ? (W - L - R) / 2 : i * (W - L - R) / (months.length - 1));
-  const y = (n) => T + (H - T - B) * (1 - n / most);
+  const y = (n, k) => T + (H - T - B) * (1 - n / most) + (k - (series.length - 1) / 2) * DODGE;
   const plot = svg("svg", {viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "mentions per month of the top entities"});
   plot.append(svg("line", {class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B}),
               svg("line", {class: "axis", x1: L, y1: T, x2: L, y2: H - B}),
@@ -81,10 +84,10 @@ async function drawPlot(top){
     const g = svg("g", {class: "series", "data-entity": s.entity.id, stroke: color, fill: color});
     g.appendChild(svgTitle(s.entity.name));
     g.appendChild(svg("polyline", {fill: "none", "stroke-width": 2,
-                                   points: months.map((m, i) => x(i) + "," + y(s.counts.get(m) || 0)).join(" ")}));
+                                   points: months.map((m, i) => x(i) + "," + y(s.counts.get(m) || 0, n)).join(" ")}));
     months.forEach((m, i) => {
       if (!s.counts.has(m)) return;
-      const dot = svg("circle", {class: "point", cx: x(i), cy: y(s.counts.get(m)), r: 3});
+      const dot = svg("circle", {class: "point", cx: x(i), cy: y(s.counts.get(m), n), r: 3});
       dot.appendChild(svgTitle(s.entity.name + " · " + m + ": " + s.counts.get(m)));
       g.appendChild(dot);
     });
