@@ -3,7 +3,8 @@ renaming, ranking and the timeline. Pure functions over the records of `types`: 
 
 - Mentions at record time (`record_mentions`): a new turn names a known entity when the matcher
   finds one of its names (`matching`); each turn counts once per entity (`counted=True`); observations
-  and insights link as evidence (`counted=False`), they repeat what a turn said.
+  and insights link as evidence (`counted=False`), they repeat what a turn said. A turn never
+  mentions its own speaker (the entity the speaker's name is a name of).
 - New entities (`plan_new_entities`) come from what consolidation's answer proposes, checked: a name
   the message does not contain is invented and dropped (quotes, brackets and an English possessive
   around a name are taken off first: "“Mel's”" is Mel, and an English phrase the message writes as a
@@ -89,8 +90,10 @@ def entity_kind(kind: object) -> EntityKind:
 
 def record_mentions(entities: Iterable[Entity] | NameMatcher, memories: Iterable[Memory]) -> list[EntityMention]:
     """The mentions of known entities in `memories`: one per (entity, memory) whose content names
-    the entity. Turns and memories added by hand count (`counted=True`); observations and insights
-    are evidence only. `entities` may be a `NameMatcher` built for them (reuse one per user).
+    the entity, except the turn's own speaker (a speaker naming themself, "Hi, I'm Caroline" said
+    by Caroline, is not a mention of them). Turns and memories added by hand count (`counted=True`);
+    observations and insights are evidence only. `entities` may be a `NameMatcher` built for them
+    (reuse one per user).
 
     Pass one user's entities (a name two users share belongs to one of them in a matcher); only
     entities of the memory's own user are linked. Raises TypeError on wrong types."""
@@ -101,14 +104,23 @@ def record_mentions(entities: Iterable[Entity] | NameMatcher, memories: Iterable
     for memory in memories:
         if not isinstance(memory, Memory):
             raise TypeError(f"memories must hold Memory records, got {type(memory).__name__}")
+        speaker = _speaking_entity(matcher, memory)
         for entity_id in sorted(matcher.entities_in(memory.content)):
-            if matcher.user_of(entity_id) != memory.user_id:
+            if matcher.user_of(entity_id) != memory.user_id or entity_id == speaker:
                 continue
             mentions.append(EntityMention(
                 entity_id=entity_id, memory_id=memory.id, user_id=memory.user_id, said_at=memory.created_at,
                 event_at=memory.event_start,
                 counted=memory.type not in (MemoryType.OBSERVATION, MemoryType.INSIGHT)))
     return mentions
+
+
+def _speaking_entity(matcher: NameMatcher, memory: Memory) -> str | None:
+    """The entity a turn's speaker is (by any of its names), whose own words do not mention it:
+    "Hi, I'm Caroline" said by Caroline names nobody new."""
+    if memory.type is not MemoryType.TURN or not isinstance(memory.speaker, str) or not memory.speaker.strip():
+        return None
+    return matcher.entity_for(memory.speaker)
 
 
 def _entity_id(user_id: str, name: str, taken: set[str]) -> str:

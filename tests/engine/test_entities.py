@@ -95,6 +95,16 @@ def test_a_named_user_becomes_a_person_once_and_is_counted_when_named(engine):
     assert len(engine.entities("caro")) == 1  # the same name, another case: known already
 
 
+def test_a_speaker_naming_themself_does_not_mention_themself(engine):
+    """docs/entities.md: a speaker's own messages are not mentions of them, even when they say their name."""
+    lines = [("user", "Tiago", "Hello Anna, it's Tiago."), ("assistant", "Caroline", "Hi, I'm Caroline"),
+             ("user", "Tiago", "Nice to meet you, Caroline!")]
+    engine.record("anna", [{"role": role, "name": name, "content": text, "timestamp": T0 + timedelta(minutes=i)}
+                           for i, (role, name, text) in enumerate(lines)])
+    people = _by_name(engine, "anna")
+    assert (people["Tiago"].mention_count, people["Caroline"].mention_count) == (0, 1)
+
+
 def test_a_speakers_name_is_kept_as_given_even_when_it_opens_with_a_relation(engine):
     """A model's 表妹小林 is 小林 (`consolidation.ledger_answer`); a speaker's name is given, not read."""
     engine.record("xl", [{"role": "user", "name": "表妹小林", "content": "你好！"},
@@ -146,7 +156,8 @@ def test_a_chinese_title_a_speaker_is_addressed_by_is_their_alias_at_once(engine
     engine.record("chen", [{"role": "assistant", "name": "小智", "content": "哇！陈老师还有这个才华。",
                             "timestamp": T0 + timedelta(days=1)}])
     people = _by_name(engine, "chen")
-    assert {name: e.mention_count for name, e in people.items()} == {"陈志强": 3, "小智": 1}
+    # his own 叫我老陈就行，陈志强 does not mention him; the two 陈老师 lines do
+    assert {name: e.mention_count for name, e in people.items()} == {"陈志强": 2, "小智": 1}
     assert engine.entity("chen", "陈老师").entity.name == "陈志强"
 
 

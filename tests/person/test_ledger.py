@@ -48,6 +48,30 @@ def test_event_time_is_carried_and_a_matcher_can_be_reused():
     assert record_mentions(matcher, [turn])[0].event_at == turn.event_start
 
 
+@pytest.mark.parametrize(("speaker", "text"), [
+    ("Tiago", "Hello Anna, it's Tiago."),
+    ("Caroline", "Hi Anna, I'm Caroline"),
+    ("caroline", "CAROLINE here, hi Anna"),  # the speaker's name compared normalised
+    ("Melanie", "Mel here! Hi Anna"),  # an alias of the speaker's entity
+    ("林晓雯", "叫我晓雯就行，林晓雯。安娜你好"),  # a Chinese given name
+])
+def test_a_speaker_naming_themself_is_not_a_mention_of_them(speaker, text):
+    known = [entity("me", "Tiago"), entity("car", "Caroline"), entity("mel", "Melanie", "Mel"),
+             entity("lxw", "林晓雯"), entity("anna", "Anna", "安娜")]
+    turn = memory("m1", text)
+    turn.speaker = speaker
+    assert [m.entity_id for m in record_mentions(known, [turn])] == ["anna"]
+
+
+def test_only_a_turn_has_a_speaker_whose_own_words_do_not_count():
+    known = [entity("car", "Caroline")]
+    added = memory("c", "Caroline's birthday is in May", kind=MemoryType.CUSTOM)
+    added.speaker = "Caroline"  # a memory added by hand is not her words
+    other = memory("t", "Caroline, look!")
+    other.speaker = "Melanie"
+    assert [m.memory_id for m in record_mentions(known, [added, other])] == ["c", "t"]
+
+
 def test_another_users_entities_are_never_linked():
     found = record_mentions([entity("mel", "Mel", user="other")], [memory("m1", "Mel", user="u")])
     assert found == []
