@@ -122,7 +122,7 @@ def add_parsers(sub: CommandGroup) -> None:
     """Add the entity ledger's and the profile's commands to the CLI's subparsers."""
     p = sub.add_parser("entities", help="the people, places and things a user's conversations name, best first")
     p.add_argument("user")
-    p.add_argument("--kind", default=None, help="person, place, organization, pet, object or topic")
+    p.add_argument("--kind", default=None, help="person, place, organization, pet, object, topic or unknown")
     p.add_argument("--order", default="relevance", choices=("relevance", "frequency", "recency"))
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--json", action="store_true")

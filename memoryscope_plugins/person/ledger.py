@@ -15,11 +15,13 @@ renaming, ranking and the timeline. Pure functions over the records of `types`: 
   agencies" too where the message, which writes capitals, says "adoption agencies") unless the
   ledger or the batch already has it as a proper name ("mel" after "Mel"); names are compared normalised, so
   "Mel" proposed twice, or "mel" when "Mel" is known, is one entity; `alias_of` a known entity adds
-  the name as its alias (小王 for 王磊); a kind the ledger does not know is a topic, and a topic
-  becomes a person, place... when a later proposal says so. A new entity's id is derived from the
+  the name as its alias (小王 for 王磊); a kind the ledger does not know is a topic, a topic
+  becomes a person, place... when a later proposal says so, and an `unknown` entity (a name `record`
+  found without a model: `record_names`) takes whatever kind a proposal gives it. A new entity's id is derived from the
   user and its normalised name, so a batch consolidated twice proposes the same ids.
-- Merging keeps one entity, gives it the other's names as aliases and its mentions, and removes the
-  other (never a memory). Renaming keeps the old name as an alias.
+- Merging keeps one entity, gives it the other's names as aliases and its mentions (and the other's
+  kind when that is more specific: `more_specific`), and removes the other (never a memory).
+  Renaming keeps the old name as an alias.
 - Ranking (`rank`): "frequency" is the mention count; "recency" the last mention; "relevance" both,
   as Memary ranks its entity knowledge store: ``ln(1 + mentions) * (FLOOR + (1 - FLOOR) *
   0.5 ** (days since the last mention / HALF_LIFE_DAYS))`` with FLOOR 0.25 and a 30-day half-life:
@@ -76,6 +78,13 @@ class ProposedEntity:
     kind: EntityKind | str = EntityKind.TOPIC
     alias_of: str | None = None
     message_index: int = 0
+
+
+def more_specific(current: EntityKind, proposed: EntityKind) -> EntityKind:
+    """The kind an entity of kind `current` takes when something says it is `proposed`: an unknown
+    entity takes any kind, a topic any kind but unknown, and a person, place... keeps its own."""
+    rank = {EntityKind.UNKNOWN: 0, EntityKind.TOPIC: 1}
+    return proposed if rank.get(proposed, 2) > rank.get(current, 2) else current
 
 
 def entity_kind(kind: object) -> EntityKind:
@@ -165,8 +174,9 @@ class _Plan:
                                  created_at=self.now, updated_at=self.now))
 
     def refine(self, entity: Entity, kind: EntityKind, alias: str | None) -> Entity:
-        """`entity` with a topic's kind made specific and `alias` added, when either changes it."""
-        new_kind = kind if entity.kind is EntityKind.TOPIC and kind is not EntityKind.TOPIC else entity.kind
+        """`entity` with its kind made more specific (`more_specific`) and `alias` added, when either
+        changes it."""
+        new_kind = more_specific(entity.kind, kind)
         aliases = list(entity.aliases)
         if alias is not None and self.by_name.get(normalise_name(alias)) is None:
             aliases.append(" ".join(alias.split()))
@@ -360,7 +370,7 @@ def merge(keep: Entity, other: Entity, mentions: Iterable[EntityMention], now: d
         if normalise_name(name) not in known:
             known.add(normalise_name(name))
             aliases.append(name)
-    kind = other.kind if keep.kind is EntityKind.TOPIC else keep.kind
+    kind = more_specific(keep.kind, other.kind)
     merged = dataclasses.replace(keep, aliases=aliases, kind=kind, metadata={**other.metadata, **keep.metadata},
                                  updated_at=as_aware(now) if isinstance(now, datetime) else utc_now())
     moved: dict[str, EntityMention] = {}

@@ -161,7 +161,7 @@ def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: t
     def list_entities(ctx: Context, kind: str | None = None, order: str = "relevance",
                       limit: int = 20) -> dict[str, Any]:
         """The people, places, organisations, pets, objects and topics the user's conversations name, best
-        first. kind: person|place|organization|pet|object|topic; order: relevance|frequency|recency."""
+        first. kind: person|place|organization|pet|object|topic|unknown; order: relevance|frequency|recency."""
         user, tenant = resolve(ctx)
         return {"entities": [entity_json(e, tenant) for e in engine.entities(user, kind=kind, order=order,
                                                                              limit=limit)]}

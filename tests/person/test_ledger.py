@@ -148,6 +148,27 @@ def test_unknown_kinds_become_topics_and_a_topic_is_refined_later():
     assert unchanged == []
 
 
+@pytest.mark.parametrize(("known", "proposed", "kind"), [
+    (EntityKind.UNKNOWN, "place", EntityKind.PLACE),  # an unknown entity takes the kind a proposal gives
+    (EntityKind.UNKNOWN, "topic", EntityKind.TOPIC),
+    (EntityKind.TOPIC, "unknown", EntityKind.TOPIC),  # and never makes a known kind unknown
+    (EntityKind.PERSON, "unknown", EntityKind.PERSON),
+    (EntityKind.PERSON, "place", EntityKind.PERSON),
+])
+def test_a_proposal_makes_a_kind_more_specific_only(known, proposed, kind):
+    existing = [entity("sea", "Seattle", kind=known)]
+    changed, ids = plan_new_entities("u", existing, [ProposedEntity("Seattle", proposed, None, 0)], ["In Seattle"], T0)
+    assert ids == {0: "sea"} and [e.kind for e in changed or existing] == [kind]
+
+
+def test_merging_an_unknown_entity_keeps_the_known_kind():
+    for keep, other in ((EntityKind.UNKNOWN, EntityKind.PERSON), (EntityKind.PERSON, EntityKind.UNKNOWN)):
+        assert merge(entity("a", "Mel", kind=keep), entity("b", "Melly", kind=other), []).entities[0].kind is (
+            EntityKind.PERSON)
+    assert merge(entity("a", "Mel", kind=EntityKind.UNKNOWN), entity("b", "Yoga", kind=EntityKind.TOPIC),
+                 []).entities[0].kind is EntityKind.TOPIC
+
+
 def test_a_new_english_name_in_lower_case_only_is_a_common_noun_and_dropped():
     texts = ["my kids love pottery and the iPhone, mini 12 too", "Pottery with Mel", "pottery again, and mel"]
     proposals = [ProposedEntity("kids", "person", None, 0), ProposedEntity("pottery", "topic", None, 0),
