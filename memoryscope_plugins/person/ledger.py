@@ -154,6 +154,8 @@ class _Plan:
         self.by_id = {entity.id: entity for entity in existing}
         self.changed: dict[str, Entity] = {}
         self.by_name: dict[str, str] = {}
+        self.merged: dict[str, str] = {}  # an unknown entity's id -> the id of the entity it is now part of
+        self.dropped: set[str] = set()  # unknown entities a refusal rule took out
         for entity in sorted(existing, key=lambda e: (-e.mention_count, e.id)):
             for name in entity.names:
                 self.by_name.setdefault(normalise_name(name), entity.id)
@@ -173,6 +175,24 @@ class _Plan:
         return self.store(Entity(id=entity_id, user_id=self.user_id, name=" ".join(name.split()), kind=kind,
                                  created_at=self.now, updated_at=self.now))
 
+    def merge(self, keep: Entity, other: Entity) -> Entity:
+        """`other` (an unknown entity) made part of `keep`: its names become `keep`'s aliases, the
+        more specific kind stays, and `other` leaves the plan (`merged`)."""
+        kept = _merged(keep, other, self.now)
+        self.forget(other)
+        self.merged[other.id] = keep.id
+        self.merged.update({old: keep.id for old, into in self.merged.items() if into == other.id})
+        self.store(kept)
+        for name in kept.names:
+            self.by_name[normalise_name(name)] = kept.id
+        return kept
+
+    def forget(self, entity: Entity) -> None:
+        """`entity` out of the plan: not written, its names free."""
+        self.by_id.pop(entity.id, None)
+        self.changed.pop(entity.id, None)
+        self.by_name = {name: owner for name, owner in self.by_name.items() if owner != entity.id}
+
     def refine(self, entity: Entity, kind: EntityKind, alias: str | None) -> Entity:
         """`entity` with its kind made more specific (`more_specific`) and `alias` added, when either
         changes it."""
@@ -185,20 +205,47 @@ class _Plan:
         return self.store(dataclasses.replace(entity, kind=new_kind, aliases=aliases, updated_at=self.now))
 
 
+@dataclass(frozen=True, slots=True)
+class EntityPlan:
+    """What a batch's proposals do to the ledger (`plan_entities`): the entities to write (new ones
+    and changed ones), the entity id of each accepted proposal (by its index), the `unknown`
+    entities merged into another (id -> the other's id: their mentions move there) and those a
+    refusal rule dropped (ids: removed with their mentions)."""
+
+    entities: list[Entity]
+    ids: dict[int, str]
+    merged: dict[str, str]
+    dropped: list[str]
+
+
 def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Sequence[ProposedEntity],
                       texts: Sequence[str], now: datetime | None = None, *, speakers: Sequence[str] = (),
                       ) -> tuple[list[Entity], dict[int, str]]:
+    """`plan_entities`' entities to write and accepted proposals' ids, for callers that merge and
+    drop nothing (they see `unknown` entities as any other)."""
+    plan = plan_entities(user_id, existing, proposals, texts, now, speakers=speakers)
+    return plan.entities, plan.ids
+
+
+def plan_entities(user_id: str, existing: Iterable[Entity], proposals: Sequence[ProposedEntity],
+                  texts: Sequence[str], now: datetime | None = None, *, speakers: Sequence[str] = (),
+                  ) -> EntityPlan:
     """The entities to write for a batch's proposals, and the entity id of each accepted proposal
-    (by its index in `proposals`).
+    (by its index in `proposals`); the `unknown` entities merged and dropped (`EntityPlan`).
 
     `existing` are the user's known entities, `texts` the batch's message texts (a proposal's
     `message_index` points into them). Returned: the new entities and the existing ones that changed
     (an alias added, a topic's kind made specific), each once; the inputs are not modified. The
-    rules are the module's. `speakers` are the names the conversation's speakers go by (known from
-    the messages, never guessed): a proposal of a speaker's full name for a message that calls them
-    by a short form ("Melanie" for "Hey Mel!") is taken with that short form as an alias, and so is
-    a proposal of the short form itself when the message addresses someone by it ("Mel" for "Hey
-    Mel!", the first name of one speaker only beginning with it).
+    rules are the module's. An `unknown` entity (a name `record` found without a model) takes the
+    kind a proposal gives it, is merged into the entity a proposal says it is another name of (or
+    takes that entity in), and is dropped when a proposal of its name is refused for what the name
+    is (a Chinese relation or role word, 外婆) and no other proposal takes it; the rules that protect
+    a name the ledger already holds protect only typed ones, except the lower-case rule: a name
+    `record` found capitalised was written as a name. `speakers` are the names the conversation's
+    speakers go by (known from the messages, never guessed): a proposal of a speaker's full name for
+    a message that calls them by a short form ("Melanie" for "Hey Mel!") is taken with that short
+    form as an alias, and so is a proposal of the short form itself when the message addresses
+    someone by it ("Mel" for "Hey Mel!", the first name of one speaker only beginning with it).
     Raises TypeError on wrong types, ValueError on an empty user id."""
     if not isinstance(user_id, str) or not user_id.strip():
         raise ValueError("user_id must be a non-empty str")
@@ -215,9 +262,12 @@ def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Seque
                for before, after in zip(plain, cleaned)]  # a short form the ledger knows stays what it is
     short_forms = {index for index, (before, after) in enumerate(zip(plain, cleaned)) if before is not after}
     grounded = [(index, proposal) for index, proposal in enumerate(cleaned) if _grounded(proposal, texts)]
-    proper = {index for index, p in grounded if _proper(p.name, texts[p.message_index])}
+    refused = {index for index, p in grounded if CJK.search(p.name) and relation_or_role(p.name)}
+    proper = {index for index, p in grounded if index not in refused and _proper(p.name, texts[p.message_index])}
     names = set(plan.by_name) | {normalise_name(p.name) for index, p in grounded if index in proper}
-    accepted = [(index, p) for index, p in grounded if index in proper or normalise_name(p.name) in names]
+    typed = {name for name, owner in plan.by_name.items() if plan.by_id[owner].kind is not EntityKind.UNKNOWN}
+    accepted = [(index, p) for index, p in grounded if index in proper or normalise_name(p.name) in typed
+                or (index not in refused and normalise_name(p.name) in names)]
     for _, proposal in accepted:  # aliases last: their target may be proposed in the same batch
         if proposal.alias_of is None or not _acceptable(proposal.alias_of):
             _place(plan, proposal.name, entity_kind(proposal.kind), None)
@@ -231,7 +281,13 @@ def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Seque
             ids[index] = _place(plan, target, kind, proposal.name).id
         else:
             ids[index] = _place_alias(plan, proposal.name, target, kind, texts[proposal.message_index]).id
-    return list(plan.changed.values()), ids
+    taken = set(ids.values())
+    for index, proposal in grounded:
+        entity = plan.lookup(proposal.name) if index in refused else None
+        if entity is not None and entity.kind is EntityKind.UNKNOWN and entity.id not in taken:
+            plan.forget(entity)
+            plan.dropped.add(entity.id)
+    return EntityPlan(list(plan.changed.values()), ids, dict(plan.merged), sorted(plan.dropped))
 
 
 _QUOTES = "\"'“”‘’«»「」『』《》()（）[]【】.,;:!?。，；：！？、 "
@@ -335,10 +391,15 @@ def _place(plan: _Plan, name: str, kind: EntityKind, alias: str | None) -> Entit
 def _place_alias(plan: _Plan, name: str, target: str, kind: EntityKind, text: str) -> Entity:
     """The entity `name` names when the answer says it is another name of `target`: the two become
     one entity's names, unless each already belongs to a different entity (merging is the user's
-    call). `target` is only created when the message says it too."""
+    call) and neither is `unknown` (an unknown one is merged into the other, which keeps its id and
+    canonical name). `target` is only created when the message says it too."""
     by_name, by_target = plan.lookup(name), plan.lookup(target)
     if by_target is not None and by_name is None:
         return plan.refine(by_target, kind, name)
+    if by_name is not None and by_target is not None and by_name.id != by_target.id and (
+            EntityKind.UNKNOWN in (by_name.kind, by_target.kind)):  # a name record found without a model
+        keep, other = (by_target, by_name) if by_name.kind is EntityKind.UNKNOWN else (by_name, by_target)
+        return plan.refine(plan.merge(keep, other), kind, None)
     if by_name is not None:
         said = by_target is None and said_in(target, text)
         return plan.refine(by_name, kind, target if said else None)
@@ -364,15 +425,7 @@ def merge(keep: Entity, other: Entity, mentions: Iterable[EntityMention], now: d
         raise ValueError("cannot merge entities of two users")
     if keep.id == other.id:
         raise ValueError("cannot merge an entity into itself")
-    known = {normalise_name(name) for name in keep.names}
-    aliases = list(keep.aliases)
-    for name in other.names:
-        if normalise_name(name) not in known:
-            known.add(normalise_name(name))
-            aliases.append(name)
-    kind = more_specific(keep.kind, other.kind)
-    merged = dataclasses.replace(keep, aliases=aliases, kind=kind, metadata={**other.metadata, **keep.metadata},
-                                 updated_at=as_aware(now) if isinstance(now, datetime) else utc_now())
+    merged = _merged(keep, other, as_aware(now) if isinstance(now, datetime) else utc_now())
     moved: dict[str, EntityMention] = {}
     items = list(mentions)
     for mention in items:
@@ -388,6 +441,18 @@ def merge(keep: Entity, other: Entity, mentions: Iterable[EntityMention], now: d
             mention, entity_id=keep.id, counted=counted or bool(previous and previous.counted))
     return LedgerChanges(user_id=keep.user_id, entities=[merged], mentions=list(moved.values()),
                          removed_entities=[other.id])
+
+
+def _merged(keep: Entity, other: Entity, now: datetime) -> Entity:
+    """`keep` with `other`'s names it lacks as aliases, the more specific kind, both metadata."""
+    known = {normalise_name(name) for name in keep.names}
+    aliases = list(keep.aliases)
+    for name in other.names:
+        if normalise_name(name) not in known:
+            known.add(normalise_name(name))
+            aliases.append(name)
+    return dataclasses.replace(keep, aliases=aliases, kind=more_specific(keep.kind, other.kind),
+                               metadata={**other.metadata, **keep.metadata}, updated_at=now)
 
 
 def rename(entity: Entity, new_name: str, now: datetime | None = None) -> Entity:

@@ -289,7 +289,7 @@ def test_a_failure_while_planning_the_ledger_never_costs_the_memories(tmp_path, 
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in the ledger rules")
 
-    monkeypatch.setattr(ledger_step, "plan_new_entities", broken)
+    monkeypatch.setattr(ledger_step, "plan_entities", broken)
     brain.extract = lambda p: [obs("Anna lives in Boston.", [1], profile={"key": "home", "value": "Boston"}),
                                named("Boston", 1, kind="place")]
     engine = make_engine(tmp_path, server, local_embedder)

@@ -12,6 +12,7 @@ from memoryscope_plugins.person import (
     ProposedEntity,
     entity_kind,
     merge,
+    plan_entities,
     plan_new_entities,
     rank,
     record_mentions,
@@ -159,6 +160,46 @@ def test_a_proposal_makes_a_kind_more_specific_only(known, proposed, kind):
     existing = [entity("sea", "Seattle", kind=known)]
     changed, ids = plan_new_entities("u", existing, [ProposedEntity("Seattle", proposed, None, 0)], ["In Seattle"], T0)
     assert ids == {0: "sea"} and [e.kind for e in changed or existing] == [kind]
+
+
+UNKNOWN = EntityKind.UNKNOWN
+
+
+def test_an_unknown_entity_said_to_be_another_name_of_one_is_merged_into_it():
+    existing = [entity("mel", "Melanie", count=5), entity("m", "Mel", kind=UNKNOWN, count=2)]
+    texts = ["We all call Melanie Mel."]
+    plan = plan_entities("u", existing, [ProposedEntity("Mel", "person", "Melanie", 0)], texts, T0)
+    assert plan.merged == {"m": "mel"} and plan.dropped == [] and plan.ids == {0: "mel"}
+    [melanie] = plan.entities
+    assert (melanie.id, melanie.aliases, melanie.kind) == ("mel", ["Mel"], EntityKind.PERSON)
+    # the other way round: the unknown one is the target; the typed one is kept, with its id and name
+    plan = plan_entities("u", [entity("mel", "Mel", count=5), entity("m", "Melanie", kind=UNKNOWN)],
+                         [ProposedEntity("Mel", "person", "Melanie", 0)], texts, T0)
+    assert plan.merged == {"m": "mel"} and [(e.id, e.name, e.aliases) for e in plan.entities] == [
+        ("mel", "Mel", ["Melanie"])]
+
+
+def test_two_typed_entities_are_still_never_merged_by_a_proposal():
+    existing = [entity("mel", "Melanie"), entity("m", "Mel", kind=EntityKind.PET)]
+    plan = plan_entities("u", existing, [ProposedEntity("Mel", "person", "Melanie", 0)], ["Melanie Mel"], T0)
+    assert plan.merged == {} and plan.entities == []
+
+
+def test_an_unknown_entity_whose_name_a_rule_refuses_is_dropped_unless_another_proposal_takes_it():
+    existing = [entity("wp", "外婆", kind=UNKNOWN), entity("tz", "同事", kind=UNKNOWN),
+                entity("ls", "老师", kind=EntityKind.PERSON)]  # one the user made is still linked
+    texts = ["外婆和同事都来了，老师也来了", "同事小张"]
+    proposals = [ProposedEntity("外婆", "person", None, 0), ProposedEntity("同事", "person", None, 0),
+                 ProposedEntity("老师", "person", None, 0)]
+    plan = plan_entities("u", existing, proposals, texts, T0)
+    assert plan.dropped == ["tz", "wp"] and plan.ids == {2: "ls"} and plan.entities == []
+
+
+def test_a_lower_case_proposal_of_an_unknown_name_record_found_capitalised_links_to_it():
+    existing = [entity("pt", "Pottery", kind=UNKNOWN)]
+    plan = plan_entities("u", existing, [ProposedEntity("pottery", "topic", None, 0)],
+                         ["My pottery class, I love it. Really."], T0)
+    assert plan.ids == {0: "pt"} and plan.dropped == [] and [e.kind for e in plan.entities] == [EntityKind.TOPIC]
 
 
 def test_merging_an_unknown_entity_keeps_the_known_kind():
