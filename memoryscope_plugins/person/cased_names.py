@@ -24,6 +24,7 @@ the evidence, so the rules are about what a capital does and does not say:
   Chinese name or an abbreviation (秦PLUS DM-i, 当UI设计师), not a name.
 - **Titles in quotes**: a quotation of two to six words in title case (each capitalised but for
   function words: "A Dance with Dragons", "Home Alone") is one name, as written.
+- **Escapes**: a line break written out ("\\n", "\\t") is a line break, so "\\nB:" holds no word "nB".
 - **What a message says about case**: one without capitals (besides the pronoun I) says nothing
   ("i went to paris"); nor does a sentence written all in capitals or title case (every word of four
   letters or more capitalised, and a function word after the first too: "OMG I LOVE THIS SO MUCH",
@@ -70,6 +71,7 @@ _NAME_FUNCTION_WORDS = frozenset("""the a an of under into over out up down off 
     from with for in on at by to""".split())
 _ARTICLES = ("the ", "a ", "an ")
 _COORDINATED = re.compile(r"\s+(?:and|&)\s+(?:(?P<me>I|me)\b|[A-Z])")
+_ESCAPES = re.compile(r"\\[nrt]")  # escape sequences written out in a text
 _INITIALS = re.compile(r"(?:[A-Z]\.)*[A-Z]")  # "J.K", "R": joined to the name after their dot
 _QUOTED = re.compile(r"[\"“]([^\"“”\n]{2,80})[\"”]")
 _TITLES = frozenset({"mr", "mrs", "ms", "dr", "prof", "st", "mt", "ft", "jr", "sr"})
@@ -81,7 +83,7 @@ _CALENDAR = frozenset("""monday tuesday wednesday thursday friday saturday sunda
 #: Capitalised abbreviations that are common nouns, not names (compared in lower case, a plural "s" off).
 COMMON_ABBREVIATIONS = frozenset("""ok okay tv pc ai ui ux app apps diy vr ar gps pdf ppt usb id ceo cfo cto coo hr
     er icu pt pe rpg mmo mmorpg fps moba npc dlc pvp faq fyi btw lol lmao omg brb tbh idk imo imho asap rsvp bbq atm
-    suv dvd cd mp3 html css sql api url wifi am pm ad bc ps aka vs etc mba phd bs ba ma msc gpa sat ielts toefl
+    suv dvd cd mp3 html css sql api url wifi am pm ad bc ps aka vs etc ac mba phd bs ba ma msc gpa sat ielts toefl
     dj mc nsfw irl dm ootd ngl smh fomo""".split())
 _ROMAN = re.compile(r"[IVXLC]+")
 _OPENERS = frozenset("""hey hi hello yo thanks thank bye goodbye congrats congratulations dear sorry please welcome
@@ -108,8 +110,8 @@ def _not_a_name_word(word: str) -> bool:
     """A capitalised word that is never part of a name (the module's rules)."""
     folded = _folded(word)
     plain = folded[:-1] if folded.endswith("s") and len(folded) > 3 else folded
-    return (folded in STOP_WORDS or folded.split("'")[0] in ("i",) or folded in _CALENDAR
-            or folded.rstrip(".") in _CALENDAR or folded in COMMON_ABBREVIATIONS or plain in COMMON_ABBREVIATIONS)
+    return (folded in STOP_WORDS or folded.split("'")[0] in ("i",) or folded.rstrip(".") in _CALENDAR
+            or plain in _CALENDAR or folded in COMMON_ABBREVIATIONS or plain in COMMON_ABBREVIATIONS)
 
 
 def _alone_not_a_name(word: str) -> bool:
@@ -278,6 +280,7 @@ def cased_names(text: str) -> list[CasedName]:
     Raises TypeError for a text that is not a str."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
+    text = _ESCAPES.sub("\n ", text)  # a written "\\n" is a line break, not the word "nB" of "\\nB:"
     if not any(char.isupper() for char in re.sub(r"\bI\b", " ", text)):
         return []
     silent = _sentences(text)

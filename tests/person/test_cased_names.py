@@ -61,6 +61,8 @@ def test_names_the_casing_says_are_taken(text, expected):
     "我刚下载这个App，对AI很好奇",  # capitals in Chinese text: abbreviations
     "看中了比亚迪秦PLUS DM-i。",  # capitals against a Chinese character: part of a Chinese name
     "Hi, I'm here and I've been busy.",  # the pronoun I
+    "I study every day, even Sundays. AC is a must.",  # a weekday in the plural; air conditioning
+    "I started carrying a bottle.\\nB: That's great.",  # a written-out line break: no word "nB"
     "",
 ])
 def test_what_the_casing_does_not_say_is_no_name(text):
