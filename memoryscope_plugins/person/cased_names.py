@@ -40,6 +40,7 @@ Pure functions: no store, no model; one pass of a few regular expressions over t
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import NamedTuple
 
@@ -63,7 +64,8 @@ _TOKEN = re.compile(f"[{_LATIN}](?:[{_LATIN}&+]|['’.\\-](?=[{_LATIN}]))*")
 _CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]")
 # what ends a sentence or a clause in Latin writing (a dash: "Family is key - Even so")
 _SENTENCE_END = re.compile(r"(?:^|[.!?:;\n(\[…\-–—]|[.!?]['\"’”)]*)\s*$")
-_OPEN_QUOTE = re.compile(r"[\"“‘'«]\s*$")
+_OPEN_QUOTE = re.compile(r"(?:(?:^|[\s(\[])[\"']|[“‘«])\s*$")  # not the apostrophe of "the kids' Nike"
+_LOOKBACK = 80  # the characters before a word read to tell where it stands (never the whole text: it may be long)
 _CONNECTORS = frozenset({"of", "the", "de", "da", "del", "della", "di", "du", "des", "la", "le", "van", "von", "der",
                          "den", "y", "e", "al", "el", "bin"})
 # function words a name may begin or hold, written with a capital: "Under Armour", "Lord Of The Rings"
@@ -194,8 +196,12 @@ def _joined(text: str, tokens: list[re.Match[str]], start: int, last: re.Match[s
     return []
 
 
+def _before(text: str, start: int) -> str:
+    return text[max(0, start - _LOOKBACK):start]
+
+
 def _sentence_start(text: str, start: int) -> bool:
-    before = text[:start]
+    before = _before(text, start)
     if before.rstrip() and _CJK.match(before.rstrip()[-1]):
         return False  # a Latin word written among Chinese characters
     return _SENTENCE_END.search(before) is not None
@@ -221,6 +227,12 @@ def _sentences(text: str) -> list[tuple[int, int]]:
             if _says_nothing_about_case(found.group())]
 
 
+def _inside(spans: list[tuple[int, int]], position: int) -> bool:
+    """Whether `position` is inside one of `spans` (sorted, not overlapping)."""
+    index = bisect.bisect_right(spans, (position, len(spans) + position + 1)) - 1
+    return index >= 0 and spans[index][0] <= position < spans[index][1]
+
+
 def _kind(words: list[str], before: str) -> EntityKind:
     heads = {_folded(words[-1]).rstrip(".")}
     if len(words) > 1:  # Lake Tahoe, Mount Fuji; University of Leeds, Bank of America
@@ -236,7 +248,7 @@ def _judged(text: str, run: list[re.Match[str]]) -> CasedName | None:
     """The name a run of capitalised words is, by the module's rules, or None."""
     if _glued_capitals(text, run[0]):
         return None
-    quoted = _OPEN_QUOTE.search(text[:run[0].start()]) is not None
+    quoted = _OPEN_QUOTE.search(_before(text, run[0].start())) is not None
     at_start = quoted or _sentence_start(text, run[0].start())
     while run and (_folded(run[0].group()) in _OPENERS or (at_start and len(run) > 1 and _opener(run[0].group(),
                                                                                                   quoted))):
@@ -259,7 +271,7 @@ def _judged(text: str, run: list[re.Match[str]]) -> CasedName | None:
         name = name.split(" ", 1)[1]
     if len(name.replace(".", "").replace(" ", "")) < 2:
         return None
-    return CasedName(name, run[0].start(), kind or _kind([m.group() for m in run], text[:run[0].start()]))
+    return CasedName(name, run[0].start(), kind or _kind([m.group() for m in run], _before(text, run[0].start())))
 
 
 def _quoted_titles(text: str) -> list[CasedName]:
@@ -287,7 +299,7 @@ def cased_names(text: str) -> list[CasedName]:
     found = {title.name.casefold(): title for title in _quoted_titles(text)}
     quoted = [(title.start, title.start + len(title.name)) for title in found.values()]
     for run in _runs(text):
-        if any(begin <= run[0].start() < end for begin, end in [*silent, *quoted]):
+        if _inside(silent, run[0].start()) or _inside(quoted, run[0].start()):
             continue
         name = _judged(text, run)
         if name is not None:

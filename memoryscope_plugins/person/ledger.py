@@ -355,7 +355,7 @@ def _addressed_speaker(proposal: ProposedEntity, text: str, speakers: dict[str, 
     """A proposed short form the message addresses a speaker by ("Mel" in "Hey Mel!": `short_forms`),
     as an alias of that speaker; any other proposal as it is."""
     name = proposal.name
-    if normalise_name(name) in speakers or not addressed(name, text):
+    if not speakers or normalise_name(name) in speakers or not addressed(name, text):
         return proposal
     owner = short_form_owner(name, speakers.values())
     if owner is None:

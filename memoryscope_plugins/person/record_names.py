@@ -33,6 +33,7 @@ head word's organisation), else `unknown`, for consolidation to type, merge or d
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -101,13 +102,14 @@ def _named(text: str) -> list[FoundName]:
     sentence is the first one's alias (他叫周杰，我们都叫他阿杰)."""
     found = []
     named_person: dict[int, str] = {}  # sentence -> the person it named first
+    ends = [end.start() for end in _SENTENCE_END.finditer(text)]
     for match in _NAMING.finditer(text):
         name = (match.group("quoted") or match.group("plain")).strip()
         if match.group("plain") and any(char in _NOT_IN_A_NAME for char in name):
             continue
         said_by = match.group("subject") or match.group("object") or ""
         kind = _NAMED_KINDS.get(said_by, EntityKind.PERSON if said_by in ZH_RELATIONS else EntityKind.UNKNOWN)
-        sentence = len(_SENTENCE_END.findall(text, 0, match.start()))
+        sentence = bisect.bisect_left(ends, match.start())
         first = named_person.get(sentence) if said_by in ("他", "她") else None
         found.append(FoundName(name, kind, first))
         if said_by in ("他", "她"):

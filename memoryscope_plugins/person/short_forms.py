@@ -67,7 +67,8 @@ def greeted(word: str, text: str) -> bool:
 def chinese_vocative(text: str, start: int, end: int) -> bool:
     """Whether the Chinese name at `text[start:end]` addresses someone: it opens a clause (after a
     greeting or none: 晚安陈老师。, 谢谢你，小王！) and ends it (陈老师，, 陈老师好！)."""
-    return (_ZH_OPENS.search(text, 0, start) is not None and _ZH_CLOSES.match(text, end) is not None)
+    # the opening is read in the few characters before the name (a greeting is short): not the whole text
+    return (_ZH_OPENS.search(text, max(0, start - 24), start) is not None and _ZH_CLOSES.match(text, end) is not None)
 
 
 def short_form_candidates(text: str) -> list[str]:

@@ -78,7 +78,7 @@ def named_head(name: str, text: str) -> str:
         return name
     for start, end in _said(words, text):
         written = _WORD.findall(text[start:end])
-        sentence_start = _SENTENCE_END.search(text[:start]) is not None
+        sentence_start = _SENTENCE_END.search(text[max(0, start - 80):start]) is not None  # bounded: texts are long
         head = _head_words(written, sentence_start)
         if head:
             return " ".join(written[:head]).rstrip(_TRAILING_PUNCTUATION) or name

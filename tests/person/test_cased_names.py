@@ -21,6 +21,7 @@ def names(text: str) -> list[tuple[str, EntityKind]]:
     ("LGBTQ+ folks helped me a lot", [("LGBTQ+", UNKNOWN)]),  # a capital inside: a name even first
     ("I love Harry Potter and Game of Thrones!", [("Harry Potter", UNKNOWN), ("Game of Thrones", UNKNOWN)]),
     ("Brands like Nike and Under Armour.", [("Nike", UNKNOWN), ("Under Armour", UNKNOWN)]),
+    ("The kids' Nike shoes are new.", [("Nike", UNKNOWN)]),  # an apostrophe, not an opening quote
     ("I love The Beatles.", [("Beatles", UNKNOWN)]),  # the article is not the name
     ("The Minnesota Wolves won again.", [("Minnesota Wolves", UNKNOWN)]),  # two words: a name at the start too
     ('I loved "Becoming Nicole" by Amy Ellis Nutt.', [("Becoming Nicole", UNKNOWN), ("Amy Ellis Nutt", UNKNOWN)]),
