@@ -5,17 +5,22 @@ the evidence, so the rules are about what a capital does and does not say:
 
 - A **name** is a run of capitalised words (a capital first, or inside: "LGBTQ", "iPhone",
   "MinaLima"), separated by spaces only, with lower-case "of", "the", "de", "van"... allowed between
-  two of them ("Game of Thrones", "Cliffs of Moher"). A possessive at its end is dropped
-  ("Sheeran's" -> Sheeran); an initial or a title with a dot joins the word after it ("J.K. Rowling",
-  "Dr. Lee"). A run of a name and its short form ("we call Melanie Mel") is two names.
+  two of them ("Game of Thrones", "Cliffs of Moher"); inside a sentence, a capitalised function word
+  before a capitalised word begins or joins one ("Under Armour"; "The Beatles" is Beatles, the
+  article off). A possessive at its end is dropped ("Sheeran's" -> Sheeran); an initial or a title
+  with a dot joins the word after it ("J.K. Rowling", "Dr. Lee"). A run of a name and its short
+  form ("we call Melanie Mel") is two names; a single word that is a word of a longer name the
+  message writes is not one of its own ("the real Potter places" beside "Harry Potter").
 - Capitalised words that are **not names** break a run and are never one: function words and
   pronouns ("I", "I'm", "The", "It": `STOP_WORDS`), weekdays and months (and their short forms:
   "Fri", "Sept"), common-noun abbreviations ("TV", "OK", "AI", "App", "RPGs": `COMMON_ABBREVIATIONS`),
   a relation word alone ("Mom", "Grandma": `relations.english_relation_word`; "Aunt May" is a name),
+  a greeting or interjection ("Congrats", "Thanks": `_OPENERS`, also at a run's start: "Thanks Caroline"),
   roman numerals, titles and head words alone ("Dr", "the Hospital"), and a word with a digit alone
   ("B12", "5K", "Omega-3"; "Civilization VI" and "Kustom K-200A" are names).
 - **Sentence starts**: a capital on a sentence's first word says nothing ("Pottery class was fun").
-  A single word there is not a name, unless it has a capital inside ("LGBTQ+ pride"); a run of
+  A single word there is not a name, unless it has a capital inside ("LGBTQ+ pride") or "and" joins
+  it to a name or to "I" ("Luna and Oliver!"; "Anthony and I went", a person); a run of
   two or more is, less its first word when that is an opener ("Yep John", "Thanks Caroline",
   "Sounds great", "Adding NYC": a greeting or interjection, an -ly or -ing word; `_OPENERS`), except
   right after an opening quote, where a title begins ("“Becoming Nicole” by ..."). A Latin word
