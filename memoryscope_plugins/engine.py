@@ -328,8 +328,8 @@ class MemoryScope:
         names ("Hey Mel!" said just before Melanie's first words)."""
         names = self._matchers.get(user_id)
         speakers = self._new_speakers(user_id, agent_id, messages, names)
-        found = self._new_names(user_id, messages, names, speakers)
-        if not speakers and not found:
+        found, stored = self._new_names(user_id, messages, names, speakers)
+        if not speakers and not found and not stored:
             return LedgerChanges(user_id=user_id, mentions=person.record_mentions(names.matcher, memories))
         if speakers:
             said = [(m.name, m.content) for m in messages]
@@ -338,24 +338,32 @@ class MemoryScope:
             aliased = {entity.id: entity for entity in addressed_aliases([*names.entities, *speakers], said,
                                                                                  utc_now())}
             speakers = [aliased.get(entity.id, entity) for entity in speakers]
-        by_id = {entity.id: entity for entity in [*names.entities, *speakers, *found]}
+        by_id = {entity.id: entity for entity in [*names.entities, *speakers, *found, *stored]}
         mentions = person.record_mentions(person.NameMatcher(by_id.values()), memories)
         if prior is not None and speakers:
             mentions += person.record_mentions(person.NameMatcher(speakers), [prior])
         return LedgerChanges(user_id=user_id, entities=[*speakers, *found], mentions=mentions)
 
-    def _new_names(self, user_id: str, messages: Sequence[Message], names: _UserNames,
-                   speakers: Sequence[Entity]) -> builtins.list[Entity]:
+    def _new_names(self, user_id: str, messages: Sequence[Message], names: _UserNames, speakers: Sequence[Entity],
+                   ) -> tuple[builtins.list[Entity], builtins.list[Entity]]:
         """Entities for the names the human's and the assistant's messages write that the ledger
-        does not hold (`person.record_names`: `unknown` unless a rule knows the kind). Never worth
-        the messages: a failure here logs a warning and records them without."""
+        does not hold (`person.record_names`: `unknown` unless a rule knows the kind), and those of
+        them the store holds already: the cached names may be a few seconds old, and an entity another
+        process made meanwhile under the same id (consolidation typed it, you renamed it) is linked as
+        stored, never written over. Never worth the messages: a failure here logs a warning and
+        records them without new names."""
         texts = [message.content if message.role in ("user", "assistant") else "" for message in messages]
         try:
-            return record_names.new_entities(user_id, [*names.entities, *speakers], names.matcher, texts)
+            found = record_names.new_entities(user_id, [*names.entities, *speakers], names.matcher, texts)
+            stored = self.store.entities(user_id, ids=[e.id for e in found]) if found else []
         except Exception as exc:  # noqa: BLE001 - whatever a rule meets, the message is kept
             log.warning("no new names were read from a message of user %s (%s)", log_hygiene.user_ref(user_id),
                         type(exc).__name__)
-            return []
+            return [], []
+        if stored:
+            self._matchers.invalidate(user_id)
+        known = {entity.id for entity in stored}
+        return [entity for entity in found if entity.id not in known], stored
 
     def _new_speakers(self, user_id: str, agent_id: str, messages: Sequence[Message],
                       names: _UserNames) -> builtins.list[Entity]:

@@ -19,6 +19,7 @@ from memoryscope_plugins import (
     ValidationError,
     engine as engine_module,
 )
+from memoryscope_plugins.person import NameMatcher, record_names
 from memoryscope_plugins.storage.base import LedgerChanges
 
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=timezone.utc)
@@ -121,6 +122,22 @@ def test_an_unknown_entity_named_before_its_speaker_speaks_becomes_that_speaker(
     _talk(engine, "caro", ("John", "Thanks for telling me, Caroline!"), start=T0 + timedelta(minutes=5))
     john = _by_name(engine, "caro")["John"]
     assert (john.kind, john.metadata.get("speaker_role"), john.mention_count) == (EntityKind.PERSON, "assistant", 1)
+
+
+def test_record_never_writes_over_an_entity_made_meanwhile_elsewhere(engine, tmp_path, local_embedder):
+    """A name the engine's cached names do not hold yet, but the store does (another process typed it
+    within the cache's few seconds), is linked to the stored entity, which keeps its kind and aliases."""
+    _say(engine, "anna", "Nothing named yet.")  # the engine caches anna's (empty) names
+    other = MemoryScope(path=tmp_path / "memory.db", embedder=local_embedder)
+    try:  # a consolidation worker elsewhere makes Seattle, with the id record would give it
+        [made] = record_names.new_entities("anna", [], NameMatcher([]), ["in Seattle"])
+        other.store.put_ledger(LedgerChanges(user_id="anna", entities=[
+            Entity(id=made.id, user_id="anna", name="Seattle", kind=EntityKind.PLACE, aliases=["Emerald City"])]))
+    finally:
+        other.close()
+    _say(engine, "anna", "We flew to Seattle.", start=T0 + timedelta(minutes=5))
+    seattle = _by_name(engine, "anna")["Seattle"]
+    assert (seattle.kind, seattle.aliases, seattle.mention_count) == (EntityKind.PLACE, ["Emerald City"], 1)
 
 
 def test_a_failure_reading_names_never_costs_the_message(engine, monkeypatch, caplog):
