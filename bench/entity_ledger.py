@@ -1,17 +1,22 @@
 """The entity ledger's precision and recall against hand-labelled turns (issue 27, item 5).
 
-    python bench/entity_ledger.py --settings llm.yaml \\
+    python bench/entity_ledger.py [--settings llm.yaml] \\
         --set ../shared/data/locomo_dev.json bench/data/entities_en.json \\
         --set ../shared/data/zh_memory_dev.json bench/data/entities_zh.json \\
         [--limit-turns N] [--consolidate session|end] [--out result.json] [--keep DIR]
+
+Without `--settings`, or with a settings file that has no ``llm`` section, the run is record-only:
+nothing is consolidated, and the ledger scored is the one `record` builds alone (the speakers and
+the names it reads from the messages, `person.record_names`). The Chinese names of the dictionary
+need rjieba (the ``multilingual`` extra); the language is read per message (``language: auto``).
 
 For each `--set DATA LABELS` (a LoCoMo-format file and a labels file of `bench/data/`), the labelled
 turns (the first turns of each labelled conversation, in session order; with `--limit-turns N` only
 the first N labelled turns of each conversation) are recorded into a fresh temporary SQLite store
 with `MemoryScope.record`, exactly as `bench qa`'s `consolidated` configuration records them
 (`memoryscope_plugins.bench.locomo.ingest`: one user per conversation, one `record` call per turn,
-the LoCoMo image caption appended as "[shares ...]"), and consolidated with the model of the
-settings file (its `llm` section; consolidation is switched on, no background worker): after each
+the LoCoMo image caption appended as "[shares ...]"), and, when the settings name a model,
+consolidated with it (its `llm` section; consolidation is switched on, no background worker): after each
 session by default, so that the names of entities already known are counted at record time as in an
 application, or with `--consolidate end` once after all the turns (as `bench qa`'s consolidated
 store is built). The ledger is then read back and scored against the labels:
@@ -31,9 +36,11 @@ store is built). The ledger is then read back and scored against the labels:
   labelled entity (any of its names) / the ledger's entities; recall = the labelled entities
   (distinct canonical names) that some ledger entity matches / the labelled entities.
 
-The output lists the misses and the false links per language, so the errors can be read, and the
-profile consolidation built for each conversation (`profiles`: current values and history, printed
-after the table; not scored, since the labels hold no profile). The scoring
+The output lists the misses and the false links per language, so the errors can be read, what
+recording cost (`costs`: milliseconds per recorded turn, the embedding included, and per call of
+the name step, `person.record_names.new_entities`), and the profile consolidation built for each
+conversation (`profiles`: current values and history, printed after the table; not scored, since
+the labels hold no profile). The scoring
 functions are pure (labels and ledger records in, figures out) and are unit-tested in
 tests/bench/test_entity_ledger.py without a model or a store. The labelling rules are in the labels
 files' "rules" and in bench/README.md.
@@ -42,14 +49,17 @@ files' "rules" and in bench/README.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import re
+import statistics
 import sys
 import tempfile
+import time
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -294,21 +304,62 @@ def _labelled_conversation(conv: Any, wanted: set[str]) -> Any:
     return dataclasses.replace(conv, sessions=[s for s in sessions if s.turns], questions=[])
 
 
-def _record(memory: Any, conv: Any, consolidate: str) -> dict[str, Any]:
+RECORD_ONLY = "record only: the settings name no model (no llm section), so nothing is consolidated"
+
+
+def _record(memory: Any, conv: Any, consolidate: str, clock: list[float] | None = None) -> dict[str, Any]:
     """Records the conversation's turns as bench ingest does and consolidates them: after each
     session ("session": later sessions' names of known entities are then counted at record time,
-    as in an application) or once at the end ("end", as `bench qa`'s consolidated store)."""
+    as in an application), once at the end ("end", as `bench qa`'s consolidated store), or never
+    ("none": record only). The seconds spent recording are added to ``clock[0]``."""
     from memoryscope_plugins.bench.locomo import ingest
 
-    parts = [conv] if consolidate == "end" else [dataclasses.replace(conv, sessions=[s]) for s in conv.sessions]
-    counts, skipped = Counter[str](), []
+    parts = [conv] if consolidate != "session" else [dataclasses.replace(conv, sessions=[s]) for s in conv.sessions]
+    counts, skipped = Counter[str](), [RECORD_ONLY] if consolidate == "none" else []
     for part in parts:
+        started = time.perf_counter()
         counts["turns"] += ingest(memory, part, "turns")
+        if clock is not None:
+            clock[0] += time.perf_counter() - started
+        if consolidate == "none":
+            continue
         report = memory.consolidate(conv.id)
         counts.update(llm_calls=report.llm_calls, errors=len(report.errors), failed_messages=report.failed_messages)
         if report.skipped_reason and report.skipped_reason not in skipped:
             skipped.append(report.skipped_reason)
     return {**{k: counts[k] for k in ("turns", "llm_calls", "errors", "failed_messages")}, "skipped": skipped}
+
+
+@contextlib.contextmanager
+def _timed_name_step(spent: list[float]) -> Iterator[None]:
+    """Each call of record's name step (`person.record_names.new_entities`) while inside, its
+    milliseconds appended to `spent`."""
+    from memoryscope_plugins.person import record_names
+
+    real: Callable[..., Any] = record_names.new_entities
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            spent.append((time.perf_counter() - started) * 1000)
+
+    record_names.new_entities = timed
+    try:
+        yield
+    finally:
+        record_names.new_entities = real
+
+
+def costs(turns: int, record_s: float, name_step_ms: Sequence[float]) -> dict[str, float | int | None]:
+    """What recording cost: milliseconds per recorded turn (embedding and store included), and per
+    call of the name step (mean, p95), with the counts they rest on."""
+    ranked = sorted(name_step_ms)
+    return {"turns": turns, "record_ms_per_turn": _round(record_s * 1000 / turns) if turns else None,
+            "name_step_calls": len(ranked),
+            "name_step_ms_mean": _round(statistics.fmean(ranked)) if ranked else None,
+            "name_step_ms_p95": _round(ranked[min(len(ranked) - 1, int(len(ranked) * 0.95))]) if ranked else None}
 
 
 def _read_ledger(memory: Any, user_id: str) -> tuple[list[Entity], dict[str, list[LedgerEntity]]]:
@@ -351,14 +402,18 @@ def format_profiles(results: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run_set(data: Path, labels: Labels, settings_path: Path, keep: Path | None,
+def run_set(data: Path, labels: Labels, settings_path: Path | None, keep: Path | None,
             consolidate: str = "session") -> dict[str, Any]:
     """Records and consolidates one labelled set in a fresh store, reads its ledger back and
-    scores it."""
+    scores it; record only (``consolidate`` "none") when there are no settings or they name no
+    model."""
     from memoryscope_plugins import MemoryScope, Settings
     from memoryscope_plugins.bench.locomo import load_conversations
+    from memoryscope_plugins.settings import LLMSettings
 
-    settings = Settings.load(settings_path)
+    settings = Settings.load(settings_path) if settings_path is not None else Settings(llm=LLMSettings())
+    if settings.llm.provider == "none":
+        consolidate = "none"
     by_conv = {c.id: c for c in load_conversations(data, require_evidence=False)}
     wanted: dict[str, set[str]] = defaultdict(set)
     for turn in labels.turns:
@@ -379,14 +434,18 @@ def run_set(data: Path, labels: Labels, settings_path: Path, keep: Path | None,
         all_entities: dict[str, list[LedgerEntity]] = {}
         profiles: dict[str, list[dict[str, Any]]] = {}
         runs = {}
-        with MemoryScope(driven) as memory:
+        clock, name_step_ms = [0.0], list[float]()
+        with MemoryScope(driven) as memory, _timed_name_step(name_step_ms):
+            memory.warm_up()  # the model's loading is not a record's cost
             for conv_id, dia_ids in wanted.items():
-                runs[conv_id] = _record(memory, _labelled_conversation(by_conv[conv_id], dia_ids), consolidate)
+                runs[conv_id] = _record(memory, _labelled_conversation(by_conv[conv_id], dia_ids), consolidate,
+                                        clock)
                 entities, by_turn = _read_ledger(memory, conv_id)
                 ledgers.update(((conv_id, dia), found) for dia, found in by_turn.items())
                 all_entities[conv_id] = [LedgerEntity.of(e) for e in entities]
                 profiles[conv_id] = profile_rows(memory.store.profile_values(conv_id))
     return {"language": labels.language, "data": str(data), "consolidate": consolidate, "consolidation": runs,
+            "costs": costs(sum(run["turns"] for run in runs.values()), clock[0], name_step_ms),
             "profiles": profiles, "mentions": score_mentions(labels.turns, ledgers),
             "entities": score_entities(labels.turns, all_entities)}
 
@@ -409,6 +468,13 @@ def format_table(results: Sequence[Mapping[str, Any]]) -> str:
                          f"{_cell(row.get('f1')):>8}{row['labelled']:>10}{row['ledger']:>8}{row['matched']:>9}")
         lines.append(f"  kind agreement {_cell(mentions['kind_agreement'])}, turns {mentions['turns']}, "
                      f"missed {len(mentions['missed'])}, false links {len(mentions['false'])}")
+        cost = result.get("costs")
+        if cost:
+            lines.append(f"  record {_cell(cost['record_ms_per_turn'])} ms per turn; the name step "
+                         f"{_cell(cost['name_step_ms_mean'])} ms per call (p95 {_cell(cost['name_step_ms_p95'])}, "
+                         f"{cost['name_step_calls']} calls)")
+        if result.get("consolidate") == "none":
+            lines.append(f"  {RECORD_ONLY}")
     return "\n".join(lines)
 
 
@@ -416,8 +482,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--set", dest="sets", nargs=2, action="append", required=True, metavar=("DATA", "LABELS"),
                         help="a LoCoMo-format data file and its labels file (repeat for each language)")
-    parser.add_argument("--settings", type=Path, required=True,
-                        help="a settings file whose llm section names the model that consolidates")
+    parser.add_argument("--settings", type=Path, default=None,
+                        help="a settings file whose llm section names the model that consolidates "
+                             "(without one, or without an llm section: record only)")
     parser.add_argument("--limit-turns", type=int, default=None,
                         help="only the first N labelled turns of each conversation")
     parser.add_argument("--out", type=Path, default=None, help="write the full result (with the errors) as JSON")

@@ -26,7 +26,7 @@ from . import log_hygiene, metrics, person, tracing, transfer, validation
 from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, StoreError, ValidationError
 from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
-from .person import name_rules
+from .person import name_rules, record_names
 from .person.short_forms import addressed_aliases
 from .retrieval import ledger_cache, pipeline
 from .settings import Settings
@@ -321,24 +321,48 @@ class MemoryScope:
                        memories: Sequence[Memory], prior: Memory | None = None) -> LedgerChanges:
         """The ledger changes recording brings, without a model: named speakers not known yet
         become person entities (`_new_speakers`, with a short form these messages or the turn
-        before them address them by as an alias), every memory naming a known entity (or a
-        speaker of this call) is one mention of it, and so is the turn before (`prior`) for a new
-        speaker it names ("Hey Mel!" said just before Melanie's first words)."""
+        before them address them by as an alias), the names the messages write that no entity
+        holds become entities (`_new_names`), every memory naming a known entity (or a new one of
+        this call) is one mention of it, and so is the turn before (`prior`) for a new speaker it
+        names ("Hey Mel!" said just before Melanie's first words)."""
         names = self._matchers.get(user_id)
         speakers = self._new_speakers(user_id, agent_id, messages, names)
-        if not speakers:
+        found, stored = self._new_names(user_id, messages, names, speakers)
+        if not speakers and not found and not stored:
             return LedgerChanges(user_id=user_id, mentions=person.record_mentions(names.matcher, memories))
-        said = [(m.name, m.content) for m in messages]
-        if prior is not None:
-            said.insert(0, (prior.speaker, prior.content))
-        aliased = {entity.id: entity for entity in addressed_aliases([*names.entities, *speakers], said,
-                                                                             utc_now())}
-        speakers = [aliased.get(entity.id, entity) for entity in speakers]
-        by_id = {entity.id: entity for entity in names.entities} | {entity.id: entity for entity in speakers}
+        if speakers:
+            said = [(m.name, m.content) for m in messages]
+            if prior is not None:
+                said.insert(0, (prior.speaker, prior.content))
+            aliased = {entity.id: entity for entity in addressed_aliases([*names.entities, *speakers], said,
+                                                                                 utc_now())}
+            speakers = [aliased.get(entity.id, entity) for entity in speakers]
+        by_id = {entity.id: entity for entity in [*names.entities, *speakers, *found, *stored]}
         mentions = person.record_mentions(person.NameMatcher(by_id.values()), memories)
-        if prior is not None:
+        if prior is not None and speakers:
             mentions += person.record_mentions(person.NameMatcher(speakers), [prior])
-        return LedgerChanges(user_id=user_id, entities=speakers, mentions=mentions)
+        return LedgerChanges(user_id=user_id, entities=[*speakers, *found], mentions=mentions)
+
+    def _new_names(self, user_id: str, messages: Sequence[Message], names: _UserNames, speakers: Sequence[Entity],
+                   ) -> tuple[builtins.list[Entity], builtins.list[Entity]]:
+        """Entities for the names the human's and the assistant's messages write that the ledger
+        does not hold (`person.record_names`: `unknown` unless a rule knows the kind), and those of
+        them the store holds already: the cached names may be a few seconds old, and an entity another
+        process made meanwhile under the same id (consolidation typed it, you renamed it) is linked as
+        stored, never written over. Never worth the messages: a failure here logs a warning and
+        records them without new names."""
+        texts = [message.content if message.role in ("user", "assistant") else "" for message in messages]
+        try:
+            found = record_names.new_entities(user_id, [*names.entities, *speakers], names.matcher, texts)
+            stored = self.store.entities(user_id, ids=[e.id for e in found]) if found else []
+        except Exception as exc:  # noqa: BLE001 - whatever a rule meets, the message is kept
+            log.warning("no new names were read from a message of user %s (%s)", log_hygiene.user_ref(user_id),
+                        type(exc).__name__)
+            return [], []
+        if stored:
+            self._matchers.invalidate(user_id)
+        known = {entity.id for entity in stored}
+        return [entity for entity in found if entity.id not in known], stored
 
     def _new_speakers(self, user_id: str, agent_id: str, messages: Sequence[Message],
                       names: _UserNames) -> builtins.list[Entity]:
@@ -346,27 +370,40 @@ class MemoryScope:
         user-role message's name (the human's name, given, never guessed), and an assistant-role
         message's name unless it is an agent's (this call's `agent_id`, or an agent id the user
         has memories under: an agent team's "planner" is not a person). System and tool messages
-        never make one."""
+        never make one. An `unknown` entity of a speaker's name (named before they spoke) becomes
+        that speaker, a person."""
         wanted: dict[str, tuple[str, str]] = {}  # normalised name -> (name, role); a user's role wins
+        unknown = {entity.id: entity for entity in names.entities if entity.kind is EntityKind.UNKNOWN}
+        adopted: dict[str, Entity] = {}  # an unknown entity's id -> it as the speaker
         for message in messages:
             name = message.name
-            if name is None or message.role not in ("user", "assistant") or names.matcher.entity_for(name):
+            if name is None or message.role not in ("user", "assistant"):
+                continue
+            known_id = names.matcher.entity_for(name)
+            if known_id is not None and (known_id not in unknown or adopted.get(known_id, unknown[known_id])
+                                         .metadata.get("speaker_role") == "user"):
                 continue
             if message.role == "assistant" and self._is_agent(user_id, agent_id, name, names):
+                continue
+            if known_id is not None:
+                entity = unknown[known_id]
+                adopted[known_id] = dataclasses.replace(entity, kind=EntityKind.PERSON, updated_at=utc_now(),
+                                                        metadata={**entity.metadata, "speaker_role": message.role})
                 continue
             folded = person.normalise_name(name)
             if folded not in wanted or message.role == "user":
                 wanted[folded] = (" ".join(name.split()), message.role)
         if not wanted:
-            return []
+            return builtins.list(adopted.values())
         spoken = builtins.list(wanted.values())
         proposals = [person.ProposedEntity(text, EntityKind.PERSON, None, index)
                      for index, (text, _) in enumerate(spoken)]
         planned, ids = person.plan_new_entities(user_id, names.entities, proposals, [text for text, _ in spoken])
         roles = {ids[index]: role for index, (_, role) in enumerate(spoken) if index in ids}
         known = {entity.id for entity in names.entities}
-        return [dataclasses.replace(entity, metadata={**entity.metadata, "speaker_role": roles[entity.id]})
-                for entity in planned if entity.id not in known and entity.id in roles]
+        return [*adopted.values(), *(dataclasses.replace(entity, metadata={**entity.metadata,
+                                                                          "speaker_role": roles[entity.id]})
+                                     for entity in planned if entity.id not in known and entity.id in roles)]
 
     def _is_agent(self, user_id: str, agent_id: str, name: str, names: _UserNames) -> bool:
         folded = person.normalise_name(name)

@@ -146,7 +146,8 @@ class RetrievalResult:
 
 
 class EntityKind(str, enum.Enum):
-    """What an entity of the ledger is."""
+    """What an entity of the ledger is. `UNKNOWN` is a name `record` found by the message's writing
+    alone (no model said what it names yet); consolidation makes it a kind, merges or drops it."""
 
     PERSON = "person"
     PLACE = "place"
@@ -154,6 +155,7 @@ class EntityKind(str, enum.Enum):
     PET = "pet"
     OBJECT = "object"
     TOPIC = "topic"
+    UNKNOWN = "unknown"
 
 
 @dataclass(slots=True)

@@ -21,7 +21,8 @@ from typing import Any
 from ..person.relations import without_relation
 from ..types import EntityKind
 
-ENTITY_KINDS = tuple(kind.value for kind in EntityKind)
+# what the model may answer: every kind but `unknown`, which says only that no model typed a name yet
+ENTITY_KINDS = tuple(kind.value for kind in EntityKind if kind is not EntityKind.UNKNOWN)
 MAX_ENTITIES_PER_MESSAGE = 8
 MAX_NAME_CHARS = 60
 MAX_NAME_WORDS = 6

@@ -3,7 +3,12 @@
 From the extraction answer (`ledger_answer`), and for Chinese messages the place names and festivals
 a dictionary knows (`person.dictionary_names`, no model), the entities the batch's messages name
 (less a new topic that is only a Chinese common word, 高血压) become new entities (or aliases of
-known ones) by `person.ledger.plan_new_entities`, which keeps only names the message text holds.
+known ones) by `person.ledger.plan_entities`, which keeps only names the message text holds. The
+`unknown` entities `record` made without a model (`person.record_names`) are what this step decides
+on: a proposal gives one its kind, one said to be another name of an entity is merged into it (its
+mentions move there: `person.merge`), and one whose name a refusal rule refuses (a relation or role
+word, a Chinese common word proposed as a topic) is removed with its mentions; one no proposal names
+stays unknown, and keeps counting.
 Mentions link memories to entities: each of the batch's turn memories that names a known or new
 entity is a *counted* mention (mentions are unique per entity and memory, so a turn counted at
 `record` time is not counted twice); each observation of the step that names one is linked as
@@ -24,7 +29,7 @@ from datetime import datetime
 from typing import Iterable, Sequence
 
 from ..person import dictionary_names, profile_cues
-from ..person.ledger import ProposedEntity, entity_kind, plan_new_entities, record_mentions
+from ..person.ledger import EntityPlan, ProposedEntity, entity_kind, merge, plan_entities, record_mentions
 from ..person.matching import NameMatcher, normalise_name
 from ..person.profile import ProfileProposal, apply, normalise_key
 from ..storage.base import LedgerChanges, MemoryFilter, MemoryStore, SearchRequest, StoredMessage
@@ -63,23 +68,17 @@ def plan_ledger(store: MemoryStore, user_id: str, batch: Sequence[StoredMessage]
     ``user_name`` the name observations call the user by (for `profile_cues`)."""
     now = utc_now()
     existing = list(store.entities(user_id))
-    texts = [m.message.content for m in minable]
-    known_names = {normalise_name(name) for e in existing for name in e.names}
-    proposals = [ProposedEntity(name=e.name, kind=e.kind, alias_of=e.alias_of, message_index=e.message)
-                 for e in extraction.entities if not _common_topic(e.name, e.kind, known_names)]
-    proposals += dictionary_names.proposals(texts)  # after the model's: its kind of a name wins
-    planned: list[Entity] = []
-    if proposals:
-        speakers = sorted({m.message.name for m in batch if m.message.name})
-        planned, _ = plan_new_entities(user_id, existing, proposals, texts, now, speakers=speakers)
     known = {e.id: e for e in existing}
-    fresh = [e for e in planned if e.id not in known]
-    entities = list({**known, **{e.id: e for e in planned}}.values())
-    mentions: dict[tuple[str, str], EntityMention] = {}
+    texts = [m.message.content for m in minable]
+    plan, removed = _plan_entities(user_id, existing, batch, texts, extraction, now)
+    planned = [e for e in plan.entities if e.id not in removed]
+    entities = [e for e in {**known, **{e.id: e for e in planned}}.values() if e.id not in removed]
+    mentions = _moved_mentions(store, user_id, known, {e.id: e for e in planned}, plan.merged)
     if entities:
         turns = store.get(user_id, [m.id for m in batch])  # a message and its turn share one id
         _link(mentions, NameMatcher(entities), [*turns, *(o.memory for o in observed)])
-        renamed = {e.id: _new_names(e, known.get(e.id)) for e in planned}  # new entities, new aliases
+        # new entities, new aliases, and an unknown entity this step types: its earlier turns too
+        renamed = {e.id: _new_names(e, _before(known.get(e.id), e)) for e in planned}
         searched = [e for e in planned if renamed[e.id]]
         if searched:
             earlier = _earlier_turns(store, user_id, [n for e in searched for n in renamed[e.id]],
@@ -87,13 +86,50 @@ def plan_ledger(store: MemoryStore, user_id: str, batch: Sequence[StoredMessage]
             # every entity in the matcher, so a longer name takes its words first (华西医院 holds no 华西)
             _link(mentions, NameMatcher(entities), earlier, only={e.id for e in searched})
     values, set_now = _profile(store, user_id, observed, language, now, user_name)
-    changes = LedgerChanges(user_id=user_id, entities=planned, mentions=list(mentions.values()), profile=values)
-    return LedgerPlan(changes=changes, new_entities=[f"{e.name} ({_kind(e)})" for e in fresh], profile=set_now)
+    changes = LedgerChanges(user_id=user_id, entities=planned, mentions=list(mentions.values()),
+                            removed_entities=sorted(removed), profile=values)
+    established = [e for e in planned if e.id not in known or (
+        known[e.id].kind is EntityKind.UNKNOWN and e.kind is not EntityKind.UNKNOWN)]
+    return LedgerPlan(changes=changes, new_entities=[f"{e.name} ({_kind(e)})" for e in established], profile=set_now)
+
+
+def _plan_entities(user_id: str, existing: Sequence[Entity], batch: Sequence[StoredMessage], texts: Sequence[str],
+                   extraction: Extraction, now: datetime) -> tuple[EntityPlan, set[str]]:
+    """The step's `EntityPlan` from the model's proposals and the dictionary's, and the ids of the
+    entities it removes: the `unknown` ones merged into another or dropped by a refusal rule,
+    `person.ledger`'s or the common-word topic one (`_common_topic`), unless a proposal took them."""
+    typed_names = {normalise_name(n) for e in existing if e.kind is not EntityKind.UNKNOWN for n in e.names}
+    unknown = {normalise_name(n): e.id for e in existing if e.kind is EntityKind.UNKNOWN for n in e.names}
+    common = {i for i, e in enumerate(extraction.entities) if _common_topic(e.name, e.kind, typed_names)}
+    proposals = [ProposedEntity(name=e.name, kind=e.kind, alias_of=e.alias_of, message_index=e.message)
+                 for i, e in enumerate(extraction.entities) if i not in common]
+    proposals += dictionary_names.proposals(texts)  # after the model's: its kind of a name wins
+    plan = EntityPlan([], {}, {}, [])
+    if proposals:
+        speakers = sorted({m.message.name for m in batch if m.message.name})
+        plan = plan_entities(user_id, existing, proposals, texts, now, speakers=speakers)
+    refused = {unknown.get(normalise_name(extraction.entities[i].name)) for i in common} - {None}
+    taken = set(plan.ids.values()) | set(plan.merged.values())
+    return plan, set(plan.merged) | set(plan.dropped) | {i for i in refused if i is not None and i not in taken}
+
+
+def _moved_mentions(store: MemoryStore, user_id: str, known: dict[str, Entity], planned: dict[str, Entity],
+                    merged: dict[str, str]) -> dict[tuple[str, str], EntityMention]:
+    """The mentions of each `unknown` entity merged into another, moved to that one (`person.merge`)."""
+    moved: dict[tuple[str, str], EntityMention] = {}
+    for other, keep in merged.items():
+        kept = planned.get(keep) or known.get(keep)
+        if kept is None or other not in known:
+            continue
+        changes = merge(kept, known[other], store.mentions(user_id, entity_ids=[keep, other]))
+        moved.update(((m.entity_id, m.memory_id), m) for m in changes.mentions)
+    return moved
 
 
 def _common_topic(name: str, kind: str, known_names: set[str]) -> bool:
     """A new topic the model proposes that is only a Chinese common word (高血压, 羽毛球): what a
-    lower-case English topic is to `person.ledger` ("mental health"). One the ledger knows stays."""
+    lower-case English topic is to `person.ledger` ("mental health"). One the ledger knows, typed
+    (`known_names`), stays; an `unknown` one of that name is dropped."""
     return (entity_kind(kind) is EntityKind.TOPIC and normalise_name(name) not in known_names
             and dictionary_names.is_common_word(name))
 
@@ -109,6 +145,14 @@ def _link(mentions: dict[tuple[str, str], EntityMention], matcher: NameMatcher, 
     for mention in record_mentions(matcher, memories):
         if only is None or mention.entity_id in only:
             mentions.setdefault((mention.entity_id, mention.memory_id), mention)
+
+
+def _before(stored: Entity | None, planned: Entity) -> Entity | None:
+    """What the ledger knew of an entity before this step, for the backfill: nothing of one new or
+    of an `unknown` one it types (`record` linked its own turns only, from when it found the name)."""
+    if stored is None or (stored.kind is EntityKind.UNKNOWN and planned.kind is not EntityKind.UNKNOWN):
+        return None
+    return stored
 
 
 def _new_names(entity: Entity, before: Entity | None) -> list[str]:

@@ -6,7 +6,9 @@ Pure functions over the records of `types` (`Entity`, `EntityMention`, `ProfileV
 entity, the profile lines of the context block):
 
 - `matching`: `normalise_name` and `NameMatcher` (the known names in a text, English and Chinese);
-- `ledger`: `record_mentions`, `plan_new_entities`, `merge`, `rename`, `rank`, `timeline`;
+- `ledger`: `record_mentions`, `plan_entities` (and `plan_new_entities`), `merge`, `rename`, `rank`, `timeline`;
+- `record_names` (with `cased_names`, `dictionary_names`): the names a message writes, found by
+  `record` without a model;
 - `profile`: `normalise_key`, `apply`, `set_by_user`, `retract`, `current`, `history`, `profile_lines`;
 - `questions`: `entity_question`;
 - `name_rules`: what an entity name, an alias and a profile key may hold (`check_name`,
@@ -15,7 +17,18 @@ entity, the profile lines of the context block):
 Each module's docstring states its rules.
 """
 
-from .ledger import ProposedEntity, entity_kind, merge, plan_new_entities, rank, record_mentions, rename, timeline
+from .ledger import (
+    EntityPlan,
+    ProposedEntity,
+    entity_kind,
+    merge,
+    plan_entities,
+    plan_new_entities,
+    rank,
+    record_mentions,
+    rename,
+    timeline,
+)
 from .matching import NameMatch, NameMatcher, normalise_name
 from .profile import (
     MULTI_VALUED,
@@ -33,6 +46,7 @@ from .profile import (
 from .questions import entity_question
 
 __all__ = [
+    "EntityPlan",
     "MULTI_VALUED",
     "NameMatch",
     "NameMatcher",
@@ -48,6 +62,7 @@ __all__ = [
     "merge",
     "normalise_key",
     "normalise_name",
+    "plan_entities",
     "plan_new_entities",
     "profile_lines",
     "rank",

@@ -13,7 +13,9 @@ call, the names a dictionary and fixed lists know:
   words carry a place tag (东西 "thing", 城市 "city", 入门); those are listed in `_EVERYDAY` and never
   proposed. One character is never a name here (湖, 美). A place name that begins the name of a
   hospital, school, company, park or station (华西医院, 眉山人民医院, 西湖公园) gives that whole name
-  instead, as the dictionary splits it into the place and the common word;
+  instead, as the dictionary splits it into the place and the common word, and so does an
+  organisation or place followed by a venue (奥体中心游泳馆, 凤凰山球场, 江安河绿道: the dictionary's 河绿道
+  is the river's greenway);
 - **historical eras and languages** (topics: 北宋, 唐朝 with 唐代 as its alias, 日语, 英语 with 英文), a fixed
   list matched against the dictionary's words, as the dictionary tags them as times, common nouns or
   even places (三国);
@@ -76,8 +78,8 @@ _DISTRICT_SUFFIXES = ("区", "县")
 _INSTITUTIONS = {
     **dict.fromkeys(("医院", "大学", "学院", "中学", "小学", "初中", "高中", "幼儿园", "公司", "银行", "集团",
                      "研究所", "研究院", "图书馆", "博物馆", "体育馆"), EntityKind.ORGANIZATION),
-    **dict.fromkeys(("公园", "机场", "火车站", "东站", "西站", "南站", "北站", "广场", "景区", "湿地", "古城", "古镇"),
-                    EntityKind.PLACE),
+    **dict.fromkeys(("公园", "机场", "火车站", "东站", "西站", "南站", "北站", "广场", "景区", "湿地", "古城", "古镇",
+                     "球场", "体育场", "游泳馆", "绿道", "步行街"), EntityKind.PLACE),
 }
 # what may stand between the place and the institution (杭州市第一人民医院)
 _INSTITUTION_INFIX = frozenset({"人民", "中心", "第一", "第二", "第三", "第四", "第五", "第六", "第七", "第八", "第九",
@@ -131,6 +133,15 @@ def _tagger() -> Callable[[str], list[tuple[str, str]]] | None:
     return rjieba.tag
 
 
+def tagged_words(text: str) -> list[tuple[str, str]]:
+    """`text`'s words with jieba's part-of-speech tags (``("小林", "nr")``), or none without
+    rjieba (a warning says so once). Raises TypeError for a text that is not a str."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    tagger = _tagger()
+    return [] if tagger is None else tagger(text)
+
+
 def _festivals(text: str) -> list[DictionaryName]:
     found: list[DictionaryName] = []
     for match in _FESTIVAL_PATTERN.finditer(text):
@@ -143,14 +154,23 @@ def _festivals(text: str) -> list[DictionaryName]:
     return found
 
 
+def _institution_word(word: str) -> EntityKind | None:
+    """The kind of an institution or venue word (医院, 球场), also with one character before it that
+    the dictionary joined to it (江安 + 河绿道: the river's greenway); None for any other word."""
+    if word in _INSTITUTIONS:
+        return _INSTITUTIONS[word]
+    return _INSTITUTIONS.get(word[1:]) if len(word) >= 3 else None
+
+
 def _institution(words: Sequence[tuple[str, str]], start: int) -> tuple[str, EntityKind, int] | None:
-    """The institution a place name at ``words[start]`` begins (华西 + 医院), its kind and the index
-    after it; None when the place stands alone."""
+    """The institution or venue a place or organisation name at ``words[start]`` begins (华西 + 医院,
+    奥体中心 + 游泳馆), its kind and the index after it; None when the name stands alone."""
     parts = [words[start][0]]
     for index in range(start + 1, min(start + 4, len(words))):
         word = words[index][0]
-        if word in _INSTITUTIONS:
-            return "".join(parts) + word, _INSTITUTIONS[word], index + 1
+        kind = _institution_word(word)
+        if kind is not None:
+            return "".join(parts) + word, kind, index + 1
         if word not in _INSTITUTION_INFIX:
             return None
         parts.append(word)
@@ -158,10 +178,7 @@ def _institution(words: Sequence[tuple[str, str]], start: int) -> tuple[str, Ent
 
 
 def _tagged(text: str) -> list[DictionaryName]:
-    tagger = _tagger()
-    if tagger is None:
-        return []
-    words = tagger(text)
+    words = tagged_words(text)
     found: list[DictionaryName] = []
     index = 0
     while index < len(words):
@@ -174,7 +191,7 @@ def _tagged(text: str) -> list[DictionaryName]:
         kind = _TAG_KINDS.get(tag)
         if tag == "nr" and len(word) >= 3 and word.endswith(_DISTRICT_SUFFIXES):
             kind = EntityKind.PLACE
-        whole = _institution(words, index) if kind is EntityKind.PLACE else None
+        whole = _institution(words, index) if kind in (EntityKind.PLACE, EntityKind.ORGANIZATION) else None
         if whole is not None:
             name, kind, index = whole
             if len(name) <= MAX_NAME_CHARS:

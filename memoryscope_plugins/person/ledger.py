@@ -3,7 +3,8 @@ renaming, ranking and the timeline. Pure functions over the records of `types`: 
 
 - Mentions at record time (`record_mentions`): a new turn names a known entity when the matcher
   finds one of its names (`matching`); each turn counts once per entity (`counted=True`); observations
-  and insights link as evidence (`counted=False`), they repeat what a turn said.
+  and insights link as evidence (`counted=False`), they repeat what a turn said. A turn never
+  mentions its own speaker (the entity the speaker's name is a name of).
 - New entities (`plan_new_entities`) come from what consolidation's answer proposes, checked: a name
   the message does not contain is invented and dropped (quotes, brackets and an English possessive
   around a name are taken off first: "“Mel's”" is Mel, and an English phrase the message writes as a
@@ -15,11 +16,13 @@ renaming, ranking and the timeline. Pure functions over the records of `types`: 
   agencies" too where the message, which writes capitals, says "adoption agencies") unless the
   ledger or the batch already has it as a proper name ("mel" after "Mel"); names are compared normalised, so
   "Mel" proposed twice, or "mel" when "Mel" is known, is one entity; `alias_of` a known entity adds
-  the name as its alias (小王 for 王磊); a kind the ledger does not know is a topic, and a topic
-  becomes a person, place... when a later proposal says so. A new entity's id is derived from the
+  the name as its alias (小王 for 王磊); a kind the ledger does not know is a topic, a topic
+  becomes a person, place... when a later proposal says so, and an `unknown` entity (a name `record`
+  found without a model: `record_names`) takes whatever kind a proposal gives it. A new entity's id is derived from the
   user and its normalised name, so a batch consolidated twice proposes the same ids.
-- Merging keeps one entity, gives it the other's names as aliases and its mentions, and removes the
-  other (never a memory). Renaming keeps the old name as an alias.
+- Merging keeps one entity, gives it the other's names as aliases and its mentions (and the other's
+  kind when that is more specific: `more_specific`), and removes the other (never a memory).
+  Renaming keeps the old name as an alias.
 - Ranking (`rank`): "frequency" is the mention count; "recency" the last mention; "relevance" both,
   as Memary ranks its entity knowledge store: ``ln(1 + mentions) * (FLOOR + (1 - FLOOR) *
   0.5 ** (days since the last mention / HALF_LIFE_DAYS))`` with FLOOR 0.25 and a 30-day half-life:
@@ -79,6 +82,13 @@ class ProposedEntity:
     message_index: int = 0
 
 
+def more_specific(current: EntityKind, proposed: EntityKind) -> EntityKind:
+    """The kind an entity of kind `current` takes when something says it is `proposed`: an unknown
+    entity takes any kind, a topic any kind but unknown, and a person, place... keeps its own."""
+    rank = {EntityKind.UNKNOWN: 0, EntityKind.TOPIC: 1}
+    return proposed if rank.get(proposed, 2) > rank.get(current, 2) else current
+
+
 def entity_kind(kind: object) -> EntityKind:
     """The `EntityKind` a proposal's kind means ("Person", "location", "组织"...); a topic when it
     is not a kind the ledger knows."""
@@ -91,8 +101,10 @@ def entity_kind(kind: object) -> EntityKind:
 
 def record_mentions(entities: Iterable[Entity] | NameMatcher, memories: Iterable[Memory]) -> list[EntityMention]:
     """The mentions of known entities in `memories`: one per (entity, memory) whose content names
-    the entity. Turns and memories added by hand count (`counted=True`); observations and insights
-    are evidence only. `entities` may be a `NameMatcher` built for them (reuse one per user).
+    the entity, except the turn's own speaker (a speaker naming themself, "Hi, I'm Caroline" said
+    by Caroline, is not a mention of them). Turns and memories added by hand count (`counted=True`);
+    observations and insights are evidence only. `entities` may be a `NameMatcher` built for them
+    (reuse one per user).
 
     Pass one user's entities (a name two users share belongs to one of them in a matcher); only
     entities of the memory's own user are linked. Raises TypeError on wrong types."""
@@ -103,14 +115,23 @@ def record_mentions(entities: Iterable[Entity] | NameMatcher, memories: Iterable
     for memory in memories:
         if not isinstance(memory, Memory):
             raise TypeError(f"memories must hold Memory records, got {type(memory).__name__}")
+        speaker = _speaking_entity(matcher, memory)
         for entity_id in sorted(matcher.entities_in(memory.content)):
-            if matcher.user_of(entity_id) != memory.user_id:
+            if matcher.user_of(entity_id) != memory.user_id or entity_id == speaker:
                 continue
             mentions.append(EntityMention(
                 entity_id=entity_id, memory_id=memory.id, user_id=memory.user_id, said_at=memory.created_at,
                 event_at=memory.event_start,
                 counted=memory.type not in (MemoryType.OBSERVATION, MemoryType.INSIGHT)))
     return mentions
+
+
+def _speaking_entity(matcher: NameMatcher, memory: Memory) -> str | None:
+    """The entity a turn's speaker is (by any of its names), whose own words do not mention it:
+    "Hi, I'm Caroline" said by Caroline names nobody new."""
+    if memory.type is not MemoryType.TURN or not isinstance(memory.speaker, str) or not memory.speaker.strip():
+        return None
+    return matcher.entity_for(memory.speaker)
 
 
 def _entity_id(user_id: str, name: str, taken: set[str]) -> str:
@@ -136,6 +157,8 @@ class _Plan:
         self.by_id = {entity.id: entity for entity in existing}
         self.changed: dict[str, Entity] = {}
         self.by_name: dict[str, str] = {}
+        self.merged: dict[str, str] = {}  # an unknown entity's id -> the id of the entity it is now part of
+        self.dropped: set[str] = set()  # unknown entities a refusal rule took out
         for entity in sorted(existing, key=lambda e: (-e.mention_count, e.id)):
             for name in entity.names:
                 self.by_name.setdefault(normalise_name(name), entity.id)
@@ -155,9 +178,28 @@ class _Plan:
         return self.store(Entity(id=entity_id, user_id=self.user_id, name=" ".join(name.split()), kind=kind,
                                  created_at=self.now, updated_at=self.now))
 
+    def merge(self, keep: Entity, other: Entity) -> Entity:
+        """`other` (an unknown entity) made part of `keep`: its names become `keep`'s aliases, the
+        more specific kind stays, and `other` leaves the plan (`merged`)."""
+        kept = _merged(keep, other, self.now)
+        self.forget(other)
+        self.merged[other.id] = keep.id
+        self.merged.update({old: keep.id for old, into in self.merged.items() if into == other.id})
+        self.store(kept)
+        for name in kept.names:
+            self.by_name[normalise_name(name)] = kept.id
+        return kept
+
+    def forget(self, entity: Entity) -> None:
+        """`entity` out of the plan: not written, its names free."""
+        self.by_id.pop(entity.id, None)
+        self.changed.pop(entity.id, None)
+        self.by_name = {name: owner for name, owner in self.by_name.items() if owner != entity.id}
+
     def refine(self, entity: Entity, kind: EntityKind, alias: str | None) -> Entity:
-        """`entity` with a topic's kind made specific and `alias` added, when either changes it."""
-        new_kind = kind if entity.kind is EntityKind.TOPIC and kind is not EntityKind.TOPIC else entity.kind
+        """`entity` with its kind made more specific (`more_specific`) and `alias` added, when either
+        changes it."""
+        new_kind = more_specific(entity.kind, kind)
         aliases = list(entity.aliases)
         if alias is not None and self.by_name.get(normalise_name(alias)) is None:
             aliases.append(" ".join(alias.split()))
@@ -166,20 +208,47 @@ class _Plan:
         return self.store(dataclasses.replace(entity, kind=new_kind, aliases=aliases, updated_at=self.now))
 
 
+@dataclass(frozen=True, slots=True)
+class EntityPlan:
+    """What a batch's proposals do to the ledger (`plan_entities`): the entities to write (new ones
+    and changed ones), the entity id of each accepted proposal (by its index), the `unknown`
+    entities merged into another (id -> the other's id: their mentions move there) and those a
+    refusal rule dropped (ids: removed with their mentions)."""
+
+    entities: list[Entity]
+    ids: dict[int, str]
+    merged: dict[str, str]
+    dropped: list[str]
+
+
 def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Sequence[ProposedEntity],
                       texts: Sequence[str], now: datetime | None = None, *, speakers: Sequence[str] = (),
                       ) -> tuple[list[Entity], dict[int, str]]:
+    """`plan_entities`' entities to write and accepted proposals' ids, for callers that merge and
+    drop nothing (they see `unknown` entities as any other)."""
+    plan = plan_entities(user_id, existing, proposals, texts, now, speakers=speakers)
+    return plan.entities, plan.ids
+
+
+def plan_entities(user_id: str, existing: Iterable[Entity], proposals: Sequence[ProposedEntity],
+                  texts: Sequence[str], now: datetime | None = None, *, speakers: Sequence[str] = (),
+                  ) -> EntityPlan:
     """The entities to write for a batch's proposals, and the entity id of each accepted proposal
-    (by its index in `proposals`).
+    (by its index in `proposals`); the `unknown` entities merged and dropped (`EntityPlan`).
 
     `existing` are the user's known entities, `texts` the batch's message texts (a proposal's
     `message_index` points into them). Returned: the new entities and the existing ones that changed
     (an alias added, a topic's kind made specific), each once; the inputs are not modified. The
-    rules are the module's. `speakers` are the names the conversation's speakers go by (known from
-    the messages, never guessed): a proposal of a speaker's full name for a message that calls them
-    by a short form ("Melanie" for "Hey Mel!") is taken with that short form as an alias, and so is
-    a proposal of the short form itself when the message addresses someone by it ("Mel" for "Hey
-    Mel!", the first name of one speaker only beginning with it).
+    rules are the module's. An `unknown` entity (a name `record` found without a model) takes the
+    kind a proposal gives it, is merged into the entity a proposal says it is another name of (or
+    takes that entity in), and is dropped when a proposal of its name is refused for what the name
+    is (a Chinese relation or role word, 外婆) and no other proposal takes it; the rules that protect
+    a name the ledger already holds protect only typed ones, except the lower-case rule: a name
+    `record` found capitalised was written as a name. `speakers` are the names the conversation's
+    speakers go by (known from the messages, never guessed): a proposal of a speaker's full name for
+    a message that calls them by a short form ("Melanie" for "Hey Mel!") is taken with that short
+    form as an alias, and so is a proposal of the short form itself when the message addresses
+    someone by it ("Mel" for "Hey Mel!", the first name of one speaker only beginning with it).
     Raises TypeError on wrong types, ValueError on an empty user id."""
     if not isinstance(user_id, str) or not user_id.strip():
         raise ValueError("user_id must be a non-empty str")
@@ -196,9 +265,12 @@ def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Seque
                for before, after in zip(plain, cleaned)]  # a short form the ledger knows stays what it is
     short_forms = {index for index, (before, after) in enumerate(zip(plain, cleaned)) if before is not after}
     grounded = [(index, proposal) for index, proposal in enumerate(cleaned) if _grounded(proposal, texts)]
-    proper = {index for index, p in grounded if _proper(p.name, texts[p.message_index])}
+    refused = {index for index, p in grounded if CJK.search(p.name) and relation_or_role(p.name)}
+    proper = {index for index, p in grounded if index not in refused and _proper(p.name, texts[p.message_index])}
     names = set(plan.by_name) | {normalise_name(p.name) for index, p in grounded if index in proper}
-    accepted = [(index, p) for index, p in grounded if index in proper or normalise_name(p.name) in names]
+    typed = {name for name, owner in plan.by_name.items() if plan.by_id[owner].kind is not EntityKind.UNKNOWN}
+    accepted = [(index, p) for index, p in grounded if index in proper or normalise_name(p.name) in typed
+                or (index not in refused and normalise_name(p.name) in names)]
     for _, proposal in accepted:  # aliases last: their target may be proposed in the same batch
         if proposal.alias_of is None or not _acceptable(proposal.alias_of):
             _place(plan, proposal.name, entity_kind(proposal.kind), None)
@@ -212,7 +284,13 @@ def plan_new_entities(user_id: str, existing: Iterable[Entity], proposals: Seque
             ids[index] = _place(plan, target, kind, proposal.name).id
         else:
             ids[index] = _place_alias(plan, proposal.name, target, kind, texts[proposal.message_index]).id
-    return list(plan.changed.values()), ids
+    taken = set(ids.values())
+    for index, proposal in grounded:
+        entity = plan.lookup(proposal.name) if index in refused else None
+        if entity is not None and entity.kind is EntityKind.UNKNOWN and entity.id not in taken:
+            plan.forget(entity)
+            plan.dropped.add(entity.id)
+    return EntityPlan(list(plan.changed.values()), ids, dict(plan.merged), sorted(plan.dropped))
 
 
 _QUOTES = "\"'“”‘’«»「」『』《》()（）[]【】.,;:!?。，；：！？、 "
@@ -280,7 +358,7 @@ def _addressed_speaker(proposal: ProposedEntity, text: str, speakers: dict[str, 
     """A proposed short form the message addresses a speaker by ("Mel" in "Hey Mel!": `short_forms`),
     as an alias of that speaker; any other proposal as it is."""
     name = proposal.name
-    if normalise_name(name) in speakers or not addressed(name, text):
+    if not speakers or normalise_name(name) in speakers or not addressed(name, text):
         return proposal
     owner = short_form_owner(name, speakers.values())
     if owner is None:
@@ -316,10 +394,15 @@ def _place(plan: _Plan, name: str, kind: EntityKind, alias: str | None) -> Entit
 def _place_alias(plan: _Plan, name: str, target: str, kind: EntityKind, text: str) -> Entity:
     """The entity `name` names when the answer says it is another name of `target`: the two become
     one entity's names, unless each already belongs to a different entity (merging is the user's
-    call). `target` is only created when the message says it too."""
+    call) and neither is `unknown` (an unknown one is merged into the other, which keeps its id and
+    canonical name). `target` is only created when the message says it too."""
     by_name, by_target = plan.lookup(name), plan.lookup(target)
     if by_target is not None and by_name is None:
         return plan.refine(by_target, kind, name)
+    if by_name is not None and by_target is not None and by_name.id != by_target.id and (
+            EntityKind.UNKNOWN in (by_name.kind, by_target.kind)):  # a name record found without a model
+        keep, other = (by_target, by_name) if by_name.kind is EntityKind.UNKNOWN else (by_name, by_target)
+        return plan.refine(plan.merge(keep, other), kind, None)
     if by_name is not None:
         said = by_target is None and said_in(target, text)
         return plan.refine(by_name, kind, target if said else None)
@@ -345,15 +428,7 @@ def merge(keep: Entity, other: Entity, mentions: Iterable[EntityMention], now: d
         raise ValueError("cannot merge entities of two users")
     if keep.id == other.id:
         raise ValueError("cannot merge an entity into itself")
-    known = {normalise_name(name) for name in keep.names}
-    aliases = list(keep.aliases)
-    for name in other.names:
-        if normalise_name(name) not in known:
-            known.add(normalise_name(name))
-            aliases.append(name)
-    kind = other.kind if keep.kind is EntityKind.TOPIC else keep.kind
-    merged = dataclasses.replace(keep, aliases=aliases, kind=kind, metadata={**other.metadata, **keep.metadata},
-                                 updated_at=as_aware(now) if isinstance(now, datetime) else utc_now())
+    merged = _merged(keep, other, as_aware(now) if isinstance(now, datetime) else utc_now())
     moved: dict[str, EntityMention] = {}
     items = list(mentions)
     for mention in items:
@@ -369,6 +444,18 @@ def merge(keep: Entity, other: Entity, mentions: Iterable[EntityMention], now: d
             mention, entity_id=keep.id, counted=counted or bool(previous and previous.counted))
     return LedgerChanges(user_id=keep.user_id, entities=[merged], mentions=list(moved.values()),
                          removed_entities=[other.id])
+
+
+def _merged(keep: Entity, other: Entity, now: datetime) -> Entity:
+    """`keep` with `other`'s names it lacks as aliases, the more specific kind, both metadata."""
+    known = {normalise_name(name) for name in keep.names}
+    aliases = list(keep.aliases)
+    for name in other.names:
+        if normalise_name(name) not in known:
+            known.add(normalise_name(name))
+            aliases.append(name)
+    return dataclasses.replace(keep, aliases=aliases, kind=more_specific(keep.kind, other.kind),
+                               metadata={**other.metadata, **keep.metadata}, updated_at=now)
 
 
 def rename(entity: Entity, new_name: str, now: datetime | None = None) -> Entity:

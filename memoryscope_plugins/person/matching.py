@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from ..storage.text_analysis import CJK, CJK_STOP_CHARS, STOP_WORDS
 from ..types import Entity, EntityKind
@@ -129,7 +129,28 @@ def said_in(name: str, text: str) -> bool:
         return False
     if CJK.search(wanted):
         return wanted in folded
-    return re.search(f"{WORD_START}{re.escape(wanted)}{WORD_END}", folded) is not None
+    return next(whole_words(re.escape(wanted), folded), None) is not None
+
+
+_WORD_CHAR_AT = re.compile(_WORD_CHAR)
+
+
+def _word_char_at(text: str, index: int) -> bool:
+    return 0 <= index < len(text) and _WORD_CHAR_AT.match(text, index) is not None
+
+
+def whole_words(pattern: str, text: str, flags: int = 0) -> Iterator[tuple[int, int]]:
+    """The spans where `pattern` (a small regular expression: a name) matches `text` as whole words,
+    by the boundaries of `WORD_START` and `WORD_END`, overlapping candidates included. The same
+    answer as searching ``WORD_START + pattern + WORD_END``, without compiling those character
+    classes for every name (milliseconds each, on the record path)."""
+    for found in re.finditer(f"(?=({pattern}))", text, flags):
+        start, end = found.span(1)
+        if _word_char_at(text, start - 1) or (text[start - 1:start] == "-" and _word_char_at(text, start - 2)):
+            continue
+        if _word_char_at(text, end) or (text[end:end + 1] == "-" and _word_char_at(text, end + 1)):
+            continue
+        yield start, end
 
 
 def is_function_word(name: str) -> bool:

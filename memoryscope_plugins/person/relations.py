@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from ..types import EntityKind
 from .matching import normalise_name, surname
 from .short_forms import ZH_TITLED
 
@@ -31,15 +32,43 @@ _HAN = re.compile("[\u4e00-\u9fff]+")
 _ZH_HOME = "老家"  # where one is from, said after the place
 _ZH_NICKNAME = re.compile("[小老阿][\u4e00-\u9fff]{1,2}")
 
-_EN_RELATIONS = ("partner|wife|husband|girlfriend|boyfriend|fianc[eé]e?|son|daughter|brother|sister|mother|father|"
-                 "mom|mum|dad|cousin|grandmother|grandfather|grandma|grandpa|grandson|granddaughter|aunt|uncle|"
-                 "niece|nephew|stepson|stepdaughter|stepmother|stepfather|friend|colleague|coworker|co-worker|"
-                 "neighbou?r|boss|roommate|flatmate|classmate|teacher|coach|therapist|doctor|mentor|"
-                 "dog|cat|puppy|kitten|rabbit|bunny|parrot|hamster|turtle|horse")
+_EN_PEOPLE = ("partner|wife|husband|girlfriend|boyfriend|fianc[eé]e?|son|daughter|brother|sister|mother|father|"
+              "mom|mum|mommy|mummy|mama|dad|daddy|papa|cousin|grandmother|grandfather|grandma|grandpa|granny|"
+              "grandson|granddaughter|aunt|auntie|uncle|niece|nephew|stepson|stepdaughter|stepmother|stepfather|"
+              "friend|colleague|coworker|co-worker|neighbou?r|boss|roommate|flatmate|classmate|teacher|coach|"
+              "therapist|doctor|mentor")
+_EN_ANIMALS = "dog|cat|puppy|kitten|rabbit|bunny|parrot|hamster|turtle|horse"
+_EN_RELATIONS = f"{_EN_PEOPLE}|{_EN_ANIMALS}"
 # lower case only: "Aunt May" and "Uncle Bob" are what people call them
 _EN_LEADING = re.compile(rf"(?:(?:my|his|her|their|our|your) )?(?:(?:best|old|little|big|baby|older|younger|"
                          rf"new|twin) )?(?:{_EN_RELATIONS})(?:-in-law)?,? "
                          rf"(?P<name>[A-Z][\w'-]*(?: [A-Z][\w'-]*){{0,3}})")
+
+
+_EN_RELATION_WORD = re.compile(f"(?:{_EN_RELATIONS})s?", re.IGNORECASE)
+# the words just before a name that say who or what it names: "my sister Ruth", "our cat, Miso"
+_EN_BEFORE = re.compile(rf"(?:^|\b)(?:(?:my|his|her|their|our|your) )?(?:(?:best|old|little|big|baby|older|"
+                        rf"younger|new|twin) )?(?:(?P<person>{_EN_PEOPLE})|(?P<pet>{_EN_ANIMALS}))(?:-in-law)?,? $")
+
+
+def english_relation_word(word: str) -> bool:
+    """Whether an English word, whatever its case, only says a relation or a role ("Mom", "Grandma",
+    "Dad", "friends"): what "my grandma" is, not a name. Raises TypeError for a non-str."""
+    if not isinstance(word, str):
+        raise TypeError(f"word must be a str, got {type(word).__name__}")
+    return _EN_RELATION_WORD.fullmatch(word.strip()) is not None
+
+
+def kind_said_before(text: str) -> EntityKind | None:
+    """The kind the relation word that `text` ends with gives the name after it, in English: a
+    person after "my sister " or "coach ", a pet after "our cat " or "dog, "; None after anything
+    else (relation words in lower case only: "Aunt May" is a name). Raises TypeError for a non-str."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    found = _EN_BEFORE.search(text[-60:])
+    if found is None:
+        return None
+    return EntityKind.PERSON if found.group("person") else EntityKind.PET
 
 
 def relation_or_role(name: str) -> bool:

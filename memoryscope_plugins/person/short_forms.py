@@ -55,10 +55,20 @@ def addressed(word: str, text: str) -> bool:
                      re.IGNORECASE | re.MULTILINE) is not None
 
 
+def greeted(word: str, text: str) -> bool:
+    """Whether `text` greets or thanks someone as `word` ("Hey Mel!", "Thanks, Mell!", "Wow Caroline!")
+    or opens a sentence calling them so ("Mel, look!"): the narrower vocatives of `addressed`, without
+    a name a sentence only ends with after a comma ("my home country, Sweden.")."""
+    name = re.escape(word)
+    return re.search(rf"(?:\b{_GREETING}\s*,?\s+{name}(?=\s*(?:[,!.?;:]|$))|(?:^|[.!?]\s+){name}\s*[,!])",
+                     text, re.IGNORECASE | re.MULTILINE) is not None
+
+
 def chinese_vocative(text: str, start: int, end: int) -> bool:
     """Whether the Chinese name at `text[start:end]` addresses someone: it opens a clause (after a
     greeting or none: 晚安陈老师。, 谢谢你，小王！) and ends it (陈老师，, 陈老师好！)."""
-    return (_ZH_OPENS.search(text, 0, start) is not None and _ZH_CLOSES.match(text, end) is not None)
+    # the opening is read in the few characters before the name (a greeting is short): not the whole text
+    return (_ZH_OPENS.search(text, max(0, start - 24), start) is not None and _ZH_CLOSES.match(text, end) is not None)
 
 
 def short_form_candidates(text: str) -> list[str]:

@@ -26,7 +26,7 @@ import re
 from typing import Iterator
 
 from ..storage.text_analysis import CJK, STOP_WORDS
-from .matching import WORD_END, WORD_START
+from .matching import whole_words
 
 _WORD = re.compile(r"\S+")
 _LOWER_WORD = re.compile(r"[a-z]+(?:['’-][a-z]+)*")
@@ -48,10 +48,9 @@ def _check(name: object, text: object) -> None:
         raise TypeError("name and text must be str")
 
 
-def _said(words: list[str], text: str) -> Iterator[re.Match[str]]:
+def _said(words: list[str], text: str) -> Iterator[tuple[int, int]]:
     """Each place `text` says the words (whole words, any case, any white space between)."""
-    pattern = WORD_START + r"\s+".join(re.escape(word) for word in words) + WORD_END
-    return re.finditer(pattern, text, re.IGNORECASE)
+    return whole_words(r"\s+".join(re.escape(word) for word in words), text, re.IGNORECASE)
 
 
 def _head_words(written: list[str], sentence_start: bool) -> int:
@@ -77,9 +76,9 @@ def named_head(name: str, text: str) -> str:
     words = name.split()
     if len(words) < 2 or CJK.search(name) or text.split() == words:
         return name
-    for found in _said(words, text):
-        written = [match.group() for match in _WORD.finditer(found.group())]
-        sentence_start = _SENTENCE_END.search(text[:found.start()]) is not None
+    for start, end in _said(words, text):
+        written = _WORD.findall(text[start:end])
+        sentence_start = _SENTENCE_END.search(text[max(0, start - 80):start]) is not None  # bounded: texts are long
         head = _head_words(written, sentence_start)
         if head:
             return " ".join(written[:head]).rstrip(_TRAILING_PUNCTUATION) or name
@@ -95,7 +94,7 @@ def written_in_lower_case(name: str, text: str) -> bool:
     words = name.split()
     if not words or CJK.search(name):
         return False
-    written = [found.group() for found in _said(words, text)]
+    written = [text[start:end] for start, end in _said(words, text)]
     if not written or any(_proper_word(form) for form in written):
         return False
     rest = _PRONOUN_I.sub(" ", text)

@@ -64,7 +64,8 @@ def entity_values(entity: Entity) -> tuple[Any, ...]:
 
 def entity_from_row(row: Sequence[Any], figures: Figures | None = None) -> Entity:
     """An entity from its values in `ENTITY_COLUMNS` order, with its mention figures when given."""
-    entity = Entity(id=row[0], user_id=row[1], name=row[2], kind=_KINDS.get(row[3], EntityKind.TOPIC),
+    # a kind this release does not know (written by a newer one) reads as unknown, never as a wrong kind
+    entity = Entity(id=row[0], user_id=row[1], name=row[2], kind=_KINDS.get(row[3], EntityKind.UNKNOWN),
                     aliases=_list(row[4]), created_at=datetime.fromisoformat(row[5]),
                     updated_at=datetime.fromisoformat(row[6]), metadata=json.loads(row[7]) if row[7] else {})
     if figures is not None:

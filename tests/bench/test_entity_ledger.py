@@ -252,7 +252,11 @@ def test_run_set_records_the_labelled_turns_and_scores_the_ledger_per_turn(tmp_p
     result = el.run_set(tmp_path / "data.json", labels, tmp_path / "settings.yaml", tmp_path / "kept", consolidate)
     run = result["consolidation"]["conv-x"]
     assert run["turns"] == 3 and run["llm_calls"] == 0  # D2:2 is not labelled: not recorded
-    assert run["skipped"] and result["consolidate"] == consolidate  # no model configured: said, not hidden
+    # no model configured: record only, said, not hidden
+    assert run["skipped"] == [el.RECORD_ONLY] and result["consolidate"] == "none"
+    assert el.RECORD_ONLY in el.format_table([result])
+    assert result["costs"]["turns"] == 3 and result["costs"]["name_step_calls"] == 3
+    assert result["costs"]["record_ms_per_turn"] > 0
     assert [user for user, _ in readers[0].asked] == ["conv-x"] and len(readers[0].asked[0][1]) == 3
     mentions = result["mentions"]
     assert (mentions["matched"], mentions["ledger"], mentions["labelled"]) == (3, 4, 4)
@@ -265,6 +269,27 @@ def test_run_set_records_the_labelled_turns_and_scores_the_ledger_per_turn(tmp_p
     assert el.format_profiles([result]) == "conv-x  (no profile values)"
     with pytest.raises(SystemExit, match="fresh store"):  # a kept store is never measured twice
         el.run_set(tmp_path / "data.json", labels, tmp_path / "settings.yaml", tmp_path / "kept", consolidate)
+
+
+def test_without_settings_the_run_is_record_only_and_the_ledger_is_records(tmp_path) -> None:
+    data = [{"sample_id": "conv-y", "qa": [], "conversation": {
+        "speaker_a": "Caroline", "speaker_b": "Melanie", "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Caroline", "dia_id": "D1:1", "text": "Hey Mel! I went to Sweden."},
+                      {"speaker": "Melanie", "dia_id": "D1:2", "text": "Cool! How was Sweden?"}]}}]
+    (tmp_path / "data.json").write_text(json.dumps(data), encoding="utf-8")
+    labels = el.Labels("en", (turn("D1:1", label("Mel", canonical="Melanie"), label("Sweden", "place"),
+                                   conversation="conv-y"),
+                              turn("D1:2", label("Sweden", "place"), conversation="conv-y")))
+    result = el.run_set(tmp_path / "data.json", labels, None, None)
+    assert result["consolidate"] == "none" and result["consolidation"]["conv-y"]["llm_calls"] == 0
+    mentions = result["mentions"]  # Melanie from the greeting before she speaks, Sweden read by record
+    assert (mentions["matched"], mentions["ledger"], mentions["labelled"]) == (3, 3, 3)
+
+
+def test_costs_are_per_turn_and_per_call() -> None:
+    assert el.costs(4, 0.2, [1.0, 2.0, 3.0]) == {"turns": 4, "record_ms_per_turn": 50.0, "name_step_calls": 3,
+                                                  "name_step_ms_mean": 2.0, "name_step_ms_p95": 3.0}
+    assert el.costs(0, 0.0, [])["record_ms_per_turn"] is None
 
 
 def test_the_profile_is_listed_by_key_with_its_history() -> None:

@@ -147,6 +147,50 @@ def said_by_xiaomei(tmp_path, server, brain, local_embedder, said: dict[str, lis
         engine.close()
 
 
+def _kinds(engine, user: str) -> dict[str, str]:
+    return {e.name: e.kind.value for e in engine.store.entities(user) if "speaker_role" not in e.metadata}
+
+
+def test_record_alone_finds_names_and_consolidation_types_one_and_drops_another(tmp_path, server, brain,
+                                                                                 local_embedder):
+    """No model at record: the naming phrases make 橘子 and 回锅肉 `unknown` entities and the dictionary
+    makes 成都 a place. The model's answer then makes 橘子 a pet and calls 回锅肉 a topic, which the
+    common-word rule refuses (a dish, like 高血压): that unknown entity goes, with its mention."""
+    texts = ["我家那只猫，叫橘子，三岁了。", "成都那家店的招牌菜，叫回锅肉，特别香。"]
+    brain.extract = lambda p: [obs("小美养了一只叫橘子的猫。", [1], about="小美"), named("橘子", 1, kind="pet"),
+                               named("回锅肉", 2, kind="topic")]
+    engine = make_engine(tmp_path, server, local_embedder, language="zh")
+    try:
+        engine.record("xm", [user_msg(text, at(1), name="小美") for text in texts])
+        assert _kinds(engine, "xm") == {"橘子": "unknown", "回锅肉": "unknown", "成都": "place"}
+        soup = next(e.id for e in engine.store.entities("xm") if e.name == "回锅肉")
+        report = engine.consolidate("xm")
+        assert _kinds(engine, "xm") == {"橘子": "pet", "成都": "place"}
+        assert engine.store.mentions("xm", entity_ids=[soup]) == [] and engine.count("xm") == 3  # memories kept
+        assert report.entities == ["橘子 (pet)"] and not report.errors
+    finally:
+        engine.close()
+
+
+def test_consolidation_merges_a_name_record_found_into_the_entity_the_model_says_it_names(
+        tmp_path, server, brain, local_embedder):
+    texts = ["We finally visited Seattle with my friend Melanie.", "Everyone calls her Mel, it suits her."]
+    brain.extract = lambda p: [named("Seattle", 1, kind="place"), named("Melanie", 1),
+                               named("Mel", 2, alias_of="Melanie")]
+    engine = make_engine(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", [user_msg(text, at(1)) for text in texts])
+        assert _kinds(engine, "anna") == {"Seattle": "unknown", "Melanie": "person", "Mel": "unknown"}
+        engine.consolidate("anna")
+        entities, mentions, _ = ledger(engine)
+        assert {name: (e.kind.value, e.aliases, e.mention_count) for name, e in entities.items()} == {
+            "Seattle": ("place", [], 1), "Melanie": ("person", ["Mel"], 2)}
+        assert {m.memory_id for m in mentions if m.entity_id == entities["Melanie"].id} == {
+            turn_id(engine, text) for text in texts}
+    finally:
+        engine.close()
+
+
 def test_consolidation_builds_the_ledger_and_keeps_the_profile_current(tmp_path, server, brain, local_embedder):
     said = {"Boston is freezing today.": [],
             "I live in Boston now.": [obs("Anna lives in Boston.", [1], profile={"key": "lives in", "value": "Boston"}),
@@ -220,9 +264,10 @@ def test_a_broken_answer_leaves_the_ledger_untouched(tmp_path, server, brain, lo
     try:
         brain.extract = lambda p: '{"observations": "not the shape asked for"}'
         engine.record("anna", [user_msg("I live in Boston now.", at(1))])
+        recorded = ledger(engine)  # Boston, found by record without a model, of the kind unknown
         report = engine.consolidate("anna")
         assert report.errors and states(engine) == {"I live in Boston now.": ("pending", 1)}
-        assert ledger(engine) == ({}, [], [])
+        assert ledger(engine) == recorded and recorded[0]["Boston"].kind.value == "unknown"
         brain.extract = lambda p: [obs("Anna lives in Boston.", [1], profile={"key": "home", "value": "Boston"}),
                                    named("Boston", 1, kind="place")]
         engine.consolidate("anna")  # the next run succeeds, with everything
@@ -245,9 +290,10 @@ def test_a_step_whose_lease_was_taken_over_writes_no_ledger(tmp_path, server, br
     brain.extract = taken_over
     try:
         engine.record("anna", [user_msg("I live in Boston now.", at(1))])
+        recorded = ledger(engine)
         report = engine.consolidate("anna")
         assert report.errors == ["the user's lease was taken over by another worker"]
-        assert ledger(engine) == ({}, [], []) and engine.list("anna", types=["observation"]) == []
+        assert ledger(engine) == recorded and engine.list("anna", types=["observation"]) == []
     finally:
         engine.close()
 
@@ -275,7 +321,9 @@ def test_a_new_alias_finds_the_earlier_turns_that_used_it(tmp_path, server, brai
         for day, text in enumerate(said, start=1):
             engine.record("anna", [user_msg(text, at(day))])
             engine.consolidate("anna")
-        [melanie] = ledger(engine)[0].values()
+        entities = ledger(engine)[0]
+        melanie = entities["Melanie"]  # record found Melanie and Mel without a model; the model's alias merged them
+        assert sorted(entities) == ["Lisbon", "Melanie"] and entities["Lisbon"].kind.value == "unknown"
         assert melanie.aliases == ["Mel"] and melanie.mention_count == 3
         assert melanie.first_mentioned_at == at(1)
     finally:
@@ -289,17 +337,18 @@ def test_a_failure_while_planning_the_ledger_never_costs_the_memories(tmp_path, 
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in the ledger rules")
 
-    monkeypatch.setattr(ledger_step, "plan_new_entities", broken)
+    monkeypatch.setattr(ledger_step, "plan_entities", broken)
     brain.extract = lambda p: [obs("Anna lives in Boston.", [1], profile={"key": "home", "value": "Boston"}),
                                named("Boston", 1, kind="place")]
     engine = make_engine(tmp_path, server, local_embedder)
     try:
         engine.record("anna", [user_msg("I live in Boston now.", at(1))])
+        recorded = ledger(engine)
         with caplog.at_level("WARNING", logger="memoryscope_plugins.consolidation"):
             report = engine.consolidate("anna")
         assert report.added == ["Anna lives in Boston."] and not report.errors
         assert states(engine) == {"I live in Boston now.": ("done", 0)}
-        assert ledger(engine) == ({}, [], []) and "was not updated" in caplog.text
+        assert ledger(engine) == recorded and "was not updated" in caplog.text
     finally:
         engine.close()
 

@@ -127,7 +127,8 @@ def test_alias_of_the_name_itself_is_no_alias():
 @pytest.mark.parametrize("kind, expected", [("Person", "person"), ("organisation", "organization"),
                                             ("Location", "place"), ("dog", "pet"), ("城市", "place"),
                                             ("thing", "object"), ("ORGANIZATION", "organization"),
-                                            ("spaceship", "topic"), (3, "topic")])
+                                            ("spaceship", "topic"), (3, "topic"),
+                                            ("unknown", "topic")])  # the ledger's, not the model's to say
 def test_kinds_small_models_write_map_to_the_known_ones(kind, expected):
     assert entity_kind(kind) == expected
 

@@ -196,7 +196,9 @@ def test_export_import_roundtrip(engine, tmp_path):
     lines = path.read_text(encoding="utf-8").splitlines()
     rows = [json.loads(line) for line in lines]
     assert all(row["user_id"] == "anna" for row in rows if "record" not in row)  # ledger lines follow
-    assert [row["name"] for row in rows if row.get("record") == "entity"] == ["Anna"]  # the named user
+    # the named user, and the names record read from "My sister Clara lives in Porto."
+    assert sorted((row["name"], row["kind"]) for row in rows if row.get("record") == "entity") == [
+        ("Anna", "person"), ("Clara", "person"), ("Porto", "unknown")]
     assert engine.import_("carl", path) == 4
     assert engine.import_("carl", path) == 4  # idempotent: same ids the second time
     assert engine.count("carl") == 4

@@ -19,6 +19,7 @@ from memoryscope_plugins import (
     ValidationError,
     engine as engine_module,
 )
+from memoryscope_plugins.person import NameMatcher, record_names
 from memoryscope_plugins.storage.base import LedgerChanges
 
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=timezone.utc)
@@ -95,6 +96,64 @@ def test_a_named_user_becomes_a_person_once_and_is_counted_when_named(engine):
     assert len(engine.entities("caro")) == 1  # the same name, another case: known already
 
 
+def test_a_speaker_naming_themself_does_not_mention_themself(engine):
+    """docs/entities.md: a speaker's own messages are not mentions of them, even when they say their name."""
+    lines = [("user", "Tiago", "Hello Anna, it's Tiago."), ("assistant", "Caroline", "Hi, I'm Caroline"),
+             ("user", "Tiago", "Nice to meet you, Caroline!")]
+    engine.record("anna", [{"role": role, "name": name, "content": text, "timestamp": T0 + timedelta(minutes=i)}
+                           for i, (role, name, text) in enumerate(lines)])
+    people = _by_name(engine, "anna")
+    assert (people["Tiago"].mention_count, people["Caroline"].mention_count) == (0, 1)
+
+
+def test_record_alone_adds_the_names_a_message_writes_as_unknown_entities(engine):
+    """No model: names read from the message (`person.record_names`) become entities at once, kind
+    `unknown` unless a rule knows it, and later messages count them."""
+    _say(engine, "anna", "We flew to Lisbon with my sister Ruth.", "周末去了成都。", "Lisbon was sunny, Ruth agreed.")
+    people = _by_name(engine, "anna")
+    assert {name: (e.kind.value, e.mention_count) for name, e in people.items()} == {
+        "Lisbon": ("unknown", 2), "Ruth": ("person", 2), "成都": ("place", 1)}
+    assert engine.entities("anna", kind="unknown")[0].name == "Lisbon"
+
+
+def test_an_unknown_entity_named_before_its_speaker_speaks_becomes_that_speaker(engine):
+    _talk(engine, "caro", ("Caroline", "I told John about the trip."))
+    assert _by_name(engine, "caro")["John"].kind is EntityKind.UNKNOWN
+    _talk(engine, "caro", ("John", "Thanks for telling me, Caroline!"), start=T0 + timedelta(minutes=5))
+    john = _by_name(engine, "caro")["John"]
+    assert (john.kind, john.metadata.get("speaker_role"), john.mention_count) == (EntityKind.PERSON, "assistant", 1)
+
+
+def test_record_never_writes_over_an_entity_made_meanwhile_elsewhere(engine, tmp_path, local_embedder):
+    """A name the engine's cached names do not hold yet, but the store does (another process typed it
+    within the cache's few seconds), is linked to the stored entity, which keeps its kind and aliases."""
+    _say(engine, "anna", "Nothing named yet.")  # the engine caches anna's (empty) names
+    other = MemoryScope(path=tmp_path / "memory.db", embedder=local_embedder)
+    try:  # a consolidation worker elsewhere makes Seattle, with the id record would give it
+        [made] = record_names.new_entities("anna", [], NameMatcher([]), ["in Seattle"])
+        other.store.put_ledger(LedgerChanges(user_id="anna", entities=[
+            Entity(id=made.id, user_id="anna", name="Seattle", kind=EntityKind.PLACE, aliases=["Emerald City"])]))
+    finally:
+        other.close()
+    _say(engine, "anna", "We flew to Seattle.", start=T0 + timedelta(minutes=5))
+    seattle = _by_name(engine, "anna")["Seattle"]
+    assert (seattle.kind, seattle.aliases, seattle.mention_count) == (EntityKind.PLACE, ["Emerald City"], 1)
+
+
+def test_a_failure_reading_names_never_costs_the_message(engine, monkeypatch, caplog):
+    from memoryscope_plugins.person import record_names
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the name rules")
+
+    monkeypatch.setattr(record_names, "new_entities", broken)
+    with caplog.at_level("WARNING", logger="memoryscope_plugins"):
+        ids = _say(engine, "anna", "We flew to Lisbon.")
+    assert [m.content for m in engine.store.get("anna", ids)] == ["We flew to Lisbon."]
+    assert engine.entities("anna") == [] and "no new names were read" in caplog.text
+    assert "Lisbon" not in caplog.text and "a bug in the name rules" not in caplog.text  # no content in the log
+
+
 def test_a_speakers_name_is_kept_as_given_even_when_it_opens_with_a_relation(engine):
     """A model's 表妹小林 is 小林 (`consolidation.ledger_answer`); a speaker's name is given, not read."""
     engine.record("xl", [{"role": "user", "name": "表妹小林", "content": "你好！"},
@@ -146,7 +205,8 @@ def test_a_chinese_title_a_speaker_is_addressed_by_is_their_alias_at_once(engine
     engine.record("chen", [{"role": "assistant", "name": "小智", "content": "哇！陈老师还有这个才华。",
                             "timestamp": T0 + timedelta(days=1)}])
     people = _by_name(engine, "chen")
-    assert {name: e.mention_count for name, e in people.items()} == {"陈志强": 3, "小智": 1}
+    # his own 叫我老陈就行，陈志强 does not mention him; the two 陈老师 lines do
+    assert {name: e.mention_count for name, e in people.items()} == {"陈志强": 2, "小智": 1}
     assert engine.entity("chen", "陈老师").entity.name == "陈志强"
 
 
@@ -408,7 +468,7 @@ def test_users_never_see_or_count_each_others_entities(engine, monkeypatch):
 
 
 def test_entities_written_elsewhere_are_counted_after_the_ttl(engine, monkeypatch, tmp_path, local_embedder):
-    _say(engine, "anna", "Before Mel was known.")  # the engine caches anna's (empty) matcher
+    _say(engine, "anna", "Before anyone was known.")  # the engine caches anna's (empty) matcher
     other = MemoryScope(path=tmp_path / "memory.db", embedder=local_embedder)  # e.g. a consolidation worker
     try:
         _known(other, "anna", "Mel")

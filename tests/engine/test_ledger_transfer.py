@@ -79,6 +79,21 @@ def test_reimporting_ones_own_export_keeps_the_ids(engine, tmp_path):
     assert _ledger(engine, "anna") == before
 
 
+def test_an_unknown_entity_travels_with_its_kind(engine, tmp_path):
+    """A name record found without a model (kind `unknown`) is exported and imported as unknown, so
+    a later consolidation may still type, merge or drop it."""
+    memory_id = engine.add("anna", "Dinner at Luigi's with Bo.", created_at=T0).id
+    engine.store.put_ledger(LedgerChanges("anna", entities=[
+        Entity(id="e-luigi", user_id="anna", name="Luigi", kind=EntityKind.UNKNOWN)],
+        mentions=[EntityMention("e-luigi", memory_id, "anna", said_at=T0)]))
+    path = tmp_path / "anna.jsonl"
+    engine.export("anna", path)
+    assert '"kind": "unknown"' in path.read_text(encoding="utf-8")
+    engine.import_("carl", path)
+    [luigi] = engine.store.entities("carl", kind="unknown")
+    assert (luigi.name, luigi.kind, luigi.mention_count) == ("Luigi", EntityKind.UNKNOWN, 1)
+
+
 def test_an_export_without_ledger_lines_still_imports(engine):
     old = "\n".join(json.dumps({"id": f"a{i}", "user_id": "x", "content": f"old line {i}"}) for i in range(3))
     assert engine.import_("dora", io.StringIO(old + "\n")) == 3

@@ -28,6 +28,10 @@ PLACE, ORG, TOPIC = EntityKind.PLACE, EntityKind.ORGANIZATION, EntityKind.TOPIC
     ("住在杭州市第一人民医院旁边", [("杭州市第一人民医院", None, ORG)]),
     ("在成都东站等你，然后去西湖公园", [("成都东站", None, PLACE), ("西湖公园", None, PLACE)]),
     ("华西人民都知道", [("华西", None, PLACE)]),  # no institution after the infix: the place alone
+    # a venue after a place or an organisation is that whole name (the dictionary's 河绿道 is the river's greenway)
+    ("在奥体中心游泳馆办了卡", [("奥体中心游泳馆", None, PLACE)]),
+    ("凤凰山球场的季票", [("凤凰山球场", None, PLACE)]),
+    ("沿着江安河绿道走五公里", [("江安河绿道", None, PLACE)]),
     # districts the dictionary tags as person names
     ("我在武侯区一所初中教物理", [("武侯区", None, PLACE)]),
     ("搬到了上海徐汇区", [("上海", None, PLACE), ("徐汇区", None, PLACE)]),
@@ -80,6 +84,13 @@ def test_wrong_types_are_refused(bad):
         proposals("成都")
 
 
+def test_tagged_words_are_the_dictionarys_words_and_tags():
+    assert dictionary_names.tagged_words("表妹小林去了成都") == [
+        ("表妹", "n"), ("小林", "nr"), ("去", "v"), ("了", "ul"), ("成都", "ns")]
+    with pytest.raises(TypeError):
+        dictionary_names.tagged_words(None)
+
+
 def test_without_rjieba_the_festivals_are_still_found_and_a_warning_says_so_once(caplog):
     dictionary_names._tagger.cache_clear()
     try:
@@ -87,6 +98,7 @@ def test_without_rjieba_the_festivals_are_still_found_and_a_warning_says_so_once
             patch.setitem(sys.modules, "rjieba", None)  # import rjieba -> ImportError
             assert names_in("国庆去成都") == [DictionaryName("国庆", None, TOPIC)]
             assert names_in("清明去成都") == [DictionaryName("清明", None, TOPIC)]
+            assert dictionary_names.tagged_words("清明去成都") == []
         warnings = [r for r in caplog.records if "rjieba" in r.getMessage()]
         assert len(warnings) == 1 and "multilingual" in warnings[0].getMessage()
     finally:

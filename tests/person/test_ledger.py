@@ -12,6 +12,7 @@ from memoryscope_plugins.person import (
     ProposedEntity,
     entity_kind,
     merge,
+    plan_entities,
     plan_new_entities,
     rank,
     record_mentions,
@@ -46,6 +47,30 @@ def test_event_time_is_carried_and_a_matcher_can_be_reused():
     turn.event_start = datetime(2026, 8, 1, tzinfo=timezone.utc)
     matcher = NameMatcher([entity("mel", "Mel")])
     assert record_mentions(matcher, [turn])[0].event_at == turn.event_start
+
+
+@pytest.mark.parametrize(("speaker", "text"), [
+    ("Tiago", "Hello Anna, it's Tiago."),
+    ("Caroline", "Hi Anna, I'm Caroline"),
+    ("caroline", "CAROLINE here, hi Anna"),  # the speaker's name compared normalised
+    ("Melanie", "Mel here! Hi Anna"),  # an alias of the speaker's entity
+    ("林晓雯", "叫我晓雯就行，林晓雯。安娜你好"),  # a Chinese given name
+])
+def test_a_speaker_naming_themself_is_not_a_mention_of_them(speaker, text):
+    known = [entity("me", "Tiago"), entity("car", "Caroline"), entity("mel", "Melanie", "Mel"),
+             entity("lxw", "林晓雯"), entity("anna", "Anna", "安娜")]
+    turn = memory("m1", text)
+    turn.speaker = speaker
+    assert [m.entity_id for m in record_mentions(known, [turn])] == ["anna"]
+
+
+def test_only_a_turn_has_a_speaker_whose_own_words_do_not_count():
+    known = [entity("car", "Caroline")]
+    added = memory("c", "Caroline's birthday is in May", kind=MemoryType.CUSTOM)
+    added.speaker = "Caroline"  # a memory added by hand is not her words
+    other = memory("t", "Caroline, look!")
+    other.speaker = "Melanie"
+    assert [m.memory_id for m in record_mentions(known, [added, other])] == ["c", "t"]
 
 
 def test_another_users_entities_are_never_linked():
@@ -122,6 +147,67 @@ def test_unknown_kinds_become_topics_and_a_topic_is_refined_later():
     assert refined[0].id == new[0].id and refined[0].kind is EntityKind.OBJECT
     unchanged, _ = plan_new_entities("u", refined, [ProposedEntity("figma", "topic", None, 0)], ["figma"], T0)
     assert unchanged == []
+
+
+@pytest.mark.parametrize(("known", "proposed", "kind"), [
+    (EntityKind.UNKNOWN, "place", EntityKind.PLACE),  # an unknown entity takes the kind a proposal gives
+    (EntityKind.UNKNOWN, "topic", EntityKind.TOPIC),
+    (EntityKind.TOPIC, "unknown", EntityKind.TOPIC),  # and never makes a known kind unknown
+    (EntityKind.PERSON, "unknown", EntityKind.PERSON),
+    (EntityKind.PERSON, "place", EntityKind.PERSON),
+])
+def test_a_proposal_makes_a_kind_more_specific_only(known, proposed, kind):
+    existing = [entity("sea", "Seattle", kind=known)]
+    changed, ids = plan_new_entities("u", existing, [ProposedEntity("Seattle", proposed, None, 0)], ["In Seattle"], T0)
+    assert ids == {0: "sea"} and [e.kind for e in changed or existing] == [kind]
+
+
+UNKNOWN = EntityKind.UNKNOWN
+
+
+def test_an_unknown_entity_said_to_be_another_name_of_one_is_merged_into_it():
+    existing = [entity("mel", "Melanie", count=5), entity("m", "Mel", kind=UNKNOWN, count=2)]
+    texts = ["We all call Melanie Mel."]
+    plan = plan_entities("u", existing, [ProposedEntity("Mel", "person", "Melanie", 0)], texts, T0)
+    assert plan.merged == {"m": "mel"} and plan.dropped == [] and plan.ids == {0: "mel"}
+    [melanie] = plan.entities
+    assert (melanie.id, melanie.aliases, melanie.kind) == ("mel", ["Mel"], EntityKind.PERSON)
+    # the other way round: the unknown one is the target; the typed one is kept, with its id and name
+    plan = plan_entities("u", [entity("mel", "Mel", count=5), entity("m", "Melanie", kind=UNKNOWN)],
+                         [ProposedEntity("Mel", "person", "Melanie", 0)], texts, T0)
+    assert plan.merged == {"m": "mel"} and [(e.id, e.name, e.aliases) for e in plan.entities] == [
+        ("mel", "Mel", ["Melanie"])]
+
+
+def test_two_typed_entities_are_still_never_merged_by_a_proposal():
+    existing = [entity("mel", "Melanie"), entity("m", "Mel", kind=EntityKind.PET)]
+    plan = plan_entities("u", existing, [ProposedEntity("Mel", "person", "Melanie", 0)], ["Melanie Mel"], T0)
+    assert plan.merged == {} and plan.entities == []
+
+
+def test_an_unknown_entity_whose_name_a_rule_refuses_is_dropped_unless_another_proposal_takes_it():
+    existing = [entity("wp", "外婆", kind=UNKNOWN), entity("tz", "同事", kind=UNKNOWN),
+                entity("ls", "老师", kind=EntityKind.PERSON)]  # one the user made is still linked
+    texts = ["外婆和同事都来了，老师也来了", "同事小张"]
+    proposals = [ProposedEntity("外婆", "person", None, 0), ProposedEntity("同事", "person", None, 0),
+                 ProposedEntity("老师", "person", None, 0)]
+    plan = plan_entities("u", existing, proposals, texts, T0)
+    assert plan.dropped == ["tz", "wp"] and plan.ids == {2: "ls"} and plan.entities == []
+
+
+def test_a_lower_case_proposal_of_an_unknown_name_record_found_capitalised_links_to_it():
+    existing = [entity("pt", "Pottery", kind=UNKNOWN)]
+    plan = plan_entities("u", existing, [ProposedEntity("pottery", "topic", None, 0)],
+                         ["My pottery class, I love it. Really."], T0)
+    assert plan.ids == {0: "pt"} and plan.dropped == [] and [e.kind for e in plan.entities] == [EntityKind.TOPIC]
+
+
+def test_merging_an_unknown_entity_keeps_the_known_kind():
+    for keep, other in ((EntityKind.UNKNOWN, EntityKind.PERSON), (EntityKind.PERSON, EntityKind.UNKNOWN)):
+        assert merge(entity("a", "Mel", kind=keep), entity("b", "Melly", kind=other), []).entities[0].kind is (
+            EntityKind.PERSON)
+    assert merge(entity("a", "Mel", kind=EntityKind.UNKNOWN), entity("b", "Yoga", kind=EntityKind.TOPIC),
+                 []).entities[0].kind is EntityKind.TOPIC
 
 
 def test_a_new_english_name_in_lower_case_only_is_a_common_noun_and_dropped():

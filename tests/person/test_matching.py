@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from memoryscope_plugins.person import NameMatcher, normalise_name
-from memoryscope_plugins.person.matching import given_name, said_in
+from memoryscope_plugins.person.matching import WORD_END, WORD_START, given_name, said_in, whole_words
 from memoryscope_plugins.types import EntityKind
 from tests.person.helpers import entity
 
@@ -222,3 +224,13 @@ def test_said_in_reads_names_as_the_matcher_does(name, text, said):
 def test_said_in_refuses_wrong_types():
     with pytest.raises(TypeError):
         said_in(None, "text")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("Mel -'é我x1 .")), max_size=30),
+       st.sampled_from(["Mel", "mel", "Mel-x", "我", "x1", "e"]))
+def test_whole_words_finds_what_the_boundary_expression_finds(text, name):
+    """`whole_words` is `WORD_START + name + WORD_END`, without compiling those classes per name."""
+    expected = [m.span(1) for m in re.finditer(f"(?=({WORD_START}{re.escape(name)}{WORD_END}))", text,
+                                               re.IGNORECASE)]
+    assert list(whole_words(re.escape(name), text, re.IGNORECASE)) == expected

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from memoryscope_plugins.person.relations import relation_or_role, without_relation
+from memoryscope_plugins.person.relations import (
+    english_relation_word,
+    kind_said_before,
+    relation_or_role,
+    without_relation,
+)
+from memoryscope_plugins.types import EntityKind
 
 
 @pytest.mark.parametrize(("proposed", "name"), [
@@ -49,3 +55,26 @@ def test_anything_else_stays_as_it_is(proposed):
 ])
 def test_a_relative_or_role_is_no_name_but_a_titled_surname_is(word, expected):
     assert relation_or_role(word) is expected
+
+
+@pytest.mark.parametrize(("word", "expected"), [
+    ("Mom", True), ("Grandma", True), ("dad", True), ("Friends", True), ("COUSIN", True),
+    ("Momo", False), ("Ruth", False), ("Aunt May", False), ("", False),
+])
+def test_an_english_relation_word_alone_is_no_name(word, expected):
+    assert english_relation_word(word) is expected
+
+
+@pytest.mark.parametrize(("before", "kind"), [
+    ("I met my sister ", EntityKind.PERSON), ("coach ", EntityKind.PERSON), ("our cat, ", EntityKind.PET),
+    ("my best friend ", EntityKind.PERSON), ("the ", None), ("My Sister ", None), ("a sister act ", None), ("", None),
+])
+def test_the_relation_word_before_a_name_says_its_kind(before, kind):
+    assert kind_said_before(before) is kind
+
+
+def test_the_english_relation_rules_refuse_wrong_types():
+    with pytest.raises(TypeError):
+        english_relation_word(None)
+    with pytest.raises(TypeError):
+        kind_said_before(3)

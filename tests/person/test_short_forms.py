@@ -8,7 +8,13 @@ from datetime import timedelta
 
 import pytest
 
-from memoryscope_plugins.person.short_forms import addressed, addressed_aliases, short_form_candidates, short_form_owner
+from memoryscope_plugins.person.short_forms import (
+    addressed,
+    addressed_aliases,
+    greeted,
+    short_form_candidates,
+    short_form_owner,
+)
 from tests.person.helpers import T0, entity
 
 LATER = T0 + timedelta(days=1)
@@ -112,3 +118,13 @@ def test_addressed_aliases_checks_its_input():
         addressed_aliases([speaker("m", "Melanie")], [("Caroline", None)], LATER)
     with pytest.raises(TypeError):
         addressed_aliases([speaker("m", "Melanie")], [(3, "Hey Mel!")], LATER)
+
+
+@pytest.mark.parametrize(("word", "text", "expected"), [
+    ("Mel", "Hey Mel! Good to see you", True), ("Mell", "Thanks, Mell! I", True), ("Caroline", "Wow Caroline.", True),
+    ("Mel", "Mel, look at this!", True), ("Mel", "Great. Mel! Come here", True),
+    ("Sweden", "my home country, Sweden. She gave it", False),  # a sentence ending on a name after a comma
+    ("Jean", "this amazing woman, Jean, who", False), ("Mel", "I saw Mel yesterday.", False),
+])
+def test_greeted_is_the_narrow_vocative(word, text, expected):
+    assert greeted(word, text) is expected

@@ -24,14 +24,20 @@ def _settings(engine, **update) -> None:
 
 
 def _ledger(engine, user: str, names: dict[str, tuple[EntityKind, list[str]]]) -> dict[str, Entity]:
-    """Entities for `names` (name -> kind, aliases) with a mention in every memory of `user` naming them."""
-    known = {entity.name: entity for entity in engine.store.entities(user)}  # record's named speakers
+    """Entities for `names` (name -> kind, aliases) with a mention in every memory of `user` naming them,
+    in place of the names `record` found itself (its named speakers are kept)."""
+    stored = engine.store.entities(user)
+    known = {entity.name: entity for entity in stored if "speaker_role" in entity.metadata}  # the named speakers
     entities = {name: Entity(id=known[name].id if name in known else f"{user}-{i}", user_id=user, name=name,
                              kind=kind, aliases=aliases) for i, (name, (kind, aliases)) in enumerate(names.items())}
+    ids = {entity.id for entity in entities.values()}
+    found = [entity.id for entity in stored if "speaker_role" not in entity.metadata and entity.id not in ids]
     memories = [m for batch in engine.store.iter_memories(user) for m in batch]
     mentions = record_mentions(list(entities.values()), memories)
-    engine.store.put_ledger(LedgerChanges(user_id=user, entities=list(entities.values()), mentions=mentions))
+    engine.store.put_ledger(LedgerChanges(user_id=user, entities=list(entities.values()), mentions=mentions,
+                                          removed_entities=found))
     ledger_cache.for_store(engine.store).invalidate(user)
+    engine._matchers.invalidate(user)
     return entities
 
 
@@ -60,8 +66,23 @@ def test_the_hop_goes_through_the_ledger_when_it_knows_more_than_the_speakers(en
     assert len(searches) == 1  # the first hop's search only: the ledger replaces the second one
 
 
+def test_record_alone_builds_the_ledger_the_hop_goes_through(engine, monkeypatch):
+    """No model: `record` finds Anna and Boston in the turns (`person.record_names`), so the second hop
+    walks the ledger from the first hit's names to the nurse line."""
+    _anna(engine)
+    names = {entity.name: entity.kind.value for entity in engine.store.entities("caro")}
+    assert names == {"Caroline": "person", "Melanie": "person", "Anna": "person", "Boston": "unknown"}  # my friend
+    _settings(engine, context_hop=2, context_hop_hits=3)
+    searches = []
+    real = engine.store.search
+    monkeypatch.setattr(engine.store, "search", lambda request: searches.append(request) or real(request))
+    result = engine.retrieve("caro", QUESTION, now=NOW, top_k=2)
+    assert [m.content for m in result.second_hop] == [NURSE] and len(searches) == 1
+
+
 def test_without_a_ledger_or_with_the_speakers_only_the_hop_searches_as_before(engine, monkeypatch):
     _anna(engine)
+    _ledger(engine, "caro", {})  # the speakers only, as before record found names
     _settings(engine, context_hop=2, context_hop_hits=3)
     searches = []
     real = engine.store.search
@@ -87,7 +108,7 @@ def test_a_hop_never_reaches_another_users_memories_or_entities(engine):
     cache = ledger_cache.for_store(engine.store)
     assert {e.user_id for e in cache.ledger(engine.store, "caro").entities.values()} == {"caro"}
     # a user whose ledger knows only the speaker sees none of another's entities
-    record_sessions(engine, "third", [[("Caroline", BOSTON)]])
+    record_sessions(engine, "third", [[("Caroline", BOSTON.lower())]])  # no capitals: record reads no name
     assert [e.name for e in cache.ledger(engine.store, "third").entities.values()] == ["Caroline"]
     third = engine.retrieve("third", "Who is Anna?", now=NOW)
     assert "Anna (" not in third.context and "Boston (" not in third.context and third.second_hop == []
@@ -182,7 +203,7 @@ def test_the_cache_reuses_a_users_matcher_until_it_expires_or_is_dropped(engine)
     assert shared.ledger(engine.store, "caro") is not before
 
 
-PROMOTED = "Anna adopted a grey kitten called Pixel last week."
+PROMOTED = "Anna adopted a grey kitten last week."  # names Anna only: no new entity
 
 
 def test_the_hop_reads_mentions_from_the_cached_index_and_sees_a_mention_recorded_since(engine, monkeypatch):

@@ -57,10 +57,11 @@ def build_source(path, embedder) -> None:
 
 
 def _ledger(user: str, made: list[Memory]) -> LedgerChanges:
-    """Two entities with mentions (one not counted) and a profile value replaced by another."""
+    """Two entities with mentions (one not counted; Pixel of the kind `unknown`, as record finds a name
+    without a model) and a profile value replaced by another."""
     pixel, lisbon = f"{user}-e-pixel", f"{user}-e-lisbon"
     return LedgerChanges(
-        user, entities=[Entity(id=pixel, user_id=user, name="Pixel", kind=EntityKind.PET, aliases=["the cat"],
+        user, entities=[Entity(id=pixel, user_id=user, name="Pixel", kind=EntityKind.UNKNOWN, aliases=["the cat"],
                                created_at=T0, updated_at=T0),
                         Entity(id=lisbon, user_id=user, name="Lisboa", kind=EntityKind.PLACE, aliases=["Lisbon"],
                                created_at=T0, updated_at=T0, metadata={"country": "PT"})],

@@ -176,6 +176,30 @@ def test_an_older_store_opens_and_gains_the_ledger(store_factory):
     store_factory("model-a")  # a third opening finds the schema current
 
 
+def _write_raw_kind(store, backend: str, entity_id: str, kind: str) -> None:
+    """Store `kind` for an entity as a newer release would, past this release's checks."""
+    if backend == "sqlite":
+        with store._write() as conn:
+            conn.execute("UPDATE entities SET kind=? WHERE id=?", (kind, entity_id))
+    elif backend == "postgres":
+        import psycopg
+        with psycopg.connect(store._conninfo, autocommit=True) as conn:
+            conn.execute(f"UPDATE {store.prefix}entities SET kind=%s WHERE id=%s", (kind, entity_id))
+    else:
+        store.es.update(index=store._ledger.index["entities"], id=entity_id, doc={"kind": kind}, refresh=True)
+
+
+def test_a_kind_this_release_does_not_know_reads_as_unknown(store_factory):
+    """An entity kind written by a newer release is not taken for a topic (or any kind it is not)."""
+    from memoryscope_plugins.storage.base import LedgerChanges
+    from memoryscope_plugins.types import Entity, EntityKind
+    store = store_factory("model-a")
+    store.put_ledger(LedgerChanges("alice", entities=[Entity(id="e1", user_id="alice", name="Andromeda",
+                                                             kind=EntityKind.PLACE)]))
+    _write_raw_kind(store, store_factory.backend, "e1", "galaxy")
+    assert [(e.name, e.kind) for e in store.entities("alice")] == [("Andromeda", EntityKind.UNKNOWN)]
+
+
 @pytest.fixture
 def pg_store_factory(request):
     server = request.getfixturevalue("pg_server")

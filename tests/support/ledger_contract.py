@@ -126,6 +126,23 @@ def test_a_merge_removes_one_entity_and_moves_its_mentions_in_one_call(store):
     assert len(store.get("alice", ids)) == 4  # never the memories
 
 
+def test_an_unknown_entity_is_kept_found_by_its_kind_typed_and_dropped(store):
+    """`unknown` (a name record found without a model) is a kind like the others on every backend:
+    stored, filtered on, replaced by a kind later, or removed with its mentions."""
+    ids = seeded(store)
+    store.put_ledger(LedgerChanges("alice", entities=[ent("e-sea", "Seattle", kind=EntityKind.UNKNOWN),
+                                                      ent("e-yoga", "Yoga", kind=EntityKind.UNKNOWN)],
+                                   mentions=[men("e-sea", ids[0], day(1)), men("e-yoga", ids[1], day(2))]))
+    assert sorted(e.id for e in store.entities("alice", kind="unknown")) == ["e-sea", "e-yoga"]
+    assert store.entities("alice", ids=["e-sea"])[0].kind is EntityKind.UNKNOWN
+    store.put_ledger(LedgerChanges("alice", entities=[ent("e-sea", "Seattle", kind=EntityKind.PLACE)],
+                                   removed_entities=["e-yoga"]))
+    assert [e.id for e in store.entities("alice", kind=EntityKind.UNKNOWN)] == []
+    assert [(e.id, e.mention_count) for e in store.entities("alice", kind="place")] == [
+        ("alice-e-leeds", 0), ("e-sea", 1)]
+    assert store.mentions("alice", entity_ids=["e-yoga"]) == [] and len(store.get("alice", ids)) == 4
+
+
 def test_deleting_memories_removes_their_mentions_only(store):
     ids = seeded(store)
     store.put_ledger(LedgerChanges("alice", mentions=[men("alice-e-mel", i, day(n)) for n, i in enumerate(ids)],

@@ -103,8 +103,10 @@ LEDGER = {
 
 def seed_ledger(engine, tenant: str = "acme", user: str = "anna") -> None:
     """After `seed`: five entities (four mentioned, over May to August 2026; Mia the pet never) and a
-    profile whose home moved from Porto to Lisbon (the Porto value ended), plus likes: surfing."""
+    profile whose home moved from Porto to Lisbon (the Porto value ended), plus likes: surfing; they
+    replace the names `record` found in `seed`'s turns (Lisbon, of the kind unknown)."""
     store_user = f"{tenant}:{user}"
+    found = [entity.id for entity in engine.store.entities(store_user) if entity.id not in LEDGER]
     turns = {m.content: m.id for m in engine.list(store_user, types=["turn"])}
     entities, mentions = [], []
     for entity_id, (name, kind, aliases, said) in LEDGER.items():
@@ -118,7 +120,8 @@ def seed_ledger(engine, tenant: str = "acme", user: str = "anna") -> None:
                             valid_from=_at("2026-05-20"), source_ids=["obs-new"]),
                ProfileValue(id="pv-likes-surf", user_id=store_user, key="likes", value="surfing",
                             valid_from=_at("2026-07-20"), source_ids=["obs-surf"])]
-    engine.store.put_ledger(LedgerChanges(store_user, entities=entities, mentions=mentions, profile=profile))
+    engine.store.put_ledger(LedgerChanges(store_user, entities=entities, mentions=mentions, profile=profile,
+                                          removed_entities=found))
 
 
 class ServeProcess:
