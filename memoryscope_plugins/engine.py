@@ -24,7 +24,6 @@ import numpy as np
 
 from . import log_hygiene, metrics, person, tracing, transfer, validation
 from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, StoreError, ValidationError
-from .indexing import embedding_text
 from .models.base import ChatModel, Embedder, Reranker
 from .person import name_rules, record_names
 from .person.short_forms import addressed_aliases
@@ -46,6 +45,7 @@ from .types import (
     as_aware,
     utc_now,
 )
+from .vectors import document_vectors, vector_space
 
 log = logging.getLogger("memoryscope_plugins")
 
@@ -123,7 +123,7 @@ class MemoryScope:
         self.reranker: Reranker | None = reranker if reranker is not None else build_reranker(settings.reranker)
         self.llm: ChatModel | None = llm if llm is not None else build_llm(settings.llm)
         self.store: MemoryStore = store if store is not None else self._build_store()
-        self.store.embedding_model = self.embedder.name
+        self.store.embedding_model = vector_space(self.embedder)
         self._closed = False
         self._matchers = _MatcherCache(self.store)
         self._reembed_lock = threading.Lock()
@@ -168,12 +168,12 @@ class MemoryScope:
             total = self.store.count_needing_vectors()
             if total == 0:
                 return 0
-            log.info("embedding %d memories with %s", total, self.embedder.name)
+            log.info("embedding %d memories with %s", total, vector_space(self.embedder))
             bar = _progress(total, "re-embedding", progress)
             done = 0
             try:
                 for batch in self.store.iter_needing_vectors(batch_size=256):
-                    vectors = self.embedder.embed([embedding_text(m, self.embedder) for m in batch])
+                    vectors = document_vectors(self.embedder, batch)
                     self.store.set_vectors([m.id for m in batch], vectors)
                     done += len(batch)
                     bar.update(len(batch))
@@ -186,7 +186,7 @@ class MemoryScope:
         stored without vectors (found by full text) and embedded later, so a failing embedding
         service never loses a memory."""
         try:
-            return self.embedder.embed([embedding_text(m, self.embedder) for m in memories])
+            return document_vectors(self.embedder, memories)
         except ModelError as exc:
             log.warning("embedding failed (%s); storing %d memories without vectors until the model is back",
                         type(exc).__name__, len(memories))
@@ -481,7 +481,8 @@ class MemoryScope:
             time_range: an explicit (start, end) range that filters, in addition to the query's.
             now: the moment relative times are computed from (default: now).
             rerank: use the configured reranker (default: when one is configured).
-            min_relevance: the relevance floor for this call (default ``retrieval.min_relevance``):
+            min_relevance: the relevance floor for this call (default ``retrieval.min_relevance``,
+                or ``retrieval.statement_min_relevance`` when the query is a statement):
                 only memories that share a word with the query, or whose cosine to it, calibrated
                 to the embedder (0 = unrelated texts, 1 = the same), is at least this, or that fall
                 in the time the query names, or stand next to such a turn, are returned; -1 turns
@@ -504,7 +505,7 @@ class MemoryScope:
         explicit = _parse_range(time_range)
         if rerank and self.reranker is None:
             raise ConfigError("rerank=True but no reranker is configured (settings.reranker)")
-        floor = cfg.min_relevance if min_relevance is None else validation.check_min_relevance(min_relevance)
+        floor = None if min_relevance is None else validation.check_min_relevance(min_relevance)
         request = pipeline.RetrievalRequest(
             user_id=user_id, query=query, now=moment, top_k=top_k, min_relevance=floor, agent_id=agent_id,
             types=type_filter, include_expired=cfg.include_expired if include_expired is None else include_expired,

@@ -1,9 +1,9 @@
 """What the indexes see for a memory, defined once for every backend.
 
-- The vector is made from the memory's own words, dated: "[8 May 2023] Caroline: I went to ...".
+- The vector is made from the memory's own words, dated: "[8 May 2023] Caroline: I went to ...",
+  and for a turn also from its words after the turn it answers (`context_text`, see `vectors`).
 - The full-text index also gets the turn it answers (`Memory.context`), so a reply ("Yes, last
-  week!") is found by the words of the question it replies to. Measured on LoCoMo, this is the
-  better split: context helps term matching and blurs the embedding.
+  week!") is found by the words of the question it replies to.
 The stored content is never changed by any of this.
 """
 
@@ -36,6 +36,14 @@ def embedding_text(memory: Memory, embedder: object | None = None) -> str:
 def dated_text(memory: Memory) -> str:
     """The memory's own words, dated and with their speaker: "[8 May 2023] Caroline: I went to ..."."""
     return f"[{date_label(memory.created_at)}] {_own_words(memory)}"
+
+
+def context_text(memory: Memory) -> str | None:
+    """A turn's words after the turn it answers (`Memory.context`, with that turn's speaker), as the
+    second text a turn is embedded from (`vectors.document_vectors`); None without such a turn."""
+    if not memory.context:
+        return None
+    return f"{memory.context}\n{memory.content}"
 
 
 def full_text(memory: Memory) -> str:

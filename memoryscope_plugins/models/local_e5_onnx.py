@@ -83,6 +83,7 @@ class E5OnnxEmbedder(ThreadedAsyncMixin):
     dim = 384
     multilingual = True
     document_style = "content"  # see indexing.embedding_text
+    turn_context = False  # see vectors.document_vectors: its turns are embedded alone
 
     def __init__(self, *, threads: int = 1, batch_size: int = 32, max_chars: int = 2000,
                  int8_compute: bool = False, model_path: str | None = None) -> None:

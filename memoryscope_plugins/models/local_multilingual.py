@@ -42,6 +42,7 @@ class MultilingualE5Embedder(ThreadedAsyncMixin):
     dim = 384
     multilingual = True
     document_style = "content"  # see indexing.embedding_text
+    turn_context = False  # see vectors.document_vectors: its turns are embedded alone
 
     def __init__(self, *, threads: int = 1, batch_size: int = 32, max_chars: int = 2000) -> None:
         self.name = MODEL_NAME
