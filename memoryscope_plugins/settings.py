@@ -143,6 +143,28 @@ class RetrievalSettings(Section):
     type_weights: dict[str, float] = Field(
         default_factory=lambda: {"insight": 1.3, "observation": 1.15, "custom": 1.15, "turn": 1.0})
     neighbour_weight: float = Field(0.5, ge=0, le=2, description="share of the adjacent turns' score a turn inherits")
+    text_evidence_full: float = Field(0.5, ge=0, le=1, description="the share of the query's terms its best "
+                                      "full-text match must hold for the full-text channel to weigh text_weight; "
+                                      "below, it weighs in proportion (a statement whose words are common leans on "
+                                      "the vectors); 0: always text_weight")
+    statement_neighbour_weight: float | None = Field(0.0, ge=0, le=2, description="neighbour_weight for a "
+                                                     "statement (a query that asks nothing); None: neighbour_weight")
+    statement_min_relevance: float | None = Field(0.05, ge=-1, le=1, description="the cosine part of the "
+                                                  "relevance floor for a statement of at least three words of its "
+                                                  "own: what the user says brings back what was said about the same "
+                                                  "thing in other words, rarely more similar than this; None: "
+                                                  "min_relevance")
+    query_parts: bool = Field(True, description="a question with several parts (two names joined: 'Evan and "
+                              "Sam', 小王和小李; a second question after 'and': 'when did she move and why did "
+                              "she leave?') is also ranked part by part, and the rankings merged so each part "
+                              "has its best memories in the block")
+    asking_line_weight: float = Field(0.8, ge=0, le=1, description="for a question or request, the share of "
+                                      "its score a memory keeps when it asks something itself (its answer is "
+                                      "another line); 1: off")
+    hub_correction: float = Field(0.7, ge=0, le=1, description="vector scores minus this share of each "
+                                  "candidate's similarity to the centre of the vector channel's candidates: a "
+                                  "memory near everything (\"That's great, Caroline!\") no longer outranks one near "
+                                  "the query; 0: plain cosine")
     speaker_boost: float = Field(0.5, ge=0, le=5, description="added to memories of people the query names")
     recency_half_life_days: float | None = Field(None, gt=0, description="None: no recency decay")
     recency_weight: float = Field(0.1, ge=0, le=1)
@@ -196,13 +218,15 @@ class RetrievalSettings(Section):
                                         "the context: '... yesterday (yesterday = 2023-05-07 Sun)'")
     by_language: dict[Literal["en", "zh"], dict[str, float]] | None = Field(
         None, description="per query language, overrides of text_weight, vector_weight, neighbour_weight, "
-        "speaker_boost, time_boost; None: {'zh': {'text_weight': 0.2, 'neighbour_weight': 0.25}} with a "
+        "speaker_boost, time_boost, hub_correction, text_evidence_full, statement_neighbour_weight; None: {'zh': "
+        "{'text_weight': 0.2, 'neighbour_weight': 0.25, 'hub_correction': 0, 'text_evidence_full': 0}} with a "
         "multilingual embedder, nothing otherwise (see docs/retrieval.md)")
 
     @field_validator("by_language")
     @classmethod
     def _known_language_fields(cls, value: dict[str, dict[str, float]] | None) -> dict[str, dict[str, float]] | None:
-        allowed = {"text_weight", "vector_weight", "neighbour_weight", "speaker_boost", "time_boost"}
+        allowed = {"text_weight", "vector_weight", "neighbour_weight", "speaker_boost", "time_boost", "hub_correction",
+                   "text_evidence_full", "statement_neighbour_weight"}
         for language, overrides in (value or {}).items():
             unknown = set(overrides) - allowed
             if unknown:

@@ -15,7 +15,7 @@ from ..settings import RetrievalSettings
 
 # Used when `retrieval.by_language` is not set and the embedder is multilingual.
 MULTILINGUAL_DEFAULTS: Mapping[str, Mapping[str, float]] = {
-    "zh": {"text_weight": 0.2, "neighbour_weight": 0.25},
+    "zh": {"text_weight": 0.2, "neighbour_weight": 0.25, "hub_correction": 0.0, "text_evidence_full": 0.0},
 }
 
 

@@ -75,10 +75,9 @@ def ledger_hop(chosen: Sequence[ScoredMemory], shown: Sequence[Memory], query: s
     # every one it did, so the store is read only when the candidates hold too few
     near = sum(1 for mid in score if pool[mid].vector_score is not None)
     outside = [mid for mid in ids if mid not in pool][:MAX_READ] if near < limit + 5 else []
-    vectors_of = getattr(store, "vectors_of", None)  # every StoreBase has it; the protocol does not
-    if outside and vector is not None and vectors_of is not None:
+    if outside and vector is not None:
         query_vector = np.asarray(vector, dtype=np.float32)
-        for mid, row in vectors_of(user_id, outside).items():
+        for mid, row in store.vectors_of(user_id, outside).items():
             score[mid] = float(np.dot(np.asarray(row, dtype=np.float32), query_vector))
     best = sorted((mid for mid in [*score, *(m for m in outside if m not in score)]),
                   key=lambda mid: score.get(mid, -1.0), reverse=True)[:limit + 5]

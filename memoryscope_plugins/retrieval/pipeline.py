@@ -25,7 +25,9 @@ The engine (`MemoryScope.retrieve`) checks the arguments into a `RetrievalReques
 
 from __future__ import annotations
 
+import itertools
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -41,19 +43,23 @@ from ..storage.base import Candidate, MemoryFilter, MemoryStore, SearchRequest
 from ..timeparse import ParsedTime, detect_language, parse_time
 from ..types import Memory, MemoryStatus, MemoryType, RetrievalResult, ScoredMemory, TimeRange
 from . import ledger_cache
+from .channel_weights import query_evidence, weigh_channels
 from .context import format_context
 from .context_notes import entities_note, entities_that_matter, profile_note
 from .entity_questions import about_entity
+from .hubness import vector_scores
 from .language_profile import ranking_settings
 from .ledger_cache import UserLedger
 from .ledger_hop import ledger_hop, usable
 from .neighbours import turn_neighbours
 from .noise_floor import noise_floor, query_floor
 from .present import asks_about_present
+from .query_analysis import QueryAnalysis, analyse_query
 from .ranking import (
     adjust,
     boost_named_speakers,
     deduplicate,
+    demote_asking_lines,
     fuse,
     prefer_recent,
     propagate_neighbours,
@@ -74,7 +80,7 @@ class RetrievalRequest:
     query: str
     now: datetime
     top_k: int
-    min_relevance: float  # -1: no floor
+    min_relevance: float | None  # -1: no floor; None: the settings' for the query's kind (`floor_for`)
     agent_id: str | None = None
     types: tuple[MemoryType, ...] | None = None
     include_expired: bool = False
@@ -91,34 +97,36 @@ class RetrievalRequest:
 def retrieve(request: RetrievalRequest, *, settings: Settings, store: MemoryStore, embedder: Embedder,
              reranker: Reranker | None, started: float | None = None) -> RetrievalResult:
     """Run every stage for `request`. `started`: the `time.perf_counter()` the timings count from
-    (the engine's, so they include checking the arguments); default now."""
+    (the engine's, so they include checking the arguments); default now.
+
+    The query's embedding, the slowest step, runs in a thread of its own while the query's time is
+    read and the full-text channel searched; the vector channel follows when it is done."""
     started = time.perf_counter() if started is None else started
     cfg = settings.retrieval
     timings: dict[str, float] = {}
+    ledger = user_ledger(store, request.user_id, cfg)
+    analysis = analyse_query(request.query, names_in(ledger, request.query))
+    queries = [request.query, *(analysis.parts if cfg.query_parts else ())]
+    embedding = QueryEmbedding(embedder, queries)
     parsed = query_time(request.query, request.now)
     language = request.language or (settings.language if settings.language != "auto" else parsed.language)
-    timings["parse_ms"] = _ms(started)
-
-    t = time.perf_counter()
-    vector = embed_query(embedder, request.query)
-    timings["embed_ms"] = _ms(t)
-    t = time.perf_counter()
-    text = search_text(request.query, parsed)
     flt = memory_filter(request, parsed, cfg)
-    candidates = search_candidates(store, request, text, vector, flt, cfg.candidates)
+    texts = [search_text(request.query, parsed), *queries[1:]]
+    plans = [plan_query(store, embedder, request, query, text, analysis, parsed, flt, cfg) for query, text in
+             zip(queries, texts)]
+    timings["parse_ms"] = _ms(started)  # with the full-text search, while the query is embedded
+
+    vectors = embedding.vectors()
+    timings["embed_ms"] = embedding.ms
+    t = time.perf_counter()
+    rankings = [rank_query(store, embedder, request, plan, vector, parsed, flt) for plan, vector in zip(plans, vectors)]
+    candidates = merge_candidates([found for _, found in rankings])
+    ranked = merge_rankings([part for part, _ in rankings])
     timings["search_ms"] = _ms(t)
 
     t = time.perf_counter()
-    rank_cfg = ranking_settings(cfg, parsed.language, multilingual=getattr(embedder, "multilingual", False))
-    ranked = fuse_candidates(candidates, request.query, rank_cfg)
-    about_present = asks_about_present(request.query)
-    ranked = adjust_scores(ranked, rank_cfg, parsed, request.now, about_present=about_present)
-    if request.min_relevance > -1:
-        noise = 0.0 if vector is None else noise_floors(embedder, parsed.language, vector)
-        ranked = relevance_floor(ranked, request.min_relevance, noise, text)
     reranking = reranker is not None and (request.rerank is None or request.rerank)
     depth = max(request.top_k, settings.reranker.candidates) if reranking else request.top_k
-    ledger = user_ledger(store, request.user_id, cfg)
     ranked, asked = entity_first(ranked, request, ledger, store, flt, cfg)
     ranked = shortlist(ranked, depth, deduplicated=cfg.deduplicate)
     timings["rank_ms"] = _ms(t)
@@ -133,15 +141,60 @@ def retrieve(request: RetrievalRequest, *, settings: Settings, store: MemoryStor
 
     t = time.perf_counter()
     neighbours = neighbour_turns(store, request, chosen, candidates, cfg)
-    extra = hop(store, request, chosen, neighbours, candidates, flt, cfg, vector=vector, ledger=ledger)
+    extra = hop(store, request, chosen, neighbours, candidates, flt, cfg, vector=vectors[0], ledger=ledger)
     notes = context_notes(store, request, ledger, [*chosen, *neighbours, *extra], language, cfg, asked=asked)
     context = format_context([*chosen, *neighbours, *extra], language, with_time=cfg.context_with_time,
-                             now=request.now, resolve_times=cfg.context_resolve_times, present=about_present,
-                             notes=notes)
+                             now=request.now, resolve_times=cfg.context_resolve_times,
+                             present=asks_about_present(request.query), notes=notes)
     timings["context_ms"] = _ms(t)
     timings["total_ms"] = _ms(started)
     return RetrievalResult(query=request.query, memories=chosen, context=context, time_range=parsed.range,
                            timings_ms=timings, neighbours=neighbours, second_hop=extra)
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """One query to rank (the whole query or one of its parts) as far as it goes without its vector:
+    the full-text channel's candidates and the ranking settings for this query."""
+
+    query: str
+    text: str  # what the full-text channel searched
+    text_found: list[Candidate]
+    cfg: RetrievalSettings  # for the query's language, lexical evidence and kind (`channel_weights`)
+    analysis: QueryAnalysis  # the whole query's: its kind decides a part's floor and weights too
+
+
+def plan_query(store: MemoryStore, embedder: Embedder, request: RetrievalRequest, query: str, text: str,
+               analysis: QueryAnalysis, parsed: ParsedTime, flt: MemoryFilter, cfg: RetrievalSettings) -> QueryPlan:
+    """The full-text search of `query` and its channel weights (run while the query is embedded)."""
+    found = search_candidates(store, request, text, None, flt, cfg.candidates)
+    rank_cfg = ranking_settings(cfg, parsed.language, multilingual=getattr(embedder, "multilingual", False))
+    speakers = {c.memory.speaker for c in found if c.memory.speaker}
+    own = analysis if query == request.query else analyse_query(query)
+    rank_cfg = weigh_channels(rank_cfg, analysis, query_evidence(own, found, speakers),
+                              names_a_time=parsed.range is not None)
+    return QueryPlan(query, text, found, rank_cfg, analysis)
+
+
+def rank_query(store: MemoryStore, embedder: Embedder, request: RetrievalRequest, plan: QueryPlan,
+               vector: np.ndarray | None, parsed: ParsedTime,
+               flt: MemoryFilter) -> tuple[list[ScoredMemory], list[Candidate]]:
+    """One query's ranking: the vector channel searched and joined to the full-text channel's
+    candidates, every candidate scored by both (`hubness`), fused with the plan's channel weights,
+    adjusted (type, time, recency) and kept above the relevance floor. Also returns the candidates."""
+    cfg = plan.cfg
+    found = [] if vector is None else search_candidates(store, request, None, vector, flt, cfg.candidates)
+    candidates = join_channels(plan.text_found, found)
+    scores = candidate_vectors(store, request.user_id, candidates, vector, cfg.hub_correction)
+    ranked = fuse_candidates(candidates, plan.query, cfg, vectors=scores)
+    ranked = adjust_scores(ranked, cfg, parsed, request.now, about_present=asks_about_present(plan.query))
+    if plan.analysis.asks:
+        ranked = demote_asking_lines(ranked, cfg.asking_line_weight)
+    floor = floor_for(request, plan.analysis, cfg)
+    if floor > -1:
+        noise = 0.0 if vector is None else noise_floors(embedder, parsed.language, vector)
+        ranked = relevance_floor(ranked, floor, noise, plan.text)
+    return ranked, candidates
 
 
 # -- 1. the query's time ----------------------------------------------------------------------------
@@ -157,14 +210,46 @@ def query_time(query: str, moment: datetime) -> ParsedTime:
 
 # -- 2. search ---------------------------------------------------------------------------------------
 
-def embed_query(embedder: Embedder, query: str) -> np.ndarray | None:
-    """The query's vector; None when the embedder fails (retrieval then goes by full text alone
-    rather than failing the agent's turn)."""
-    try:
-        return embedder.embed([query], kind="query")[0]
-    except ModelError as exc:
-        log.warning("query embedding failed (%s); retrieving by full text only", type(exc).__name__)
-        return None
+class QueryEmbedding:
+    """The vectors of the query and its parts, made in one embedder call in a thread of its own (an
+    ONNX model or a remote service works without holding the interpreter), so the steps that do not
+    need them run meanwhile. `vectors` waits for them: Nones when the embedder fails (retrieval then
+    goes by full text alone rather than failing the agent's turn); another error is raised there."""
+
+    def __init__(self, embedder: Embedder, queries: Sequence[str]) -> None:
+        self.ms = 0.0
+        self._result: list[np.ndarray | None] = [None] * len(queries)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(embedder, list(queries)),
+                                        name="memoryscope-query-embedding", daemon=True)
+        self._thread.start()
+
+    def _run(self, embedder: Embedder, queries: list[str]) -> None:
+        t = time.perf_counter()
+        try:
+            self._result = list(embedder.embed(queries, kind="query"))
+        except ModelError as exc:
+            log.warning("query embedding failed (%s); retrieving by full text only", type(exc).__name__)
+        except BaseException as exc:  # raised in the caller's thread, by `vectors`
+            self._error = exc
+        self.ms = _ms(t)
+
+    def vectors(self) -> list[np.ndarray | None]:
+        """The vectors, in the order of the queries (waits for the embedder)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+def names_in(ledger: UserLedger | None, query: str) -> list[str]:
+    """The names of the user's ledger the query holds, as it writes them, one per entity, in order."""
+    if not ledger:
+        return []
+    seen: dict[str, str] = {}
+    for match in ledger.matcher.find(query):
+        seen.setdefault(match.entity_id, query[match.start:match.end])
+    return list(seen.values())
 
 
 def search_text(query: str, parsed: ParsedTime) -> str:
@@ -184,19 +269,75 @@ def memory_filter(request: RetrievalRequest, parsed: ParsedTime, cfg: RetrievalS
                         time_range=store_range)
 
 
-def search_candidates(store: MemoryStore, request: RetrievalRequest, text: str, vector: np.ndarray | None,
+def search_candidates(store: MemoryStore, request: RetrievalRequest, text: str | None, vector: np.ndarray | None,
                       flt: MemoryFilter, candidates: int) -> list[Candidate]:
-    """Both channels of the store: at least `candidates` memories from each (more when top_k is larger)."""
+    """The store's channels the arguments give (full text for `text`, vectors for `vector`): at least
+    `candidates` memories from each (more when top_k is larger)."""
     return store.search(SearchRequest(user_id=request.user_id, text=text, vector=vector, filter=flt,
                                       limit=max(candidates, request.top_k)))
 
 
+def join_channels(text_found: Sequence[Candidate], vector_found: Sequence[Candidate]) -> list[Candidate]:
+    """One candidate per memory from the two channels' searches, with the ranks and scores of both
+    (what one search of both channels returns)."""
+    joined = {c.memory.id: c for c in text_found}  # each search's candidates are new objects
+    for found in vector_found:
+        known = joined.get(found.memory.id)
+        if known is None:
+            joined[found.memory.id] = found
+        else:
+            known.vector_rank, known.vector_score = found.vector_rank, found.vector_score
+            known.vector = known.vector if known.vector is not None else found.vector
+    return list(joined.values())
+
+
+def candidate_vectors(store: MemoryStore, user_id: str, candidates: Sequence[Candidate], vector: np.ndarray | None,
+                      correction: float) -> tuple[dict[str, float], dict[str, float]] | None:
+    """Every candidate's (cosine, ranking score) on the vector side, from its stored vector (as the
+    search returned it, else read by id: `hubness.vector_scores`); None without a query vector."""
+    if vector is None or not candidates:
+        return None
+    stored = {c.memory.id: c.vector for c in candidates if c.vector is not None}
+    missing = [c.memory.id for c in candidates if c.vector is None]
+    if missing:
+        stored.update(store.vectors_of(user_id, missing))
+    return vector_scores(vector, candidates, stored, correction)
+
+
+def merge_candidates(found: Sequence[Sequence[Candidate]]) -> list[Candidate]:
+    """The candidates of every search, each memory once (as the first search found it)."""
+    seen: dict[str, Candidate] = {}
+    for candidates in found:
+        for candidate in candidates:
+            seen.setdefault(candidate.memory.id, candidate)
+    return list(seen.values())
+
+
+def merge_rankings(rankings: Sequence[list[ScoredMemory]]) -> list[ScoredMemory]:
+    """One ranking from the whole query's and its parts' (`query_parts`): their memories taken in
+    turn (the whole query's best, the first part's best, the second's..., then each one's second),
+    each memory once, so that every part has its best memories near the top."""
+    if len(rankings) == 1:
+        return rankings[0]
+    seen: set[str] = set()
+    merged: list[ScoredMemory] = []
+    for row in itertools.zip_longest(*rankings):
+        for part, item in enumerate(row):
+            if item is not None and item.memory.id not in seen:
+                seen.add(item.memory.id)
+                item.scores["part"] = float(part)
+                merged.append(item)
+    return merged
+
+
 # -- 3-5. score ---------------------------------------------------------------------------------------
 
-def fuse_candidates(candidates: Sequence[Candidate], query: str, cfg: RetrievalSettings) -> list[ScoredMemory]:
-    """One score per memory from the two channels; a turn inherits part of its neighbours' score,
-    and the turns of speakers the query names gain ``speaker_boost``."""
-    ranked = fuse(candidates, cfg)
+def fuse_candidates(candidates: Sequence[Candidate], query: str, cfg: RetrievalSettings, *,
+                    vectors: tuple[Mapping[str, float], Mapping[str, float]] | None = None) -> list[ScoredMemory]:
+    """One score per memory from the two channels (`vectors`: the vector side's cosines and ranking
+    scores by memory id, see `ranking.fuse`); a turn inherits part of its neighbours' score, and the
+    turns of speakers the query names gain ``speaker_boost``."""
+    ranked = fuse(candidates, cfg, vectors=vectors)
     ranked = propagate_neighbours(ranked, cfg.neighbour_weight)
     return boost_named_speakers(ranked, query, cfg.speaker_boost)
 
@@ -209,6 +350,20 @@ def adjust_scores(ranked: list[ScoredMemory], cfg: RetrievalSettings, parsed: Pa
     if cfg.present_half_life_days and about_present:
         ranked = prefer_recent(ranked, cfg.present_half_life_days, cfg.present_weight)
     return ranked
+
+
+def floor_for(request: RetrievalRequest, analysis: QueryAnalysis, cfg: RetrievalSettings) -> float:
+    """The relevance floor's cosine threshold for this query: the call's `min_relevance` when it gave
+    one, else ``statement_min_relevance`` for a statement with at least three terms of its own (what
+    should come back for it shares its meaning in other words) and ``min_relevance`` otherwise;
+    -1 (no floor) whenever ``min_relevance`` is -1."""
+    if request.min_relevance is not None:
+        return request.min_relevance
+    if cfg.min_relevance <= -1:
+        return -1.0
+    if not analysis.asks and len(analysis.terms) >= 3 and cfg.statement_min_relevance is not None:
+        return cfg.statement_min_relevance
+    return cfg.min_relevance
 
 
 def noise_floors(embedder: Embedder, language: str,

@@ -8,7 +8,8 @@ Order of operations (each step documented in docs/retrieval.md):
 4. time: memories whose message or event time meets the query's (widened) range get a boost;
 5. recency decay (off by default), and for a question about the present ("now", "现在") a
    preference for the newer of similar memories;
-6. de-duplication of identical content.
+6. for a question, the lines that only ask something themselves give way to those that state;
+7. de-duplication of identical content.
 """
 
 from __future__ import annotations
@@ -26,47 +27,68 @@ from ..storage.text_analysis import CJK, analyse
 from ..timeparse import detect_language
 from ..types import MemoryType, ScoredMemory, TimeRange, as_aware
 from .noise_floor import calibrated
+from .query_analysis import holds_question
 
 
-def fuse(candidates: Sequence[Candidate], cfg: RetrievalSettings) -> list[ScoredMemory]:
-    """Combine the two channels into one score per memory (higher is better)."""
+def fuse(candidates: Sequence[Candidate], cfg: RetrievalSettings, *,
+         vectors: tuple[Mapping[str, float], Mapping[str, float]] | None = None) -> list[ScoredMemory]:
+    """Combine the two channels into one score per memory (higher is better). `vectors`: the
+    (cosines, ranking scores) of the vector side by memory id (`hubness.vector_scores`); without
+    it, the store's cosines for both."""
+    cosines, ranking = vectors if vectors is not None else _store_cosines(candidates)
     if cfg.fusion == "linear":
-        return _linear(candidates, cfg)
+        return _linear(candidates, cfg, cosines, ranking)
+    # the store's ranks, or the ranks of the rescored vector side when it was rescored
+    order = sorted(ranking, key=lambda i: -ranking[i]) if vectors is not None else []
+    vector_rank = {memory_id: rank for rank, memory_id in enumerate(order, start=1)}
     out = []
     for cand in candidates:
+        rank = vector_rank.get(cand.memory.id) if vectors is not None else cand.vector_rank
         text = cfg.text_weight / (cfg.rrf_k + cand.text_rank) if cand.text_rank else 0.0
-        vector = cfg.vector_weight / (cfg.rrf_k + cand.vector_rank) if cand.vector_rank else 0.0
-        scores = {"fused": text + vector}
-        if cand.text_score is not None:
-            scores["bm25"] = cand.text_score
-        if cand.vector_score is not None:
-            scores["cosine"] = cand.vector_score
-        out.append(ScoredMemory(memory=cand.memory, score=text + vector, scores=scores))
+        vector = cfg.vector_weight / (cfg.rrf_k + rank) if rank else 0.0
+        out.append(ScoredMemory(memory=cand.memory, score=text + vector,
+                                scores=_channel_scores(cand, cosines, text + vector)))
     return out
 
 
-def _linear(candidates: Sequence[Candidate], cfg: RetrievalSettings) -> list[ScoredMemory]:
+def _store_cosines(candidates: Sequence[Candidate]) -> tuple[dict[str, float], dict[str, float]]:
+    found = {c.memory.id: c.vector_score for c in candidates if c.vector_score is not None}
+    return found, found
+
+
+def _channel_scores(cand: Candidate, cosines: Mapping[str, float], fused: float) -> dict[str, float]:
+    scores = {"fused": fused}
+    if cand.text_score is not None:
+        scores["bm25"] = cand.text_score
+    cosine = cosines.get(cand.memory.id)
+    if cosine is not None:
+        scores["cosine"] = cosine
+    return scores
+
+
+def _linear(candidates: Sequence[Candidate], cfg: RetrievalSettings, cosines: Mapping[str, float],
+            ranking: Mapping[str, float]) -> list[ScoredMemory]:
     """Weighted sum of the channels, each scaled to [0, 1]: BM25 by its best score (a memory
-    without the query's terms scores 0), cosine by min-max over the vector candidates (cosine has
+    without the query's terms scores 0), the vector side by min-max over the candidates (cosine has
     no natural zero: unrelated texts still score 0.1-0.3)."""
     best_text = max((c.text_score for c in candidates if c.text_score is not None), default=0.0)
-    cosines = [c.vector_score for c in candidates if c.vector_score is not None]
-    lo, hi = (min(cosines), max(cosines)) if cosines else (0.0, 0.0)
+    # the scale is the vector channel's own candidates'; another candidate (found by full text) is
+    # scored on it too, and one below the channel's last counts 0, as it did before it was scored
+    channel = [ranking[c.memory.id] for c in candidates if c.vector_rank is not None and c.memory.id in ranking]
+    bounds = channel or list(ranking.values())
+    lo, hi = (min(bounds), max(bounds)) if bounds else (0.0, 0.0)
     # per-channel multipliers computed once: this loop runs for every candidate of every query
     text_scale = cfg.text_weight / best_text if best_text > 0 else 0.0
     vector_scale = cfg.vector_weight / (hi - lo) if hi > lo else 0.0
     out = []
     for cand in candidates:
-        scores = {}
         fused = 0.0
         if cand.text_score is not None:
-            scores["bm25"] = cand.text_score
             fused += cand.text_score * text_scale
-        if cand.vector_score is not None:
-            scores["cosine"] = cand.vector_score
-            fused += (cand.vector_score - lo) * vector_scale
-        scores["fused"] = fused
-        out.append(ScoredMemory(memory=cand.memory, score=fused, scores=scores))
+        score = ranking.get(cand.memory.id)
+        if score is not None and score > lo:
+            fused += (score - lo) * vector_scale
+        out.append(ScoredMemory(memory=cand.memory, score=fused, scores=_channel_scores(cand, cosines, fused)))
     return out
 
 
@@ -181,6 +203,22 @@ def prefer_recent(ranked: list[ScoredMemory], half_life_days: float, weight: flo
         item.score *= factor
         item.scores["present"] = factor
         item.scores["final"] = item.score
+    ranked.sort(key=lambda s: s.score, reverse=True)
+    return ranked
+
+
+def demote_asking_lines(ranked: list[ScoredMemory], weight: float) -> list[ScoredMemory]:
+    """For a question or a request: a memory that itself asks something ("What other hobbies have
+    you found?") keeps `weight` of its score. It matches a question's words well and rarely holds
+    the answer, which is another line, often the next turn (that one inherited its score first,
+    see `propagate_neighbours`). Returns the list sorted."""
+    if weight >= 1:
+        return ranked
+    for item in ranked:
+        if holds_question(item.memory.content):
+            item.score *= weight
+            item.scores["asking"] = weight
+            item.scores["final"] = item.score
     ranked.sort(key=lambda s: s.score, reverse=True)
     return ranked
 

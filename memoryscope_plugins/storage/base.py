@@ -60,6 +60,8 @@ class Candidate:
     text_score: float | None = None
     vector_rank: int | None = None
     vector_score: float | None = None  # cosine similarity
+    # the memory's stored vector when the store holds it at hand (None: read it with `vectors_of`)
+    vector: np.ndarray | None = None
 
 
 @dataclass(slots=True)
@@ -158,6 +160,9 @@ class MemoryStore(Protocol):
 
     # -- search -------------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> builtins.list[Candidate]: ...
+    def vectors_of(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors (float32 rows) of those of the user's memories `ids` that have one, by
+        id; retrieval reads its candidates' vectors with it, right after `search`."""
 
     # -- the durable message log ----------------------------------------------------------------
     def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],

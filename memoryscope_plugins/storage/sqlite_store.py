@@ -631,7 +631,7 @@ class SQLiteStore(StoreBase):
                                         "AND +user_id = ?", [*chunk, user_id]):
                     result[row[0]] = records.memory_from_row(row[1:])
         if index is not None:
-            index.records.update((r, result[r]) for r in rowids if r in result)
+            index.remember({r: result[r] for r in rowids if r in result})
         return result
 
     def _user_index(self, user_id: str) -> UserIndex | None:
@@ -706,6 +706,13 @@ class SQLiteStore(StoreBase):
 
     def vectors_of(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
+        index = self._user_index(user_id) if self._cache.get(user_id) is not None else None
+        if index is not None and index.matrix.shape[1]:
+            # the records a search just returned are in the user's (current) index: their vectors are
+            # read there (the matrix holds the stored float16 values, as the query below reads them)
+            out, ids = index.vectors_of(ids)
+            if not ids:
+                return out
         with self._read() as conn:
             for start in range(0, len(ids), 500):  # below SQLite's bound on parameters
                 chunk = list(ids[start:start + 500])

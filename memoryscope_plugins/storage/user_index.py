@@ -60,9 +60,29 @@ class UserIndex:
     # records already read, by rowid: valid while the user's rows are unchanged (an update or a
     # deletion rebuilds this object; new rows only add to it)
     records: dict[int, Memory] = field(default_factory=dict)
+    rowid_of: dict[str, int] = field(default_factory=dict)  # memory id -> rowid, of the records above
 
     def __len__(self) -> int:
         return len(self.rowids)
+
+    def remember(self, found: dict[int, Memory]) -> None:
+        """Keep records read from the store (by rowid), so the next read of them costs nothing."""
+        self.records.update(found)
+        self.rowid_of.update((memory.id, rowid) for rowid, memory in found.items())
+
+    def vectors_of(self, ids: Sequence[str]) -> tuple[dict[str, np.ndarray], list[str]]:
+        """The vectors of the records among `ids` this index has read and holds a vector of the
+        store's model for, and the other ids (the caller reads those from the store)."""
+        out: dict[str, np.ndarray] = {}
+        unread: list[str] = []
+        for memory_id in ids:
+            rowid = self.rowid_of.get(memory_id)
+            row = None if rowid is None else self.position.get(rowid)
+            if row is not None and self.has_vector[row]:
+                out[memory_id] = self.matrix[row]
+            else:
+                unread.append(memory_id)
+        return out, unread
 
 
 def _vector(value: Any) -> np.ndarray:
@@ -156,7 +176,8 @@ def _replaced(cached: UserIndex, rows: Sequence[IndexRow], model: str | None) ->
         terms=cached.terms.replaced(terms) if terms else cached.terms, type_codes=type_codes,
         status_codes=status_codes, created_ts=created_ts, event_start_ts=event_start_ts,
         event_end_ts=event_end_ts, agent_ids=agent_ids, session_ids=session_ids, row_terms=row_terms,
-        position=cached.position, records={k: v for k, v in cached.records.items() if k not in changed})
+        position=cached.position, records={k: v for k, v in cached.records.items() if k not in changed},
+        rowid_of={k: v for k, v in cached.rowid_of.items() if v not in changed})
 
 
 def _appended(cached: UserIndex, changed: Sequence[IndexRow], model: str | None, rev: int) -> UserIndex:
@@ -185,12 +206,14 @@ def _appended(cached: UserIndex, changed: Sequence[IndexRow], model: str | None,
         event_end_ts=np.concatenate([cached.event_end_ts, extra.event_end_ts]),
         agent_ids=cached.agent_ids + extra.agent_ids, session_ids=cached.session_ids + extra.session_ids,
         row_terms=cached.row_terms + extra.row_terms, position=position, records=cached.records,
+        rowid_of=cached.rowid_of,
     )
 
 
 # -- search -------------------------------------------------------------------------------------------
 def search(index: UserIndex, request: SearchRequest, query_terms: Sequence[str]) -> dict[int, dict[str, Any]]:
-    """Both channels over the index: rowid -> its `Candidate` ranks and scores, text hits first."""
+    """Both channels over the index: rowid -> its `Candidate` ranks, scores and stored vector, text
+    hits first."""
     found: dict[int, dict[str, Any]] = {}
     if len(index.rowids) == 0:
         return found
@@ -201,6 +224,10 @@ def search(index: UserIndex, request: SearchRequest, query_terms: Sequence[str])
     if request.vector is not None:
         for rank, (rowid, score) in enumerate(_vector_hits(index, request, keep), start=1):
             found.setdefault(rowid, {}).update(vector_rank=rank, vector_score=score)
+    for rowid, fields in found.items():  # every candidate's stored vector, read where it already is
+        row = index.position[rowid]
+        if index.has_vector[row]:
+            fields["vector"] = index.matrix[row]
     return found
 
 
