@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 from ..engine import MemoryScope
 from ..settings import Settings
 from ..types import MemoryType, Message
+from .cosine_baseline import CosineBaseline
 
 KS = (1, 3, 5, 10, 20)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -211,12 +212,20 @@ def _tag_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+BASELINES = ("cosine",)
+
+
 def run_locomo(data: str | Path, *, mode: str = "turns", settings: Settings | None = None,
                workdir: str | Path | None = None, limit_conversations: int | None = None,
-               on_progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run the benchmark and return the report dict (see module docstring for the metric)."""
+               on_progress: Callable[[str], None] | None = None, baselines: Sequence[str] = ()) -> dict[str, Any]:
+    """Run the benchmark and return the report dict (see module docstring for the metric). `baselines`:
+    also rank every question by these (``"cosine"``: `cosine_baseline.CosineBaseline`) over the same
+    memories, reported under ``baselines``."""
     if mode not in ("turns", "observations"):
         raise ValueError("mode is 'turns' or 'observations'")
+    unknown = sorted(set(baselines) - set(BASELINES))
+    if unknown:
+        raise ValueError(f"unknown baselines {unknown}; known: {', '.join(BASELINES)}")
     conversations = load_conversations(data)[:limit_conversations]
     settings = settings or Settings()
     tmp = tempfile.TemporaryDirectory(prefix="memoryscope-bench-") if workdir is None else None
@@ -228,70 +237,113 @@ def run_locomo(data: str | Path, *, mode: str = "turns", settings: Settings | No
     settings = settings.model_copy(update={
         "store": settings.store.model_copy(update={"backend": "sqlite", "path": store_path}),
         "consolidation": settings.consolidation.model_copy(update={"enabled": False})})
-    rows: list[dict[str, Any]] = []
-    ingest_ms = 0.0
-    n_memories = 0
-    search_ms: list[float] = []
-    steps_ms: dict[str, list[float]] = {}
+    runs = {name: _Run() for name in ("engine", *dict.fromkeys(baselines))}
     try:
         with MemoryScope(settings) as memory:
             memory.retrieve("warm-up", "warm up the query path")  # loads the model once
             for conv in conversations:
                 start = time.perf_counter()
-                n_memories += ingest(memory, conv, mode)
-                ingest_ms += (time.perf_counter() - start) * 1000.0
-                now = conv.sessions[-1].when + timedelta(days=1)
-                for question in conv.questions:
-                    start = time.perf_counter()
-                    result = memory.retrieve(conv.id, question.text, top_k=max(KS), now=now)
-                    search_ms.append((time.perf_counter() - start) * 1000.0)
-                    for step, spent in result.timings_ms.items():
-                        steps_ms.setdefault(step, []).append(spent)
-                    ranked = [covered_turns(item.memory.metadata) for item in result.memories]
-                    gold = set(question.gold)
-                    recall, hit = {}, {}
-                    for k in KS:
-                        found = gold & {i for ids in ranked[:k] for i in ids}
-                        recall[k] = len(found) / len(gold)
-                        hit[k] = float(bool(found))
-                    rows.append({"category": question.category, "recall": recall, "hit": hit,
-                                 "tags": question.tags, "stale_first": _stale_first(ranked, gold, question.stale)})
+                runs["engine"].memories += ingest(memory, conv, mode)
+                runs["engine"].ingest_ms += (time.perf_counter() - start) * 1000.0
+                _ask(memory, conv, runs)
                 if on_progress:
-                    on_progress(f"{conv.id}: {n_memories} memories, {len(rows)} questions")
+                    on_progress(f"{conv.id}: {runs['engine'].memories} memories, {len(runs['engine'].rows)} questions")
     finally:
         if tmp is not None:
             tmp.cleanup()
-    groups = {"1-4": {1, 2, 3, 4}, **{str(c): {c} for c in range(1, 6)}}
+    report = {"mode": mode, "config": settings.redacted(), "data": str(data), "n_conversations": len(conversations),
+              **runs.pop("engine").report()}
+    if runs:
+        report["baselines"] = {name: run.report() for name, run in runs.items()}
+    return report
 
-    def mean_of(metric: str, cats: set[int]) -> dict[str, float] | None:
-        chosen = [r for r in rows if r["category"] in cats]
-        if not chosen:
-            return None
-        return {str(k): statistics.fmean(r[metric][k] for r in chosen) for k in KS}
 
-    return {
-        "mode": mode,
-        "config": settings.redacted(),
-        "data": str(data),
-        "n_conversations": len(conversations),
-        "n_memories": n_memories,
-        "n_queries": len(rows),
-        "n_queries_by_category": {name: sum(1 for r in rows if r["category"] in cats) for name, cats in groups.items()},
-        "recall": {name: mean_of("recall", cats) for name, cats in groups.items()},
-        "hit": {name: mean_of("hit", cats) for name, cats in groups.items()},
-        "tags": _tag_report(rows),
-        "search_ms": {"p50": percentile(search_ms, 50), "p95": percentile(search_ms, 95),
-                      "mean": statistics.fmean(search_ms) if search_ms else float("nan")},
-        "search_steps_ms": {step: {"p50": percentile(v, 50), "p95": percentile(v, 95)}
-                            for step, v in steps_ms.items() if step != "total_ms"},
-        "ingest_ms_per_memory": ingest_ms / max(n_memories, 1),
-    }
+@dataclass
+class _Run:
+    """What one ranking method gathered over the run: a row per question, latencies, ingest cost."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    search_ms: list[float] = field(default_factory=list)
+    steps_ms: dict[str, list[float]] = field(default_factory=dict)
+    memories: int = 0
+    ingest_ms: float = 0.0
+
+    def add(self, question: Question, ranked: list[list[str]], spent_ms: float) -> None:
+        """One question's ranked memories (each as the turn ids it covers) and how long it took."""
+        gold = set(question.gold)
+        recall, hit = {}, {}
+        for k in KS:
+            found = gold & {i for ids in ranked[:k] for i in ids}
+            recall[k] = len(found) / len(gold)
+            hit[k] = float(bool(found))
+        self.search_ms.append(spent_ms)
+        self.rows.append({"category": question.category, "recall": recall, "hit": hit, "tags": question.tags,
+                          "stale_first": _stale_first(ranked, gold, question.stale)})
+
+    def report(self) -> dict[str, Any]:
+        groups = {"1-4": {1, 2, 3, 4}, **{str(c): {c} for c in range(1, 6)}}
+
+        def mean_of(metric: str, cats: set[int]) -> dict[str, float] | None:
+            chosen = [r for r in self.rows if r["category"] in cats]
+            if not chosen:
+                return None
+            return {str(k): statistics.fmean(r[metric][k] for r in chosen) for k in KS}
+
+        return {
+            "n_memories": self.memories,
+            "n_queries": len(self.rows),
+            "n_queries_by_category": {name: sum(1 for r in self.rows if r["category"] in cats)
+                                      for name, cats in groups.items()},
+            "recall": {name: mean_of("recall", cats) for name, cats in groups.items()},
+            "hit": {name: mean_of("hit", cats) for name, cats in groups.items()},
+            "tags": _tag_report(self.rows),
+            "search_ms": {"p50": percentile(self.search_ms, 50), "p95": percentile(self.search_ms, 95),
+                          "mean": statistics.fmean(self.search_ms) if self.search_ms else float("nan")},
+            "search_steps_ms": {step: {"p50": percentile(v, 50), "p95": percentile(v, 95)}
+                                for step, v in self.steps_ms.items() if step != "total_ms"},
+            "ingest_ms_per_memory": self.ingest_ms / max(self.memories, 1),
+        }
+
+
+def _ask(memory: MemoryScope, conv: Conversation, runs: dict[str, _Run]) -> None:
+    """Every question of `conv`, ranked by the engine (`retrieve`) and by each baseline of `runs`."""
+    now = conv.sessions[-1].when + timedelta(days=1)
+    cosine = CosineBaseline.of_user(memory, conv.id) if "cosine" in runs else None
+    for question in conv.questions:
+        start = time.perf_counter()
+        result = memory.retrieve(conv.id, question.text, top_k=max(KS), now=now)
+        spent = (time.perf_counter() - start) * 1000.0
+        for step, took in result.timings_ms.items():
+            runs["engine"].steps_ms.setdefault(step, []).append(took)
+        runs["engine"].add(question, [covered_turns(item.memory.metadata) for item in result.memories], spent)
+        if cosine is not None:
+            found, spent = cosine.rank(memory, question.text, max(KS))
+            runs["cosine"].add(question, [covered_turns(m.metadata) for m in found], spent)
+    if cosine is not None:
+        runs["cosine"].memories += len(cosine.memories)
 
 
 def format_table(report: dict[str, Any]) -> str:
-    """The report as Markdown tables (recall and hit per category group, latency)."""
+    """The report as Markdown tables (recall and hit per category group, tags, latency), then each
+    baseline's recall and hit."""
     lines = [f"LoCoMo retrieval, mode={report['mode']}, {report['n_conversations']} conversations, "
              f"{report['n_memories']} memories, {report['n_queries']} questions", ""]
+    lines += _metric_tables(report)
+    lines += _tag_table(report.get("tags") or {})
+    lines += _latency_lines(report)
+    for name, baseline in (report.get("baselines") or {}).items():
+        lines += ["", f"Baseline {name!r} ({BASELINE_NAMES.get(name, name)}), the same memories and questions:", ""]
+        lines += _metric_tables(baseline)
+        lines.append(f"search p50 {baseline['search_ms']['p50']:.2f} ms, p95 {baseline['search_ms']['p95']:.2f} ms "
+                     "(the query's embedding and one matrix product)")
+    return "\n".join(lines)
+
+
+BASELINE_NAMES = {"cosine": "plain cosine: the embedder over each memory's own words, nothing else"}
+
+
+def _metric_tables(report: dict[str, Any]) -> list[str]:
+    lines = []
     for metric in ("recall", "hit"):
         lines.append(f"| {metric} | n | " + " | ".join(f"@{k}" for k in KS) + " |")
         lines.append("|---|---|" + "---|" * len(KS))
@@ -302,20 +354,30 @@ def format_table(report: dict[str, Any]) -> str:
             lines.append(f"| {label} | {report['n_queries_by_category'][name]} | "
                          + " | ".join(f"{values[str(k)]:.3f}" for k in KS) + " |")
         lines.append("")
-    tags = report.get("tags") or {}
-    if tags:
-        lines.append("| tag (categories 1-4) | n | " + " | ".join(f"R@{k}" for k in KS) + " | stale first |")
-        lines.append("|---|---|" + "---|" * (len(KS) + 1))
-        for label, entry in tags.items():
-            stale = entry.get("stale_outranks_rate")
-            stale_cell = "" if stale is None else f"{stale:.3f} of {entry['n_with_stale']}"
-            lines.append(f"| {label} | {entry['n']} | " + " | ".join(f"{entry['recall'][str(k)]:.3f}" for k in KS)
-                         + f" | {stale_cell} |")
-        lines.append("")
-    lines.append(f"search p50 {report['search_ms']['p50']:.2f} ms, p95 {report['search_ms']['p95']:.2f} ms; "
-                 f"ingest {report['ingest_ms_per_memory']:.2f} ms per memory")
+    return lines
+
+
+def _tag_table(tags: dict[str, Any]) -> list[str]:
+    if not tags:
+        return []
+    lines = ["| tag (categories 1-4) | n | " + " | ".join(f"R@{k}" for k in KS) + " | stale first |",
+             "|---|---|" + "---|" * (len(KS) + 1)]
+    for label, entry in tags.items():
+        stale = entry.get("stale_outranks_rate")
+        stale_cell = "" if stale is None else f"{stale:.3f} of {entry['n_with_stale']}"
+        lines.append(f"| {label} | {entry['n']} | " + " | ".join(f"{entry['recall'][str(k)]:.3f}" for k in KS)
+                     + f" | {stale_cell} |")
+    return [*lines, ""]
+
+
+def _latency_lines(report: dict[str, Any]) -> list[str]:
+    lines = [f"search p50 {report['search_ms']['p50']:.2f} ms, p95 {report['search_ms']['p95']:.2f} ms; "
+             f"ingest {report['ingest_ms_per_memory']:.2f} ms per memory"]
     steps = report.get("search_steps_ms") or {}
     if steps:
         lines.append("search steps p50: " + ", ".join(
             f"{step.removesuffix('_ms')} {v['p50']:.2f} ms" for step, v in steps.items()))
-    return "\n".join(lines)
+        embed = steps.get("embed_ms", {}).get("p50")
+        if embed:
+            lines.append(f"retrieval p50 / the query embedding's p50: {report['search_ms']['p50'] / embed:.2f}")
+    return lines

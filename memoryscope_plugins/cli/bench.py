@@ -25,7 +25,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from ..bench.locomo import format_table, run_locomo
     settings = _settings(args)
     report = run_locomo(args.data, mode=args.mode, settings=settings, limit_conversations=args.limit,
-                        on_progress=lambda line: print(line, file=sys.stderr))
+                        on_progress=lambda line: print(line, file=sys.stderr), baselines=args.baseline)
     print(format_table(report))
     if args.out:
         _write_report(args.out, report)
@@ -110,6 +110,9 @@ def _add_locomo(bench: Any) -> None:
     p.add_argument("--mode", choices=["turns", "observations"], default="turns")
     p.add_argument("--out", help="write the JSON report here")
     p.add_argument("--limit", type=int, help="only the first N conversations")
+    p.add_argument("--baseline", action="append", choices=["cosine"], default=[],
+                   help="also rank every question by this baseline over the same memories, in the same run "
+                        "(cosine: the embedder alone over each memory's own words, what a vector-only memory does)")
     p.set_defaults(func=cmd_bench)
 
 
