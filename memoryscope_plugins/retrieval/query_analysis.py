@@ -19,8 +19,9 @@ mostly about itself, and what it should bring back shares its meaning, rarely it
   across words (什么 is one, 么名 none), so they cannot measure it.
 - ``names``: the known names it contains (the speakers, the ledger's entities), as the caller gives
   them, in the order they occur.
-- ``parts``: for a question with several parts ("What do Evan and Sam do to relax?", "When did she
-  move and why?", "小王和小李分别住在哪里？"), one query per part (`query_parts`); () otherwise.
+- ``parts``: for a question or request with several parts ("What do Evan and Sam do to relax?",
+  "When did she move and what did she leave behind?", "小王和小李分别住在哪里？"), one query per part
+  (`query_parts`); () otherwise.
 
 The same rules read English and Chinese; each is a short list of words per language.
 """
@@ -73,8 +74,10 @@ def analyse_query(query: str, names: Iterable[str] = ()) -> QueryAnalysis:
     entities of the user's ledger, as the query writes them, one per entity, in order); they may split
     it into parts."""
     found = tuple(dict.fromkeys(n for n in names if isinstance(n, str) and n.strip()))
-    return QueryAnalysis(kind=query_kind(query), terms=query_terms(query), names=found,
-                         parts=tuple(query_parts(query, found)), words=not CJK.search(query))
+    kind = query_kind(query)
+    parts = tuple(query_parts(query, found)) if kind != "statement" else ()  # a statement asks nothing
+    return QueryAnalysis(kind=kind, terms=query_terms(query), names=found, parts=parts,
+                         words=not CJK.search(query))
 
 
 @lru_cache(maxsize=4096)

@@ -21,6 +21,7 @@ from memoryscope_plugins.errors import SchemaVersionError, StoreError, StoreLock
 from memoryscope_plugins.storage.base import SearchRequest
 from memoryscope_plugins.storage.sqlite_store import SCHEMA_VERSION, SQLiteStore
 from memoryscope_plugins.types import Memory
+from memoryscope_plugins.vectors import vector_space
 
 
 def test_corrupted_file_gives_a_clear_error(tmp_path, local_embedder):
@@ -113,7 +114,7 @@ def test_switching_embedding_model_reembeds_and_never_mixes(tmp_path, local_embe
             result = memory.retrieve("anna", "bees garden")
             assert result.memories[0].scores.get("bm25")  # found by full text (the fake's vectors are noise)
             assert "I keep bees in my garden." in [m.memory.content for m in result.memories]
-            assert {m.memory.embedding_model for m in result.memories} == {remote.name}
+            assert {m.memory.embedding_model for m in result.memories} == {vector_space(remote)}
             embedded = [r.json for r in server.requests_to("/v1/embeddings")]
             assert sum(len(body["input"]) for body in embedded) >= 3  # two memories + the query
     # and back: the local model's vectors are rebuilt, 384-dimensional again

@@ -38,7 +38,10 @@ def answers(index: user_index.UserIndex) -> list:
                                                                              agent_id="a")):
             for vector in (None, np.asarray([1, 0.5, -1, 0], dtype=np.float32)):
                 request = SearchRequest(user_id="u", text=text, vector=vector, filter=flt, limit=3)
-                out.append(sorted(user_index.search(index, request, text.split()).items()))
+                found = user_index.search(index, request, text.split())
+                # each candidate's stored vector is compared by value (an array has no plain ==)
+                out.append(sorted((rowid, {k: (v.tolist() if k == "vector" else v) for k, v in fields.items()})
+                                  for rowid, fields in found.items()))
     return out
 
 

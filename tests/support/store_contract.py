@@ -409,6 +409,25 @@ def test_search_returns_both_channels_on_one_candidate(store):
     assert found["b1"].memory.content == "sailing on the lake"
 
 
+def test_a_candidates_vector_when_given_is_its_stored_one(store):
+    """Retrieval reads every candidate's vector (`Candidate.vector` where the store holds it at hand,
+    else `vectors_of`): both must be the vector stored, for candidates of either channel."""
+    vectors = np.stack([unit(11), unit(12), unit(13)])
+    store.put([mem("c1", content="sailing on the lake"), mem("c2", content="baking bread"),
+               mem("c3", content="sailing again")], vectors)
+    for request in (SearchRequest(user_id="alice", text="sailing", vector=None),
+                    SearchRequest(user_id="alice", text=None, vector=unit(12))):
+        found = store.search(request)
+        stored = store.vectors_of("alice", [c.memory.id for c in found])
+        assert set(stored) == {c.memory.id for c in found}
+        for cand in found:
+            expected = vectors[int(cand.memory.id[1:]) - 1]
+            assert np.allclose(stored[cand.memory.id], expected, atol=2e-3)
+            if cand.vector is not None:
+                assert np.allclose(cand.vector, stored[cand.memory.id], atol=1e-6)
+    assert store.vectors_of("bob", ["c1"]) == {}  # another user's ids give nothing
+
+
 def test_search_limit_applies_per_channel(store):
     store.put([mem(f"k{i}", content=f"garden party number {i}") for i in range(30)],
               np.stack([unit(i) for i in range(30)]))
