@@ -36,7 +36,6 @@ from ..storage.base import Candidate
 from ..storage.text_analysis import analyse
 from .query_analysis import QueryAnalysis, lexical_evidence, query_terms
 
-
 #: The time boost of a query about a time alone: x11 inside the range puts what falls in it first.
 TIME_ONLY_BOOST = 10.0
 

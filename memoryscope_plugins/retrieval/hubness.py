@@ -22,7 +22,6 @@ import numpy as np
 
 from ..storage.base import Candidate
 
-
 #: The fewest vector candidates whose mean is taken for what a neighbourhood has in common: a user
 #: with a handful of memories has no hubs to speak of, and their mean is mostly each memory itself.
 MIN_NEIGHBOURHOOD = 20
