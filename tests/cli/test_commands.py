@@ -128,3 +128,28 @@ def test_bench_locomo_on_a_tiny_file(tmp_path, capsys, mode):
     assert tags["update"]["stale_outranks_rate"] in (0.0, 1.0)
     output = capsys.readouterr().out
     assert "| recall |" in output and "| tag (categories 1-4) |" in output
+
+
+def test_bench_locomo_puts_plain_cosine_beside_the_engine(tmp_path, capsys):
+    data = tmp_path / "tiny.json"
+    _tiny_locomo(data)
+    out = tmp_path / "report.json"
+    assert main(["bench", "locomo", "--data", str(data), "--baseline", "cosine", "--out", str(out)]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    cosine = report["baselines"]["cosine"]
+    assert cosine["n_queries"] == report["n_queries"] == 2 and cosine["n_memories"] == report["n_memories"] == 5
+    assert cosine["recall"]["1-4"]["20"] == 1.0  # five memories: every gold turn is in its 20
+    assert set(cosine["hit"]["1-4"]) == {"1", "3", "5", "10", "20"} and cosine["search_ms"]["p50"] > 0
+    output = capsys.readouterr().out
+    assert "Baseline 'cosine' (plain cosine" in output and output.count("| recall |") == 2
+    assert "retrieval p50 / the query embedding's p50:" in output
+
+
+def test_bench_locomo_refuses_an_unknown_baseline(tmp_path):
+    from memoryscope_plugins.bench.locomo import run_locomo
+    data = tmp_path / "tiny.json"
+    _tiny_locomo(data)
+    with pytest.raises(ValueError, match="unknown baselines"):
+        run_locomo(data, baselines=["bm25"])
+    with pytest.raises(SystemExit):
+        main(["bench", "locomo", "--data", str(data), "--baseline", "bm25"])
