@@ -7,6 +7,10 @@
 Ingests the first two conversations, then times `retrieve` and the query embedding alone for each
 question, in wall time and in the thread's CPU time. On a shared machine the CPU time is the figure
 to read: it leaves out the time spent waiting for a core (not the slowdown of sharing its caches).
+The thread's CPU time leaves out the query's embedding, which runs in a thread of its own while the
+full-text channel is searched (docs/retrieval.md, step 2): compare wall times. The last lines give the
+ratio of retrieve's wall p50 to the embedding's alone, for every question and for the questions
+ranked part by part (`retrieval.query_parts`: their parts are embedded in the same call).
 """
 
 from __future__ import annotations
@@ -27,6 +31,12 @@ def _summary(seconds: list[float]) -> str:
     return f"p50 {np.percentile(seconds, 50) * 1e3:.2f} ms, p95 {np.percentile(seconds, 95) * 1e3:.2f} ms"
 
 
+def _ratio(label: str, wall: list[float], embed_wall: list[float]) -> None:
+    if wall:
+        ratio = float(np.percentile(wall, 50) / np.percentile(embed_wall, 50))
+        print(f"  {label} ({len(wall)}): retrieve wall p50 / query embedding wall p50 = {ratio:.2f}")
+
+
 def main() -> None:
     data = sys.argv[1]
     language = sys.argv[2] if len(sys.argv) > 2 else "auto"
@@ -41,21 +51,27 @@ def main() -> None:
                 "retrieval": retrieval})
             with MemoryScope(settings) as memory:
                 memory.retrieve("warm-up", "warm up the query path")
-                cpu, wall, embed = [], [], []
+                cpu, wall, embed, embed_wall, with_parts = [], [], [], [], []
                 for conversation in conversations:
                     ingest(memory, conversation, "turns")
                     now = conversation.sessions[-1].when + timedelta(days=1)
                     for question in conversation.questions:
                         started, started_wall = time.thread_time(), time.perf_counter()
-                        memory.retrieve(conversation.id, question.text, top_k=20, now=now)
+                        result = memory.retrieve(conversation.id, question.text, top_k=20, now=now)
                         cpu.append(time.thread_time() - started)
                         wall.append(time.perf_counter() - started_wall)
-                        started = time.thread_time()
+                        started, started_wall = time.thread_time(), time.perf_counter()
                         memory.embedder.embed([question.text], kind="query")
                         embed.append(time.thread_time() - started)
+                        embed_wall.append(time.perf_counter() - started_wall)
+                        if any(item.scores.get("part", 0) > 0 for item in result.memories):
+                            with_parts.append(len(wall) - 1)
                 print(f"{'int8' if int8 else 'float32'} ({memory.embedder.name}), {len(cpu)} questions: "
                       f"retrieve CPU {_summary(cpu)}; query embedding CPU {_summary(embed)}; "
-                      f"retrieve wall {_summary(wall)}")
+                      f"retrieve wall {_summary(wall)}; query embedding wall {_summary(embed_wall)}")
+                _ratio("every question", wall, embed_wall)
+                _ratio("questions ranked part by part", [wall[i] for i in with_parts],
+                       [embed_wall[i] for i in with_parts])
     print("load average", " ".join(Path("/proc/loadavg").read_text().split()[:3]))
 
 
