@@ -15,7 +15,7 @@ if not hasattr(ag2, "Agent") or not hasattr(ag2, "Middleware"):
     pytest.skip("the installed `ag2` is not ag2 1.x", allow_module_level=True)
 
 from ag2 import Agent, Context
-from ag2.events import ModelMessage, ModelResponse, ToolCallEvent
+from ag2.events import ModelMessage, ModelResponse, ToolCallEvent, ToolResultEvent
 from ag2.testing import TestConfig, TrackingConfig
 
 from memoryscope_plugins.adapters._common import MemoryConfig
@@ -27,6 +27,7 @@ from memoryscope_plugins.adapters.ag2 import (
 )
 from memoryscope_plugins.errors import StoreError
 from tests.support.fakes.broken_store import BrokenStore
+from tests.support.statement_recall import REMEMBERED, STATEMENT, TOP_K, UNRELATED, record_earlier_session
 
 BLOCK = "<long_term_memory>"
 FACT = "My dog is called Biscuit."
@@ -73,6 +74,29 @@ async def test_recall_reaches_a_new_agent_and_stays_out_of_the_history(engine):
     assert second.body == "It is 4." and BLOCK not in prompt_of(config)
 
 
+async def test_a_statement_brings_back_what_was_said_in_other_words(engine):
+    record_earlier_session(engine)
+    config = scripted("That sounds like a lot.", "Enjoy the sun.")
+    agent = Agent("helper", "You help.", config=config,
+                  plugins=[MemoryScopePlugin(engine, user_id="anna", top_k=TOP_K)])
+    reply = await agent.ask(STATEMENT)
+    assert REMEMBERED in prompt_of(config)
+    reply = await reply.ask(UNRELATED)
+    assert REMEMBERED not in prompt_of(config)
+    assert not any(BLOCK in str(event) for event in await reply.history.get_events())
+    assert list(reply.context.prompt) == ["You help."]
+
+
+async def test_the_search_tool_finds_for_a_statement_what_was_said_in_other_words(engine):
+    record_earlier_session(engine)
+    config = scripted(call("search_memory", query=STATEMENT, limit=TOP_K), "That sounds like a lot.")
+    agent = Agent("helper", config=config,
+                  plugins=[MemoryScopePlugin(engine, user_id="anna", tools=True, automatic=False)])
+    reply = await agent.ask(STATEMENT)
+    results = [event for event in await reply.history.get_events() if isinstance(event, ToolResultEvent)]
+    assert len(results) == 1 and REMEMBERED in " ".join(str(part.content) for part in results[0].result.parts)
+
+
 async def test_both_sides_recorded_as_who_said_them_and_tool_plumbing_is_not(engine):
     config = scripted(ModelResponse(ModelMessage("Let me check."), tool_calls=_calls(call("lookup", key="x"))),
                       "Your order ships Monday.", "You're welcome.")
@@ -104,7 +128,7 @@ async def test_a_turn_ending_on_tool_calls_records_the_request_but_no_answer(eng
 
 
 async def test_a_turn_resumed_with_the_client_tools_result_recalls_and_records_the_answer(engine):
-    from ag2.events import ToolResultEvent, ToolResultsEvent
+    from ag2.events import ToolResultsEvent
     from ag2.tools.final import ClientTool
     engine.record("anna", [{"role": "user", "content": "I always book a table by the window."}])
     picker = ClientTool({"function": {"name": "pick_date", "description": "Ask the UI for a date.",

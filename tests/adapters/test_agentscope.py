@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from memoryscope_plugins.adapters.agentscope import MemoryScopeMiddleware
 from tests.support.fakes.broken_store import BrokenStore
+from tests.support.statement_recall import REMEMBERED, STATEMENT, TOP_K, UNRELATED, record_earlier_session
 
 BLOCK = "<long_term_memory>"
 FACT = "My dog is called Biscuit."
@@ -90,6 +91,27 @@ async def test_history_stays_clean_and_every_turn_is_recorded(engine):
     assert all(blocks(call) <= 1 for call in model.calls)
     assert "Lisbon" in text(model.calls[-1])
     assert {m.agent_id for m in engine.list("anna")} == {"Friday"}
+
+
+async def test_a_statement_brings_back_what_was_said_in_other_words(engine):
+    record_earlier_session(engine)
+    model = FakeModel("That sounds like a lot.", "Enjoy the sun.")
+    agent = make_agent(model, MemoryScopeMiddleware(engine, user_id="anna", top_k=TOP_K))
+    await agent.reply(UserMsg("anna", STATEMENT))
+    assert REMEMBERED in text(model.calls[-1])
+    await agent.reply(UserMsg("anna", UNRELATED))
+    assert REMEMBERED not in text(model.calls[-1])
+    assert all(m.name != "memory" and BLOCK not in (m.get_text_content() or "") for m in agent.state.context)
+
+
+async def test_the_memory_tool_finds_for_a_statement_what_was_said_in_other_words(engine):
+    record_earlier_session(engine)
+    middleware = MemoryScopeMiddleware(engine, user_id="anna", mode="agent_control")
+    model = FakeModel({"name": "retrieve_from_memory", "input": {"keywords": [STATEMENT], "limit": TOP_K}},
+                      "That sounds like a lot.")
+    agent = make_agent(model, middleware, Toolkit(tools=await middleware.list_tools()))
+    await agent.reply(UserMsg("anna", STATEMENT))
+    assert REMEMBERED in text([m for m in model.calls[-1] if m.get("role") == "tool"])
 
 
 async def test_streaming_reply_is_recorded(engine):

@@ -29,6 +29,7 @@ from memoryscope_plugins.adapters.autogen_agentchat import (
     run_with_memory,
 )
 from tests.support.fakes.broken_store import BrokenStore
+from tests.support.statement_recall import REMEMBERED, STATEMENT, TOP_K, UNRELATED, record_earlier_session
 
 BLOCK = "<long_term_memory>"
 FACT = "My dog is called Biscuit."
@@ -190,6 +191,18 @@ async def test_run_stream_records_before_the_task_result(engine):
         if isinstance(item, TaskResult):
             break  # a consumer that stops at the result loses nothing
     assert {m.content for m in engine.list("anna")} == {FACT, "Noted!"}
+    assert blocks(await agent.model_context.get_messages()) == 0
+
+
+async def test_a_statement_brings_back_what_was_said_in_other_words(engine):
+    record_earlier_session(engine)
+    model_client = client("That sounds like a lot.", "Enjoy the sun.")
+    agent = AssistantAgent("assistant", model_client=model_client,
+                           memory=[MemoryScopeMemory(engine, user_id="anna", top_k=TOP_K)])
+    await run_with_memory(agent, STATEMENT)
+    assert REMEMBERED in text(last_prompt(model_client))
+    await run_with_memory(agent, UNRELATED)
+    assert REMEMBERED not in text(last_prompt(model_client))
     assert blocks(await agent.model_context.get_messages()) == 0
 
 

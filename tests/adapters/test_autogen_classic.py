@@ -19,6 +19,7 @@ from autogen import Agent, ConversableAgent
 from memoryscope_plugins.adapters.autogen_classic import MemoryCapability, MemoryConversableAgent
 from memoryscope_plugins.errors import StoreError
 from tests.support.fakes.broken_store import BrokenStore
+from tests.support.statement_recall import REMEMBERED, STATEMENT, TOP_K, UNRELATED, record_earlier_session
 
 BLOCK = "<long_term_memory>"
 FACT = "My dog is called Biscuit."
@@ -32,10 +33,10 @@ def _reset_prompts():
     FakeClient.reset()
 
 
-def assistant(engine, user_id: Any = "anna", name: str = "assistant") -> ConversableAgent:
+def assistant(engine, user_id: Any = "anna", name: str = "assistant", top_k: int | None = None) -> ConversableAgent:
     agent = ConversableAgent(name, llm_config=LLM_CONFIG, human_input_mode="NEVER")
     agent.register_model_client(model_client_cls=FakeClient)  # type: ignore[arg-type]  # autogen types the class as an instance
-    MemoryCapability(engine, user_id=user_id).add_to_agent(agent)
+    MemoryCapability(engine, user_id=user_id, top_k=top_k).add_to_agent(agent)
     return agent
 
 
@@ -84,6 +85,16 @@ async def test_async_chat_injects_and_records(engine):
     assert blocks(agent.chat_messages[user]) == 0
     assert "Remind me of my dog's name" in [m.content for m in engine.list("anna")]
     assert len(await engine.alist("anna")) == 3
+
+
+def test_a_statement_brings_back_what_was_said_in_other_words(engine):
+    record_earlier_session(engine)
+    agent, user = assistant(engine, top_k=TOP_K), human()
+    user.initiate_chat(agent, message=STATEMENT, max_turns=1, silent=True)
+    assert REMEMBERED in prompt_text(FakeClient.prompts[-1])
+    user.initiate_chat(agent, message=UNRELATED, max_turns=1, clear_history=False, silent=True)
+    assert REMEMBERED not in prompt_text(FakeClient.prompts[-1])
+    assert blocks(agent.chat_messages[user]) == 0
 
 
 def test_two_users_never_see_each_other(engine):

@@ -27,6 +27,7 @@ from pydantic import Field
 
 from memoryscope_plugins.adapters.langchain import MemoryScopeChatMemory, MemoryScopeMiddleware, MemoryScopeRetriever
 from tests.support.fakes.broken_store import BrokenStore
+from tests.support.statement_recall import REMEMBERED, STATEMENT, TOP_K, UNRELATED, record_earlier_session
 
 BLOCK = "<long_term_memory>"
 FACT = "My dog is called Biscuit."
@@ -132,6 +133,17 @@ def test_history_stays_clean_and_every_turn_is_recorded(engine):
     assert {m.session_id for m in engine.list("anna")} == {"t"}  # the thread id is the session
 
 
+def test_a_statement_brings_back_what_was_said_in_other_words(engine):
+    record_earlier_session(engine)
+    chat_model = model("That sounds like a lot.", "Enjoy the sun.")
+    agent = agent_with(chat_model, MemoryScopeMiddleware(engine, user_id="anna", top_k=TOP_K))
+    agent.invoke(ask(STATEMENT), thread("t"))
+    assert REMEMBERED in prompt_text(chat_model.prompts[-1])
+    agent.invoke(ask(UNRELATED), thread("t"))
+    assert REMEMBERED not in prompt_text(chat_model.prompts[-1])
+    assert blocks(agent.get_state(thread("t")).values["messages"]) == 0
+
+
 async def test_async_agent_injects_and_records(engine):
     engine.record("anna", [{"role": "user", "content": FACT}])
     chat_model = model("Biscuit.", "You're welcome.")
@@ -232,6 +244,12 @@ async def test_retriever_returns_documents_with_metadata(engine):
     assert {d.metadata["type"] for d in custom_only.invoke("peanuts and dogs")} == {"custom"}
 
 
+def test_retriever_finds_for_a_statement_what_was_said_in_other_words(engine):
+    record_earlier_session(engine)
+    documents = MemoryScopeRetriever(memory=engine, user_id="anna", top_k=TOP_K).invoke(STATEMENT)
+    assert REMEMBERED in [d.page_content for d in documents]
+
+
 def test_retriever_degrades_on_failure(engine, caplog):
     engine.store = BrokenStore(engine.store)
     with caplog.at_level(logging.WARNING, logger="memoryscope_plugins.adapters"):
@@ -257,6 +275,16 @@ def test_chat_memory_in_a_conversation_chain(engine):
     assert result["response"] == "Biscuit."
     assert "Biscuit" in prompt_text(chat_model.prompts[-1]) and blocks(chat_model.prompts[-1]) == 1
     assert engine.count("anna") == 4
+
+
+def test_chat_memory_brings_back_for_a_statement_what_was_said_in_other_words(engine):
+    record_earlier_session(engine)
+    chat_model = model("That sounds like a lot.", "Enjoy the sun.")
+    chain = conversation(chat_model, MemoryScopeChatMemory(memory=engine, user_id="anna", top_k=TOP_K))
+    chain.invoke({"input": STATEMENT})
+    assert REMEMBERED in prompt_text(chat_model.prompts[-1])
+    chain.invoke({"input": UNRELATED})
+    assert REMEMBERED not in prompt_text(chat_model.prompts[-1])
 
 
 async def test_chat_memory_async_and_messages(engine):

@@ -12,6 +12,7 @@ import pytest
 from memoryscope_plugins import Entity, EntityKind
 from memoryscope_plugins.errors import StoreError
 from memoryscope_plugins.storage.base import LedgerChanges
+from tests.support.statement_recall import REMEMBERED, STATEMENT, TOP_K, record_earlier_session
 
 
 def test_tools_are_scoped_to_the_user_and_report_failures(engine, caplog):
@@ -69,7 +70,9 @@ def test_recall_entity_tells_what_is_known_about_someone(engine):
     assert "Melanie" not in MemoryTools(engine, user_id="bob").recall_entity("Mel")
 
 
-async def test_agentchat_assistant_uses_the_memory_tools(engine):
+def _agentchat_calling(engine, tool: str, arguments: dict[str, Any], answer: str) -> tuple[Any, Any, list[Any]]:
+    """An AgentChat `AssistantAgent` with anna's memory tools, whose replayed model calls `tool` with
+    `arguments`, then reads the result and answers `answer`: (agent, model client, tools)."""
     pytest.importorskip("autogen_ext.models.replay", reason="pip install 'memoryscope-plugins[autogen]'")
     from autogen_agentchat.agents import AssistantAgent
     from autogen_core import FunctionCall
@@ -78,20 +81,31 @@ async def test_agentchat_assistant_uses_the_memory_tools(engine):
 
     from memoryscope_plugins.adapters.autogen_agentchat import MemoryScopeMemory, memory_tools
 
-    memory = MemoryScopeMemory(engine, user_id="anna")
-    tools = memory_tools(memory)
-    assert [t.name for t in tools] == ["search_memory", "recall_entity", "add_memory", "update_memory", "delete_memory"]
+    tools = memory_tools(MemoryScopeMemory(engine, user_id="anna"))
     usage = RequestUsage(prompt_tokens=0, completion_tokens=0)
-    call = FunctionCall(id="1", name="add_memory", arguments=json.dumps({"content": "Anna's dog is Biscuit."}))
+    call = FunctionCall(id="1", name=tool, arguments=json.dumps(arguments))
     client = ReplayChatCompletionClient(
-        [CreateResult(finish_reason="function_calls", content=[call], usage=usage, cached=False), "Saved."],
+        [CreateResult(finish_reason="function_calls", content=[call], usage=usage, cached=False), answer],
         model_info={"vision": False, "function_calling": True, "json_output": False, "family": "unknown",
                     "structured_output": False})
-    agent = AssistantAgent("assistant", model_client=client, tools=tools, reflect_on_tool_use=True)
+    return AssistantAgent("assistant", model_client=client, tools=tools, reflect_on_tool_use=True), client, tools
+
+
+async def test_agentchat_assistant_uses_the_memory_tools(engine):
+    agent, _, tools = _agentchat_calling(engine, "add_memory", {"content": "Anna's dog is Biscuit."}, "Saved.")
+    assert [t.name for t in tools] == ["search_memory", "recall_entity", "add_memory", "update_memory", "delete_memory"]
     await agent.run(task="Remember that my dog is Biscuit.")
     assert [m.content for m in engine.list("anna")] == ["Anna's dog is Biscuit."]
     found = await tools[0].run_json({"query": "dog", "limit": 3}, cancellation_token=None)
     assert "Biscuit" in str(found)
+
+
+async def test_agentchat_search_tool_finds_for_a_statement_what_was_said_in_other_words(engine):
+    record_earlier_session(engine)
+    agent, client, _ = _agentchat_calling(engine, "search_memory", {"query": STATEMENT, "limit": TOP_K},
+                                          "That sounds like a lot.")
+    await agent.run(task=STATEMENT)
+    assert REMEMBERED in str(client.create_calls[-1]["messages"])  # the tool's result, read by the model
 
 
 class FakeClient:
@@ -129,7 +143,9 @@ class FakeClient:
         return {}
 
 
-def test_classic_register_memory_tools(engine):
+def _classic_agents_with_memory_tools(engine) -> tuple[Any, Any, list[str]]:
+    """A classic AutoGen assistant (the scripted `FakeClient`) calling anna's memory tools, which the
+    human's proxy runs: (assistant, human, tool names)."""
     autogen = pytest.importorskip("autogen", reason="pip install 'memoryscope-plugins[autogen]'")
     if not hasattr(autogen, "ConversableAgent"):
         pytest.skip("the installed `autogen` is not classic AutoGen")
@@ -137,13 +153,19 @@ def test_classic_register_memory_tools(engine):
 
     from memoryscope_plugins.adapters.autogen_classic import register_memory_tools
 
-    FakeClient.replies = [{"name": "add_memory", "args": {"content": "Anna's dog is Biscuit."}}, "TERMINATE"]
     config = {"config_list": [{"model": "fake", "model_client_cls": "FakeClient"}], "cache_seed": None}
     assistant = ConversableAgent("assistant", llm_config=config, human_input_mode="NEVER")
     human = UserProxyAgent("anna", human_input_mode="NEVER", code_execution_config=False,
                            is_termination_msg=lambda m: "TERMINATE" in (m.get("content") or ""))
     names = register_memory_tools(engine, caller=assistant, executor=human, user_id="anna")
-    assistant.register_model_client(model_client_cls=FakeClient)  # AutoGen rebuilds its client on new tools
+    # AutoGen rebuilds its client on new tools; it types the class it takes as an instance
+    assistant.register_model_client(model_client_cls=FakeClient)  # type: ignore[arg-type]
+    return assistant, human, names
+
+
+def test_classic_register_memory_tools(engine):
+    assistant, human, names = _classic_agents_with_memory_tools(engine)
+    FakeClient.replies = [{"name": "add_memory", "args": {"content": "Anna's dog is Biscuit."}}, "TERMINATE"]
     assert names == ["search_memory", "recall_entity", "add_memory", "update_memory", "delete_memory"]
     from memoryscope_plugins.adapters._tools import tool_spec
     assert [t["function"]["description"] for t in assistant.llm_config["tools"]] == [
@@ -151,6 +173,15 @@ def test_classic_register_memory_tools(engine):
     human.initiate_chat(assistant, message="Remember my dog is Biscuit.", max_turns=2, silent=True)
     assert [m.content for m in engine.list("anna")] == ["Anna's dog is Biscuit."]
     assert engine.list("anna")[0].agent_id == "assistant"
+
+
+def test_classic_search_tool_finds_for_a_statement_what_was_said_in_other_words(engine):
+    assistant, human, _ = _classic_agents_with_memory_tools(engine)
+    record_earlier_session(engine)
+    FakeClient.replies = [{"name": "search_memory", "args": {"query": STATEMENT, "limit": TOP_K}}, "TERMINATE"]
+    human.initiate_chat(assistant, message=STATEMENT, max_turns=2, silent=True)
+    results = [m for m in assistant.chat_messages[human] if m.get("role") == "tool"]
+    assert len(results) == 1 and REMEMBERED in str(results[0])
 
 
 async def test_agentscope_memory_tool_set(engine):
