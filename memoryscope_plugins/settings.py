@@ -159,8 +159,8 @@ class RetrievalSettings(Section):
                               "she leave?') is also ranked part by part, and the rankings merged so each part "
                               "has its best memories in the block")
     asking_line_weight: float = Field(0.8, ge=0, le=1, description="for a question or request, the share of "
-                                      "its score a memory keeps when it asks something itself (its answer is "
-                                      "another line); 1: off")
+                                      "its score a memory keeps when it mostly asks something itself (a question "
+                                      "and at most 15 words besides: its answer is another line); 1: off")
     hub_correction: float = Field(0.7, ge=0, le=1, description="vector scores minus this share of each "
                                   "candidate's similarity to the centre of the vector channel's candidates: a "
                                   "memory near everything (\"That's great, Caroline!\") no longer outranks one near "

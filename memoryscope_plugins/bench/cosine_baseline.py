@@ -1,10 +1,10 @@
 """Plain cosine, the baseline `bench locomo --baseline cosine` puts beside the engine in the same run.
 
-What a vector-only memory does: every recorded memory's own words (as said, with the image caption
-the benchmark appends; no date, no speaker, no neighbouring turn) embedded as a document with the
-engine's embedder, the question embedded as a query, and all of the user's memories ranked by cosine
-alone. No full text, no fusion, no floor, no time. It reads the memories the benchmark recorded and
-writes nothing.
+What a vector-only memory does: every recorded memory embedded as a document with the engine's
+embedder, as the reference scripts and mem0's benchmark add a LoCoMo turn ("[8 May 2023] Caroline:
+I went to ...", with the image caption the benchmark appends; no neighbouring turn), the question
+embedded as a query, and all of the user's memories ranked by cosine alone. No full text, no fusion,
+no floor, no time. It reads the memories the benchmark recorded and writes nothing.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engine import MemoryScope
+from ..indexing import dated_text
 from ..types import Memory
 
 
 @dataclass
 class CosineBaseline:
-    """One user's memories embedded by their own words; `rank` orders them for a query."""
+    """One user's memories embedded by their dated words; `rank` orders them for a query."""
 
     memories: list[Memory] = field(default_factory=list)
     matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
@@ -31,8 +32,9 @@ class CosineBaseline:
         memories = [m for batch in memory.store.iter_memories(user_id, batch_size) for m in batch]
         if not memories:
             return cls()
-        rows = [np.asarray(memory.embedder.embed([m.content for m in memories[i:i + batch_size]], kind="document"),
-                           dtype=np.float32) for i in range(0, len(memories), batch_size)]
+        rows = [np.asarray(memory.embedder.embed([dated_text(m) for m in memories[i:i + batch_size]],
+                                                 kind="document"), dtype=np.float32)
+                for i in range(0, len(memories), batch_size)]
         return cls(memories, np.concatenate(rows))
 
     def rank(self, memory: MemoryScope, query: str, top_k: int) -> tuple[list[Memory], float]:

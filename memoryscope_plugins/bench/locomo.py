@@ -339,7 +339,7 @@ def format_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-BASELINE_NAMES = {"cosine": "plain cosine: the embedder over each memory's own words, nothing else"}
+BASELINE_NAMES = {"cosine": "plain cosine: the embedder over each memory's dated words, nothing else"}
 
 
 def _metric_tables(report: dict[str, Any]) -> list[str]:

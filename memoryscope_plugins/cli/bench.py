@@ -112,7 +112,7 @@ def _add_locomo(bench: Any) -> None:
     p.add_argument("--limit", type=int, help="only the first N conversations")
     p.add_argument("--baseline", action="append", choices=["cosine"], default=[],
                    help="also rank every question by this baseline over the same memories, in the same run "
-                        "(cosine: the embedder alone over each memory's own words, what a vector-only memory does)")
+                        "(cosine: the embedder alone over each memory's dated words, what a vector-only memory does)")
     p.set_defaults(func=cmd_bench)
 
 

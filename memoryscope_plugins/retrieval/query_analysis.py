@@ -38,6 +38,9 @@ from .query_parts import query_parts
 
 QueryKind = Literal["question", "request", "statement"]
 
+_WORD_RUN = re.compile(r"[^\W_]+")
+#: A line that asks something and states at most this many words besides mostly asks (`mostly_asks`).
+STATED_WORDS = 15
 _SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]*")
 _QUESTION_OPENING = re.compile(
     r"^\W*(what|when|where|who|whom|whose|which|why|how|do|does|did|is|are|was|were|have|has|had|"
@@ -97,6 +100,20 @@ def holds_question(text: str) -> bool:
     awesome! What made the biggest difference?"; its answer, when there is one, is another line)."""
     sentences = [s.strip() for s in _SENTENCE.findall(text) if s.strip()] or [text.strip()]
     return any(_is_question(s) for s in sentences)
+
+
+@lru_cache(maxsize=65536)
+def mostly_asks(text: str, stated_words: int = STATED_WORDS) -> bool:
+    """Whether `text` asks something and states little besides: its sentences that are not questions
+    hold at most `stated_words` words ("What other hobbies do you have?", "That's awesome, Evan!
+    What made the biggest difference?"; not "I went to the LGBTQ support group yesterday and it was
+    so powerful, the stories moved me. Have you ever been?")."""
+    sentences = [s.strip() for s in _SENTENCE.findall(text) if s.strip()] or [text.strip()]
+    asked = [s for s in sentences if _is_question(s)]
+    if not asked:
+        return False
+    stated = sum(len(_WORD_RUN.findall(s)) for s in sentences if s not in asked)
+    return stated <= stated_words
 
 
 def _is_question(sentence: str) -> bool:

@@ -27,7 +27,7 @@ from ..storage.text_analysis import CJK, analyse
 from ..timeparse import detect_language
 from ..types import MemoryType, ScoredMemory, TimeRange, as_aware
 from .noise_floor import calibrated
-from .query_analysis import holds_question
+from .query_analysis import mostly_asks
 
 
 def fuse(candidates: Sequence[Candidate], cfg: RetrievalSettings, *,
@@ -208,14 +208,15 @@ def prefer_recent(ranked: list[ScoredMemory], half_life_days: float, weight: flo
 
 
 def demote_asking_lines(ranked: list[ScoredMemory], weight: float) -> list[ScoredMemory]:
-    """For a question or a request: a memory that itself asks something ("What other hobbies have
-    you found?") keeps `weight` of its score. It matches a question's words well and rarely holds
-    the answer, which is another line, often the next turn (that one inherited its score first,
-    see `propagate_neighbours`). Returns the list sorted."""
+    """For a question or a request: a memory that mostly asks something itself ("What other hobbies
+    have you found?", "That's awesome! What made the difference?": `query_analysis.mostly_asks`) keeps
+    `weight` of its score. It matches a question's words well and rarely holds the answer, which is
+    another line, often the next turn (that one inherited its score first, see
+    `propagate_neighbours`). Returns the list sorted."""
     if weight >= 1:
         return ranked
     for item in ranked:
-        if holds_question(item.memory.content):
+        if mostly_asks(item.memory.content):
             item.score *= weight
             item.scores["asking"] = weight
             item.scores["final"] = item.score

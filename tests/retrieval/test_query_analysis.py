@@ -8,6 +8,7 @@ from memoryscope_plugins.retrieval.query_analysis import (
     analyse_query,
     holds_question,
     lexical_evidence,
+    mostly_asks,
     query_kind,
     query_terms,
 )
@@ -47,6 +48,15 @@ def test_a_line_holds_a_question_when_any_of_its_sentences_is_one():
     assert holds_question("你最近在忙什么？")
     assert not holds_question("I started painting a few years back. It's a great stress-buster!")
     assert not holds_question("")
+
+
+def test_a_line_mostly_asks_when_it_states_little_besides_its_question():
+    assert mostly_asks("What other hobbies do you have, Anna?")
+    assert mostly_asks("That's awesome, Evan! What made the biggest difference?")
+    assert not mostly_asks("I went to the LGBTQ support group yesterday and it was so powerful, the stories "
+                           "really moved me and I cried. Have you ever been?")
+    assert not mostly_asks("I paint watercolours of the harbour on weekends.")
+    assert mostly_asks("Wow. Really?", stated_words=1) and not mostly_asks("Wow, so cool. Really?", stated_words=1)
 
 
 def test_terms_are_the_full_text_channels_without_the_date_words_and_single_chinese_characters():

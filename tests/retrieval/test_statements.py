@@ -171,6 +171,6 @@ def test_the_pipeline_demotes_asking_lines_for_questions_only(anna):
     question = anna.retrieve("anna", "Where is Anna's sister visiting from?", now=NOW, top_k=50, min_relevance=-1)
     statement = anna.retrieve("anna", "My sister might visit again in the autumn.", now=NOW, top_k=50,
                               min_relevance=-1)
-    asking = "Hey Max! Long time no talk, how have you been?"
+    asking = "Hey Max! Long time no talk, how have you been?"  # two words stated, then a question
     assert any(item.scores.get("asking") == 0.8 for item in question.memories if item.memory.content == asking)
     assert all("asking" not in item.scores for item in statement.memories)
