@@ -8,8 +8,10 @@ The settings' weights (`text_weight`, `vector_weight`, `neighbour_weight`, per l
   thing ("What did Caroline think of the LGBTQ support group?") has most of its terms in its best
   match; a statement about something the user never said in those words ("I ended up volunteering
   for that project and now I'm overwhelmed") has one or two common ones. The text channel keeps its
-  weight from ``text_evidence_full`` (0.5: half the query's terms) up, and below it weighs in
-  proportion: a statement whose words are common leans on the vectors.
+  weight from ``text_evidence_full`` (0.5: half the query's terms) up, none below half of that, and
+  in proportion between. A statement, whose words are mostly about itself, needs twice as much (all
+  its terms for the full weight, half of them for any): a statement whose words are common leans on
+  the vectors, a question naming a rare term keeps full text.
 - **What the query asks.** A question's answer often sits in the turn after the one that matches
   it, so a turn shares its neighbours' score (``neighbour_weight``). A statement asks for nothing:
   what it should bring back is what was said about the same thing, not the reply to it, so a
@@ -73,7 +75,8 @@ def weigh_channels(cfg: RetrievalSettings, analysis: QueryAnalysis, evidence: fl
     update: dict[str, float] = {}
     if names_a_time and analysis.words and len(analysis.terms) <= 1 and cfg.time_boost > 0:
         update["time_boost"] = max(cfg.time_boost, TIME_ONLY_BOOST)
-    full = cfg.text_evidence_full
+    # a statement's words are mostly about itself: it needs twice the evidence a question does
+    full = cfg.text_evidence_full if analysis.asks else min(1.0, 2 * cfg.text_evidence_full)
     if evidence is not None and full > 0 and evidence < full:
         update["text_weight"] = cfg.text_weight * max(0.0, 2.0 * evidence / full - 1.0)
     if not analysis.asks and cfg.statement_neighbour_weight is not None:

@@ -40,6 +40,11 @@ def test_the_text_channel_weighs_by_its_lexical_evidence(evidence, text_weight):
     assert weigh_channels(CFG, QUESTION, evidence).text_weight == pytest.approx(text_weight)
 
 
+@pytest.mark.parametrize(("evidence", "text_weight"), [(1.0, 1.0), (0.75, 0.5), (0.5, 0.0), (0.3, 0.0)])
+def test_a_statement_needs_twice_the_evidence(evidence, text_weight):
+    assert weigh_channels(CFG, STATEMENT, evidence).text_weight == pytest.approx(text_weight)
+
+
 def test_nothing_changes_for_a_question_with_evidence_or_when_the_rule_is_off():
     assert weigh_channels(CFG, QUESTION, 0.8) is CFG
     assert weigh_channels(CFG, QUESTION, None) is CFG  # CJK: no words to count
