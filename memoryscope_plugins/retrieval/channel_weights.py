@@ -29,13 +29,12 @@ questions").
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Iterable, Sequence
 
 from ..indexing import full_text
 from ..settings import RetrievalSettings
 from ..storage.base import Candidate
-from ..storage.text_analysis import analyse
+from ..storage.text_analysis import term_set
 from .query_analysis import QueryAnalysis, lexical_evidence, query_terms
 
 #: The time boost of a query about a time alone: x11 inside the range puts what falls in it first.
@@ -57,13 +56,7 @@ def query_evidence(analysis: QueryAnalysis, candidates: Sequence[Candidate], spe
     if best is None:
         return 0.0
     ignored = {term for speaker in speakers for term in query_terms(speaker)}
-    return lexical_evidence(analysis.terms, _terms_of(full_text(best.memory)), ignored)
-
-
-@lru_cache(maxsize=4096)
-def _terms_of(text: str) -> frozenset[str]:
-    """The analysed terms of a memory's indexed text (the same memories come first again and again)."""
-    return frozenset(analyse(text))
+    return lexical_evidence(analysis.terms, term_set(full_text(best.memory)), ignored)
 
 
 def weigh_channels(cfg: RetrievalSettings, analysis: QueryAnalysis, evidence: float | None, *,

@@ -27,7 +27,7 @@ from ..person.questions import entity_question
 from ..person.short_forms import chinese_vocative
 from ..storage.base import MemoryFilter, MemoryStore
 from ..storage.filtering import matches
-from ..storage.text_analysis import CJK, STOP_WORDS, analyse
+from ..storage.text_analysis import CJK, STOP_WORDS, analyse, term_set
 from ..types import Memory, MemoryStatus, MemoryType, ScoredMemory
 from .ledger_cache import UserLedger
 
@@ -116,7 +116,7 @@ def about_entity(ranked: list[ScoredMemory], query: str, ledger: UserLedger, sto
             item.score *= address_weight
             item.scores["entity_addressed"] = 1.0
         elif own or memory.id in about_ids:
-            held = len(set(terms) & set(analyse(memory.content))) if terms else 0
+            held = len(set(terms) & term_set(memory.content)) if terms else 0
             item.score += boost * (1.0 + 0.5 * min(held, 2))
             item.scores["entity"] = 1.0
     out.sort(key=lambda item: item.score, reverse=True)

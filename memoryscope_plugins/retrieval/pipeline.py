@@ -2,17 +2,21 @@
 
 `retrieve` runs the stages in order; each is a function of its own:
 
-1. `query_time`: the time the query names ("last weekend", "上周三"), relative to the request's moment;
-2. `memory_filter` and `search_candidates`: both channels of the store (full text and vectors),
-   the query's time filtering only with ``retrieval.time_mode = "filter"``;
-3. `fuse_candidates`: one score per memory from the two channels, shared with the turns next to
-   a match and raised for the speakers the query names;
-4. `adjust_scores`: type weights, the query's time, recency, and for a question about the present
-   the newest state first;
-5. `relevance_floor`: only what shares a word with the query, is close enough in meaning, or falls
-   in the time it names;
-5b. `user_ledger` and `entity_first`: the user's entity ledger (cached); for a question about one
-   of its entities, that entity's memories first and the lines only addressing it last;
+1. `user_ledger`, `analyse_query` and `query_time`: the user's entity ledger (cached), what the query
+   is (question, request or statement; its terms, names and parts: `query_analysis`) and the time it
+   names ("last weekend", "上周三"), relative to the request's moment;
+2. `embed_queries`: the query and its parts, in one call;
+3. `rank_query`, for the query and each part: `search_candidates` (both channels of the store, the
+   query's time filtering only with ``retrieval.time_mode = "filter"``), `weigh_channels` (this
+   query's weights from its lexical evidence and kind), `candidate_vectors` (every candidate scored
+   by both channels, the hubs taken down), `fuse_candidates` (one score per memory, shared with the
+   turns next to a match and raised for the speakers the query names), `adjust_scores` (type
+   weights, the query's time, recency, for a question about the present the newest state first;
+   lines that mostly ask give way for a question) and `relevance_floor` (only what shares a word with
+   the query, is close enough in meaning, or falls in the time it names);
+4. `merge_rankings`: the query's and its parts' rankings taken in turn;
+5. `entity_first`: for a question about one of the user's entities, that entity's memories first
+   and the lines only addressing it last;
 6. `shortlist` and `rerank`: the best few (duplicates left out), reordered by the reranker when one is used;
 7. `neighbour_turns` and `hop`: the turns around the best hits and the memories naming who or what
    they mention (through the ledger when it knows more than the speakers, else by a second
@@ -27,7 +31,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -97,29 +100,25 @@ class RetrievalRequest:
 def retrieve(request: RetrievalRequest, *, settings: Settings, store: MemoryStore, embedder: Embedder,
              reranker: Reranker | None, started: float | None = None) -> RetrievalResult:
     """Run every stage for `request`. `started`: the `time.perf_counter()` the timings count from
-    (the engine's, so they include checking the arguments); default now.
-
-    The query's embedding, the slowest step, runs in a thread of its own while the query's time is
-    read and the full-text channel searched; the vector channel follows when it is done."""
+    (the engine's, so they include checking the arguments); default now."""
     started = time.perf_counter() if started is None else started
     cfg = settings.retrieval
     timings: dict[str, float] = {}
     ledger = user_ledger(store, request.user_id, cfg)
     analysis = analyse_query(request.query, names_in(ledger, request.query))
     queries = [request.query, *(analysis.parts if cfg.query_parts else ())]
-    embedding = QueryEmbedding(embedder, queries)
     parsed = query_time(request.query, request.now)
     language = request.language or (settings.language if settings.language != "auto" else parsed.language)
+    timings["parse_ms"] = _ms(started)
+
+    t = time.perf_counter()
+    vectors = embed_queries(embedder, queries)
+    timings["embed_ms"] = _ms(t)
+    t = time.perf_counter()
     flt = memory_filter(request, parsed, cfg)
     texts = [search_text(request.query, parsed), *queries[1:]]
-    plans = [plan_query(store, embedder, request, query, text, analysis, parsed, flt, cfg) for query, text in
-             zip(queries, texts)]
-    timings["parse_ms"] = _ms(started)  # with the full-text search, while the query is embedded
-
-    vectors = embedding.vectors()
-    timings["embed_ms"] = embedding.ms
-    t = time.perf_counter()
-    rankings = [rank_query(store, embedder, request, plan, vector, parsed, flt) for plan, vector in zip(plans, vectors)]
+    rankings = [rank_query(store, embedder, request, query, text, vector, analysis, parsed, flt, cfg)
+                for query, text, vector in zip(queries, texts, vectors)]
     candidates = merge_candidates([found for _, found in rankings])
     ranked = merge_rankings([part for part, _ in rankings])
     timings["search_ms"] = _ms(t)
@@ -152,48 +151,29 @@ def retrieve(request: RetrievalRequest, *, settings: Settings, store: MemoryStor
                            timings_ms=timings, neighbours=neighbours, second_hop=extra)
 
 
-@dataclass(frozen=True)
-class QueryPlan:
-    """One query to rank (the whole query or one of its parts) as far as it goes without its vector:
-    the full-text channel's candidates and the ranking settings for this query."""
-
-    query: str
-    text: str  # what the full-text channel searched
-    text_found: list[Candidate]
-    cfg: RetrievalSettings  # for the query's language, lexical evidence and kind (`channel_weights`)
-    analysis: QueryAnalysis  # the whole query's: its kind decides a part's floor and weights too
-
-
-def plan_query(store: MemoryStore, embedder: Embedder, request: RetrievalRequest, query: str, text: str,
-               analysis: QueryAnalysis, parsed: ParsedTime, flt: MemoryFilter, cfg: RetrievalSettings) -> QueryPlan:
-    """The full-text search of `query` and its channel weights (run while the query is embedded)."""
-    found = search_candidates(store, request, text, None, flt, cfg.candidates)
-    rank_cfg = ranking_settings(cfg, parsed.language, multilingual=getattr(embedder, "multilingual", False))
-    speakers = {c.memory.speaker for c in found if c.memory.speaker}
+def rank_query(store: MemoryStore, embedder: Embedder, request: RetrievalRequest, query: str, text: str,
+               vector: np.ndarray | None, analysis: QueryAnalysis, parsed: ParsedTime, flt: MemoryFilter,
+               settings: RetrievalSettings) -> tuple[list[ScoredMemory], list[Candidate]]:
+    """One query's ranking (the whole query's, or one part's, searched by `text` and `vector`): both
+    channels searched, every candidate scored by both (`hubness`), fused with this query's channel
+    weights (`channel_weights`: its language, lexical evidence and kind; the whole query's kind decides a
+    part's too), adjusted (type, time, recency) and kept above the relevance floor. Also returns the
+    candidates."""
+    cfg = ranking_settings(settings, parsed.language, multilingual=getattr(embedder, "multilingual", False))
+    candidates = search_candidates(store, request, text, vector, flt, cfg.candidates)
     own = analysis if query == request.query else analyse_query(query)
-    rank_cfg = weigh_channels(rank_cfg, analysis, query_evidence(own, found, speakers),
-                              names_a_time=parsed.range is not None)
-    return QueryPlan(query, text, found, rank_cfg, analysis)
-
-
-def rank_query(store: MemoryStore, embedder: Embedder, request: RetrievalRequest, plan: QueryPlan,
-               vector: np.ndarray | None, parsed: ParsedTime,
-               flt: MemoryFilter) -> tuple[list[ScoredMemory], list[Candidate]]:
-    """One query's ranking: the vector channel searched and joined to the full-text channel's
-    candidates, every candidate scored by both (`hubness`), fused with the plan's channel weights,
-    adjusted (type, time, recency) and kept above the relevance floor. Also returns the candidates."""
-    cfg = plan.cfg
-    found = [] if vector is None else search_candidates(store, request, None, vector, flt, cfg.candidates)
-    candidates = join_channels(plan.text_found, found)
+    speakers = {c.memory.speaker for c in candidates if c.memory.speaker}
+    cfg = weigh_channels(cfg, analysis, query_evidence(own, candidates, speakers),
+                         names_a_time=parsed.range is not None)
     scores = candidate_vectors(store, request.user_id, candidates, vector, cfg.hub_correction)
-    ranked = fuse_candidates(candidates, plan.query, cfg, vectors=scores)
-    ranked = adjust_scores(ranked, cfg, parsed, request.now, about_present=asks_about_present(plan.query))
-    if plan.analysis.asks:
+    ranked = fuse_candidates(candidates, query, cfg, vectors=scores)
+    ranked = adjust_scores(ranked, cfg, parsed, request.now, about_present=asks_about_present(query))
+    if analysis.asks:
         ranked = demote_asking_lines(ranked, cfg.asking_line_weight)
-    floor = floor_for(request, plan.analysis, cfg)
+    floor = floor_for(request, analysis, cfg)
     if floor > -1:
         noise = 0.0 if vector is None else noise_floors(embedder, parsed.language, vector)
-        ranked = relevance_floor(ranked, floor, noise, plan.text)
+        ranked = relevance_floor(ranked, floor, noise, text)
     return ranked, candidates
 
 
@@ -210,36 +190,14 @@ def query_time(query: str, moment: datetime) -> ParsedTime:
 
 # -- 2. search ---------------------------------------------------------------------------------------
 
-class QueryEmbedding:
-    """The vectors of the query and its parts, made in one embedder call in a thread of its own (an
-    ONNX model or a remote service works without holding the interpreter), so the steps that do not
-    need them run meanwhile. `vectors` waits for them: Nones when the embedder fails (retrieval then
-    goes by full text alone rather than failing the agent's turn); another error is raised there."""
-
-    def __init__(self, embedder: Embedder, queries: Sequence[str]) -> None:
-        self.ms = 0.0
-        self._result: list[np.ndarray | None] = [None] * len(queries)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(embedder, list(queries)),
-                                        name="memoryscope-query-embedding", daemon=True)
-        self._thread.start()
-
-    def _run(self, embedder: Embedder, queries: list[str]) -> None:
-        t = time.perf_counter()
-        try:
-            self._result = list(embedder.embed(queries, kind="query"))
-        except ModelError as exc:
-            log.warning("query embedding failed (%s); retrieving by full text only", type(exc).__name__)
-        except BaseException as exc:  # raised in the caller's thread, by `vectors`
-            self._error = exc
-        self.ms = _ms(t)
-
-    def vectors(self) -> list[np.ndarray | None]:
-        """The vectors, in the order of the queries (waits for the embedder)."""
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._result
+def embed_queries(embedder: Embedder, queries: Sequence[str]) -> list[np.ndarray | None]:
+    """The vectors of the query and its parts, in one call; Nones when the embedder fails (retrieval
+    then goes by full text alone rather than failing the agent's turn)."""
+    try:
+        return list(embedder.embed(list(queries), kind="query"))
+    except ModelError as exc:
+        log.warning("query embedding failed (%s); retrieving by full text only", type(exc).__name__)
+        return [None] * len(queries)
 
 
 def names_in(ledger: UserLedger | None, query: str) -> list[str]:
@@ -275,20 +233,6 @@ def search_candidates(store: MemoryStore, request: RetrievalRequest, text: str |
     `candidates` memories from each (more when top_k is larger)."""
     return store.search(SearchRequest(user_id=request.user_id, text=text, vector=vector, filter=flt,
                                       limit=max(candidates, request.top_k)))
-
-
-def join_channels(text_found: Sequence[Candidate], vector_found: Sequence[Candidate]) -> list[Candidate]:
-    """One candidate per memory from the two channels' searches, with the ranks and scores of both
-    (what one search of both channels returns)."""
-    joined = {c.memory.id: c for c in text_found}  # each search's candidates are new objects
-    for found in vector_found:
-        known = joined.get(found.memory.id)
-        if known is None:
-            joined[found.memory.id] = found
-        else:
-            known.vector_rank, known.vector_score = found.vector_rank, found.vector_score
-            known.vector = known.vector if known.vector is not None else found.vector
-    return list(joined.values())
 
 
 def candidate_vectors(store: MemoryStore, user_id: str, candidates: Sequence[Candidate], vector: np.ndarray | None,

@@ -49,6 +49,13 @@ def _cjk_terms(run: str) -> list[str]:
     return terms
 
 
+@lru_cache(maxsize=8192)
+def term_set(text: str) -> frozenset[str]:
+    """The distinct search terms of a text (`analyse`), cached: ranking asks again and again which
+    terms the same memories hold."""
+    return frozenset(analyse(text))
+
+
 def analyse(text: str) -> list[str]:
     """The search terms of a text, in order, with repeats (term frequency matters to BM25)."""
     terms: list[str] = []

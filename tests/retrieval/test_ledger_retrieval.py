@@ -52,8 +52,8 @@ def _anna(engine, user: str = "caro") -> None:
 SPEAKERS = {"Caroline": (EntityKind.PERSON, []), "Melanie": (EntityKind.PERSON, ["Mel"])}
 
 
-# the first hop searches the full-text channel (while the query is embedded), then the vector channel
-FIRST_HOP = 2
+# the first hop's one search of both channels
+FIRST_HOP = 1
 
 
 def test_the_hop_goes_through_the_ledger_when_it_knows_more_than_the_speakers(engine, monkeypatch):
