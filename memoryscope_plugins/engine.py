@@ -481,8 +481,7 @@ class MemoryScope:
             time_range: an explicit (start, end) range that filters, in addition to the query's.
             now: the moment relative times are computed from (default: now).
             rerank: use the configured reranker (default: when one is configured).
-            min_relevance: the relevance floor for this call (default ``retrieval.min_relevance``,
-                or ``retrieval.statement_min_relevance`` when the query is a statement):
+            min_relevance: the relevance floor for this call (default ``retrieval.min_relevance``):
                 only memories that share a word with the query, or whose cosine to it, calibrated
                 to the embedder (0 = unrelated texts, 1 = the same), is at least this, or that fall
                 in the time the query names, or stand next to such a turn, are returned; -1 turns

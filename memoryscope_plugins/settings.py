@@ -149,15 +149,10 @@ class RetrievalSettings(Section):
                                       "the vectors); 0: always text_weight")
     statement_neighbour_weight: float | None = Field(0.0, ge=0, le=2, description="neighbour_weight for a "
                                                      "statement (a query that asks nothing); None: neighbour_weight")
-    statement_min_relevance: float | None = Field(0.05, ge=-1, le=1, description="the cosine part of the "
-                                                  "relevance floor for a statement of at least three words of its "
-                                                  "own: what the user says brings back what was said about the same "
-                                                  "thing in other words, rarely more similar than this; None: "
-                                                  "min_relevance")
     query_parts: bool = Field(True, description="a question with several parts (two names joined: 'Evan and "
-                              "Sam', 小王和小李; a second question after 'and': 'when did she move and why did "
-                              "she leave?') is also ranked part by part, and the rankings merged so each part "
-                              "has its best memories in the block")
+                              "Sam', 小王和小李; a second question after 'and': 'when did she move and what did "
+                              "she leave behind?') is also ranked part by part, and the rankings merged so each "
+                              "part has its best memories in the block")
     asking_line_weight: float = Field(0.8, ge=0, le=1, description="for a question or request, the share of "
                                       "its score a memory keeps when it mostly asks something itself (a question "
                                       "and at most 15 words besides: its answer is another line); 1: off")

@@ -83,7 +83,7 @@ class RetrievalRequest:
     query: str
     now: datetime
     top_k: int
-    min_relevance: float | None  # -1: no floor; None: the settings' for the query's kind (`floor_for`)
+    min_relevance: float | None  # -1: no floor; None: the settings' (`floor_for`)
     agent_id: str | None = None
     types: tuple[MemoryType, ...] | None = None
     include_expired: bool = False
@@ -170,7 +170,7 @@ def rank_query(store: MemoryStore, embedder: Embedder, request: RetrievalRequest
     ranked = adjust_scores(ranked, cfg, parsed, request.now, about_present=asks_about_present(query))
     if analysis.asks:
         ranked = demote_asking_lines(ranked, cfg.asking_line_weight)
-    floor = floor_for(request, analysis, cfg)
+    floor = floor_for(request, cfg)
     if floor > -1:
         noise = 0.0 if vector is None else noise_floors(embedder, parsed.language, vector)
         ranked = relevance_floor(ranked, floor, noise, text)
@@ -296,18 +296,10 @@ def adjust_scores(ranked: list[ScoredMemory], cfg: RetrievalSettings, parsed: Pa
     return ranked
 
 
-def floor_for(request: RetrievalRequest, analysis: QueryAnalysis, cfg: RetrievalSettings) -> float:
+def floor_for(request: RetrievalRequest, cfg: RetrievalSettings) -> float:
     """The relevance floor's cosine threshold for this query: the call's `min_relevance` when it gave
-    one, else ``statement_min_relevance`` for a statement with at least three terms of its own (what
-    should come back for it shares its meaning in other words) and ``min_relevance`` otherwise;
-    -1 (no floor) whenever ``min_relevance`` is -1."""
-    if request.min_relevance is not None:
-        return request.min_relevance
-    if cfg.min_relevance <= -1:
-        return -1.0
-    if not analysis.asks and len(analysis.terms) >= 3 and cfg.statement_min_relevance is not None:
-        return cfg.statement_min_relevance
-    return cfg.min_relevance
+    one, else ``min_relevance``; -1: no floor."""
+    return cfg.min_relevance if request.min_relevance is None else request.min_relevance
 
 
 def noise_floors(embedder: Embedder, language: str,

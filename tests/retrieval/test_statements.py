@@ -11,7 +11,6 @@ import pytest
 
 from memoryscope_plugins.errors import ModelError
 from memoryscope_plugins.retrieval.pipeline import RetrievalRequest, floor_for, merge_rankings
-from memoryscope_plugins.retrieval.query_analysis import analyse_query
 from memoryscope_plugins.retrieval.ranking import demote_asking_lines
 from memoryscope_plugins.settings import RetrievalSettings
 from memoryscope_plugins.types import Memory, MemoryType, ScoredMemory
@@ -80,19 +79,15 @@ def test_a_question_naming_its_subject_still_goes_by_its_words(anna):
     assert result.memories[0].memory.content == "I picked the first tomatoes yesterday and made a salad."
 
 
-def test_the_floor_of_a_statement_and_of_a_question():
+def test_the_floor_is_the_calls_or_the_settings():
     cfg = RetrievalSettings()
 
     def request(min_relevance: float | None) -> RetrievalRequest:
         return RetrievalRequest(user_id="u", query="q", now=NOW, top_k=5, min_relevance=min_relevance)
 
-    statement, short, question = analyse_query(STATEMENT), analyse_query("I'm hungry."), analyse_query("Why?")
-    assert floor_for(request(None), statement, cfg) == cfg.statement_min_relevance == 0.05
-    assert floor_for(request(None), short, cfg) == cfg.min_relevance  # too few words to say what it is about
-    assert floor_for(request(None), question, cfg) == cfg.min_relevance == 0.1
-    assert floor_for(request(0.3), statement, cfg) == 0.3  # a call's own floor holds for every kind
-    assert floor_for(request(None), statement, cfg.model_copy(update={"statement_min_relevance": None})) == 0.1
-    assert floor_for(request(None), statement, cfg.model_copy(update={"min_relevance": -1})) == -1
+    assert floor_for(request(None), cfg) == cfg.min_relevance == 0.1
+    assert floor_for(request(0.3), cfg) == 0.3  # a call's own floor
+    assert floor_for(request(-1), cfg) == -1
 
 
 def test_a_stricter_floor_for_one_call_holds_for_a_statement_too(anna):
