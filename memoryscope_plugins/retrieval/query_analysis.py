@@ -103,6 +103,7 @@ def holds_question(text: str) -> bool:
 
 
 @lru_cache(maxsize=65536)
+@lru_cache(maxsize=16384)  # the same memories come back query after query
 def mostly_asks(text: str, stated_words: int = STATED_WORDS) -> bool:
     """Whether `text` asks something and states little besides: its sentences that are not questions
     hold at most `stated_words` words ("What other hobbies do you have?", "That's awesome, Evan!
