@@ -46,7 +46,8 @@ from .base import (
 )
 from .leases import Lease
 from .ledger_records import check_changes
-from .messages import PENDING, check_state
+from .messages import DONE, PENDING, check_state
+from .tool_counters import Counter
 
 _Store = TypeVar("_Store", bound="StoreBase")
 
@@ -176,6 +177,12 @@ class StoreBase(ABC):
         and write the changes it returns, as `_commit` writes a ledger, with no other
         `_edit_ledger` of that user in between (a lock held from the reads to the commit, or an
         optimistic check that runs `edit` again after a concurrent edit); returns what was written."""
+
+    @abstractmethod
+    def tool_counters(self, agent_id: str, *, tool: str | None = None,
+                      user_id: str | None = None) -> builtins.list[Counter]:
+        """The tool statistics' counters of an agent (of one tool, of one user's calls, when
+        given), summed over the users, in (tool, kind, key) order (`tool_counters.summed`)."""
 
     @abstractmethod
     def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
@@ -308,9 +315,12 @@ class StoreBase(ABC):
                         ledger: LedgerChanges | None = None) -> builtins.list[str]:
         """Log messages (and, in the same transaction, the memories made from them and the
         `ledger` changes they bring, as `put_ledger` applies them); returns their ids
-        (`message_ids` when given, else new random ones)."""
+        (`message_ids` when given, else new random ones). A tool call's message is logged as done
+        (no consolidation reads it) and counted in the tool statistics (`tool_counters`)."""
         ids = message_ids_for(messages, message_ids)
-        self._log([records.message_values(message_id, user_id, agent_id, session_id, message, state)
+        # a tool call is the agent's, never consolidated into the user's memories: logged as done
+        self._log([records.message_values(message_id, user_id, agent_id, session_id, message,
+                                          state if message.tool_call is None else DONE)
                    for message_id, message in zip(ids, messages)], memories, vectors, _checked(ledger))
         return ids
 
