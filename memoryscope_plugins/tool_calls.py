@@ -21,6 +21,7 @@ from .types import ToolCall
 TOOL_NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}")
 TOOL_NAME_RULE = "1-128 characters of letters, digits, '_', '.', ':' or '-', not starting with '.', ':' or '-'"
 MAX_ARGUMENT_CHARS = 65_536  # the arguments object as JSON
+MAX_ARGUMENT_DEPTH = 32
 MAX_DURATION_MS = 7 * 24 * 3600 * 1000.0  # a week: a longer figure is a unit mistake
 STATUSES = ("ok", "error")
 CALL_KEYS = frozenset({"name", "arguments", "status", "result", "error", "duration_ms", "call_id"})
@@ -67,6 +68,7 @@ def _check_arguments(value: Any, what: str) -> dict[str, Any]:
         return {}
     if not isinstance(value, Mapping):
         raise ValidationError(f"{what} arguments must be a JSON object (a dict), not {type(value).__name__}")
+    _check_keys(value, what, 0)
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
@@ -82,6 +84,22 @@ def _check_arguments(value: Any, what: str) -> dict[str, Any]:
     except UnicodeEncodeError:
         raise ValidationError(f"{what} arguments contain a lone surrogate (not valid Unicode text)") from None
     return json.loads(text)  # a normalised copy: every store keeps and returns the same value
+
+
+def _check_keys(value: Any, what: str, depth: int) -> None:
+    """Every object's keys are strings (JSON would turn 1 into "1": the call would not read back as
+    given), at most `MAX_ARGUMENT_DEPTH` levels deep."""
+    if depth > MAX_ARGUMENT_DEPTH:
+        raise ValidationError(f"{what} arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep")
+    if isinstance(value, Mapping):
+        if not all(isinstance(key, str) for key in value):
+            raise ValidationError(f"{what} arguments must be JSON (strings as keys, no NaN or Infinity): "
+                                  "a key is not a string")
+        for item in value.values():
+            _check_keys(item, what, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_keys(item, what, depth + 1)
 
 
 def _optional_text(value: Any, what: str, max_chars: int) -> str | None:
@@ -133,7 +151,7 @@ _PLACEHOLDERS = [
     (re.compile(r"(?:\b[A-Za-z]:)?(?:[\\/][\w.@%+~-]+){2,}[\\/]?|~[\\/]\S*"), "<path>"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), "<id>"),
     (re.compile(r"\b(?=[0-9a-z_-]*\d)(?=[0-9a-z_-]*[a-z])[0-9a-z_-]{8,}\b", re.IGNORECASE), "<id>"),
-    (re.compile(r"[-+]?\b\d+(?:[.,:]\d+)*\b"), "<n>"),
+    (re.compile(r"(?<!\w)[-+]?\d+(?:[.,:/-]\d+)*\b"), "<n>"),  # 12, -3.5, 2026-05-08, 10:30
 ]
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 _CLAUSE_START = re.compile(r"(?:^|[:.!?;]\s+|\(\s*|\n)$")

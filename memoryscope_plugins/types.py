@@ -75,14 +75,16 @@ class ToolCall:
     """One call an agent made to a tool, recorded as a message of role ``"tool"``.
 
     `arguments` is the JSON object the tool was called with; `status` is ``"ok"`` (with the
-    `result` text, if any) or ``"error"`` (with the `error` text, if any); `duration_ms` is how
-    long the call took, when known. The call is the agent's (`agent_id`), never the human's words:
-    it is logged and counted in `MemoryScope.tool_stats`, never made into a memory of the user.
+    `result` text, if any) or ``"error"`` (with the `error` text, if any); None (the default) means
+    ``"error"`` when `error` is given, else ``"ok"``. `duration_ms` is how long the call took, when
+    known; `call_id` the framework's id of the call, if any. The call is the agent's (`agent_id`),
+    never the human's words: it is logged and counted in `MemoryScope.tool_stats`, never made into a
+    memory of the user.
     """
 
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
-    status: str = "ok"
+    status: str | None = None
     result: str | None = None
     error: str | None = None
     duration_ms: float | None = None
