@@ -22,7 +22,7 @@ from typing import IO, Any, AsyncIterator, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from . import log_hygiene, metrics, person, tool_calls, tool_stats, tracing, transfer, validation
+from . import log_hygiene, metrics, person, tool_calls, tool_stats, tracing, transfer, transfer_tools, validation
 from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, StoreError, ValidationError
 from .models.base import ChatModel, Embedder, Reranker
 from .person import name_rules, record_names
@@ -703,7 +703,8 @@ class MemoryScope:
 
     def export(self, user_id: str, destination: str | os.PathLike[str] | IO[str] | IO[bytes]) -> int:
         """Write a user's memories as JSON Lines (one memory per line), then their entity ledger and
-        profile (one item per line, `transfer`); returns how many memories.
+        profile and the agents' tool calls made for them (one item per line, `transfer`); returns
+        how many memories.
 
         To a path, nothing there is damaged: a regular file is written beside its final name and
         renamed into place when complete, so a failed export never leaves a truncated file (nor
@@ -743,8 +744,12 @@ class MemoryScope:
         user_id = _check_id(user_id, "user_id")
         batch_size = validation.check_int(batch_size, "batch_size", 1, 100_000)
         progress = validation.check_optional_bool(progress, "progress")
-        memories, ledger = transfer.read_export(source, user_id, max_content_chars=self.settings.max_content_chars,
-                                                max_metadata_chars=self.settings.max_metadata_chars)
+        memories, ledger, calls = transfer.read_export(
+            source, user_id, max_content_chars=self.settings.max_content_chars,
+            max_metadata_chars=self.settings.max_metadata_chars)
+        if calls:  # the calls the user's log holds already (a re-import) are not logged twice
+            logged = {m.id for batch in self.store.iter_messages(user_id) for m in batch}
+            calls = transfer_tools.new_tool_calls(calls, logged, lambda i: transfer.derived_id(user_id, i))
         named = transfer.named_ids(memories, ledger)
         own = {m.id for start in range(0, len(named), 500)
                for m in self.store.get(user_id, named[start:start + 500])}
@@ -760,12 +765,12 @@ class MemoryScope:
                 bar.update(len(batch))
         finally:
             bar.close()
-        if memories or ledger:
+        if memories or ledger or calls:
             try:
-                transfer.store_import(self.store, memories, rows, ledger)
+                transfer.store_import(self.store, memories, rows, ledger, calls)
             except ValueError:  # only a derived id someone stored verbatim through the library can clash
                 raise ValidationError("import refused, nothing stored: an id clashes with a stored memory") from None
-        return transfer.ImportResult(len(memories), mapping)
+        return transfer.ImportResult(len(memories), mapping, len(calls))
 
     # -- the person: entity ledger and profile ------------------------------------------------------
     def entities(self, user_id: str, *, kind: EntityKind | str | None = None, order: str = "relevance",

@@ -186,6 +186,12 @@ class MemoryStore(Protocol):
         that lease is held (checked in the same transaction; `LeaseLostError` otherwise, nothing
         written)."""
     def users_with_pending(self) -> builtins.list[str]: ...
+    def iter_messages(self, user_id: str, batch_size: int = 1000) -> Iterator[builtins.list[StoredMessage]]:
+        """Batches of every logged message of a user (every state), oldest first."""
+    def copy_messages(self, messages: Sequence[StoredMessage], memories: Sequence[Memory] = (),
+                      vectors: VectorRows | None = None, *, ledger: LedgerChanges | None = None) -> None:
+        """Log messages with their own ids, users, agents, sessions and states (and, in the same
+        transaction, `memories` and `ledger` changes), all or nothing."""
     def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
                         limit: int) -> builtins.list[StoredMessage]: ...
 

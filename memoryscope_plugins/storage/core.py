@@ -302,11 +302,14 @@ class StoreBase(ABC):
             after = page[-1].seq
             yield page
 
-    def copy_messages(self, messages: Sequence[StoredMessage]) -> None:
+    def copy_messages(self, messages: Sequence[StoredMessage], memories: Sequence[Memory] = (),
+                      vectors: VectorRows | None = None, *, ledger: LedgerChanges | None = None) -> None:
         """Log messages read from another store, each with its own id, user, agent, session and
-        state (attempt counts start again at 0), numbered in this order, all or nothing."""
+        state (attempt counts start again at 0), numbered in this order, all or nothing; with them,
+        in the same transaction, `memories` (and their `vectors`) and the `ledger` changes (an
+        import's)."""
         self._log([records.message_values(m.id, m.user_id, m.agent_id, m.session_id, m.message, m.state)
-                   for m in messages], (), None)
+                   for m in messages], memories, vectors, _checked(ledger))
 
     def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
                         session_id: str | None = None, memories: Sequence[Memory] = (),
