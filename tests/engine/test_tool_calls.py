@@ -18,6 +18,7 @@ from memoryscope_plugins.tool_calls import (
     GROWTH,
     MAX_ARGUMENT_CHARS,
     MAX_ERROR_CHARS,
+    MAX_ERROR_INPUT_CHARS,
     argument_shape,
     bucket_bound,
     latency_bound,
@@ -179,6 +180,15 @@ def test_errors_are_normalised(text, expected):
 def test_a_long_error_is_cut():
     out = normalise_error("word " * 100)
     assert len(out) == MAX_ERROR_CHARS and out.endswith("...")
+
+
+@pytest.mark.parametrize("text", ["Word " * 20_000, "x@" * 50_000, 'bad "' + "secret " * 20_000 + '"'])
+def test_only_the_start_of_a_huge_error_is_normalised(text):
+    """At most `MAX_ERROR_INPUT_CHARS` are read (the regular expressions are not linear in the text's
+    length); a quote still open there is a placeholder, never the quoted words."""
+    out = normalise_error(text)
+    assert len(out) <= MAX_ERROR_CHARS and "secret" not in out
+    assert out == normalise_error(text[:MAX_ERROR_INPUT_CHARS])
 
 
 def test_an_argument_shape_names_top_level_arguments_and_types_never_values():
