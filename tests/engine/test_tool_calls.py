@@ -208,3 +208,13 @@ def test_a_latency_is_reported_at_most_one_bucket_above_its_value(ms):
     assert bucket == 0 or bucket_bound(bucket - 1) < ms
     assert latency_bound(ms) < max(1.0001, ms * 1.045)  # what the docs promise: < 4.5 % above
     assert GROWTH < 1.045
+
+
+def test_a_logged_call_with_fields_of_a_later_release_still_reads():
+    from memoryscope_plugins.storage import records
+    row = records.message_values("m1", "anna", "scout", None, Message(
+        role="tool", content="r", timestamp=T0, tool_call=ToolCall(name="search", result="r", status="ok")), "done")
+    stored = row[:8] + (row[8].replace('"call_id": null', '"call_id": null, "retries": 2'),) + row[9:]
+    assert '"retries": 2' in stored[8]
+    read = records.message_from_row([*stored[:9], 1, stored[9], 0])  # MESSAGE_COLUMNS: seq, state, attempts
+    assert read.message.tool_call == ToolCall(name="search", result="r", status="ok")
