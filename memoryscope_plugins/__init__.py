@@ -33,6 +33,8 @@ from .types import (
     RetrievalResult,
     ScoredMemory,
     TimeRange,
+    ToolCall,
+    ToolStats,
 )
 
 __version__ = "0.1.0"
@@ -41,5 +43,5 @@ __all__ = [
     "MemoryScope", "Settings", "Memory", "MemoryStatus", "MemoryType", "Message", "RetrievalResult",
     "ScoredMemory", "TimeRange", "MemoryScopeError", "ValidationError", "NotFoundError", "StoreError",
     "StoreLockedError", "SchemaVersionError", "ModelError", "ModelAuthError", "ModelNotFoundError", "ConfigError",
-    "Entity", "EntityDetails", "EntityKind", "EntityMention", "ProfileValue",
+    "Entity", "EntityDetails", "EntityKind", "EntityMention", "ProfileValue", "ToolCall", "ToolStats",
 ]

@@ -22,7 +22,7 @@ from typing import IO, Any, AsyncIterator, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from . import log_hygiene, metrics, person, tracing, transfer, validation
+from . import log_hygiene, metrics, person, tool_calls, tool_stats, tracing, transfer, transfer_tools, validation
 from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, StoreError, ValidationError
 from .models.base import ChatModel, Embedder, Reranker
 from .person import name_rules, record_names
@@ -30,6 +30,7 @@ from .person.short_forms import addressed_aliases
 from .retrieval import ledger_cache, pipeline
 from .settings import Settings
 from .storage.base import LedgerChanges, LedgerReader, MemoryFilter, MemoryStore
+from .storage.records import TOOL_CALL_KEY
 from .timeparse import MENTIONS_KEY, detect_language, mentioned_range, time_mentions
 from .types import (
     Entity,
@@ -42,6 +43,7 @@ from .types import (
     ProfileValue,
     RetrievalResult,
     TimeRange,
+    ToolStats,
     as_aware,
     utc_now,
 )
@@ -209,25 +211,44 @@ class MemoryScope:
 
     def _to_message(self, raw: Any, index: int) -> Message:
         if isinstance(raw, Message):
-            message = Message(raw.role, raw.content, raw.name, raw.timestamp, raw.metadata)
+            message = Message(raw.role, raw.content, raw.name, raw.timestamp, raw.metadata, raw.tool_call)
         elif isinstance(raw, Mapping):
-            unknown = set(raw) - {"role", "content", "name", "timestamp", "metadata"}
+            unknown = set(raw) - {"role", "content", "name", "timestamp", "metadata", "tool_call"}
             if unknown:
-                raise ValidationError(f"message {index} has unknown keys {sorted(unknown)}")
+                raise ValidationError(f"message {index} has unknown keys {sorted(map(str, unknown))}")
             content: Any = raw.get("content")  # every field is checked below
             metadata: Any = raw.get("metadata")
-            message = Message(role=raw.get("role", "user"), content=content, name=raw.get("name"),
-                              timestamp=raw.get("timestamp"), metadata=metadata)
+            call: Any = raw.get("tool_call")
+            message = Message(role=raw.get("role", "user" if call is None else "tool"), content=content,
+                              name=raw.get("name"), timestamp=raw.get("timestamp"), metadata=metadata, tool_call=call)
         elif isinstance(raw, tuple) and len(raw) == 2:
             message = Message(role=raw[0], content=raw[1])
         else:
             raise ValidationError(f"message {index} must be a Message, a dict or a (role, content) pair")
         validation.check_role(message.role, f"message {index} role")
-        self._check_text(message.content, f"message {index} content")
+        if message.tool_call is None:
+            self._check_text(message.content, f"message {index} content")
+        else:
+            self._check_tool_message(message, index)
         message.name = validation.check_name(message.name, f"message {index} name")
         message.metadata = self._check_metadata(message.metadata, f"message {index} metadata")
+        if TOOL_CALL_KEY in message.metadata:
+            raise ValidationError(f"message {index} metadata must not use the reserved key {TOOL_CALL_KEY!r}")
         message.timestamp = _parse_time_arg(message.timestamp, f"message {index} timestamp") or utc_now()
         return message
+
+    def _check_tool_message(self, message: Message, index: int) -> None:
+        """A tool call's message: role "tool", its call checked, its content the call's result or
+        error text (given there; a content that says otherwise is refused)."""
+        if message.role != "tool":
+            raise ValidationError(f"message {index} has a tool_call, so its role must be 'tool'")
+        call = tool_calls.check_tool_call(message.tool_call, f"message {index} tool_call",
+                                          self.settings.max_content_chars)
+        text = tool_calls.message_text(call)
+        if message.content not in (None, "", text):
+            raise ValidationError(f"message {index} content must be empty or the tool call's result or error "
+                                  "(give the call's output in tool_call)")
+        message.content, message.tool_call = text, call
 
     # -- recording -------------------------------------------------------------------------------
     def record(self, user_id: str,
@@ -239,6 +260,12 @@ class MemoryScope:
         transaction; when an LLM is configured, consolidation then runs in the background.
         A message is a `Message`, a dict with ``role``, ``content`` and optional ``name``,
         ``timestamp`` (datetime or ISO 8601) and ``metadata``, or a ``(role, content)`` pair.
+
+        A tool call the agent made is a message with a ``tool_call`` (a `ToolCall`, or a dict of
+        its fields: ``name``, ``arguments``, ``status``, ``result``, ``error``, ``duration_ms``,
+        ``call_id``) and role ``"tool"``: it is logged under the agent and counted in
+        `tool_stats` in the same transaction, never made a memory of the user nor consolidated;
+        its id in the returned list names its log entry (docs/procedural.md).
         """
         user_id = _check_id(user_id, "user_id")
         agent_id = _check_id(agent_id, "agent_id")
@@ -253,11 +280,44 @@ class MemoryScope:
         if len(messages) > validation.MAX_LIMIT:
             raise ValidationError(f"at most {validation.MAX_LIMIT} messages per call")
         parsed = [self._to_message(m, i) for i, m in enumerate(messages)]
-        first_time = parsed[0].timestamp
+        said = [message for message in parsed if message.tool_call is None]
+        memories, before = self._turn_memories(user_id, agent_id, session_id, said)
+        turn_ids = iter(memory.id for memory in memories)
+        # a message and its turn memory share one id, so sources (message ids) open with get()
+        ids = [next(turn_ids) if message.tool_call is None else uuid.uuid4().hex for message in parsed]
+        if not said:  # tool calls only: the log and the tool statistics, nothing of the user's
+            self.store.append_messages(user_id, agent_id, parsed, session_id=session_id, message_ids=ids)
+            return ids
+        vectors = self._embed_documents(memories)
+        self._alias_addressed_speakers(user_id, said)
+        # the turn before may be deleted meanwhile: a retry after the store refused the links drops its backfill
+        backfill = iter([before])
+        ledger = self._write_linked(
+            user_id, lambda: self._record_ledger(user_id, agent_id, said, memories, next(backfill, None)),
+            lambda changes: self.store.append_messages(
+                user_id, agent_id, parsed, session_id=session_id, memories=memories, vectors=vectors,
+                message_ids=ids, ledger=changes or None))
+        if ledger.entities:
+            self._matchers.invalidate(user_id)
+        elif ledger.mentions:  # retrieval's cached mention index takes them as they are, no read
+            ledger_cache.for_store(self.store).add_mentions(user_id, ledger.mentions)
+        if vectors is not None and self._vectors_missing:
+            self._catch_up_vectors()
+        if self._consolidation is not None:
+            self._consolidation.notify(user_id, len(said))
+        return ids
+
+    def _turn_memories(self, user_id: str, agent_id: str, session_id: str | None,
+                       said: Sequence[Message]) -> tuple[builtins.list[Memory], Memory | None]:
+        """The turn memories of the conversation's messages (not the tool calls), each linked to
+        the turn before it, and the stored turn the first one follows (None: none)."""
+        if not said:
+            return [], None
+        first_time = said[0].timestamp
         assert first_time is not None  # _to_message gives every message a time
         before = prior = self._previous_turn(user_id, agent_id, session_id, first_time)
         memories = []
-        for message in parsed:
+        for message in said:
             assert message.timestamp is not None
             memory = Memory(
                 id=uuid.uuid4().hex, user_id=user_id, agent_id=agent_id, content=message.content,
@@ -276,25 +336,7 @@ class MemoryScope:
                 memory.context = f"{prior.speaker}: {prior.content}" if prior.speaker else prior.content
             memories.append(memory)
             prior = memory
-        vectors = self._embed_documents(memories)
-        self._alias_addressed_speakers(user_id, parsed)
-        # a message and its turn memory share one id, so sources (message ids) open with get()
-        # the turn before may be deleted meanwhile: a retry after the store refused the links drops its backfill
-        backfill = iter([before])
-        ledger = self._write_linked(
-            user_id, lambda: self._record_ledger(user_id, agent_id, parsed, memories, next(backfill, None)),
-            lambda changes: self.store.append_messages(
-                user_id, agent_id, parsed, session_id=session_id, memories=memories, vectors=vectors,
-                message_ids=[m.id for m in memories], ledger=changes or None))
-        if ledger.entities:
-            self._matchers.invalidate(user_id)
-        elif ledger.mentions:  # retrieval's cached mention index takes them as they are, no read
-            ledger_cache.for_store(self.store).add_mentions(user_id, ledger.mentions)
-        if vectors is not None and self._vectors_missing:
-            self._catch_up_vectors()
-        if self._consolidation is not None:
-            self._consolidation.notify(user_id, len(parsed))
-        return [m.id for m in memories]
+        return memories, before
 
     def _alias_addressed_speakers(self, user_id: str, messages: Sequence[Message]) -> None:
         """Give a known speaker the short form these messages address them by ("Hey Mel!" for
@@ -661,7 +703,8 @@ class MemoryScope:
 
     def export(self, user_id: str, destination: str | os.PathLike[str] | IO[str] | IO[bytes]) -> int:
         """Write a user's memories as JSON Lines (one memory per line), then their entity ledger and
-        profile (one item per line, `transfer`); returns how many memories.
+        profile and the agents' tool calls made for them (one item per line, `transfer`); returns
+        how many memories.
 
         To a path, nothing there is damaged: a regular file is written beside its final name and
         renamed into place when complete, so a failed export never leaves a truncated file (nor
@@ -701,8 +744,12 @@ class MemoryScope:
         user_id = _check_id(user_id, "user_id")
         batch_size = validation.check_int(batch_size, "batch_size", 1, 100_000)
         progress = validation.check_optional_bool(progress, "progress")
-        memories, ledger = transfer.read_export(source, user_id, max_content_chars=self.settings.max_content_chars,
-                                                max_metadata_chars=self.settings.max_metadata_chars)
+        memories, ledger, calls = transfer.read_export(
+            source, user_id, max_content_chars=self.settings.max_content_chars,
+            max_metadata_chars=self.settings.max_metadata_chars)
+        if calls:  # the calls the user's log holds already (a re-import) are not logged twice
+            logged = {m.id for batch in self.store.iter_messages(user_id) for m in batch}
+            calls = transfer_tools.new_tool_calls(calls, logged, lambda i: transfer.derived_id(user_id, i))
         named = transfer.named_ids(memories, ledger)
         own = {m.id for start in range(0, len(named), 500)
                for m in self.store.get(user_id, named[start:start + 500])}
@@ -718,12 +765,12 @@ class MemoryScope:
                 bar.update(len(batch))
         finally:
             bar.close()
-        if memories or ledger:
+        if memories or ledger or calls:
             try:
-                transfer.store_import(self.store, memories, rows, ledger)
+                transfer.store_import(self.store, memories, rows, ledger, calls)
             except ValueError:  # only a derived id someone stored verbatim through the library can clash
                 raise ValidationError("import refused, nothing stored: an id clashes with a stored memory") from None
-        return transfer.ImportResult(len(memories), mapping)
+        return transfer.ImportResult(len(memories), mapping, len(calls))
 
     # -- the person: entity ledger and profile ------------------------------------------------------
     def entities(self, user_id: str, *, kind: EntityKind | str | None = None, order: str = "relevance",
@@ -982,6 +1029,24 @@ class MemoryScope:
         self._consolidation.add_listener(callback)
         return True
 
+    def tool_stats(self, agent_id: str, tool: str | None = None, *, user_id: str | None = None,
+                   top: int = 10) -> builtins.list[ToolStats]:
+        """The statistics of an agent's recorded tool calls, one `ToolStats` per tool (by name; only
+        `tool`, when given; none for a tool never recorded): calls, failures, the `top` most frequent
+        normalised errors and argument shapes, latency p50/p95 and first and last use.
+
+        An agent's calls are counted over every user it worked for (with `user_id`: that user's
+        calls only); what is counted holds no argument value and only normalised error texts, so
+        no user's data reaches another's (docs/procedural.md)."""
+        agent_id = _check_id(agent_id, "agent_id")
+        if tool is not None and (not isinstance(tool, str) or tool_calls.TOOL_NAME_PATTERN.fullmatch(tool) is None):
+            raise ValidationError(f"tool must be a tool name ({tool_calls.TOOL_NAME_RULE}) or None")
+        if user_id is not None:
+            user_id = _stored_id(user_id, "user_id")
+        top = validation.check_int(top, "top", 1, validation.MAX_LIMIT)
+        counters = self.store.tool_counters(agent_id, tool=tool, user_id=user_id)
+        return tool_stats.fold(agent_id, counters, top)
+
     def usage(self, user_id: str | None = None, operation: str | None = None):
         """LLM tokens spent by consolidation and reflection, per user and/or operation
         (a `TokenUsage`; zero without an LLM)."""
@@ -1080,6 +1145,7 @@ class MemoryScope:
         await asyncio.to_thread(self.close)
 
     arecord = _async_twin(record)
+    atool_stats = _async_twin(tool_stats)
     aadd = _async_twin(add)
     aretrieve = _async_twin(retrieve)
     awarm_up = _async_twin(warm_up)

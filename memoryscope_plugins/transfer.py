@@ -34,10 +34,10 @@ import os
 import uuid
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
-from . import validation
+from . import transfer_tools, validation
 from .errors import ValidationError
 from .safe_write import open_for_writing
-from .storage.base import LedgerChanges, MemoryStore, VectorRows
+from .storage.base import LedgerChanges, MemoryStore, StoredMessage, VectorRows
 from .types import Entity, EntityKind, EntityMention, Memory, ProfileValue
 from .validation import memory_from_record
 
@@ -88,6 +88,8 @@ def _lines(store: MemoryStore, user_id: str) -> Iterator[tuple[bool, str]]:
             yield True, memory_line(memory)
     for line in ledger_lines(store, user_id):
         yield False, line
+    for record in transfer_tools.tool_call_records(store, user_id):
+        yield False, _json_line(record)
 
 
 def export_to_path(store: MemoryStore, user_id: str, destination: str | os.PathLike[str]) -> int:
@@ -158,10 +160,12 @@ def read_memories(source: Any, user_id: str, *, max_content_chars: int, max_meta
 
 
 class ExportContents(NamedTuple):
-    """What an export file holds: its memories, and its ledger and profile (as the file names them)."""
+    """What an export file holds: its memories, its ledger and profile (as the file names them) and
+    the agents' tool calls (`transfer_tools`, ids as the file gives them)."""
 
     memories: list[Memory]
     ledger: LedgerChanges
+    tool_calls: list[StoredMessage]
 
 
 def read_export(source: Any, user_id: str, *, max_content_chars: int, max_metadata_chars: int) -> ExportContents:
@@ -169,6 +173,7 @@ def read_export(source: Any, user_id: str, *, max_content_chars: int, max_metada
     `user_id`; `ValidationError` naming the first bad line."""
     memories: list[Memory] = []
     ledger = LedgerChanges(user_id, entities=[], mentions=[], profile=[])
+    calls: list[StoredMessage] = []
     for number, line in enumerate(_read_text(source).split("\n"), start=1):  # not splitlines: see memory_line
         if not line.strip():
             continue
@@ -179,6 +184,10 @@ def read_export(source: Any, user_id: str, *, max_content_chars: int, max_metada
         except (ValueError, RecursionError):
             raise ValidationError(f"line {number}: not valid JSON; nothing was imported") from None
         try:
+            if isinstance(data, dict) and data.get("record") == "tool_call":
+                calls.append(transfer_tools.read_tool_call(data, user_id, max_content_chars=max_content_chars,
+                                                           max_metadata_chars=max_metadata_chars))
+                continue
             if isinstance(data, dict) and "record" in data:
                 _read_ledger_line(data, ledger, max_content_chars, max_metadata_chars)
                 continue
@@ -189,7 +198,7 @@ def read_export(source: Any, user_id: str, *, max_content_chars: int, max_metada
                                                max_metadata_chars=max_metadata_chars))
         except ValidationError as exc:
             raise ValidationError(f"line {number}: {exc}; nothing was imported") from None
-    return ExportContents(memories, ledger)
+    return ExportContents(memories, ledger, calls)
 
 
 _LEDGER_FIELDS = {
@@ -206,7 +215,7 @@ def _read_ledger_line(data: dict[str, Any], ledger: LedgerChanges, max_content_c
     """Check one ledger line and add its item to `ledger` (lists, as `read_export` made them)."""
     kind = data["record"]
     if kind not in _LEDGER_FIELDS:
-        raise ValidationError(f"unknown record {str(kind)[:40]!r} (entity, mention or profile)")
+        raise ValidationError(f"unknown record {str(kind)[:40]!r} (entity, mention, profile or tool_call)")
     unknown = set(data) - _LEDGER_FIELDS[kind]
     if unknown:
         raise ValidationError(f"unknown {kind} fields: {sorted(str(k)[:40] for k in unknown)}")
@@ -258,6 +267,7 @@ class ImportResult(NamedTuple):
 
     imported: int
     ids: dict[str, str]
+    tool_calls: int = 0  # tool calls logged (those the user's log held already are not counted again)
 
 
 def derived_id(user_id: str, memory_id: str) -> str:
@@ -341,10 +351,13 @@ def _with(item: Any, **changes: Any) -> Any:
 
 
 def store_import(store: MemoryStore, memories: list[Memory], vectors: VectorRows | None,
-                 ledger: LedgerChanges) -> None:
-    """Store an import's memories and ledger in one transaction (`commit_consolidation` with no
-    messages to mark is a put that carries ledger changes); `ValueError` when the store refuses."""
-    if ledger:
+                 ledger: LedgerChanges, tool_calls: Sequence[StoredMessage] = ()) -> None:
+    """Store an import's memories, ledger and tool calls in one transaction (`commit_consolidation`
+    with no messages to mark is a put that carries ledger changes; `copy_messages` logs the calls
+    with them); `ValueError` when the store refuses."""
+    if tool_calls:
+        store.copy_messages(tool_calls, memories, vectors, ledger=ledger or None)
+    elif ledger:
         store.commit_consolidation(memories, vectors, (), ledger=ledger)
     elif memories:
         store.put(memories, vectors)

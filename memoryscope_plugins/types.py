@@ -67,6 +67,33 @@ class Message:
     name: str | None = None
     timestamp: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    tool_call: ToolCall | None = None  # role "tool": one call an agent made (docs/procedural.md)
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One call an agent made to a tool, recorded as a message of role ``"tool"``.
+
+    `arguments` is the JSON object the tool was called with; `status` is ``"ok"`` (with the
+    `result` text, if any) or ``"error"`` (with the `error` text, if any); None (the default) means
+    ``"error"`` when `error` is given, else ``"ok"``. `duration_ms` is how long the call took, when
+    known; `call_id` the framework's id of the call, if any. The call is the agent's (`agent_id`),
+    never the human's words: it is logged and counted in `MemoryScope.tool_stats`, never made into a
+    memory of the user.
+    """
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    status: str | None = None
+    result: str | None = None
+    error: str | None = None
+    duration_ms: float | None = None
+    call_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the shape the message log keeps)."""
+        return {"name": self.name, "arguments": dict(self.arguments), "status": self.status, "result": self.result,
+                "error": self.error, "duration_ms": self.duration_ms, "call_id": self.call_id}
 
 
 @dataclass(slots=True)
@@ -239,3 +266,41 @@ class EntityDetails:
     timeline: list[tuple[datetime, int]] = field(default_factory=list)
     memories: list[Memory] = field(default_factory=list)
     profile: list[ProfileValue] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ToolStats:
+    """What `MemoryScope.tool_stats` returns for one tool of one agent, counted from its logged calls.
+
+    `errors` are the most frequent failures by normalised error text (numbers, ids, paths, quoted
+    strings and mid-sentence names replaced by placeholders), with their counts, most frequent first.
+    `shapes` are the argument shapes (top-level argument names with their JSON types, never values)
+    with how often calls of that shape succeeded and failed, most used first. `p50_ms` and `p95_ms`
+    are nearest-rank percentiles of the calls with a duration (`timed_calls`), each reported as the
+    upper bound of its latency bucket: never below the true value and less than 4.5 % above it
+    (None when no call had a duration). `first_used` and `last_used` are the calls' message times.
+    """
+
+    agent_id: str
+    tool: str
+    calls: int
+    failures: int
+    errors: list[tuple[str, int]] = field(default_factory=list)
+    timed_calls: int = 0
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    shapes: list[tuple[str, int, int]] = field(default_factory=list)  # (shape, succeeded, failed)
+    first_used: datetime | None = None
+    last_used: datetime | None = None
+    error_kinds: int = 0  # distinct normalised errors (`errors` shows the top ones)
+    shape_kinds: int = 0  # distinct argument shapes (`shapes` shows the top ones)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (times as ISO 8601)."""
+        return {"agent_id": self.agent_id, "tool": self.tool, "calls": self.calls, "failures": self.failures,
+                "errors": [{"error": e, "count": n} for e, n in self.errors], "error_kinds": self.error_kinds,
+                "timed_calls": self.timed_calls, "p50_ms": self.p50_ms, "p95_ms": self.p95_ms,
+                "shapes": [{"shape": s, "succeeded": ok, "failed": bad} for s, ok, bad in self.shapes],
+                "shape_kinds": self.shape_kinds,
+                "first_used": None if self.first_used is None else self.first_used.isoformat(),
+                "last_used": None if self.last_used is None else self.last_used.isoformat()}

@@ -241,6 +241,7 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     agent_id = batch[0].agent_id
     context = backend.store.recent_messages(user_id, agent_id, batch[0].seq, cfg.context_messages) \
         if cfg.context_messages else []
+    context = [m for m in context if m.message.tool_call is None]  # the agent's tool calls are no one's words
     language = env.language([m.message.content for m in minable])
     user_name = user_display_name(list(context) + list(batch), user_id)
     extraction = _extract(env, user_id, batch, minable, context, language, user_name, report, boost)

@@ -14,13 +14,16 @@ from __future__ import annotations
 import builtins
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Literal, Protocol, Sequence, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Protocol, Sequence, TypeAlias, runtime_checkable
 
 import numpy as np
 
 from ..types import Entity, EntityMention, Memory, MemoryStatus, MemoryType, Message, ProfileValue, TimeRange
 from .leases import Lease
 from .messages import PENDING
+
+if TYPE_CHECKING:
+    from .tool_counters import Counter
 
 # vectors aligned with the memories they go with: a 2-D array, or rows where None keeps the stored
 # vector and an empty row clears it
@@ -183,8 +186,19 @@ class MemoryStore(Protocol):
         that lease is held (checked in the same transaction; `LeaseLostError` otherwise, nothing
         written)."""
     def users_with_pending(self) -> builtins.list[str]: ...
+    def iter_messages(self, user_id: str, batch_size: int = 1000) -> Iterator[builtins.list[StoredMessage]]:
+        """Batches of every logged message of a user (every state), oldest first."""
+    def copy_messages(self, messages: Sequence[StoredMessage], memories: Sequence[Memory] = (),
+                      vectors: VectorRows | None = None, *, ledger: LedgerChanges | None = None) -> None:
+        """Log messages with their own ids, users, agents, sessions and states (and, in the same
+        transaction, `memories` and `ledger` changes), all or nothing."""
     def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
                         limit: int) -> builtins.list[StoredMessage]: ...
+
+    def tool_counters(self, agent_id: str, *, tool: str | None = None,
+                      user_id: str | None = None) -> builtins.list[Counter]:
+        """The counters of the agent's logged tool calls (storage.tool_counters), summed over its
+        users (or of one user's calls), in (tool, kind, key) order."""
 
     # -- the entity ledger and the profile ---------------------------------------------------------
     def put_ledger(self, changes: LedgerChanges) -> None:

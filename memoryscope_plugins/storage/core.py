@@ -46,7 +46,8 @@ from .base import (
 )
 from .leases import Lease
 from .ledger_records import check_changes
-from .messages import PENDING, check_state
+from .messages import DONE, PENDING, check_state
+from .tool_counters import Counter
 
 _Store = TypeVar("_Store", bound="StoreBase")
 
@@ -178,6 +179,12 @@ class StoreBase(ABC):
         optimistic check that runs `edit` again after a concurrent edit); returns what was written."""
 
     @abstractmethod
+    def tool_counters(self, agent_id: str, *, tool: str | None = None,
+                      user_id: str | None = None) -> builtins.list[Counter]:
+        """The tool statistics' counters of an agent (of one tool, of one user's calls, when
+        given), summed over the users, in (tool, kind, key) order (`tool_counters.summed`)."""
+
+    @abstractmethod
     def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
                        before_seq: int | None = None, limit: int,
                        newest_first: bool) -> builtins.list[StoredMessage]:
@@ -295,11 +302,14 @@ class StoreBase(ABC):
             after = page[-1].seq
             yield page
 
-    def copy_messages(self, messages: Sequence[StoredMessage]) -> None:
+    def copy_messages(self, messages: Sequence[StoredMessage], memories: Sequence[Memory] = (),
+                      vectors: VectorRows | None = None, *, ledger: LedgerChanges | None = None) -> None:
         """Log messages read from another store, each with its own id, user, agent, session and
-        state (attempt counts start again at 0), numbered in this order, all or nothing."""
+        state (attempt counts start again at 0), numbered in this order, all or nothing; with them,
+        in the same transaction, `memories` (and their `vectors`) and the `ledger` changes (an
+        import's)."""
         self._log([records.message_values(m.id, m.user_id, m.agent_id, m.session_id, m.message, m.state)
-                   for m in messages], (), None)
+                   for m in messages], memories, vectors, _checked(ledger))
 
     def append_messages(self, user_id: str, agent_id: str, messages: Sequence[Message],
                         session_id: str | None = None, memories: Sequence[Memory] = (),
@@ -308,9 +318,12 @@ class StoreBase(ABC):
                         ledger: LedgerChanges | None = None) -> builtins.list[str]:
         """Log messages (and, in the same transaction, the memories made from them and the
         `ledger` changes they bring, as `put_ledger` applies them); returns their ids
-        (`message_ids` when given, else new random ones)."""
+        (`message_ids` when given, else new random ones). A tool call's message is logged as done
+        (no consolidation reads it) and counted in the tool statistics (`tool_counters`)."""
         ids = message_ids_for(messages, message_ids)
-        self._log([records.message_values(message_id, user_id, agent_id, session_id, message, state)
+        # a tool call is the agent's, never consolidated into the user's memories: logged as done
+        self._log([records.message_values(message_id, user_id, agent_id, session_id, message,
+                                          state if message.tool_call is None else DONE)
                    for message_id, message in zip(ids, messages)], memories, vectors, _checked(ledger))
         return ids
 

@@ -50,7 +50,7 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
 from ..errors import LeaseLostError, SchemaVersionError, StoreError
 from ..indexing import full_text
 from ..types import Entity, EntityMention, Memory, ProfileValue
-from . import base, messages, records
+from . import base, elasticsearch_tools, messages, records, tool_counters
 from .base import Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
 from .elasticsearch_ledger import ElasticsearchLedger, doc_key
@@ -163,6 +163,7 @@ class ElasticsearchStore(StoreBase):
         self.messages_index = f"{prefix}-messages"
         self.leases_index = f"{prefix}-leases"
         self.meta_index = f"{prefix}-meta"
+        self.tools_index = f"{prefix}-tool-counters"
         self._ledger = ElasticsearchLedger(self)
         self._vector_index_type = vector_index_type
         self._shards = number_of_shards
@@ -218,6 +219,7 @@ class ElasticsearchStore(StoreBase):
         self._ensure_index(self.meta_index, _META_PROPERTIES, {"mapping_version": MAPPING_VERSION})
         self._ensure_index(self.leases_index, _LEASE_PROPERTIES, {"mapping_version": MAPPING_VERSION})
         self._ensure_index(self.messages_index, _MESSAGE_PROPERTIES, {"mapping_version": MAPPING_VERSION})
+        self._ensure_index(self.tools_index, elasticsearch_tools.PROPERTIES, {"mapping_version": MAPPING_VERSION})
         for name, properties in self._ledger.properties().items():
             self._ensure_index(name, properties, {"mapping_version": MAPPING_VERSION})
         self._ensure_index(self.memories_index, _MEMORY_PROPERTIES, {"mapping_version": MAPPING_VERSION},
@@ -262,7 +264,7 @@ class ElasticsearchStore(StoreBase):
     def drop_indices(self) -> None:
         """Delete this store's indices (tests and tear-down)."""
         for name in (self.memories_index, self.messages_index, self.leases_index, self.meta_index,
-                     *self._ledger.properties()):
+                     self.tools_index, *self._ledger.properties()):
             self._call(self.es.options(ignore_status=404).indices.delete, index=name)
 
     def close(self) -> None:
@@ -484,7 +486,7 @@ class ElasticsearchStore(StoreBase):
         query = {"bool": {"filter": [{"term": {"user_id": user_id}}]}}
         resp = self._call(self.es.delete_by_query, index=self.memories_index, refresh=True, conflicts="proceed",
                           query=query)
-        for index in (self.messages_index, self.leases_index, *self._ledger.properties()):
+        for index in (self.messages_index, self.leases_index, self.tools_index, *self._ledger.properties()):
             self._call(self.es.delete_by_query, index=index, refresh=True, conflicts="proceed", query=query)
         return int(resp.get("deleted", 0))
 
@@ -500,8 +502,9 @@ class ElasticsearchStore(StoreBase):
         ops: list[dict[str, Any]] = []
         undo: list[dict[str, Any] | None] = []
         moved = 0
-        for index in (self.memories_index, self.messages_index, *ledger):
-            for hits in self._scan(index, old_query, [{"key" if index in ledger else "seq": "asc"}]):
+        for index in (self.memories_index, self.messages_index, self.tools_index, *ledger):
+            order = "key" if index in ledger else "slot" if index == self.tools_index else "seq"
+            for hits in self._scan(index, old_query, [{order: "asc"}]):
                 for hit in hits:
                     source = dict(hit["_source"], user_id=new_user_id)
                     ops.append({"_op_type": "index", "_index": index, "_id": hit["_id"], "_source": source})
@@ -726,7 +729,14 @@ class ElasticsearchStore(StoreBase):
             source.update(metadata_json=source.pop("metadata"), seq=first + i, attempts=0)
             ops.append({"_op_type": "create", "_index": self.messages_index, "_id": source["id"], "_source": source})
             undo.append({"_op_type": "delete", "_index": self.messages_index, "_id": source["id"]})
-        self._bulk(ops + mem_ops, undo + mem_undo, "append_messages")
+        tool_ops, tool_undo = elasticsearch_tools.ops(self.tools_index, tool_counters.increments(rows))
+        self._bulk(ops + tool_ops + mem_ops, undo + tool_undo + mem_undo, "append_messages")
+
+    def tool_counters(self, agent_id: str, *, tool: str | None = None,
+                      user_id: str | None = None) -> builtins.list[tool_counters.Counter]:
+        hits = [hit for page in self._scan(self.tools_index, elasticsearch_tools.query(agent_id, tool, user_id),
+                                           [{"slot": "asc"}]) for hit in page]
+        return elasticsearch_tools.counters(hits)
 
     def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
                        before_seq: int | None = None, limit: int,

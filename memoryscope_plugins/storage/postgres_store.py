@@ -61,7 +61,7 @@ from ..errors import SchemaVersionError, StoreError, StoreLockedError
 from ..indexing import full_text
 from ..log_hygiene import without_password
 from ..types import Entity, EntityMention, Memory, ProfileValue
-from . import base, postgres_ledger, postgres_search as pgs, records, user_index
+from . import base, postgres_ledger, postgres_search as pgs, records, tool_counters, user_index
 from .base import Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
 from .leases import Lease, require_held
@@ -72,7 +72,7 @@ from .timecodes import aware
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Each entry: (version it brings the schema to, SQL steps). `{p}` is the table prefix, `{cfg}` the
 # text search configuration of version 1's column (a quoted literal). Steps run in order in one
@@ -171,6 +171,7 @@ _MIGRATIONS: list[tuple[int, list[str]]] = [
         "CREATE TRIGGER {p}write_seq BEFORE INSERT OR UPDATE ON {p}memories "
         "FOR EACH ROW EXECUTE FUNCTION {p}write_seq()",
     ]),
+    (5, tool_counters.POSTGRES_DDL),  # the tool statistics' counters
 ]
 
 _MEMORY_COLUMNS = ", ".join(records.MEMORY_COLUMNS)
@@ -686,6 +687,7 @@ class PostgresStore(StoreBase):
         with self._tx() as conn:
             deleted = conn.execute(self._q("DELETE FROM {memories} WHERE user_id=%s"), (user_id,)).rowcount
             conn.execute(self._q("DELETE FROM {messages} WHERE user_id=%s"), (user_id,))
+            conn.execute(self._q("DELETE FROM {t} WHERE user_id=%s", t=self._t("tool_counters")), (user_id,))
             conn.execute(self._q("DELETE FROM {leases} WHERE user_id=%s"), (user_id,))
             self._ledger.delete_user(conn, user_id)
         return deleted
@@ -701,6 +703,8 @@ class PostgresStore(StoreBase):
             moved = conn.execute(self._q("UPDATE {memories} SET user_id=%s WHERE user_id=%s"),
                                  (new_user_id, old_user_id)).rowcount
             conn.execute(self._q("UPDATE {messages} SET user_id=%s WHERE user_id=%s"), (new_user_id, old_user_id))
+            conn.execute(self._q("UPDATE {t} SET user_id=%s WHERE user_id=%s", t=self._t("tool_counters")),
+                         (new_user_id, old_user_id))
             self._ledger.rename_user(conn, old_user_id, new_user_id)
             conn.execute(self._q("DELETE FROM {leases} WHERE user_id=%s"), (old_user_id,))
         return moved
@@ -999,9 +1003,22 @@ class PostgresStore(StoreBase):
             if rows:
                 with conn.cursor() as cur:
                     cur.executemany(self._q(_INSERT_MESSAGE), rows)
+                    counts = [i.row() for i in tool_counters.increments(rows)]
+                    if counts:
+                        cur.executemany(self._q(tool_counters.POSTGRES_UPSERT,
+                                                tool_counters=self._t("tool_counters")), counts)
             self._put_in(conn, memories, vectors)
             if ledger is not None:
                 self._ledger.apply(conn, ledger)
+
+    def tool_counters(self, agent_id: str, *, tool: str | None = None,
+                      user_id: str | None = None) -> builtins.list[tool_counters.Counter]:
+        where, values = tool_counters.read_clauses(agent_id, tool, user_id, "%s")
+        with self._reading() as conn:
+            rows = conn.execute(self._q(f"SELECT tool, kind, key, sum(n), min(first_us), max(last_us) FROM {{t}} "
+                                        f"WHERE {where} GROUP BY tool, kind, key", t=self._t("tool_counters")),
+                                values).fetchall()
+        return tool_counters.summed(rows)
 
     def _lock_messages(self, conn: psycopg.Connection, ids: Sequence[str]) -> None:
         """Lock message rows in id order before changing them (no lock-order deadlocks)."""

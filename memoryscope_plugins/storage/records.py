@@ -13,7 +13,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from ..types import Memory, MemoryStatus, MemoryType, Message
+from ..types import Memory, MemoryStatus, MemoryType, Message, ToolCall
 from .base import StoredMessage
 from .timecodes import iso, parse_iso
 
@@ -30,6 +30,9 @@ MESSAGE_COLUMNS = ("id", "user_id", "agent_id", "session_id", "role", "name", "c
                    "seq", "state", "attempts")
 # what `message_values` writes (the log numbers the message and counts its attempts itself)
 MESSAGE_WRITE_COLUMNS = MESSAGE_COLUMNS[:9] + ("state",)
+# a tool call message keeps its call in the metadata JSON under this key (no column of its own, so
+# every store's log holds it as it is); `record` refuses the key in a caller's metadata
+TOOL_CALL_KEY = "__tool_call__"
 
 _TYPES = {t.value: t for t in MemoryType}
 _STATUSES = {s.value: s for s in MemoryStatus}
@@ -74,15 +77,31 @@ def memory_values(memory: Memory) -> dict[str, Any]:
 
 def message_from_row(row: Sequence[Any]) -> StoredMessage:
     """A logged message from its values in `MESSAGE_COLUMNS` order."""
+    metadata = _dict(row[8])
+    call = metadata.pop(TOOL_CALL_KEY, None)
     return StoredMessage(
         id=row[0], user_id=row[1], agent_id=row[2], session_id=row[3],
         message=Message(role=row[4], name=row[5], content=row[6],
-                        timestamp=datetime.fromisoformat(row[7]), metadata=_dict(row[8])),
+                        timestamp=datetime.fromisoformat(row[7]), metadata=metadata,
+                        tool_call=None if call is None else _tool_call(call)),
         seq=int(row[9]), state=row[10], attempts=int(row[11] or 0))
+
+
+def _tool_call(data: dict[str, Any]) -> ToolCall:
+    """A logged call from its JSON (fields a later release may add are left out, not an error)."""
+    return ToolCall(**{name: data[name] for name in ToolCall.__slots__ if name in data})
+
+
+def message_metadata(message: Message) -> str:
+    """The metadata JSON a message is logged with (its tool call, if any, under `TOOL_CALL_KEY`)."""
+    metadata = message.metadata
+    if message.tool_call is not None:
+        metadata = {**metadata, TOOL_CALL_KEY: message.tool_call.to_dict()}
+    return json.dumps(metadata, default=str)
 
 
 def message_values(message_id: str, user_id: str, agent_id: str, session_id: str | None, message: Message,
                    state: str) -> tuple[Any, ...]:
     """A message's values in `MESSAGE_WRITE_COLUMNS` order; no timestamp means now."""
     return (message_id, user_id, agent_id, session_id, message.role, message.name, message.content,
-            iso(message.timestamp or datetime.now(timezone.utc)), json.dumps(message.metadata, default=str), state)
+            iso(message.timestamp or datetime.now(timezone.utc)), message_metadata(message), state)

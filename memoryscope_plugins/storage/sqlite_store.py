@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import SchemaVersionError, StoreCorruptError, StoreError, StoreLockedError
 from ..indexing import full_text
 from ..types import Entity, EntityMention, Memory, ProfileValue
-from . import records, sqlite_ledger, user_index
+from . import records, sqlite_ledger, tool_counters, user_index
 from .base import Candidate, LedgerChanges, LedgerEdit, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import BoundReader, StoreBase, in_order
 from .leases import Lease, require_held
@@ -97,7 +97,7 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_user_state ON messages(user_id, state, seq);
 CREATE INDEX IF NOT EXISTS messages_state ON messages(state, user_id);
 CREATE TABLE IF NOT EXISTS leases (user_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_ts REAL NOT NULL);
-""" + sqlite_ledger.DDL
+""" + sqlite_ledger.DDL + ";\n" + tool_counters.SQLITE_DDL
 
 _MEMORY_COLUMNS = ", ".join(records.MEMORY_COLUMNS)
 _MESSAGE_COLUMNS = ", ".join(records.MESSAGE_COLUMNS)
@@ -302,7 +302,8 @@ class SQLiteStore(StoreBase):
         try:
             with self._read() as conn:
                 tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-                if not {"meta", "users", "memories", "messages", "leases", *sqlite_ledger.TABLES} <= tables:
+                wanted = {"meta", "users", "memories", "messages", "leases", "tool_counters", *sqlite_ledger.TABLES}
+                if not wanted <= tables:
                     return False
                 row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         except StoreLockedError:
@@ -470,6 +471,7 @@ class SQLiteStore(StoreBase):
         with self._write() as conn:
             removed = conn.execute("DELETE FROM memories WHERE user_id=?", (user_id,)).rowcount
             conn.execute("DELETE FROM messages WHERE user_id=?", (user_id,))
+            conn.execute("DELETE FROM tool_counters WHERE user_id=?", (user_id,))
             conn.execute("DELETE FROM leases WHERE user_id=?", (user_id,))
             sqlite_ledger.delete_user(conn, user_id)
             self._bump(conn, {user_id}, deletion=True)
@@ -485,6 +487,7 @@ class SQLiteStore(StoreBase):
             moved = conn.execute("UPDATE memories SET user_id=? WHERE user_id=?",
                                  (new_user_id, old_user_id)).rowcount
             conn.execute("UPDATE messages SET user_id=? WHERE user_id=?", (new_user_id, old_user_id))
+            conn.execute("UPDATE tool_counters SET user_id=? WHERE user_id=?", (new_user_id, old_user_id))
             sqlite_ledger.rename_user(conn, old_user_id, new_user_id)
             conn.execute("DELETE FROM leases WHERE user_id=?", (old_user_id,))
             self._bump(conn, {old_user_id, new_user_id}, deletion=True)
@@ -674,9 +677,18 @@ class SQLiteStore(StoreBase):
         with self._write() as conn:
             for row in rows:
                 conn.execute(_INSERT_MESSAGE, row)
+            conn.executemany(tool_counters.SQLITE_UPSERT, [i.row() for i in tool_counters.increments(rows)])
             self._put_in(conn, memories, vectors)
             if ledger is not None:
                 sqlite_ledger.apply(conn, ledger)
+
+    def tool_counters(self, agent_id: str, *, tool: str | None = None,
+                      user_id: str | None = None) -> builtins.list[tool_counters.Counter]:
+        where, values = tool_counters.read_clauses(agent_id, tool, user_id, "?")
+        with self._read() as conn:
+            rows = conn.execute(f"SELECT tool, kind, key, sum(n), min(first_us), max(last_us) FROM tool_counters "
+                                f"WHERE {where} GROUP BY tool, kind, key", values).fetchall()
+        return tool_counters.summed(rows)
 
     def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
                        before_seq: int | None = None, limit: int,

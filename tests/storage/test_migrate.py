@@ -20,7 +20,16 @@ from memoryscope_plugins.storage import migrate as mig
 from memoryscope_plugins.storage.base import LedgerChanges, MemoryFilter
 from memoryscope_plugins.storage.core import StoreBase
 from memoryscope_plugins.storage.sqlite_store import SQLiteStore
-from memoryscope_plugins.types import Entity, EntityKind, EntityMention, Memory, MemoryStatus, Message, ProfileValue
+from memoryscope_plugins.types import (
+    Entity,
+    EntityKind,
+    EntityMention,
+    Memory,
+    MemoryStatus,
+    Message,
+    ProfileValue,
+    ToolCall,
+)
 from tests.storage.test_store_contract import es_server, pg_server  # noqa: F401 - the servers, once per session
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone(timedelta(hours=2)))
@@ -35,7 +44,7 @@ _names = itertools.count()
 
 def build_source(path, embedder) -> None:
     """Several users with vectors, an expired memory linked to the one that replaced it, a memory
-    without a vector, messages pending, done and failed, and an entity ledger and profile."""
+    without a vector, messages pending, done and failed, tool calls, and an entity ledger and profile."""
     with MemoryScope(path=path, embedder=embedder, start_worker=False) as memory:
         for n, user in enumerate(USERS):
             made = [memory.add(user, fact.format(u=user.title()), created_at=T0 + timedelta(days=i),
@@ -50,6 +59,12 @@ def build_source(path, embedder) -> None:
                 session_id="s1")
             store.mark_messages(ids[:2], "done")
             store.mark_messages(ids[2:3], "failed")
+            store.append_messages(user, "scout", [  # the agent's tool calls: their statistics follow the log
+                Message(role="tool", content="", timestamp=T0 + timedelta(hours=i),
+                        tool_call=ToolCall(name=f"tool-{i % 2}", arguments={"q": user, "n": i} if i % 3 else {},
+                                           error=f"failed for {user} at {i}" if i % 2 else None,
+                                           duration_ms=None if i == 2 else 10.0 * (i + n)))
+                for i in range(4 + n)], session_id="s2")
             store.put_ledger(_ledger(user, made))
     with SQLiteStore(path) as store:  # after the engine, which would embed it
         store.put([Memory(id=f"novec-{user}", user_id=user, agent_id="assistant", content=f"{user} no vector",
@@ -111,6 +126,8 @@ def everything(store: StoreBase):
             vectors.update(store.vectors_of(user, [m.id for m in batch]))
         logs[user] = [(m.id, m.state, m.agent_id, m.session_id, m.message) for b in store.iter_messages(user)
                       for m in b]
+        logs[user + "/tools"] = [store.tool_counters(agent, user_id=user) for agent in ("assistant", "scout")]
+        assert logs[user + "/tools"][1], "every user has tool calls"
     return memories, vectors, logs
 
 
@@ -235,8 +252,8 @@ def test_dry_run_counts_and_writes_nothing(source_file, tmp_path, pg_url, capsys
     target = tmp_path / "never.db"
     assert main(["migrate", "--from", str(source_file), "--to", str(target), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "4 users, 36 memories (32 with vectors), 26 messages; nothing written" in out
-    assert "anna: memories active 8, expired 1; messages pending 2, done 2, failed 1" in out
+    assert "4 users, 36 memories (32 with vectors), 48 messages; nothing written" in out  # 22 tool calls
+    assert "anna: memories active 8, expired 1; messages pending 2, done 6, failed 1" in out
     assert not target.exists()
     assert mig.migrate(str(source_file), pg_url, dry_run=True).memories == 36
     with mig.open_url(pg_url) as untouched:

@@ -23,6 +23,8 @@ from tests.support import servers  # noqa: E402
 from tests.support.ledger_contract import *  # noqa: E402,F401,F403
 from tests.support.store_contract import *  # noqa: E402,F401,F403
 from tests.support.store_contract import ids, mem, unit, vector_search  # noqa: E402
+from tests.support.tool_contract import *  # noqa: E402,F401,F403
+from tests.support.tool_contract import EXPECTED, record_run, stats as tool_stats_of  # noqa: E402
 
 ES_ID = "elasticsearch" if os.environ.get(servers.ES_URL_ENV) else "elasticsearch-noida-emulator"
 BACKENDS = ["sqlite", "postgres", ES_ID]
@@ -139,21 +141,21 @@ def test_a_newer_schema_is_refused(store_factory):
 
 
 def _make_older(store, backend: str) -> None:
-    """Turn a fresh store into one written before the entity ledger (SQLite schema 2, PostgreSQL
-    schema 1, Elasticsearch mapping 1 without the ledger's indices)."""
+    """Turn a fresh store into one written before the entity ledger and the tool counters (SQLite
+    schema 2, PostgreSQL schema 1, Elasticsearch mapping 1 without the ledger's and tools' indices)."""
     if backend == "sqlite":
         with store._write() as conn:
-            for table in ("entities", "mentions", "profile"):
+            for table in ("entities", "mentions", "profile", "tool_counters"):
                 conn.execute(f"DROP TABLE {table}")
         store.set_meta("schema_version", "2")
     elif backend == "postgres":
         import psycopg
         with psycopg.connect(store._conninfo, autocommit=True) as conn:
-            for table in ("entities", "mentions", "profile"):
+            for table in ("entities", "mentions", "profile", "tool_counters"):
                 conn.execute(f"DROP TABLE {store.prefix}{table}")
         store.set_meta("schema_version", "1")
     else:
-        for name in store._ledger.properties():
+        for name in (*store._ledger.properties(), store.tools_index):
             store.es.indices.delete(index=name)
         for name in (store.memories_index, store.messages_index, store.leases_index, store.meta_index):
             store.es.indices.put_mapping(index=name, meta={"mapping_version": 1})
@@ -172,7 +174,9 @@ def test_an_older_store_opens_and_gains_the_ledger(store_factory):
     assert [e.mention_count for e in again.entities("alice")] == [1]
     assert ids(vector_search(again, "alice", unit(1))) == ["m1"]
     if store_factory.backend != ES_ID:
-        assert again.get_meta("schema_version") == {"sqlite": "3", "postgres": "4"}[store_factory.backend]
+        assert again.get_meta("schema_version") == {"sqlite": "3", "postgres": "5"}[store_factory.backend]
+    record_run(again)  # and the tool statistics' counters
+    assert tool_stats_of(again) == EXPECTED
     store_factory("model-a")  # a third opening finds the schema current
 
 
