@@ -27,6 +27,9 @@ STATUSES = ("ok", "error")
 CALL_KEYS = frozenset({"name", "arguments", "status", "result", "error", "duration_ms", "call_id"})
 
 MAX_ERROR_CHARS = 160  # a normalised error is cut here (with "...")
+# only the start of an error text is normalised (the rest could not reach the cut result): the work per
+# error stays bounded whatever its length, which `max_content_chars` allows up to 100,000 characters
+MAX_ERROR_INPUT_CHARS = 1_000
 MAX_SHAPE_ARGS = 32  # argument names in a shape; more are counted as "+N"
 # latency buckets grow by this factor: bucket k (k >= 1) holds (GROWTH**(k-1), GROWTH**k] ms, bucket 0 holds
 # [0, 1] ms; a percentile is reported as its bucket's upper bound, < 4.5 % above the true value
@@ -146,6 +149,7 @@ def message_text(call: ToolCall) -> str:
 # -- what the statistics keep ------------------------------------------------------------------
 _PLACEHOLDERS = [
     (re.compile(r"\"[^\"]*\"|'[^'\s][^']*'|`[^`]*`|“[^”]*”|‘[^’]*’|«[^»]*»"), "<str>"),
+    (re.compile(r"[\"`“«][^\"`”»]*\Z"), "<str>"),  # a quote still open where the text (or its start) ends
     (re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE), "<url>"),
     (re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"), "<email>"),
     (re.compile(r"(?:\b[A-Za-z]:)?(?:[\\/][\w.@%+~-]+){2,}[\\/]?|~[\\/]\S*"), "<path>"),
@@ -165,7 +169,7 @@ def normalise_error(text: str | None) -> str:
     word and words in capitals ("HTTP", "ValueError: Invalid") stay. Empty: "<no message>"."""
     if text is None or not text.strip():
         return "<no message>"
-    out = " ".join(text.split())
+    out = " ".join(text[:MAX_ERROR_INPUT_CHARS].split())
     for pattern, placeholder in _PLACEHOLDERS:
         out = pattern.sub(placeholder, out)
     out = _replace_names(out)

@@ -11,14 +11,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .. import transfer
+from .. import transfer, transfer_tools
 from ..engine import MemoryScope
-from .route_support import ApiError, admin_key, content_disposition, public_memory, request_key, store_user
+from .route_support import ApiError, admin_key, content_disposition, int_param, public_memory, request_key, store_user
 from .tenancy import public_user_id
 
 
 def user_routes(engine: MemoryScope, base: str) -> list[Route]:
-    """``{base}`` (the users) and ``{base}/{user}`` (delete), ``/export`` and ``/import``."""
+    """``{base}`` (the users) and ``{base}/{user}`` (delete), ``/export``, ``/import`` and ``/tool-stats``."""
 
     async def users(request: Request) -> Response:
         """
@@ -38,7 +38,8 @@ def user_routes(engine: MemoryScope, base: str) -> list[Route]:
 
     async def export(request: Request) -> Response:
         """
-        summary: Every memory of a user as JSON Lines (streamed), then their entity ledger and profile.
+        summary: Every memory of a user as JSON Lines (streamed), then their entity ledger and profile, then the
+          agents' tool calls made for them.
         """
         key = request_key(request)
         user = store_user(key, request.path_params["user"])
@@ -48,6 +49,8 @@ def user_routes(engine: MemoryScope, base: str) -> list[Route]:
                 for memory in batch:
                     yield json.dumps(public_memory(memory, key.tenant, listing=False), ensure_ascii=False) + "\n"
             yield from transfer.ledger_lines(engine.store, user)  # no user ids in them: nothing to unprefix
+            for record in transfer_tools.tool_call_records(engine.store, user):  # nor in these
+                yield json.dumps(record, ensure_ascii=False) + "\n"
 
         return StreamingResponse(lines(), media_type="application/x-ndjson",
                                  headers={"Content-Disposition": content_disposition(
@@ -65,11 +68,29 @@ def user_routes(engine: MemoryScope, base: str) -> list[Route]:
         except UnicodeDecodeError:
             raise ApiError(400, "the body must be UTF-8 JSON Lines") from None
         result = await run_in_threadpool(lambda: engine.import_with_ids(user, io.StringIO(text), progress=False))
-        return JSONResponse({"imported": result.imported, "ids": result.ids})
+        return JSONResponse({"imported": result.imported, "ids": result.ids, "tool_calls": result.tool_calls})
+
+    async def tool_stats(request: Request) -> Response:
+        """
+        summary: The statistics of an agent's tool calls recorded for this user (query agent_id, tool?, top?),
+          one record per tool; an agent's statistics over every user are the store owner's (Python API, CLI).
+        """
+        key = request_key(request)
+        user = store_user(key, request.path_params["user"])
+        unknown = sorted(set(request.query_params) - {"agent_id", "tool", "top"})
+        if unknown:
+            raise ApiError(400, f"unknown query parameters: {', '.join(unknown)}")
+        agent, tool = request.query_params.get("agent_id"), request.query_params.get("tool")
+        if agent is None:
+            raise ApiError(400, "agent_id is required")
+        top = int_param(request, "top", 10)
+        found = await run_in_threadpool(lambda: engine.tool_stats(agent, tool, user_id=user, top=top))
+        return JSONResponse({"tools": [stats.to_dict() for stats in found]})
 
     return [
         Route(base, users, methods=["GET"]),
         Route(base + "/{user}", delete_user, methods=["DELETE"]),
         Route(base + "/{user}/export", export, methods=["GET"]),
         Route(base + "/{user}/import", import_, methods=["POST"]),
+        Route(base + "/{user}/tool-stats", tool_stats, methods=["GET"]),
     ]

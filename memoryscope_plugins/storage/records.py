@@ -83,8 +83,13 @@ def message_from_row(row: Sequence[Any]) -> StoredMessage:
         id=row[0], user_id=row[1], agent_id=row[2], session_id=row[3],
         message=Message(role=row[4], name=row[5], content=row[6],
                         timestamp=datetime.fromisoformat(row[7]), metadata=metadata,
-                        tool_call=None if call is None else ToolCall(**call)),
+                        tool_call=None if call is None else _tool_call(call)),
         seq=int(row[9]), state=row[10], attempts=int(row[11] or 0))
+
+
+def _tool_call(data: dict[str, Any]) -> ToolCall:
+    """A logged call from its JSON (fields a later release may add are left out, not an error)."""
+    return ToolCall(**{name: data[name] for name in ToolCall.__slots__ if name in data})
 
 
 def message_metadata(message: Message) -> str:

@@ -314,3 +314,18 @@ def test_system_and_tool_messages_alone_need_no_llm_call(engine, brain):
     report = engine.consolidate("anna")
     assert report.messages == 1 and report.llm_calls == 0 and brain.prompts == []
     assert engine.store.users_with_pending() == []
+
+
+def test_tool_calls_are_neither_mined_nor_shown_as_context(engine, brain):
+    """A tool call is the agent's (docs/procedural.md): consolidation never gets it as a new message
+    nor as context, so no tool output becomes an observation about the person."""
+    brain.extract = lambda p: []
+    engine.record("anna", [user_msg("Is it raining in Leeds?", at(3, 9)),
+                           {"tool_call": {"name": "weather", "arguments": {"city": "Leeds"},
+                                          "result": "Heavy rain over Leeds, 11 degrees"}, "timestamp": at(3, 9)}])
+    engine.consolidate("anna")
+    engine.record("anna", [assistant_msg("Yes, take an umbrella.", at(3)), user_msg("Thanks, I will.", at(3))])
+    engine.consolidate("anna")
+    assert brain.prompts and all("Heavy rain" not in prompt.user for prompt in brain.prompts)
+    assert "Is it raining in Leeds?" in brain.prompts[-1].user.split("New messages")[0]
+    assert engine.store.pending_messages("anna") == []

@@ -18,6 +18,7 @@ from memoryscope_plugins.tool_calls import (
     GROWTH,
     MAX_ARGUMENT_CHARS,
     MAX_ERROR_CHARS,
+    MAX_ERROR_INPUT_CHARS,
     argument_shape,
     bucket_bound,
     latency_bound,
@@ -181,6 +182,15 @@ def test_a_long_error_is_cut():
     assert len(out) == MAX_ERROR_CHARS and out.endswith("...")
 
 
+@pytest.mark.parametrize("text", ["Word " * 20_000, "x@" * 50_000, 'bad "' + "secret " * 20_000 + '"'])
+def test_only_the_start_of_a_huge_error_is_normalised(text):
+    """At most `MAX_ERROR_INPUT_CHARS` are read (the regular expressions are not linear in the text's
+    length); a quote still open there is a placeholder, never the quoted words."""
+    out = normalise_error(text)
+    assert len(out) <= MAX_ERROR_CHARS and "secret" not in out
+    assert out == normalise_error(text[:MAX_ERROR_INPUT_CHARS])
+
+
 def test_an_argument_shape_names_top_level_arguments_and_types_never_values():
     assert argument_shape({"city": "Leeds", "days": 3, "when": None, "ok": True, "ratio": 0.5,
                            "tags": ["x"], "opts": {"secret": "s3cr3t"}}) == \
@@ -198,3 +208,13 @@ def test_a_latency_is_reported_at_most_one_bucket_above_its_value(ms):
     assert bucket == 0 or bucket_bound(bucket - 1) < ms
     assert latency_bound(ms) < max(1.0001, ms * 1.045)  # what the docs promise: < 4.5 % above
     assert GROWTH < 1.045
+
+
+def test_a_logged_call_with_fields_of_a_later_release_still_reads():
+    from memoryscope_plugins.storage import records
+    row = records.message_values("m1", "anna", "scout", None, Message(
+        role="tool", content="r", timestamp=T0, tool_call=ToolCall(name="search", result="r", status="ok")), "done")
+    stored = row[:8] + (row[8].replace('"call_id": null', '"call_id": null, "retries": 2'),) + row[9:]
+    assert '"retries": 2' in stored[8]
+    read = records.message_from_row([*stored[:9], 1, stored[9], 0])  # MESSAGE_COLUMNS: seq, state, attempts
+    assert read.message.tool_call == ToolCall(name="search", result="r", status="ok")

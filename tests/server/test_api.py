@@ -37,6 +37,7 @@ ROUTES = [
     ("GET", "/v1/users/anna/profile/home/history", None, False),
     ("PUT", "/v1/users/anna/profile/home", {"value": "Sintra"}, False),
     ("DELETE", "/v1/users/anna/profile/values/pv-likes-surf", None, False),
+    ("GET", "/v1/users/anna/tool-stats?agent_id=assistant", None, False),
     ("DELETE", "/v1/users/anna/memories/obs-old", None, False),
     ("DELETE", "/v1/users/anna", None, True),
     ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, False),

@@ -175,7 +175,7 @@ def test_no_id_oracle_across_tenants_on_import(tmp_path):
         fresh = acme.post("/v1/users/anna/import", content=_line("f" * 32))
         # the same status, the same shape, the same kind of answer
         assert taken.status_code == fresh.status_code == 200
-        assert set(taken.json()) == set(fresh.json()) == {"imported", "ids"}
+        assert set(taken.json()) == set(fresh.json()) == {"imported", "ids", "tool_calls"}
         assert taken.json()["imported"] == fresh.json()["imported"] == 1
         assert taken.json()["ids"] == {secret: derived_id("acme:anna", secret)}
         assert fresh.json()["ids"] == {"f" * 32: derived_id("acme:anna", "f" * 32)}
