@@ -9,12 +9,18 @@ pytest.importorskip("autogen_agentchat", reason="AutoGen AgentChat is not instal
 pytest.importorskip("autogen_ext.models.openai", reason="autogen-ext[openai] is not installed")
 
 from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.base import TaskResult
 from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core.tools import FunctionTool
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
-from memoryscope_plugins.adapters.autogen_agentchat import MemoryAssistantAgent, MemoryScopeMemory, run_with_memory
+from memoryscope_plugins.adapters.autogen_agentchat import (
+    MemoryAssistantAgent,
+    MemoryScopeMemory,
+    run_stream_with_memory,
+    run_with_memory,
+)
 from tests.support import tool_scenario as s
 from tests.support.fakes.fake_model_server import OPENAI_CHAT, Reply, openai_completion, openai_tool_calls
 
@@ -48,6 +54,19 @@ async def test_run_with_memory_records_the_agents_tool_calls_once(server, engine
     server.script(OPENAI_CHAT, [Reply(json=openai_completion("You are welcome.", model=MODEL))])
     await run_with_memory(agent, "Thanks!")  # the model context holds the calls: not recorded again
     s.check_run(engine, "anna", "concierge", timed=False, call_ids=("c1", "c2"))
+
+
+async def test_the_stream_records_them_before_the_task_result(server, engine):
+    memory = MemoryScopeMemory(engine, user_id="anna")
+    agent = AssistantAgent("concierge", model_client=client(server), tools=tools(), memory=[memory],
+                           reflect_on_tool_use=True)
+    script_run(server)
+    async for item in run_stream_with_memory(agent, s.REQUEST):
+        if isinstance(item, TaskResult):
+            s.check_run(engine, "anna", "concierge", timed=False, call_ids=("c1", "c2"))
+            break
+    else:
+        raise AssertionError("no TaskResult")
 
 
 async def test_memory_assistant_agent_records_its_own_tool_calls_in_a_team(server, engine):
