@@ -30,6 +30,8 @@ from memoryscope_plugins.retrieval.injection import (
 from memoryscope_plugins.types import MemoryType, RetrievalResult
 from memoryscope_plugins.validation import check_min_relevance, check_top_k
 
+from ._tool_capture import CallSeen, ResultSeen, tool_messages, unanswered
+
 log = logging.getLogger("memoryscope_plugins.adapters")
 
 OnError = Literal["warn", "raise"]
@@ -202,6 +204,9 @@ class MemoryBridge:
         limit = self.memory.settings.max_content_chars
         kept = []
         for message in messages:
+            if message.get("tool_call") is not None:  # made safe by _tool_capture.tool_message
+                kept.append({k: v for k, v in message.items() if v is not None})
+                continue
             content = message.get("content")
             if not isinstance(content, str) or not content.strip():
                 continue
@@ -214,7 +219,8 @@ class MemoryBridge:
 
     def record(self, user_id: str | None, messages: Iterable[Mapping[str, Any]], *, agent_id: str,
                session_id: str | None = None) -> list[str]:
-        """Record a turn's messages (dicts with role, content, optional name); returns the ids."""
+        """Record a turn's messages (dicts with role, content, optional name, or a tool call's
+        message from `_tool_capture.tool_messages`); returns the ids."""
         if not self.config.record or not user_id:
             return []
         cleaned = self._clean(messages)
@@ -241,6 +247,18 @@ class MemoryBridge:
         except Exception as exc:  # noqa: BLE001
             self.report_failure("recording", user_id, exc)
             return []
+
+    def tool_messages(self, calls: Iterable[CallSeen], results: Iterable[ResultSeen],
+                      durations: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+        """The messages recording a turn's tool calls with their results (`_tool_capture`), each
+        one the engine accepts; a call with no result is left out (counted in the debug log)."""
+        calls = list(calls)
+        messages = tool_messages(calls, results, max_chars=self.memory.settings.max_content_chars,
+                                 durations=durations)
+        if len(messages) < len(calls):
+            log.debug("%s: %d tool call(s) without a result are not recorded", self.framework,
+                      unanswered(calls, messages))
+        return messages
 
     def report_failure(self, what: str, user_id: str, exc: Exception) -> None:
         """Log a memory failure (exception type only) or re-raise it with ``on_error="raise"``."""
@@ -315,15 +333,17 @@ def latest_user_text(lines: Sequence[Line], humans: Collection[str] | None = Non
 
 
 def turn(user_text: str | None, reply_text: str | None, *, user_name: str | None = None,
-         agent_name: str | None = None) -> list[dict[str, Any]]:
-    """The messages to record for one exchange (empty sides left out)."""
+         agent_name: str | None = None, tools: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The messages to record for one exchange (empty sides left out), with the agent's tool
+    calls of the exchange (`MemoryBridge.tool_messages`) between the request and the answer."""
     messages: list[dict[str, Any]] = []
     if user_text and user_text.strip():
         messages.append({"role": "user", "content": user_text, "name": user_name})
+    messages.extend(dict(message) for message in tools)
     if reply_text and reply_text.strip():
         messages.append({"role": "assistant", "content": reply_text, "name": agent_name})
     return messages
 
 
-__all__ = ["DEFAULT_TEMPLATE", "IdSource", "Line", "MemoryBridge", "MemoryConfig", "OnError", "empty_result",
-           "latest_user_index", "latest_user_text", "log", "text_of", "turn"]
+__all__ = ["DEFAULT_TEMPLATE", "CallSeen", "IdSource", "Line", "MemoryBridge", "MemoryConfig", "OnError", "ResultSeen",
+           "empty_result", "latest_user_index", "latest_user_text", "log", "text_of", "turn"]

@@ -22,7 +22,8 @@ each question put to the human. `MemoryScopeMiddleware` is such a factory:
 - ``on_human_input``: keeps what the agent asked the human in mid-turn and what they answered.
 - ``on_tool_execution``: marks tool calls as made by this agent, so another agent run inside a
   tool (``agent.as_tool(...)``, a delegation) records its task as this agent's words, not the
-  human's.
+  human's; and keeps each call with its result (or error) and duration, recorded with the turn
+  as the agent's tool calls (`MemoryScope.tool_stats`), never as the user's memories.
 
 `MemoryScopePlugin` bundles the middleware with (optionally) the memory tools and their
 instructions, as an ``ag2.Plugin``; `memory_tools` gives the tools alone.
@@ -34,6 +35,7 @@ serve many people. With neither, memory is skipped for that turn (one warning).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
@@ -41,7 +43,17 @@ from pydantic import Field
 
 try:
     from ag2 import Context, Plugin
-    from ag2.events import BaseEvent, HumanInputRequest, HumanMessage, ModelRequest, ModelResponse, TextInput
+    from ag2.events import (
+        BaseEvent,
+        HumanInputRequest,
+        HumanMessage,
+        ModelRequest,
+        ModelResponse,
+        TextInput,
+        ToolCallEvent,
+        ToolErrorEvent,
+        ToolResultEvent,
+    )
     from ag2.events.types import ToolApprovalRequest
     from ag2.middleware import BaseMiddleware, MiddlewareDescription
     from ag2.tools import tool
@@ -56,10 +68,12 @@ from memoryscope_plugins.types import MemoryType
 
 from ._common import (
     DEFAULT_TEMPLATE,
+    CallSeen,
     Line,
     MemoryBridge,
     MemoryConfig,
     OnError,
+    ResultSeen,
     latest_user_text,
     log,
     text_of,
@@ -220,6 +234,7 @@ class _MemoryTurn(BaseMiddleware):
         self.asked: list[dict[str, Any]] = []  # questions put to the human in mid-turn, and the answers
         self.tools_running = 0
         self.saved_speaker: Any = None
+        self.calls: list[tuple[CallSeen, ResultSeen]] = []  # the turn's tool calls with their results
 
     async def on_turn(self, call_next: Any, event: BaseEvent, context: Context) -> ModelResponse:
         owner = self.owner
@@ -249,6 +264,8 @@ class _MemoryTurn(BaseMiddleware):
         elif said and speaker is not None:
             rows.extend(turn(None, said, agent_name=speaker))
         rows.extend(self.asked)
+        calls = [call for call, _ in self.calls]
+        rows.extend(self.owner.bridge.tool_messages(calls, [result for _, result in self.calls]) if calls else [])
         rows.extend(turn(None, _answer_of(response), agent_name=agent_id))
         return rows
 
@@ -268,15 +285,33 @@ class _MemoryTurn(BaseMiddleware):
             self.saved_speaker = context.variables.get(SPEAKER_VARIABLE, _MISSING)
             context.variables[SPEAKER_VARIABLE] = self.owner.resolve_agent(context)
         self.tools_running += 1
+        started = time.perf_counter()
+        result: Any = None
         try:
-            return await call_next(event, context)
+            result = await call_next(event, context)
+            return result
         finally:
+            self._keep_call(event, result, (time.perf_counter() - started) * 1000.0)
             self.tools_running -= 1
             if self.tools_running == 0:
                 if self.saved_speaker is _MISSING:
                     context.variables.pop(SPEAKER_VARIABLE, None)
                 else:
                     context.variables[SPEAKER_VARIABLE] = self.saved_speaker
+
+    def _keep_call(self, event: Any, result: Any, duration_ms: float) -> None:
+        """Keep a tool call of this turn with its result (a ``ToolErrorEvent``: its exception's
+        type and message, not the traceback ag2 hands the model). A call with no result event (a
+        client-side tool, a call that raised through) is not kept."""
+        if not isinstance(event, ToolCallEvent) or not isinstance(result, ToolResultEvent):
+            return
+        if isinstance(result, ToolErrorEvent):
+            text, failed = f"{type(result.error).__name__}: {result.error}", True
+        else:
+            text = "\n".join(p.content for p in result.result.parts if isinstance(p, TextInput))
+            failed = False
+        self.calls.append((CallSeen(event.name, event.arguments, event.id),
+                           ResultSeen(event.id, text, failed=failed, duration_ms=duration_ms, name=event.name)))
 
     async def on_human_input(self, call_next: Any, event: HumanInputRequest, context: Context) -> HumanMessage:
         answer = await call_next(event, context)

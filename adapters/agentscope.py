@@ -19,7 +19,9 @@ message), placed right after the user's message. The agent's context stays clean
 compression never summarises memory blocks into the conversation.
 
 - static_control: ``on_reply`` retrieves for the user's input before the reply and records the
-  user/assistant exchange after it (in a ``finally``, as Mem0Middleware does).
+  user/assistant exchange after it (in a ``finally``, as Mem0Middleware does), with the agent's
+  tool calls of the reply (each ``ToolCallBlock`` with its ``ToolResultBlock``, timed by
+  ``on_acting``) as the agent's (`MemoryScope.tool_stats`), never as the user's memories.
 - agent_control: ``list_tools()`` gives ``retrieve_from_memory(keywords, limit)`` and
   ``record_to_memory(thinking, content)``; ``on_system_prompt`` tells the model about them.
 - both: the two together.
@@ -29,11 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentscope.message import AssistantMsg, HintBlock, Msg, TextBlock, ToolResultState
+from agentscope.event import ToolResultEndEvent
+from agentscope.message import AssistantMsg, HintBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, ToolResultState
 from agentscope.middleware import MiddlewareBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, ToolBase, ToolChunk
@@ -44,7 +48,19 @@ from memoryscope_plugins.retrieval.context import format_context
 from memoryscope_plugins.retrieval.present import asks_about_present
 from memoryscope_plugins.types import MemoryType, ScoredMemory, utc_now
 
-from ._common import DEFAULT_TEMPLATE, Line, MemoryBridge, MemoryConfig, latest_user_index, latest_user_text, log, turn
+from ._common import (
+    DEFAULT_TEMPLATE,
+    CallSeen,
+    Line,
+    MemoryBridge,
+    MemoryConfig,
+    ResultSeen,
+    latest_user_index,
+    latest_user_text,
+    log,
+    text_of,
+    turn,
+)
 from ._tools import TOOL_NAMES, MemoryTools, clamp_limit, tool_spec
 
 if TYPE_CHECKING:
@@ -52,6 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_TOOL_INSTRUCTIONS", "MEMORY_MSG_NAME", "MemoryScopeMiddleware"]
 
+MAX_TIMED_CALLS = 4096  # tool-call durations kept until their reply is recorded
 #: The name of the transient message that carries recalled memories into a model call.
 MEMORY_MSG_NAME = "memory"
 _READ_ONLY = frozenset({"search_memory", "recall_entity"})  # the tools that only read
@@ -129,6 +146,8 @@ class MemoryScopeMiddleware(MiddlewareBase):
                 "; record durable", "; add durable")
         self.tool_instructions = tool_instructions
         self._blocks: dict[int, tuple[str, str | None]] = {}  # id(agent) -> (block, input msg id)
+        self._tool_ids: dict[int, list[str]] = {}  # id(agent) -> the tool calls its (paused) reply finished
+        self._durations: dict[str, float] = {}  # tool call id -> milliseconds, timed by on_acting
 
     @property
     def user_id(self) -> str:
@@ -162,25 +181,63 @@ class MemoryScopeMiddleware(MiddlewareBase):
             async for item in next_handler(**input_kwargs):
                 if isinstance(item, Msg) and item.role == "assistant":
                     final = item
+                elif isinstance(item, ToolResultEndEvent):
+                    self._tool_ids.setdefault(id(agent), []).append(item.tool_call_id)
                 yield item
         finally:
             self._blocks.pop(id(agent), None)
             await self._record(agent, agent_id, query, speaker, final)
 
     async def _record(self, agent: Agent, agent_id: str, query: str, speaker: str | None, final: Msg | None) -> None:
-        """Record a finished reply; keep the input of a paused one for when it resumes."""
-        if not query or final is None:
-            return
-        answer = final.get_text_content() or ""
-        if answer.strip().startswith(PLACEHOLDER_PREFIX):
+        """Record a finished reply with the agent's tool calls; keep the input (and the calls) of
+        a paused one for when it resumes."""
+        answer = (final.get_text_content() or "") if final is not None else ""
+        if query and final is not None and answer.strip().startswith(PLACEHOLDER_PREFIX):
             self._pending[id(agent)] = (query, speaker)
+            return
+        tools = self._tool_rows(agent, self._tool_ids.pop(id(agent), []))
+        if not query or final is None:
             return
         self._pending.pop(id(agent), None)
         if speaker is None:
-            rows = turn(query, answer, agent_name=agent_id)
+            rows = turn(query, answer, agent_name=agent_id, tools=tools)
         else:  # a team member: its input is the leader's instruction, not the user's words
-            rows = [*turn(None, query, agent_name=speaker), *turn(None, answer, agent_name=agent_id)]
+            rows = [*turn(None, query, agent_name=speaker, tools=tools), *turn(None, answer, agent_name=agent_id)]
         await self.bridge.arecord(self.user_id, rows, agent_id=agent_id)
+
+    def _tool_rows(self, agent: Agent, ids: list[str]) -> list[dict[str, Any]]:
+        """The tool messages of the calls with these ids: each ``ToolCallBlock`` of the agent's
+        context with the ``ToolResultBlock`` answering it (``success``: ok; ``error``, ``denied``,
+        ``interrupted``: error), timed by `on_acting` when it ran the tool."""
+        wanted = set(ids)
+        durations = {i: self._durations.pop(i) for i in ids if i in self._durations}
+        if not wanted:
+            return []
+        calls: list[CallSeen] = []
+        results: list[ResultSeen] = []
+        for message in getattr(getattr(agent, "state", None), "context", None) or []:
+            content = getattr(message, "content", None)
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, ToolCallBlock) and block.id in wanted:
+                    calls.append(CallSeen(block.name, block.input, block.id))
+                elif isinstance(block, ToolResultBlock) and block.id in wanted and block.state != "running":
+                    results.append(ResultSeen(block.id, text_of(block.output), failed=block.state != "success",
+                                              name=block.name))
+        return self.bridge.tool_messages(calls, results, durations)
+
+    async def on_acting(self, agent: Agent, input_kwargs: dict, next_handler: Callable[..., AsyncGenerator]
+                        ) -> AsyncGenerator:
+        """Run the tool unchanged, timing it (its duration is recorded with the reply)."""
+        started = time.perf_counter()
+        try:
+            async for item in next_handler(**input_kwargs):
+                yield item
+        finally:
+            call = input_kwargs.get("tool_call")
+            if isinstance(call, ToolCallBlock) and self.mode != "agent_control":
+                self._durations[call.id] = (time.perf_counter() - started) * 1000.0
+                while len(self._durations) > MAX_TIMED_CALLS:  # replies that never finished
+                    self._durations.pop(next(iter(self._durations)))
 
     async def on_model_call(self, agent: Agent, input_kwargs: dict, next_handler: Callable[..., Any]) -> Any:
         """Add this reply's recalled memories to the messages of this model call only."""

@@ -18,7 +18,9 @@ the agent's model context.
 ``AssistantAgent`` never writes to a memory. Recording the exchange is done by
 `run_with_memory` / `run_stream_with_memory` (any agent) or by using `MemoryAssistantAgent`
 (an ``AssistantAgent`` that records each turn itself, also inside teams), or by calling
-`MemoryScopeMemory.record_exchange` yourself.
+`MemoryScopeMemory.record_exchange` yourself. The agent's tool calls of a turn (its
+``ToolCallRequestEvent``s with the ``ToolCallExecutionEvent`` results) are recorded with the turn, as
+the agent's (`MemoryScope.tool_stats`), never as the user's memories.
 
 The component is serialisable (``dump_component`` / ``load_component``): its config holds the
 store location and the engine's non-secret settings, the user, agent and options; API keys
@@ -33,7 +35,7 @@ from typing import Any, Literal
 
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.base import ChatAgent, Response, TaskResult
-from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage
+from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, ToolCallExecutionEvent, ToolCallRequestEvent
 from autogen_core import CancellationToken, Component
 from autogen_core.memory import Memory, MemoryContent, MemoryMimeType, MemoryQueryResult, UpdateContextResult
 from autogen_core.model_context import ChatCompletionContext
@@ -46,7 +48,17 @@ from memoryscope_plugins.settings import Settings
 from memoryscope_plugins.types import MemoryType, ScoredMemory
 from memoryscope_plugins.validation import check_top_k
 
-from ._common import DEFAULT_TEMPLATE, Line, MemoryBridge, MemoryConfig, latest_user_text, text_of, turn
+from ._common import (
+    DEFAULT_TEMPLATE,
+    CallSeen,
+    Line,
+    MemoryBridge,
+    MemoryConfig,
+    ResultSeen,
+    latest_user_text,
+    text_of,
+    turn,
+)
 
 __all__ = ["MemoryAssistantAgent", "MemoryScopeMemory", "MemoryScopeMemoryConfig", "memory_tools",
            "run_stream_with_memory", "run_with_memory"]
@@ -206,12 +218,16 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
                                           agent_id=agent)
 
     async def record_messages(self, messages: Sequence[BaseChatMessage], reply: BaseChatMessage | None, *,
-                              agent_id: str | None = None) -> list[str]:
-        """Record what an agent received and its reply, each speaker as who they are.
+                              agent_id: str | None = None, events: Sequence[Any] = ()) -> list[str]:
+        """Record what an agent received and its reply, each speaker as who they are, with the
+        agent's tool calls of the turn.
 
         A message whose ``source`` is the human (``"user"`` or one of `human_names`) is the
         user's; any other source is another agent and its words are recorded under that agent's
-        name (role assistant), never as the user's. The agent's own earlier messages are skipped."""
+        name (role assistant), never as the user's. The agent's own earlier messages are skipped.
+        `events` are the turn's events (``ToolCallRequestEvent`` / ``ToolCallExecutionEvent``...):
+        the calls whose ``source`` is the agent (`agent_id`, the running agent's name) are recorded
+        as its tool calls with their results, paired by call id."""
         agent = self._config.resolve_agent(default=agent_id)
         own = {agent, agent_id}
         rows: list[dict[str, Any]] = []
@@ -223,9 +239,24 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
                 rows.extend(turn(text, None))
             else:
                 rows.extend(turn(None, text, agent_name=message.source))
+        rows.extend(self._tool_rows(events, {agent_id or agent}))
         if reply is not None:
             rows.extend(turn(None, _message_text(reply), agent_name=reply.source or agent))
         return await self._bridge.arecord(self.user_id, rows, agent_id=agent)
+
+    def _tool_rows(self, events: Sequence[Any], sources: set[str]) -> list[dict[str, Any]]:
+        """The tool messages of the calls in `events` made by `sources` (the agent)."""
+        calls: list[CallSeen] = []
+        results: list[ResultSeen] = []
+        for event in events:
+            if getattr(event, "source", None) not in sources:
+                continue
+            if isinstance(event, ToolCallRequestEvent):
+                calls += [CallSeen(c.name, c.arguments, c.id or None) for c in event.content]
+            elif isinstance(event, ToolCallExecutionEvent):
+                results += [ResultSeen(r.call_id or None, r.content, failed=bool(r.is_error), name=r.name)
+                            for r in event.content]
+        return self._bridge.tool_messages(calls, results) if calls else []
 
     def is_human(self, source: str | None) -> bool:
         """Whether a message source is the human (``"user"`` or one of `human_names`)."""
@@ -276,7 +307,7 @@ class MemoryAssistantAgent(AssistantAgent):
         async for item in super().on_messages_stream(messages, cancellation_token):
             if isinstance(item, Response):
                 for memory in memories:
-                    await _finish_turn(memory, self, messages, item.chat_message)
+                    await _finish_turn(memory, self, messages, item.chat_message, item.inner_messages or ())
             yield item
 
 
@@ -338,24 +369,26 @@ async def _record_run(memories: Sequence[MemoryScopeMemory], agent: ChatAgent | 
         return  # it records its own turns
     if not isinstance(agent, BaseGroupChat):
         for memory in memories:
-            await _finish_turn(memory, agent, _task_messages(task), _final_reply(result, agent.name))
+            await _finish_turn(memory, agent, _task_messages(task), _final_reply(result, agent.name), result.messages)
         return
-    transcript = [m for m in result.messages if isinstance(m, BaseChatMessage)]
     for memory in memories:
         pending: list[BaseChatMessage] = []
-        for message in transcript:
-            if memory.is_human(message.source):
+        events: list[BaseAgentEvent] = []  # the tool calls and results before the agent's message
+        for message in result.messages:
+            if not isinstance(message, BaseChatMessage):
+                events.append(message)
+            elif memory.is_human(message.source):
                 pending.append(message)
-                continue
-            await memory.record_messages(pending, message, agent_id=message.source)
-            pending = []
+            else:
+                await memory.record_messages(pending, message, agent_id=message.source, events=events)
+                pending, events = [], []
         if pending:
             await memory.record_messages(pending, None)
 
 
 async def _finish_turn(memory: MemoryScopeMemory, agent: Any, inputs: Sequence[BaseChatMessage],
-                       reply: BaseChatMessage | None) -> None:
-    await memory.record_messages(inputs, reply, agent_id=getattr(agent, "name", None))
+                       reply: BaseChatMessage | None, events: Sequence[Any] = ()) -> None:
+    await memory.record_messages(inputs, reply, agent_id=getattr(agent, "name", None), events=events)
     context = getattr(agent, "model_context", None)
     if isinstance(context, ChatCompletionContext):
         await memory.remove_blocks(context)

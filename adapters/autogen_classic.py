@@ -20,7 +20,9 @@ async twin) at position 0 of the agent's reply-function list. It runs first in e
 2. hands the remaining reply functions (termination check, tool calls, code execution, the LLM
    reply...) a *new* message list with the memory block added as a system message, so the
    agent's stored chat history is never touched;
-3. once one of them produced the final reply, records the received message and the reply.
+3. once one of them produced the final reply, records the received message and the reply, with
+   the agent's tool calls whose responses arrived since its last reply (as the agent's,
+   `MemoryScope.tool_stats`; never the user's memories).
 
 Hooks alone cannot do this: ``process_all_messages_before_reply`` sees neither the sender nor
 the reply and is sync only; ``process_message_before_send`` runs only inside ``send()`` and so
@@ -45,11 +47,13 @@ from memoryscope_plugins.types import MemoryType
 
 from ._common import (
     DEFAULT_TEMPLATE,
+    CallSeen,
     IdSource,
     Line,
     MemoryBridge,
     MemoryConfig,
     OnError,
+    ResultSeen,
     latest_user_text,
     text_of,
     turn,
@@ -173,10 +177,10 @@ class MemoryCapability:
             people = [a for a in groupchat.agents if a.name == first and a is not recipient]
         return {a.name for a in people} | set(self.config.human_names), (people[0] if people else None)
 
-    @staticmethod
-    def _turn(messages: list[dict[str, Any]], reply: Any, agent_id: str, recipient: ConversableAgent,
+    def _turn(self, messages: list[dict[str, Any]], reply: Any, agent_id: str, recipient: ConversableAgent,
               humans: set[str] | None) -> list[dict[str, Any]]:
-        """What arrived since this agent last spoke, each speaker as who they are, and the reply."""
+        """What arrived since this agent last spoke, each speaker as who they are, the agent's
+        tool calls answered since then (`_tool_calls`), and the reply."""
         received: list[dict[str, Any]] = []
         for message in reversed(messages):
             if message.get("role") == "assistant" or message.get("name") == recipient.name:
@@ -192,6 +196,8 @@ class MemoryCapability:
                 rows.extend(turn(text, None))
             else:
                 rows.extend(turn(None, text, agent_name=speaker))
+        calls, results = _tool_calls(messages, recipient)
+        rows.extend(self.bridge.tool_messages(calls, results) if calls else [])
         reply_text = text_of(reply.get("content")) if isinstance(reply, dict) else text_of(reply)
         rows.extend(turn(None, reply_text, agent_name=agent_id))
         return rows
@@ -255,6 +261,41 @@ def _line(message: dict[str, Any]) -> Line:
     """A chat message in the adapters' common shape: a user-role message other than a tool
     response is the user's (when its sender is the human)."""
     return Line("user" if _is_said(message) else "other", message.get("name"), text_of(message.get("content")))
+
+
+def _tool_calls(messages: list[dict[str, Any]], recipient: ConversableAgent) -> tuple[list[CallSeen], list[ResultSeen]]:
+    """The agent's latest tool calls (``tool_calls``, or a legacy ``function_call``) and the
+    responses that arrived since (``tool_responses`` by call id; ``role: function`` by name): each
+    batch is taken once, by the reply that follows its responses; another agent's calls (its
+    name on an assistant message) are never this agent's. AutoGen marks no failure
+    but writes ``"Error: ..."`` for a tool that raised, arguments that are not JSON or an unknown
+    function: such a response is an error."""
+    results: list[ResultSeen] = []
+    for message in reversed(messages):
+        name = message.get("name")
+        if message.get("role") == "assistant" and name not in (None, recipient.name):
+            return [], []  # another agent's calls (a group chat): the responses since are its
+        if name == recipient.name or message.get("role") == "assistant":
+            if not results:
+                return [], []
+            asked = [(c.get("function") or {}, c.get("id"))
+                     for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+            calls = [CallSeen(str(f.get("name") or ""), f.get("arguments"), i) for f, i in asked]
+            call = message.get("function_call")
+            if isinstance(call, dict):
+                calls.append(CallSeen(str(call.get("name") or ""), call.get("arguments"), None))
+            return calls, results
+        for response in reversed(message.get("tool_responses") or []):
+            results.insert(0, _response(response.get("tool_call_id"), response.get("content")))
+        if message.get("role") == "function":
+            results.insert(0, _response(None, message.get("content"), message.get("name")))
+    return [], []
+
+
+def _response(call_id: Any, content: Any, name: Any = None) -> ResultSeen:
+    text = text_of(content)
+    return ResultSeen(str(call_id) if call_id is not None else None, text, failed=text.startswith("Error: "),
+                      name=str(name) if name is not None else None)
 
 
 def _is_said(message: dict[str, Any]) -> bool:

@@ -10,7 +10,9 @@ Usage (agents, the LangChain 1.x way)::
 - `MemoryScopeMiddleware` (``langchain.agents.middleware.AgentMiddleware``): every model call
   of the agent gets the memories relevant to the latest user message appended to its system
   message (``request.override(system_message=...)``), so the agent's state and checkpoints never
-  contain them; after the run (``after_agent``) the user input and the final answer are recorded.
+  contain them; after the run (``after_agent``) the user input, the agent's tool calls of the run
+  with their results (``ToolMessage``; durations timed by ``wrap_tool_call``) and the final answer
+  are recorded; the tool calls are the agent's (`MemoryScope.tool_stats`), never the user's memories.
   The user is taken from ``user_id`` (a string, or a callable of the runtime), else from the
   runtime context (``context.user_id`` or ``context["user_id"]``), else from
   ``config["configurable"]["user_id"]``; the LangGraph thread id, when there is one, is recorded
@@ -24,11 +26,14 @@ Usage (agents, the LangChain 1.x way)::
 
 from __future__ import annotations
 
+import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -41,10 +46,12 @@ from memoryscope_plugins.validation import check_min_relevance, check_top_k
 
 from ._common import (
     DEFAULT_TEMPLATE,
+    CallSeen,
     IdSource,
     Line,
     MemoryBridge,
     MemoryConfig,
+    ResultSeen,
     latest_user_text,
     log,
     text_of,
@@ -59,6 +66,8 @@ __all__ = ["MemoryScopeChatMemory", "MemoryScopeMiddleware", "MemoryScopeRetriev
 
 
 # -- agent middleware ---------------------------------------------------------------------------------
+
+MAX_TIMED_CALLS = 4096  # tool-call durations kept until their run is recorded
 
 class MemoryScopeMiddleware(AgentMiddleware):
     """Long-term memory for ``langchain.agents.create_agent``.
@@ -90,6 +99,7 @@ class MemoryScopeMiddleware(AgentMiddleware):
         self.bridge = MemoryBridge(memory, self.config, "langchain")
         self.tools: list[Any] = []
         self._warned_no_user = False
+        self._durations: OrderedDict[str, float] = OrderedDict()  # tool call id -> milliseconds
 
     # -- model calls: transient injection -----------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
@@ -110,22 +120,55 @@ class MemoryScopeMiddleware(AgentMiddleware):
 
     # -- after the run: recording ----------------------------------------------------------------------
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Record this run's user input and final answer."""
+        """Record this run's user input, the agent's tool calls with their results, and the final answer."""
         user_id = self._user(runtime)
+        tools = self._tool_messages(state)
         if user_id:
             agent_id = self.config.resolve_agent(default=_graph_agent_name())
-            self.bridge.record(user_id, _run_turn(state, agent_id), agent_id=agent_id,
+            self.bridge.record(user_id, _run_turn(state, agent_id, tools), agent_id=agent_id,
                                session_id=_thread_id(runtime))
         return None
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Async twin of `after_agent`."""
         user_id = self._user(runtime)
+        tools = self._tool_messages(state)
         if user_id:
             agent_id = self.config.resolve_agent(default=_graph_agent_name())
-            await self.bridge.arecord(user_id, _run_turn(state, agent_id), agent_id=agent_id,
+            await self.bridge.arecord(user_id, _run_turn(state, agent_id, tools), agent_id=agent_id,
                                       session_id=_thread_id(runtime))
         return None
+
+    # -- tool calls: timed here, recorded after the run ----------------------------------------------
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        """Run the tool call unchanged, timing it (its duration is recorded with the run)."""
+        started = time.perf_counter()
+        try:
+            return handler(request)
+        finally:
+            self._timed(request, started)
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
+                              ) -> Any:
+        """Async twin of `wrap_tool_call`."""
+        started = time.perf_counter()
+        try:
+            return await handler(request)
+        finally:
+            self._timed(request, started)
+
+    def _timed(self, request: ToolCallRequest, started: float) -> None:
+        call_id = request.tool_call.get("id")
+        if isinstance(call_id, str):
+            self._durations[call_id] = (time.perf_counter() - started) * 1000.0
+            while len(self._durations) > MAX_TIMED_CALLS:  # runs that never reach after_agent (interrupted)
+                self._durations.popitem(last=False)
+
+    def _tool_messages(self, state: Any) -> list[dict[str, Any]]:
+        calls, results = _run_tool_calls(state)
+        durations = {c.call_id: self._durations.pop(c.call_id) for c in calls
+                     if c.call_id is not None and c.call_id in self._durations}
+        return self.bridge.tool_messages(calls, results, durations)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _augment(self, request: ModelRequest, result: RetrievalResult) -> ModelRequest:
@@ -164,13 +207,12 @@ def _line(message: Any) -> Line:
     return Line(role, getattr(message, "name", None), text_of(getattr(message, "content", None)))
 
 
-def _run_turn(state: Any, agent_id: str) -> list[dict[str, Any]]:
-    """The user input of the latest run (the trailing block of human messages) and the run's
-    answer: the last AI message without tool calls after that input, or, for a run that ended
-    on a ``return_direct`` tool, the tool result it returned. Nothing from earlier runs."""
-    messages: list[AnyMessage] = list(state.get("messages", []) if isinstance(state, dict) else
-                                      getattr(state, "messages", []))
-    last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+def _run_turn(state: Any, agent_id: str, tools: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The user input of the latest run (the trailing block of human messages), the agent's tool
+    calls of the run (`tools`) and the run's answer: the last AI message without tool calls after
+    that input, or, for a run that ended on a ``return_direct`` tool, the tool result it returned.
+    Nothing from earlier runs."""
+    messages, last_human = _run_messages(state)
     if last_human is None:
         return []
     first = last_human
@@ -186,7 +228,34 @@ def _run_turn(state: Any, agent_id: str) -> list[dict[str, Any]]:
     else:
         if after and isinstance(after[-1], ToolMessage):  # the run ended on a return_direct tool
             answer = text_of(after[-1].content)
-    return turn(user_text, answer, agent_name=agent_id)
+    return turn(user_text, answer, agent_name=agent_id, tools=tools)
+
+
+def _run_messages(state: Any) -> tuple[list[AnyMessage], int | None]:
+    """The state's messages and the position of the latest human message (None: none)."""
+    messages: list[AnyMessage] = list(state.get("messages", []) if isinstance(state, dict) else
+                                      getattr(state, "messages", []))
+    last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+    return messages, last_human
+
+
+def _run_tool_calls(state: Any) -> tuple[list[CallSeen], list[ResultSeen]]:
+    """The tool calls the agent's model made in the latest run (the AI messages after the latest
+    human message; arguments LangChain could not parse as their raw text) and the tool messages
+    answering them (``status="error"``: failed)."""
+    messages, last_human = _run_messages(state)
+    if last_human is None:
+        return [], []
+    calls: list[CallSeen] = []
+    results: list[ResultSeen] = []
+    for message in messages[last_human + 1:]:
+        if isinstance(message, AIMessage):
+            calls += [CallSeen(c["name"], c.get("args"), c.get("id")) for c in message.tool_calls]
+            calls += [CallSeen(c.get("name") or "", c.get("args"), c.get("id")) for c in message.invalid_tool_calls]
+        elif isinstance(message, ToolMessage):
+            results.append(ResultSeen(message.tool_call_id, text_of(message.content),
+                                      failed=message.status == "error", name=message.name))
+    return calls, results
 
 
 def _graph_agent_name() -> str | None:

@@ -125,6 +125,7 @@ async def test_a_turn_ending_on_tool_calls_records_the_request_but_no_answer(eng
     reply = await agent.ask("Book me a table.")
     assert reply.response.tool_calls  # the turn ended waiting on the client
     assert rows(engine) == [("Book me a table.", "user", "anna", "planner")]
+    assert engine.tool_stats("planner") == []  # a call with no result yet is not recorded
 
 
 async def test_a_turn_resumed_with_the_client_tools_result_recalls_and_records_the_answer(engine):

@@ -265,6 +265,19 @@ def openai_completion(text: str, model: str = "fake-model", prompt_tokens: int =
     }
 
 
+def openai_tool_calls(*calls: tuple[str, str, str], model: str = "fake-model") -> dict:
+    """An OpenAI chat.completion body whose message asks for tool calls, each ``(id, name,
+    arguments)`` with the arguments as the model's text (JSON, or not)."""
+    return {
+        "id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000, "model": model,
+        "choices": [{"index": 0, "finish_reason": "tool_calls",
+                     "message": {"role": "assistant", "content": None, "tool_calls": [
+                         {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+                         for call_id, name, arguments in calls]}}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }
+
+
 def openai_chunks(pieces: list[str], model: str = "fake-model") -> list[dict]:
     """OpenAI chat.completion.chunk bodies for a stream of ``pieces``."""
     chunks = [{"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1700000000,
