@@ -71,6 +71,10 @@ class PrometheusRecorder(metrics.Recorder):
         self.replica_states = Counter("memoryscope_read_standby_states", "read standbys (store.read_urls, by "
                                       "number) entering a state: ok, down, lagging, not_standby", ["standby", "state"],
                                       registry=r)
+        self.routed_reads = Counter("memoryscope_routed_reads", "reads that may go to a read standby, by who "
+                                    "served them (standby, primary) and why the primary did (no_standby, "
+                                    "not_replayed, standby_failed, recovery_conflict)", ["served_by", "reason"],
+                                    registry=r)
 
     def model_request(self, purpose: str, model: str, outcome: str, reason: str, seconds: float) -> None:
         self.model_requests.labels(purpose, model, outcome).inc()
@@ -99,6 +103,9 @@ class PrometheusRecorder(metrics.Recorder):
 
     def replica_state(self, standby: str, state: str) -> None:
         self.replica_states.labels(standby, state).inc()
+
+    def routed_read(self, served_by: str, reason: str) -> None:
+        self.routed_reads.labels(served_by, reason).inc()
 
     def http_request(self, route: str, method: str, status: int, seconds: float) -> None:
         self.http_requests.labels(route, method, str(status)).inc()

@@ -143,7 +143,9 @@ class ReplicaRouter:
             before, standby.state = standby.state, state
             if state != OK:
                 standby.replayed = 0  # what it replayed is known again once it is back
-        level = logging.INFO if state == OK else logging.WARNING
+        # the first check's "ok" is routine; every other change (a return included: it ends a
+        # warning an operator has seen) is a warning
+        level = logging.INFO if state == OK and before == UNKNOWN else logging.WARNING
         suffix = "" if state == OK else "; its reads go to another standby or the primary"
         log.log(level, "read standby %d (%s): %s -> %s, %s%s", standby.number, standby.label, before, state, why,
                 suffix)

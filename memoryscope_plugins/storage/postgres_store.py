@@ -57,6 +57,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the engine turns this into a ConfigError
     raise ImportError("the postgres backend needs: pip install 'memoryscope-plugins[postgres]'") from exc
 
+from .. import metrics
 from ..errors import SchemaVersionError, StoreError, StoreLockedError
 from ..indexing import full_text
 from ..log_hygiene import without_password
@@ -444,19 +445,27 @@ class PostgresStore(StoreBase):
         standby fails meanwhile (unreachable, or the read cancelled by a recovery conflict), on the
         primary (`postgres_replicas`)."""
         router = self._replicas
-        if router is not None and read_consistency.current() == "replica" and not self._closed:
-            standby = router.pick()
-            if standby is not None:
-                try:
-                    with router.connection(standby) as conn:
-                        if router.caught_up(standby, conn, user_id):
-                            return read(conn)
-                except (psycopg.OperationalError, PoolTimeout) as exc:
-                    router.failed(standby, exc)
-                except psycopg.errors.SerializationFailure:  # cancelled by replay: the primary answers
-                    pass
-                except psycopg.Error as exc:
-                    raise self._translate(exc) from exc
+        if router is None or read_consistency.current() != "replica" or self._closed:
+            with self._reading() as conn:
+                return read(conn)
+        standby = router.pick()
+        why = "no_standby"
+        if standby is not None:
+            try:
+                with router.connection(standby) as conn:
+                    if router.caught_up(standby, conn, user_id):
+                        found = read(conn)
+                        metrics.recorder().routed_read("standby", "")
+                        return found
+                why = "not_replayed"
+            except (psycopg.OperationalError, PoolTimeout) as exc:
+                router.failed(standby, exc)
+                why = "standby_failed"
+            except psycopg.errors.SerializationFailure:  # cancelled by replay: the primary answers
+                why = "recovery_conflict"
+            except psycopg.Error as exc:
+                raise self._translate(exc) from exc
+        metrics.recorder().routed_read("primary", why)
         with self._reading() as conn:
             return read(conn)
 

@@ -17,6 +17,7 @@ from importlib import resources
 import psycopg
 import pytest
 
+from memoryscope_plugins import metrics
 from memoryscope_plugins.errors import ConfigError, ValidationError
 from memoryscope_plugins.settings import Settings
 from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest
@@ -41,6 +42,27 @@ def pair():
                 yield primary, standby, dsn, standby.dsn.rsplit("/", 1)[0] + "/replicas"
     except servers.ServerUnavailable as exc:
         pytest.skip(f"a PostgreSQL primary and standby could not start here: {exc}")
+
+
+class Counting(metrics.Recorder):
+    def __init__(self) -> None:
+        self.reads: list[tuple[str, str]] = []
+        self.states: list[tuple[str, str]] = []
+
+    def routed_read(self, served_by: str, reason: str) -> None:
+        self.reads.append((served_by, reason))
+
+    def replica_state(self, standby: str, state: str) -> None:
+        self.states.append((standby, state))
+
+
+@pytest.fixture
+def counted():
+    """The metrics the store reports, while the test runs."""
+    recorder = Counting()
+    previous = metrics.install(recorder)
+    yield recorder
+    metrics.install(previous)
 
 
 @pytest.fixture
@@ -185,7 +207,7 @@ def memory(user: str, memory_id: str, text: str) -> Memory:
                   updated_at=START)
 
 
-def test_a_lagging_standby_is_skipped(make_store, pair):
+def test_a_lagging_standby_is_skipped(make_store, pair, counted):
     store = make_store(max_replica_lag_s=1.0)
     writer = make_store(prefix=store.prefix, read_urls=[])  # another process's writes: not this one's to wait for
     store.put([memory("l", "l-1", "the first note")], None)
@@ -206,9 +228,11 @@ def test_a_lagging_standby_is_skipped(make_store, pair):
         assert [m.id for m in store.list("l", MemoryFilter())] == ["l-2", "l-1"]
     after = handed_out(store)
     assert after[0] == before[0] and after[1] - before[1] == 1
+    assert ("0", "lagging") in counted.states and counted.states[-1] == ("0", "ok")
+    assert counted.reads == [("primary", "no_standby"), ("standby", "")]
 
 
-def test_a_read_after_a_write_of_this_process_sees_it(make_store, pair):
+def test_a_read_after_a_write_of_this_process_sees_it(make_store, pair, counted):
     store = make_store(max_replica_lag_s=3600)  # the standby stays in use while its replay is paused
     store.put([memory("w", "w-1", "an old note"), memory("v", "v-1", "another user's note")], None)
     replayed(pair)
@@ -222,6 +246,7 @@ def test_a_read_after_a_write_of_this_process_sees_it(make_store, pair):
         after = handed_out(store)
         assert after[0] - before[0] == 1
         assert store.standby_states()[0][1] == "ok"
+        assert counted.reads == [("primary", "not_replayed"), ("standby", "")]
     replayed(pair)
     before = handed_out(store)
     with reads_from("replica"):
