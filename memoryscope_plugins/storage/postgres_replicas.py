@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,12 +39,14 @@ OK, DOWN, LAGGING, NOT_STANDBY, UNKNOWN = "ok", "down", "lagging", "not_standby"
 _WRITTEN_USERS = 100_000  # users whose last write position is kept (least recently written dropped first)
 
 # in recovery; replayed position (bytes since 0/0); lag in seconds (see the module's docstring)
+# in recovery; replayed and received positions (bytes since 0/0); whether its WAL receiver streams (its
+# status is hidden from roles without pg_read_all_stats: then a running receiver counts as streaming);
+# the age of the last transaction it replayed (seconds; infinite when none)
 _CHECK = (
     "SELECT pg_is_in_recovery(), COALESCE(pg_last_wal_replay_lsn() - '0/0'::pg_lsn, 0)::bigint, "
-    "CASE WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn() "
-    "AND COALESCE((SELECT COALESCE(status, 'streaming') = 'streaming' FROM pg_stat_wal_receiver), false) "
-    "THEN 0::float8 ELSE COALESCE(extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8, "
-    "'Infinity'::float8) END")
+    "COALESCE(pg_last_wal_receive_lsn() - '0/0'::pg_lsn, 0)::bigint, "
+    "COALESCE((SELECT COALESCE(status, 'streaming') = 'streaming' FROM pg_stat_wal_receiver), false), "
+    "COALESCE(extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8, 'Infinity'::float8)")
 _REPLAYED = "SELECT COALESCE(pg_last_wal_replay_lsn() - '0/0'::pg_lsn, 0)::bigint"
 # where the primary's WAL ends after a commit: at or past the commit's own record
 INSERT_POSITION = "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint"
@@ -60,6 +63,8 @@ class Standby:
     state: str = UNKNOWN
     lag_s: float | None = None
     replayed: int = 0  # a WAL position it has replayed since it last came up (0: none known)
+    previous: tuple[int, float] | None = None  # (received position, monotonic time) at the last check
+    measured: int = 0  # the replayed position of the last check
     probe: psycopg.Connection | None = field(default=None, repr=False)
 
 
@@ -88,11 +93,22 @@ class ReplicaRouter:
                                   name=f"{name}-standby{number}")
             pool.open(wait=False)
             self.standbys.append(Standby(number=number, label=without_password(dsn), pool=pool, conninfo=dsn))
-        self.check_all()
+        self._first_checks()
         self._thread = threading.Thread(target=self._run, name=f"{name}-standby-checks", daemon=True)
         self._thread.start()
 
     # -- health ---------------------------------------------------------------------------------
+    def _first_checks(self, tries: int = 10) -> None:
+        """The checks at start. The primary has usually just been written (the schema), so a standby
+        may be replaying that: a standby found lagging is measured again a few times, 50 ms apart
+        (the second measure knows what it had received), before it is called lagging."""
+        for standby in self.standbys:
+            for _ in range(tries):
+                state, why = self._measure(standby)
+                if state != LAGGING:
+                    break
+                time.sleep(0.05)
+            self._apply(standby, state, why)
     def _run(self) -> None:
         while not self._stop.wait(self.check_interval_s):
             self.check_all()
@@ -104,27 +120,49 @@ class ReplicaRouter:
                 self._check(standby)
 
     def _check(self, standby: Standby) -> None:
+        self._apply(standby, *self._measure(standby))
+
+    def _measure(self, standby: Standby) -> tuple[str, str]:
+        """The state `standby` is in now, and why (its replayed position noted when it is usable)."""
         try:
             if standby.probe is None or standby.probe.closed:
                 standby.probe = psycopg.connect(standby.conninfo, **self._connect_kwargs)
             row = standby.probe.execute(_CHECK).fetchone()
         except psycopg.Error as exc:
             self._close_probe(standby)
-            self._set(standby, DOWN, f"unreachable ({type(exc).__name__})")
-            return
+            return DOWN, f"unreachable ({type(exc).__name__})"
         assert row is not None
-        in_recovery, replayed, lag = bool(row[0]), int(row[1]), float(row[2])
-        standby.lag_s = lag
+        in_recovery, replayed = bool(row[0]), int(row[1])
+        lag = standby.lag_s = self._lag(standby, replayed, int(row[2]), bool(row[3]), float(row[4]))
         if not in_recovery:
-            self._set(standby, NOT_STANDBY, "not in recovery (promoted, or not a standby): not read from")
-        elif lag > self.max_lag_s:
-            self._set(standby, LAGGING, f"more than store.max_replica_lag_s={self.max_lag_s:g} s behind")
-        else:
-            came_up = standby.state != OK
-            standby.replayed = max(standby.replayed, replayed)
-            if came_up:
-                standby.pool.check()  # connections cut while it was away are dropped, not handed out
-            self._set(standby, OK, "in use for reads")
+            return NOT_STANDBY, "not in recovery (promoted, or not a standby): not read from"
+        if lag > self.max_lag_s:
+            return LAGGING, f"more than store.max_replica_lag_s={self.max_lag_s:g} s behind"
+        standby.measured = replayed
+        return OK, "in use for reads"
+
+    def _apply(self, standby: Standby, state: str, why: str) -> None:
+        if state == OK and standby.state != OK:
+            standby.pool.check()  # connections cut while it was away are dropped, not handed out
+        self._set(standby, state, why)
+        if state == OK:
+            with self._lock:
+                if standby.state == OK:  # what it had replayed when measured: it only moves forward while up
+                    standby.replayed = max(standby.replayed, standby.measured)
+
+    @staticmethod
+    def _lag(standby: Standby, replayed: int, received: int, streaming: bool, age_s: float) -> float:
+        """How far behind the primary `standby` is, in seconds, at most: 0 when it streams and has
+        replayed all it received; when it streams and has replayed all it had received at the
+        previous check, the time since that check; otherwise the age of the last transaction it
+        replayed (an over-estimate after an idle primary: the next check corrects it)."""
+        now = time.monotonic()
+        previous, standby.previous = standby.previous, (received, now) if streaming else None
+        if streaming and received <= replayed:
+            return 0.0
+        if streaming and previous is not None and previous[0] <= replayed:
+            return now - previous[1]
+        return age_s
 
     @staticmethod
     def _close_probe(standby: Standby) -> None:
