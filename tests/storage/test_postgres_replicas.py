@@ -8,6 +8,7 @@ answer, the same."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import time
@@ -255,6 +256,26 @@ def test_a_read_after_a_write_of_this_process_sees_it(make_store, pair, counted)
     assert after[0] == before[0] and after[1] - before[1] == 1
 
 
+def test_a_standby_that_cannot_be_reached_or_is_not_one_is_skipped(make_store, pair, counted, caplog):
+    """An unreachable standby (its DSN with a password: never logged) and the primary given as a standby
+    (not in recovery) are skipped from the start: the store opens, its reads go to the primary."""
+    from tests.support.servers import free_port
+    unreachable = f"postgresql://postgres:s3cret-word@127.0.0.1:{free_port()}/replicas"
+    primary_again = f"host=127.0.0.1 port={pair[0].port} dbname=replicas user=postgres"
+    with caplog.at_level("INFO", logger="memoryscope_plugins.storage.postgres_replicas"):
+        store = make_store(read_urls=[unreachable, primary_again])
+        store.put([memory("n", "n-1", "a note")], None)
+        with reads_from("replica"):
+            assert [m.id for m in store.list("n", MemoryFilter())] == ["n-1"]
+    assert [state for _, state, _ in store.standby_states()] == ["down", "not_standby"]
+    assert counted.reads == [("primary", "no_standby")]
+    assert sorted(counted.states) == [("0", "down"), ("1", "not_standby")]
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and any("postgres:***@127.0.0.1" in line for line in lines), lines
+    assert not any("s3cret" in line for line in lines)
+    assert not any("s3cret" in label for label, _, _ in store.standby_states())
+
+
 def record_demo(engine) -> tuple[str, list[dict]]:
     demo = json.loads((resources.files("memoryscope_plugins") / "data" / "demo_conversation.json")
                       .read_text(encoding="utf-8"))
@@ -283,12 +304,18 @@ def test_retrieval_reads_only_the_standby_and_equals_the_primarys(pair, local_em
         after = handed_out(store)
         with pytest.raises(ValidationError, match="consistency"):
             engine.retrieve(user, "anything", consistency="closest")
+        twin_before = handed_out(store)
+        twin = asyncio.run(engine.aretrieve(user, questions[0]["query"], now=questions[0]["now"]))
+        twin_after = handed_out(store)
     assert middle[0] - before[0] == 1  # the list asked of the primary, nothing else
     assert middle[1] > before[1] and after[1] == middle[1]
     assert after[0] > middle[0]
     assert [[(m.memory.id, m.score) for m in r.memories] for r in replica] == \
         [[(m.memory.id, m.score) for m in r.memories] for r in primary]
     assert any(r.memories for r in replica)
+    # the async twin reads the standby too, with the same answer
+    assert twin_after[0] == twin_before[0] and twin_after[1] > twin_before[1]
+    assert [m.memory.id for m in twin.memories] == [m.memory.id for m in replica[0].memories]
 
 
 def test_reads_answer_from_the_standby_while_the_primary_is_down(make_store, pair):
