@@ -430,14 +430,27 @@ class PostgresStore(StoreBase):
                 with conn.transaction():
                     yield conn
                 if self._replicas is not None and (users or any_user):
-                    conn.autocommit = True  # no transaction around one function call
-                    try:
-                        position = int(_scalar(conn.execute(replicas.INSERT_POSITION)))
-                    finally:
-                        conn.autocommit = False
-                    self._replicas.wrote(None if any_user else users, position)
+                    self._note_write(conn, None if any_user else users)
         except (psycopg.Error, PoolTimeout) as exc:
             raise self._translate(exc) from exc
+
+    def _note_write(self, conn: psycopg.Connection, users: Sequence[str] | None) -> None:
+        """Tell the router where the primary's WAL ends after a committed write of `users` (None:
+        not known). Never fails the write, which is committed: when the position cannot be read
+        (the primary went away meanwhile), a read of those users right after may miss the write on
+        a standby (a warning in the log, without user ids)."""
+        assert self._replicas is not None
+        try:
+            conn.autocommit = True  # no transaction around one function call
+            try:
+                position = int(_scalar(conn.execute(replicas.INSERT_POSITION)))
+            finally:
+                conn.autocommit = False
+        except (psycopg.Error, StoreError) as exc:
+            log.warning("could not read the WAL position after a committed write (%s): a read right after it "
+                        "may not see it on a standby", type(exc).__name__)
+            return
+        self._replicas.wrote(users, position)
 
     def _routed(self, user_id: str | None, read: Callable[[psycopg.Connection], _T]) -> _T:
         """`read` on a standby inside a `read_consistency.reads_from("replica")` block, when one is

@@ -276,6 +276,19 @@ def test_a_standby_that_cannot_be_reached_or_is_not_one_is_skipped(make_store, p
     assert not any("s3cret" in label for label, _, _ in store.standby_states())
 
 
+def test_a_write_is_not_failed_by_its_wal_position(make_store, pair, monkeypatch, caplog):
+    """The write is committed before the store reads where the WAL ends: when that read fails, the
+    write still succeeds (a warning says a read right after it may miss it on a standby)."""
+    from memoryscope_plugins.storage import postgres_replicas
+    store = make_store()
+    monkeypatch.setattr(postgres_replicas, "INSERT_POSITION", "SELECT no_such_function()")
+    with caplog.at_level("WARNING", logger="memoryscope_plugins.storage.postgres_store"):
+        store.put([memory("p", "p-1", "kept")], None)
+    assert any("could not read the WAL position" in r.getMessage() for r in caplog.records)
+    with reads_from("primary"):
+        assert [m.id for m in store.list("p", MemoryFilter())] == ["p-1"]
+
+
 def record_demo(engine) -> tuple[str, list[dict]]:
     demo = json.loads((resources.files("memoryscope_plugins") / "data" / "demo_conversation.json")
                       .read_text(encoding="utf-8"))
