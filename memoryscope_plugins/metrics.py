@@ -56,8 +56,9 @@ class Recorder:
     def routed_read(self, served_by: str, reason: str) -> None:
         """A read that may go to a standby (``store.read_urls``) was served by ``standby`` (reason
         "") or by ``primary``, because: ``no_standby`` (none healthy), ``not_replayed`` (the standby
-        had not replayed this process's last write of the user), ``standby_failed`` (it failed
-        during the read) or ``recovery_conflict`` (replay cancelled the read)."""
+        had not replayed this process's last write of the user), ``behind_index`` (it was behind
+        the user's in-process search index), ``standby_failed`` (it failed during the read) or
+        ``recovery_conflict`` (replay cancelled the read)."""
 
 
 _recorder: Recorder = Recorder()

@@ -52,6 +52,11 @@ _REPLAYED = "SELECT COALESCE(pg_last_wal_replay_lsn() - '0/0'::pg_lsn, 0)::bigin
 INSERT_POSITION = "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint"
 
 
+class BehindIndex(Exception):
+    """A standby is behind the in-process index of the user being searched (`user_index`): reading
+    it would rebuild that index from older rows, so the primary answers instead."""
+
+
 @dataclass
 class Standby:
     """One standby: its pool, its state and what it is known to have replayed."""

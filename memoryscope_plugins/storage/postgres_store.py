@@ -322,6 +322,7 @@ class PostgresStore(StoreBase):
         self._closed = False
         self._conninfo = conninfo
         self._replicas: replicas.ReplicaRouter | None = None
+        self._on_standby = threading.local()  # .value: this thread's read runs on a standby
         self._ledger = postgres_ledger.PostgresLedger(prefix)
         kwargs = dict(connect_kwargs or {})
         kwargs.setdefault("connect_timeout", max(1, int(connect_timeout_s)))
@@ -467,10 +468,16 @@ class PostgresStore(StoreBase):
             try:
                 with router.connection(standby) as conn:
                     if router.caught_up(standby, conn, user_id):
-                        found = read(conn)
+                        self._on_standby.value = True
+                        try:
+                            found = read(conn)
+                        finally:
+                            self._on_standby.value = False
                         metrics.recorder().routed_read("standby", "")
                         return found
                 why = "not_replayed"
+            except replicas.BehindIndex:
+                why = "behind_index"
             except (psycopg.OperationalError, PoolTimeout) as exc:
                 router.failed(standby, exc)
                 why = "standby_failed"
@@ -959,6 +966,12 @@ class PostgresStore(StoreBase):
             "WHERE m.user_id = %(u)s) END FROM {user_sizes} s WHERE s.user_id = %(u)s",
             user_sizes=self._t("user_sizes")), {"u": user_id, "bound": self.user_index_rows}).fetchone()
         n, max_seq = (0, 0) if head is None else (int(head[0]), int(head[1] or 0))
+        if getattr(self._on_standby, "value", False) and n <= self.user_index_rows:
+            # a standby behind the index this process holds (built from the primary, or a standby
+            # further on) would have it rebuilt from older rows: the primary answers this search
+            cached = self._indexes.get(user_id)
+            if cached is not None and max_seq < cached.max_seq:
+                raise replicas.BehindIndex()
         if n == 0 or n > self.user_index_rows:
             self._indexes.drop(user_id)
             return [] if n == 0 else None

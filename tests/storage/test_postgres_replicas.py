@@ -276,6 +276,34 @@ def test_a_standby_that_cannot_be_reached_or_is_not_one_is_skipped(make_store, p
     assert not any("s3cret" in label for label, _, _ in store.standby_states())
 
 
+def test_a_standby_behind_the_held_index_leaves_the_search_to_the_primary(make_store, pair, counted):
+    """The in-process index of a user, once read from the primary, is never rebuilt from a standby's older
+    rows: a standby behind it leaves the search to the primary (same answer), and serves it again
+    once it has caught up, with the same index."""
+    store = make_store(max_replica_lag_s=3600)
+    writer = make_store(prefix=store.prefix, read_urls=[])  # another process: not this one's write to wait for
+    memories, vectors = corpus(50, user="b")
+    store.put(memories, vectors)
+    replayed(pair)
+    with paused(pair):
+        writer.put([memory("b", "b-new", "apple river guitar")], None)
+        with reads_from("primary"):
+            expected = searches(store, "b", vectors)
+        held = store._indexes.get("b")
+        assert held is not None and "b-new" in {c[0] for found in expected for c in found}
+        counted.reads.clear()
+        with reads_from("replica"):
+            assert searches(store, "b", vectors) == expected
+        assert counted.reads == [("primary", "behind_index")] * len(QUERIES)
+        assert store._indexes.get("b") is held
+    replayed(pair)
+    counted.reads.clear()
+    with reads_from("replica"):
+        assert searches(store, "b", vectors) == expected
+    assert counted.reads == [("standby", "")] * len(QUERIES)
+    assert store._indexes.get("b") is held
+
+
 def test_a_write_is_not_failed_by_its_wal_position(make_store, pair, monkeypatch, caplog):
     """The write is committed before the store reads where the WAL ends: when that read fails, the
     write still succeeds (a warning says a read right after it may miss it on a standby)."""
