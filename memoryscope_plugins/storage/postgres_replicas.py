@@ -4,17 +4,21 @@ goes to, whether it may, and what happens when it cannot answer.
 - **Routing**: round robin over the standbys that are healthy; none healthy: the primary.
 - **Health**: a thread checks every standby every `check_interval_s` on a connection of its own
   (not the pool's): it must answer, be in recovery (a promoted standby is not read from: its data
-  may no longer be the primary's), and be no further behind than `max_lag_s`. The lag is 0 when it
-  streams and has replayed all it received, else the age of the last transaction it replayed (the
-  conservative reading: a standby that lost its primary, or replays slowly, ages). A standby that
-  fails a check, or whose connection fails during a read, is skipped until a check passes again.
+  may no longer be the primary's), and be no further behind than `max_lag_s`. The lag (`_lag`) is 0
+  when it streams and has replayed all it received; the time since the previous check when it
+  streams and has replayed all it had received then; else the age of the last transaction it
+  replayed (the conservative reading: a standby that lost its primary, or replays slowly, ages). A
+  standby that fails a check, or whose connection fails during a read, is skipped until a check
+  passes again.
   Each change of a standby's state is one log line (with the DSN's password left out) and one
   count for the metrics (`metrics.Recorder.replica_state`).
 - **Read your writes** (within this process): after a write, the store gives the users it wrote
   and the primary's WAL insert position after the commit (`wrote`); a read for such a user goes to
   a standby only when that standby has replayed up to that position (`caught_up`: known from the
   last check, or asked on the read's own connection), else to the primary. So a read that follows
-  a write of the same process always sees it, however far behind the standbys are.
+  a write of the same process always sees it, however far behind the standbys are. The positions
+  of the last `_WRITTEN_USERS` users written are kept; one dropped to make room becomes a floor
+  every read waits for (the oldest kept: a standby that is not far behind has passed it).
 """
 
 from __future__ import annotations
@@ -38,7 +42,6 @@ log = logging.getLogger(__name__)
 OK, DOWN, LAGGING, NOT_STANDBY, UNKNOWN = "ok", "down", "lagging", "not_standby", "unknown"
 _WRITTEN_USERS = 100_000  # users whose last write position is kept (least recently written dropped first)
 
-# in recovery; replayed position (bytes since 0/0); lag in seconds (see the module's docstring)
 # in recovery; replayed and received positions (bytes since 0/0); whether its WAL receiver streams (its
 # status is hidden from roles without pg_read_all_stats: then a running receiver counts as streaming);
 # the age of the last transaction it replayed (seconds; infinite when none)
@@ -89,7 +92,8 @@ class ReplicaRouter:
         self._checking = threading.Lock()
         self._next = 0
         self._written: OrderedDict[str, int] = OrderedDict()
-        self._written_any = 0  # writes whose users are not known (re-embedding): every read waits for them
+        # writes whose users are not known (re-embedding) or no longer kept: every read waits for them
+        self._written_any = 0
         self._stop = threading.Event()
         self.standbys: list[Standby] = []
         for number, dsn in enumerate(dsns):
@@ -114,6 +118,7 @@ class ReplicaRouter:
                     break
                 time.sleep(0.05)
             self._apply(standby, state, why)
+
     def _run(self) -> None:
         while not self._stop.wait(self.check_interval_s):
             self.check_all()
@@ -217,8 +222,8 @@ class ReplicaRouter:
             for user in users:
                 self._written[user] = max(self._written.get(user, 0), position)
                 self._written.move_to_end(user)
-            while len(self._written) > _WRITTEN_USERS:
-                self._written.popitem(last=False)
+            while len(self._written) > _WRITTEN_USERS:  # a dropped user's write: every read waits for it
+                self._written_any = max(self._written_any, self._written.popitem(last=False)[1])
 
     def caught_up(self, standby: Standby, conn: psycopg.Connection, user_id: str | None) -> bool:
         """Whether `standby` (read through `conn`) has replayed this process's last write of `user_id`."""

@@ -317,6 +317,27 @@ def test_a_write_is_not_failed_by_its_wal_position(make_store, pair, monkeypatch
         assert [m.id for m in store.list("p", MemoryFilter())] == ["p-1"]
 
 
+def test_a_written_user_no_longer_tracked_is_still_read_after_its_write(make_store, pair, counted, monkeypatch):
+    """Past the users whose write positions are kept (one here), the oldest is dropped and its position
+    becomes a floor for every read: a read of it (or of anyone) waits for the standby to pass it."""
+    from memoryscope_plugins.storage import postgres_replicas
+    monkeypatch.setattr(postgres_replicas, "_WRITTEN_USERS", 1)
+    store = make_store(max_replica_lag_s=3600)
+    replayed(pair)
+    with paused(pair):
+        store.put([memory("x", "x-1", "first")], None)
+        store.put([memory("y", "y-1", "second")], None)  # x's position is no longer kept by user
+        with reads_from("replica"):
+            assert [m.id for m in store.list("x", MemoryFilter())] == ["x-1"]
+            assert store.list("z", MemoryFilter()) == []
+        assert counted.reads == [("primary", "not_replayed")] * 2
+    replayed(pair)
+    counted.reads.clear()
+    with reads_from("replica"):
+        assert [m.id for m in store.list("x", MemoryFilter())] == ["x-1"]
+    assert counted.reads == [("standby", "")]
+
+
 def record_demo(engine) -> tuple[str, list[dict]]:
     demo = json.loads((resources.files("memoryscope_plugins") / "data" / "demo_conversation.json")
                       .read_text(encoding="utf-8"))
