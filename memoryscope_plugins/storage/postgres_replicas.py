@@ -32,9 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from .. import metrics
+from ..errors import StoreError
 from ..log_hygiene import without_password
 
 log = logging.getLogger(__name__)
@@ -68,6 +70,7 @@ class Standby:
     label: str  # its DSN without the password
     pool: ConnectionPool
     conninfo: str
+    connect_kwargs: dict[str, Any] = field(repr=False)  # of its health check's connection
     state: str = UNKNOWN
     lag_s: float | None = None
     replayed: int = 0  # a WAL position it has replayed since it last came up (0: none known)
@@ -87,7 +90,6 @@ class ReplicaRouter:
         # a standby that does not answer is skipped after this long (never longer than the primary's wait)
         self._timeout_s = max(1.0, min(float(connect_timeout_s), 5.0))
         connect_kwargs = {**connect_kwargs, "connect_timeout": int(self._timeout_s)}
-        self._connect_kwargs = {**connect_kwargs, "autocommit": True}
         self._lock = threading.Lock()
         self._checking = threading.Lock()
         self._next = 0
@@ -97,11 +99,21 @@ class ReplicaRouter:
         self._stop = threading.Event()
         self.standbys: list[Standby] = []
         for number, dsn in enumerate(dsns):
-            pool = ConnectionPool(dsn, min_size=0, max_size=pool_max_size, kwargs=dict(connect_kwargs),
+            try:
+                given = {*conninfo_to_dict(dsn), *connect_kwargs}
+            except psycopg.ProgrammingError:  # its text may quote the DSN, password included
+                raise StoreError(f"store.read_urls[{number}] is not a PostgreSQL connection string") from None
+            # a standby that vanishes from the network (no reset of its connections) fails the reads in
+            # flight on it after seconds, not after the system's TCP timeouts (minutes); the DSN's own win
+            dead_host = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+                         "tcp_user_timeout": int(self._timeout_s * 1000)}
+            kwargs = {**connect_kwargs, **{k: v for k, v in dead_host.items() if k not in given}}
+            pool = ConnectionPool(dsn, min_size=0, max_size=pool_max_size, kwargs=kwargs,
                                   configure=configure, open=False, timeout=self._timeout_s,
                                   name=f"{name}-standby{number}")
             pool.open(wait=False)
-            self.standbys.append(Standby(number=number, label=without_password(dsn), pool=pool, conninfo=dsn))
+            self.standbys.append(Standby(number=number, label=without_password(dsn), pool=pool, conninfo=dsn,
+                                         connect_kwargs={**kwargs, "autocommit": True}))
         self._first_checks()
         self._thread = threading.Thread(target=self._run, name=f"{name}-standby-checks", daemon=True)
         self._thread.start()
@@ -136,7 +148,7 @@ class ReplicaRouter:
         """The state `standby` is in now, and why (its replayed position noted when it is usable)."""
         try:
             if standby.probe is None or standby.probe.closed:
-                standby.probe = psycopg.connect(standby.conninfo, **self._connect_kwargs)
+                standby.probe = psycopg.connect(standby.conninfo, **standby.connect_kwargs)
             row = standby.probe.execute(_CHECK).fetchone()
         except psycopg.Error as exc:
             self._close_probe(standby)

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from memoryscope_plugins import metrics
-from memoryscope_plugins.errors import ConfigError, ValidationError
+from memoryscope_plugins.errors import ConfigError, StoreError, ValidationError
 from memoryscope_plugins.settings import Settings
 from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest
 from memoryscope_plugins.storage.read_consistency import reads_from
@@ -274,6 +274,9 @@ def test_a_standby_that_cannot_be_reached_or_is_not_one_is_skipped(make_store, p
     assert len(lines) == 2 and any("postgres:***@127.0.0.1" in line for line in lines), lines
     assert not any("s3cret" in line for line in lines)
     assert not any("s3cret" in label for label, _, _ in store.standby_states())
+    with pytest.raises(StoreError, match=r"store.read_urls\[0\] is not a PostgreSQL connection string") as raised:
+        make_store(read_urls=["not-a-dsn password=s3cret-word"])
+    assert "s3cret" not in str(raised.value)
 
 
 def test_a_standby_behind_the_held_index_leaves_the_search_to_the_primary(make_store, pair, counted):
