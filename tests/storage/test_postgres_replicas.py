@@ -383,6 +383,33 @@ def test_retrieval_reads_only_the_standby_and_equals_the_primarys(pair, local_em
     assert [m.memory.id for m in twin.memories] == [m.memory.id for m in replica[0].memories]
 
 
+def test_a_retrieve_right_after_a_record_sees_it_while_the_standby_lags(pair, local_embedder, counted):
+    """What an adapter does each turn: record the exchange, then retrieve for the next one. With the
+    standby's replay paused (it stays in use: its lag limit is an hour), the retrieve still finds what
+    was just recorded: its reads of that user go to the primary until the standby has replayed it."""
+    from memoryscope_plugins import MemoryScope
+    settings = Settings(store={"backend": "postgres", "url": pair[2], "read_urls": [pair[3]],
+                               "index_prefix": f"repryw{next(_prefixes)}", "max_replica_lag_s": 3600},
+                        consolidation={"worker": "none"})
+    with MemoryScope(settings, embedder=local_embedder) as engine:
+        engine.record("ada", [{"role": "user", "content": "I play the cello in a string quartet."}])
+        replayed(pair)
+        with paused(pair):
+            engine.record("ada", [{"role": "user", "content": "My sister Maren just moved to Lisbon."}])
+            counted.reads.clear()
+            found = engine.retrieve("ada", "Where does Maren live now?")
+            assert "Lisbon" in found.context
+            assert counted.reads and all(read == ("primary", "not_replayed") for read in counted.reads)
+            counted.reads.clear()
+            assert [m.content for m in engine.list("bob")] == []  # another user: the standby answers
+            assert counted.reads == [("standby", "")]
+            assert engine.store.standby_states()[0][1] == "ok"
+        replayed(pair)
+        counted.reads.clear()
+        assert "Lisbon" in engine.retrieve("ada", "Where does Maren live now?").context
+        assert counted.reads and all(read == ("standby", "") for read in counted.reads)
+
+
 def test_reads_answer_from_the_standby_while_the_primary_is_down(make_store, pair):
     """Last in the module: the primary is stopped, so nothing but the standby can answer."""
     store = make_store(max_replica_lag_s=3600)
