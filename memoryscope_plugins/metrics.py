@@ -57,8 +57,9 @@ class Recorder:
         """A read that may go to a standby (``store.read_urls``) was served by ``standby`` (reason
         "") or by ``primary``, because: ``no_standby`` (none healthy), ``not_replayed`` (the standby
         had not replayed this process's last write of the user), ``behind_index`` (it was behind
-        the user's in-process search index), ``standby_failed`` (it failed during the read) or
-        ``recovery_conflict`` (replay cancelled the read)."""
+        the user's in-process search index), ``standby_failed`` (it could not be reached during the
+        read), ``recovery_conflict`` (replay cancelled the read) or ``standby_error`` (another error,
+        e.g. a table it has not replayed yet)."""
 
 
 _recorder: Recorder = Recorder()

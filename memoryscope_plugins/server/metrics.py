@@ -73,7 +73,8 @@ class PrometheusRecorder(metrics.Recorder):
                                       registry=r)
         self.routed_reads = Counter("memoryscope_routed_reads", "reads that may go to a read standby, by who "
                                     "served them (standby, primary) and why the primary did (no_standby, "
-                                    "not_replayed, behind_index, standby_failed, recovery_conflict)",
+                                    "not_replayed, behind_index, standby_failed, recovery_conflict, "
+                                    "standby_error)",
                                     ["served_by", "reason"], registry=r)
 
     def model_request(self, purpose: str, model: str, outcome: str, reason: str, seconds: float) -> None:

@@ -344,6 +344,8 @@ class PostgresStore(StoreBase):
                     read_urls, connect_kwargs=kwargs, configure=self._configure, max_lag_s=max_replica_lag_s,
                     pool_max_size=pool_max_size, connect_timeout_s=connect_timeout_s,
                     check_interval_s=replica_check_interval_s, name=f"memoryscope-{prefix}")
+                with self._pool.connection() as conn:  # no read before a standby has the schema seen here
+                    self._note_write(conn, None)
         except BaseException:
             self._pool.close()
             raise
@@ -483,8 +485,10 @@ class PostgresStore(StoreBase):
                 why = "standby_failed"
             except psycopg.errors.SerializationFailure:  # cancelled by replay: the primary answers
                 why = "recovery_conflict"
-            except psycopg.Error as exc:
-                raise self._translate(exc) from exc
+            except psycopg.Error as exc:  # e.g. a table not there yet: the primary answers, or says what is wrong
+                log.warning("a read on read standby %d failed (%s); the primary answers it", standby.number,
+                            type(exc).__name__)
+                why = "standby_error"
         metrics.recorder().routed_read("primary", why)
         with self._reading() as conn:
             return read(conn)

@@ -307,6 +307,21 @@ def test_a_standby_behind_the_held_index_leaves_the_search_to_the_primary(make_s
     assert store._indexes.get("b") is held
 
 
+def test_no_read_reaches_a_standby_before_it_has_the_schema(make_store, pair, counted):
+    """A store opened on new tables while the standby has not replayed them yet: its reads go to the
+    primary (no "relation does not exist" from the standby) until the standby has."""
+    with paused(pair):
+        store = make_store(max_replica_lag_s=3600)
+        with reads_from("replica"):
+            assert store.count("u", MemoryFilter()) == 0
+        assert counted.reads == [("primary", "not_replayed")]
+    replayed(pair)
+    counted.reads.clear()
+    with reads_from("replica"):
+        assert store.count("u", MemoryFilter()) == 0
+    assert counted.reads == [("standby", "")]
+
+
 def test_a_write_is_not_failed_by_its_wal_position(make_store, pair, monkeypatch, caplog):
     """The write is committed before the store reads where the WAL ends: when that read fails, the
     write still succeeds (a warning says a read right after it may miss it on a standby)."""
