@@ -95,21 +95,22 @@ def scalar(cursor) -> object:
     return row[0]
 
 
-def replayed(pair, timeout_s: float = 60) -> None:
-    """Wait until the standby has replayed everything the primary has written so far."""
+def replayed(pair, timeout_s: float = 60, standby_dsn: str | None = None) -> None:
+    """Wait until the standby (or the one of `standby_dsn`) has replayed everything the primary has
+    written so far."""
     with psycopg.connect(pair[2], autocommit=True) as conn:
         target = str(scalar(conn.execute("SELECT pg_current_wal_insert_lsn()")))
     deadline = time.monotonic() + timeout_s
-    with psycopg.connect(pair[3], autocommit=True) as conn:
+    with psycopg.connect(standby_dsn or pair[3], autocommit=True) as conn:
         while not scalar(conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (target,))):
             assert time.monotonic() < deadline, "the standby did not replay the primary's writes"
             time.sleep(0.05)
 
 
-def state_becomes(store, state: str, timeout_s: float = 60) -> None:
+def state_becomes(store, state: str, timeout_s: float = 60, standby: int = 0) -> None:
     deadline = time.monotonic() + timeout_s
-    while store.standby_states()[0][1] != state:
-        assert time.monotonic() < deadline, f"the standby stayed {store.standby_states()[0][1]}, not {state}"
+    while store.standby_states()[standby][1] != state:
+        assert time.monotonic() < deadline, f"the standby stayed {store.standby_states()[standby][1]}, not {state}"
         time.sleep(0.05)
 
 
@@ -206,6 +207,37 @@ def paused(pair):
 def memory(user: str, memory_id: str, text: str) -> Memory:
     return Memory(id=memory_id, user_id=user, agent_id="a", content=text, type=MemoryType.TURN, created_at=START,
                   updated_at=START)
+
+
+def test_reads_take_turns_over_two_standbys_and_one_left_takes_them_all(make_store, pair, counted):
+    from tests.support import servers
+    with servers.standby_server(pair[0]) as second:
+        second_dsn = second.dsn.rsplit("/", 1)[0] + "/replicas"
+        store = make_store(read_urls=[pair[3], second_dsn])
+        store.put([memory("t", "t-1", "a note")], None)
+        replayed(pair)
+        replayed(pair, standby_dsn=second_dsn)
+        state_becomes(store, "ok")
+        state_becomes(store, "ok", standby=1)
+
+        def served(reads: int) -> list[int]:
+            before = [int(s.pool.get_stats().get("requests_num", 0)) for s in store._replicas.standbys]
+            with reads_from("replica"):
+                for _ in range(reads):
+                    assert [m.id for m in store.list("t", MemoryFilter())] == ["t-1"]
+            return [int(s.pool.get_stats().get("requests_num", 0)) - b
+                    for s, b in zip(store._replicas.standbys, before)]
+
+        assert served(10) == [5, 5]  # round robin
+        second.stop()
+        counted.reads.clear()
+        try:
+            by_standby = served(10)
+        finally:
+            second.start()
+        # the second's pooled connection fails once (its read answered by the primary), then it is skipped
+        assert by_standby[0] >= 9 and counted.reads.count(("primary", "standby_failed")) <= 1
+        assert all(read in (("standby", ""), ("primary", "standby_failed")) for read in counted.reads)
 
 
 def test_a_lagging_standby_is_skipped(make_store, pair, counted):
