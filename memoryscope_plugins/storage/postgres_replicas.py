@@ -9,7 +9,7 @@ goes to, whether it may, and what happens when it cannot answer.
   streams and has replayed all it had received then; else the age of the last transaction it
   replayed (the conservative reading: a standby that lost its primary, or replays slowly, ages). A
   standby that fails a check, or whose connection fails during a read, is skipped until a check
-  passes again.
+  passes again, at least `cooldown_s` (three check intervals) after it went away.
   Each change of a standby's state is one log line (with the DSN's password left out) and one
   count for the metrics (`metrics.Recorder.replica_state`).
 - **Read your writes** (within this process): after a write, the store gives the users it wrote
@@ -76,6 +76,7 @@ class Standby:
     replayed: int = 0  # a WAL position it has replayed since it last came up (0: none known)
     previous: tuple[int, float] | None = None  # (received position, monotonic time) at the last check
     measured: int = 0  # the replayed position of the last check
+    left_at: float = float("-inf")  # when it last left the "ok" state (monotonic)
     probe: psycopg.Connection | None = field(default=None, repr=False)
 
 
@@ -87,6 +88,7 @@ class ReplicaRouter:
                  connect_timeout_s: float, check_interval_s: float = 1.0, name: str = "memoryscope") -> None:
         self.max_lag_s = float(max_lag_s)
         self.check_interval_s = max(0.05, float(check_interval_s))
+        self.cooldown_s = 3 * self.check_interval_s  # a standby that went away is not read again sooner
         # a standby that does not answer is skipped after this long (never longer than the primary's wait)
         self._timeout_s = max(1.0, min(float(connect_timeout_s), 5.0))
         connect_kwargs = {**connect_kwargs, "connect_timeout": int(self._timeout_s)}
@@ -165,6 +167,8 @@ class ReplicaRouter:
 
     def _apply(self, standby: Standby, state: str, why: str) -> None:
         if state == OK and standby.state != OK:
+            if time.monotonic() - standby.left_at < self.cooldown_s:
+                return  # back too soon after it went away: kept out a little longer (no flapping)
             standby.pool.check()  # connections cut while it was away are dropped, not handed out
         self._set(standby, state, why)
         if state == OK:
@@ -203,6 +207,7 @@ class ReplicaRouter:
             before, standby.state = standby.state, state
             if state != OK:
                 standby.replayed = 0  # what it replayed is known again once it is back
+                standby.left_at = time.monotonic()
         # the first check's "ok" is routine; every other change (a return included: it ends a
         # warning an operator has seen) is a warning
         level = logging.INFO if state == OK and before == UNKNOWN else logging.WARNING

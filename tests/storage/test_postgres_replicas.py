@@ -240,6 +240,22 @@ def test_reads_take_turns_over_two_standbys_and_one_left_takes_them_all(make_sto
         assert all(read in (("standby", ""), ("primary", "standby_failed")) for read in counted.reads)
 
 
+def test_a_standby_that_went_away_is_kept_out_for_a_cool_down(make_store, pair, counted):
+    """Back at once after a failed read, a standby is still skipped until three check intervals have
+    passed (30 s here), however often it is checked: no flapping, one state change."""
+    store = make_store(replica_check_interval_s=10.0)
+    router = store._replicas
+    assert store.standby_states()[0][1] == "ok"
+    router.failed(router.standbys[0], psycopg.OperationalError("cut"))
+    for _ in range(3):
+        router.check_all()  # it answers, but went away a moment ago
+    assert store.standby_states()[0][1] == "down"
+    with reads_from("replica"):
+        assert store.count("nobody", MemoryFilter()) == 0
+    assert counted.states == [("0", "ok"), ("0", "down")]
+    assert counted.reads == [("primary", "no_standby")]
+
+
 def test_a_lagging_standby_is_skipped(make_store, pair, counted):
     store = make_store(max_replica_lag_s=1.0)
     writer = make_store(prefix=store.prefix, read_urls=[])  # another process's writes: not this one's to wait for
