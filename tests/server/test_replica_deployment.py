@@ -65,6 +65,18 @@ def load(bench, deployment, seconds: float, outcome, users, phase: int) -> None:
         thread.join(90)
 
 
+CHANGE = re.compile(r"read standby 0 \(postgresql://postgres@127\.0\.0\.1:\d+/deployment\): (\w+) -> (\w+)")
+
+
+def wait_until_back(deployment, timeout_s: float = 60) -> None:
+    """Until every instance has said the standby is back in use (it checks every second)."""
+    deadline = time.monotonic() + timeout_s
+    while not all(CHANGE.findall(i.log.read_text(errors="replace"))[-1:] in ([("down", "ok")], [("lagging", "ok")])
+                  for i in deployment.instances):
+        assert time.monotonic() < deadline, "an instance did not take the standby back"
+        time.sleep(0.2)
+
+
 def retrievals_ok(outcome) -> int:
     return outcome.statuses[("retrieve", 200)]
 
@@ -130,6 +142,7 @@ def test_instances_read_the_standby_and_move_to_the_primary_while_it_is_down(pai
                 served["down"] = retrievals_ok(outcome) - served["up"]
             finally:
                 standby.start()
+            wait_until_back(deployment)
             marks = [routed(metrics_urls), standby_reads(standby_dsn)]
             load(bench, deployment, 6.0, outcome, users, 2)
             phases["back"] = routed(metrics_urls) - marks[0]
@@ -153,8 +166,7 @@ def test_instances_read_the_standby_and_move_to_the_primary_while_it_is_down(pai
     assert by_standby(phases["down"]) == 0 and by_primary(phases["down"]) > 0, figures
     assert by_standby(phases["back"]) > 0 and standby_side > 0, figures
     for text in logs:  # each instance said once that the standby went away, and that it came back
-        changes = re.findall(r"read standby 0 \(postgresql://postgres@127\.0\.0\.1:\d+/deployment\): "
-                             r"(\w+) -> (\w+)", text)
+        changes = CHANGE.findall(text)
         assert ("ok", "down") in changes, text[-3000:]
         assert changes[-1][1] == "ok", changes
         assert sum(1 for _, state in changes if state == "down") <= 3, changes  # per change, not per read
