@@ -198,11 +198,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def settings_yaml(dsn: str, model_url: str, api_key: str, consolidation: dict[str, Any]) -> str:
-    """A settings file (JSON is YAML) for one role: the shared store, the fake model, its consolidation."""
+def settings_yaml(dsn: str, model_url: str, api_key: str, consolidation: dict[str, Any],
+                  read_urls: list[str] | None = None) -> str:
+    """A settings file (JSON is YAML) for one role: the shared store (and its read standbys), the fake
+    model, its consolidation."""
     model = {"base_url": model_url + "/v1", "api_key": api_key}
     return json.dumps({
-        "store": {"backend": "postgres", "url": dsn},
+        "store": {"backend": "postgres", "url": dsn, **({"read_urls": read_urls} if read_urls else {})},
         "embedder": {"provider": "openai", "model": "fake-embedding", "dimensions": EMBEDDING_DIM, **model},
         "llm": {"provider": "openai", "model": "fake-chat", "max_retries": 0, **model},
         "consolidation": consolidation}, indent=1)
@@ -250,10 +252,12 @@ class Process:
 
 class Deployment:
     """Two instances (``consolidation.worker: none``) and two workers (``sk-worker-<i>`` as their model
-    key, a short lease) on one PostgreSQL database, with a key per tenant."""
+    key, a short lease) on one PostgreSQL database, with a key per tenant. With ``read_urls``, the
+    instances read from those standbys (the workers stay on the primary)."""
 
     def __init__(self, folder: Path, dsn: str, instance_model_url: str, worker_model_url: str, *,
-                 lease_ttl_s: float = 5.0, instances: int = 2, workers: int = 2) -> None:
+                 lease_ttl_s: float = 5.0, instances: int = 2, workers: int = 2,
+                 read_urls: list[str] | None = None) -> None:
         from memoryscope_plugins.server import KeyRing
         self.folder = folder
         ring = KeyRing()
@@ -261,7 +265,8 @@ class Deployment:
         ring.save(folder / "keys.json")
         cli = [sys.executable, "-m", "memoryscope_plugins", "--config"]
         instance_file = folder / "instance.yaml"
-        instance_file.write_text(settings_yaml(dsn, instance_model_url, "sk-instance", {"worker": "none"}))
+        instance_file.write_text(settings_yaml(dsn, instance_model_url, "sk-instance", {"worker": "none"},
+                                               read_urls))
         self.instances = []
         for i in range(instances):
             port = free_port()

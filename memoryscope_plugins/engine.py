@@ -29,7 +29,9 @@ from .person import name_rules, record_names
 from .person.short_forms import addressed_aliases
 from .retrieval import ledger_cache, pipeline
 from .settings import Settings
+from .storage import read_consistency
 from .storage.base import LedgerChanges, LedgerReader, MemoryFilter, MemoryStore
+from .storage.read_consistency import Consistency
 from .storage.records import TOOL_CALL_KEY
 from .timeparse import MENTIONS_KEY, detect_language, mentioned_range, time_mentions
 from .types import (
@@ -510,7 +512,8 @@ class MemoryScope:
                  types: Iterable[MemoryType | str] | None = None, include_expired: bool | None = None,
                  time_range: TimeRange | tuple[datetime | str | None, datetime | str | None] | None = None,
                  now: datetime | str | None = None, rerank: bool | None = None,
-                 language: str | None = None, min_relevance: float | None = None) -> RetrievalResult:
+                 language: str | None = None, min_relevance: float | None = None,
+                 consistency: Consistency = "replica") -> RetrievalResult:
         """Find a user's memories for a query. No LLM is called.
 
         Args:
@@ -528,6 +531,9 @@ class MemoryScope:
                 to the embedder (0 = unrelated texts, 1 = the same), is at least this, or that fall
                 in the time the query names, or stand next to such a turn, are returned; -1 turns
                 the floor off.
+            consistency: with read standbys (``store.read_urls``), ``"replica"`` (default) reads from
+                one (this process's own writes are always seen; another process's only once the
+                standby has replayed them), ``"primary"`` from the primary. Without standbys: ignored.
 
         Returns a `RetrievalResult` with the ranked memories, their scores, the parsed time range,
         the timings, and ``context``: dated lines ready to put in a prompt.
@@ -547,11 +553,13 @@ class MemoryScope:
         if rerank and self.reranker is None:
             raise ConfigError("rerank=True but no reranker is configured (settings.reranker)")
         floor = None if min_relevance is None else validation.check_min_relevance(min_relevance)
+        consistency = read_consistency.check(consistency)
         request = pipeline.RetrievalRequest(
             user_id=user_id, query=query, now=moment, top_k=top_k, min_relevance=floor, agent_id=agent_id,
             types=type_filter, include_expired=cfg.include_expired if include_expired is None else include_expired,
             time_range=explicit, rerank=rerank, language=language)
-        with tracing.span("memoryscope.retrieve", {"memoryscope.top_k": top_k}, since=start):
+        with tracing.span("memoryscope.retrieve", {"memoryscope.top_k": top_k}, since=start), \
+                read_consistency.reads_from(consistency):
             result = pipeline.retrieve(request, settings=self.settings, store=self.store, embedder=self.embedder,
                                        reranker=self.reranker, started=start)
             tracing.retrieval_stages(result.timings_ms)
@@ -567,8 +575,9 @@ class MemoryScope:
     # -- admin -------------------------------------------------------------------------------------
     def list(self, user_id: str, *, agent_id: str | None = None, types: Iterable[MemoryType | str] | None = None,
              include_expired: bool = True, limit: int = 100, offset: int = 0,
-             newest_first: bool = True) -> builtins.list[Memory]:
-        """A page of a user's memories, newest first by default (expired ones included)."""
+             newest_first: bool = True, consistency: Consistency = "replica") -> builtins.list[Memory]:
+        """A page of a user's memories, newest first by default (expired ones included).
+        `consistency`: as in `retrieve`."""
         user_id = _stored_id(user_id, "user_id")
         limit = validation.check_int(limit, "limit", 1, validation.MAX_LIMIT)
         offset = validation.check_int(offset, "offset", 0, validation.MAX_OFFSET)
@@ -577,19 +586,24 @@ class MemoryScope:
         validation.check_bool(newest_first, "newest_first")
         flt = MemoryFilter(agent_id=agent_id, types=validation.check_types(types),
                            statuses=None if include_expired else (MemoryStatus.ACTIVE,))
-        return self.store.list(user_id, flt, limit=limit, offset=offset, newest_first=newest_first)
+        with read_consistency.reads_from(read_consistency.check(consistency)):
+            return self.store.list(user_id, flt, limit=limit, offset=offset, newest_first=newest_first)
 
-    def count(self, user_id: str, *, include_expired: bool = True) -> int:
-        """How many memories a user has."""
+    def count(self, user_id: str, *, include_expired: bool = True, consistency: Consistency = "replica") -> int:
+        """How many memories a user has. `consistency`: as in `retrieve`."""
         user_id = _stored_id(user_id, "user_id")
         validation.check_bool(include_expired, "include_expired")
-        return self.store.count(user_id, MemoryFilter(statuses=None if include_expired else (MemoryStatus.ACTIVE,)))
+        with read_consistency.reads_from(read_consistency.check(consistency)):
+            return self.store.count(user_id, MemoryFilter(statuses=None if include_expired
+                                                          else (MemoryStatus.ACTIVE,)))
 
-    def get(self, user_id: str, memory_id: str) -> Memory:
-        """One memory of a user; `NotFoundError` if the user has no memory with that id."""
+    def get(self, user_id: str, memory_id: str, *, consistency: Consistency = "replica") -> Memory:
+        """One memory of a user; `NotFoundError` if the user has no memory with that id.
+        `consistency`: as in `retrieve`."""
         user_id = _stored_id(user_id, "user_id")
         memory_id = _stored_id(memory_id, "memory_id")
-        found = self.store.get(user_id, [memory_id])
+        with read_consistency.reads_from(read_consistency.check(consistency)):
+            found = self.store.get(user_id, [memory_id])
         if not found:
             raise NotFoundError(f"user {user_id!r} has no memory {memory_id!r}")
         return found[0]
@@ -601,7 +615,8 @@ class MemoryScope:
         recomputed (`entities`: the known names the new text holds; the old text's links go), in the
         same transaction. A status change alone keeps the links (an expired memory's mentions stay
         history: they still count)."""
-        memory = self.get(_check_id(user_id, "user_id"), _check_id(memory_id, "memory_id"))
+        # read from the primary: a read-modify-write must start from the latest version
+        memory = self.get(_check_id(user_id, "user_id"), _check_id(memory_id, "memory_id"), consistency="primary")
         if content is not None:
             memory.content = self._check_text(content, "content")
         if status is not None:

@@ -49,6 +49,18 @@ class Recorder:
     def store_error(self, component: str, error: str) -> None:
         """A store failure seen by ``component`` (``api``, ``consolidation``); ``error`` is its class name."""
 
+    def replica_state(self, standby: str, state: str) -> None:
+        """A read standby (its number in ``store.read_urls``) changed state: ``ok`` (read from),
+        ``down``, ``lagging`` or ``not_standby`` (skipped: reads go elsewhere)."""
+
+    def routed_read(self, served_by: str, reason: str) -> None:
+        """A read that may go to a standby (``store.read_urls``) was served by ``standby`` (reason
+        "") or by ``primary``, because: ``no_standby`` (none healthy), ``not_replayed`` (the standby
+        had not replayed this process's last write of the user), ``behind_index`` (it was behind
+        the user's in-process search index), ``standby_failed`` (it could not be reached during the
+        read), ``recovery_conflict`` (replay cancelled the read) or ``standby_error`` (another error,
+        e.g. a table it has not replayed yet)."""
+
 
 _recorder: Recorder = Recorder()
 

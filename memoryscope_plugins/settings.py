@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError
@@ -65,6 +65,25 @@ class StoreSettings(Section):
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     quick_check_max_mb: float = Field(256.0, ge=0, description="sqlite: files up to this size are checked "
                                       "page by page on open (PRAGMA quick_check); 0 turns the check off")
+    read_urls: list[str] = Field(default_factory=list, max_length=16, description="postgres: DSNs of hot "
+                                 "standbys of store.url; searches, get, list, count and the overview read from "
+                                 "them (round robin; a standby down or lagging is skipped). username, password "
+                                 "and ca_certs apply to them too (see docs/storage.md, Read replicas)")
+    max_replica_lag_s: float = Field(5.0, gt=0, le=3600, description="postgres: a standby further behind the "
+                                     "primary than this is skipped until it catches up")
+
+    @model_validator(mode="after")
+    def _replicas_need_postgres(self) -> "StoreSettings":
+        if self.read_urls and self.backend != "postgres":
+            raise ValueError(f"store.read_urls is only for the postgres backend (backend is {self.backend!r})")
+        for i, url in enumerate(self.read_urls):
+            if not isinstance(url, str) or not url.strip():
+                raise ValueError(f"store.read_urls[{i}] must be a PostgreSQL connection string")
+            if self.url is not None and url.strip() == self.url.strip():
+                raise ValueError(f"store.read_urls[{i}] is store.url itself: list only the standbys")
+        if len(set(self.read_urls)) != len(self.read_urls):
+            raise ValueError("store.read_urls lists a standby twice")
+        return self
 
     def sqlite_path(self) -> Path:
         return self.path if self.path is not None else default_home() / "memory.db"

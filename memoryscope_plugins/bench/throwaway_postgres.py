@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -201,5 +202,44 @@ def postgres_server(*, settings: dict[str, str] | None = None, durable: bool = F
                                  data_dir=data_dir, bin_dir=bin_dir, options=opts, as_user=as_user)
         finally:
             run([str(bin_dir / "pg_ctl"), "-D", str(data_dir), "-m", "fast", "-w", "-t", "60", "stop"])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def standby_server(primary: PostgresServer, *, port: int | None = None) -> Iterator[PostgresServer]:
+    """A hot standby of `primary` (streaming replication) on 127.0.0.1:`port` (default: a free one), from
+    the same binaries: ``pg_basebackup -R`` of the running primary (whose default ``pg_hba.conf`` trusts
+    replication from 127.0.0.1, and whose ``wal_level`` is ``replica`` by default) into a new data folder,
+    started with the primary's options on its own port; stopped and deleted at the end."""
+    root = Path(tempfile.mkdtemp(prefix="memoryscope-pg-standby-", dir=str(primary.data_dir.parent.parent)))
+    data_dir = root / "data"
+    log_file = root / "server.log"
+    try:
+        if primary.as_user is not None:
+            root.chmod(0o755)
+            shutil.chown(root, user=primary.as_user)
+
+        def run(args: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+            return subprocess.run(args, capture_output=True, text=True, timeout=timeout, user=primary.as_user,
+                                  cwd=str(root), env={**os.environ, "LC_ALL": "C", "LANG": "C"})
+
+        result = run([str(primary.bin_dir / "pg_basebackup"), "-D", str(data_dir), "-R", "-X", "stream",
+                      "-c", "fast", "--no-sync", "-d", f"host=127.0.0.1 port={primary.port} user=postgres"])
+        if result.returncode != 0:
+            raise ServerUnavailable(f"pg_basebackup failed: {result.stderr.strip()[-800:]}")
+        port = port or free_port()
+        options = re.sub(r"-c port=\d+", f"-c port={port}", primary.options)
+        options = re.sub(r"-c unix_socket_directories=\S+", f"-c unix_socket_directories={root}", options)
+        result = run([str(primary.bin_dir / "pg_ctl"), "-D", str(data_dir), "-l", str(log_file), "-w", "-t", "60",
+                      "-o", options, "start"])
+        if result.returncode != 0:
+            log_text = log_file.read_text(errors="replace")[-1500:] if log_file.exists() else ""
+            raise ServerUnavailable(f"the standby did not start: {result.stderr.strip()[-500:]} {log_text}")
+        try:
+            yield PostgresServer(dsn=f"postgresql://postgres@127.0.0.1:{port}/postgres", port=port,
+                                 data_dir=data_dir, bin_dir=primary.bin_dir, options=options, as_user=primary.as_user)
+        finally:
+            run([str(primary.bin_dir / "pg_ctl"), "-D", str(data_dir), "-m", "immediate", "-w", "-t", "60", "stop"])
     finally:
         shutil.rmtree(root, ignore_errors=True)

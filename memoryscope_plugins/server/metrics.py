@@ -30,6 +30,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 
 from .. import metrics
+from ..storage import read_consistency
 from ..storage.overview import store_overview
 from .route_support import admin_key
 
@@ -67,6 +68,14 @@ class PrometheusRecorder(metrics.Recorder):
                               "(held by another worker), lost (taken over during a step)", ["event"], registry=r)
         self.store_errors = Counter("memoryscope_store_errors", "store failures by where they were seen and "
                                     "their class", ["component", "error"], registry=r)
+        self.replica_states = Counter("memoryscope_read_standby_states", "read standbys (store.read_urls, by "
+                                      "number) entering a state: ok, down, lagging, not_standby", ["standby", "state"],
+                                      registry=r)
+        self.routed_reads = Counter("memoryscope_routed_reads", "reads that may go to a read standby, by who "
+                                    "served them (standby, primary) and why the primary did (no_standby, "
+                                    "not_replayed, behind_index, standby_failed, recovery_conflict, "
+                                    "standby_error)",
+                                    ["served_by", "reason"], registry=r)
 
     def model_request(self, purpose: str, model: str, outcome: str, reason: str, seconds: float) -> None:
         self.model_requests.labels(purpose, model, outcome).inc()
@@ -92,6 +101,12 @@ class PrometheusRecorder(metrics.Recorder):
 
     def store_error(self, component: str, error: str) -> None:
         self.store_errors.labels(component, error).inc()
+
+    def replica_state(self, standby: str, state: str) -> None:
+        self.replica_states.labels(standby, state).inc()
+
+    def routed_read(self, served_by: str, reason: str) -> None:
+        self.routed_reads.labels(served_by, reason).inc()
 
     def http_request(self, route: str, method: str, status: int, seconds: float) -> None:
         self.http_requests.labels(route, method, str(status)).inc()
@@ -122,7 +137,8 @@ class StoreCollector:
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("memoryscope_store_up", "1 when the store answered this scrape's queries")
         try:
-            overview = store_overview(self.store)
+            with read_consistency.reads_from("replica"):  # a standby's counts when there is one
+                overview = store_overview(self.store)
         except Exception:  # noqa: BLE001 - the store being down is what this gauge says
             metrics.recorder().store_error("metrics", "overview_failed")
             up.add_metric([], 0)

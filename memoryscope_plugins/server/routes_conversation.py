@@ -43,11 +43,12 @@ def conversation_routes(engine: MemoryScope, base: str) -> list[Route]:
 
     async def retrieve(request: Request) -> Response:
         """
-        summary: What memory recalls for a query, with scores (body query, top_k?, types?, include_expired?, now?, agent_id?).
+        summary: What memory recalls for a query, with scores (body query, top_k?, types?, include_expired?, now?, agent_id?, consistency?).
         """  # noqa: E501 - one line of the OpenAPI schema
         key = request_key(request)
         user = store_user(key, request.path_params["user"])
-        body = await json_body(request, {"query", "top_k", "types", "include_expired", "now", "agent_id", "rerank"})
+        body = await json_body(request, {"query", "top_k", "types", "include_expired", "now", "agent_id", "rerank",
+                                               "consistency"})
         result = await run_in_threadpool(lambda: engine.retrieve(user, given(body, "query"),
                                                                  **{k: v for k, v in body.items() if k != "query"}))
         return JSONResponse(retrieval_json(result, key.tenant))

@@ -44,7 +44,7 @@ import struct
 import threading
 from collections import Counter
 from contextlib import contextmanager
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Callable, Iterator, Literal, Sequence, TypeVar
 
 import numpy as np
 
@@ -57,11 +57,21 @@ try:
 except ImportError as exc:  # pragma: no cover - the engine turns this into a ConfigError
     raise ImportError("the postgres backend needs: pip install 'memoryscope-plugins[postgres]'") from exc
 
+from .. import metrics
 from ..errors import SchemaVersionError, StoreError, StoreLockedError
 from ..indexing import full_text
 from ..log_hygiene import without_password
 from ..types import Entity, EntityMention, Memory, ProfileValue
-from . import base, postgres_ledger, postgres_search as pgs, records, tool_counters, user_index
+from . import (
+    base,
+    postgres_ledger,
+    postgres_replicas as replicas,
+    postgres_search as pgs,
+    read_consistency,
+    records,
+    tool_counters,
+    user_index,
+)
 from .base import Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
 from .leases import Lease, require_held
@@ -194,6 +204,15 @@ _INSERT_MESSAGE = (f"INSERT INTO {{messages}}({', '.join(records.MESSAGE_WRITE_C
                    f"VALUES ({', '.join(['%s'] * len(records.MESSAGE_WRITE_COLUMNS))})")
 
 _PREFIX_OK = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
+_T = TypeVar("_T")
+
+
+def _users_of(memories: Sequence[Memory], ledger: LedgerChanges | None) -> builtins.list[str]:
+    """The users whose records a write of `memories` and `ledger` changes."""
+    users = {m.user_id for m in memories}
+    if ledger is not None:
+        users.add(ledger.user_id)
+    return sorted(users)
 
 
 def _scalar(cursor: psycopg.Cursor[Any]) -> Any:
@@ -267,6 +286,11 @@ class PostgresStore(StoreBase):
             recently used users dropped first).
         hnsw_m / hnsw_ef_construction / hnsw_ef_search: HNSW index parameters.
         connect_kwargs: extra keyword arguments for `psycopg.connect` (user, password, sslmode ...).
+        read_urls: connection strings of hot standbys of `conninfo` (same database, same
+            `connect_kwargs`): the reads made inside `read_consistency.reads_from("replica")` go to
+            them (`postgres_replicas`: round robin, health-checked, read your writes).
+        max_replica_lag_s: a standby further behind than this is skipped.
+        replica_check_interval_s: how often each standby's health and lag are checked.
     """
 
     text_statistics: Literal["user", "index"] = "user"  # see MemoryStore
@@ -277,7 +301,8 @@ class PostgresStore(StoreBase):
                  text_term_rows: int = 1_000, record_cache_rows: int = 20_000, user_index_rows: int = 200_000,
                  vector_cache_rows: int = 250_000, hnsw_m: int = 16,
                  hnsw_ef_construction: int = 64, hnsw_ef_search: int = 100,
-                 connect_kwargs: dict[str, Any] | None = None) -> None:
+                 connect_kwargs: dict[str, Any] | None = None, read_urls: Sequence[str] = (),
+                 max_replica_lag_s: float = 5.0, replica_check_interval_s: float = 1.0) -> None:
         prefix = table_prefix.lower()
         if prefix and not prefix.endswith("_"):
             prefix += "_"
@@ -298,6 +323,8 @@ class PostgresStore(StoreBase):
         self._defer_vector_index = False
         self._closed = False
         self._conninfo = conninfo
+        self._replicas: replicas.ReplicaRouter | None = None
+        self._on_standby = threading.local()  # .value: this thread's read runs on a standby
         self._ledger = postgres_ledger.PostgresLedger(prefix)
         kwargs = dict(connect_kwargs or {})
         kwargs.setdefault("connect_timeout", max(1, int(connect_timeout_s)))
@@ -314,6 +341,13 @@ class PostgresStore(StoreBase):
             raise self._translate(exc) from exc
         try:
             self._init_schema()
+            if read_urls:
+                self._replicas = replicas.ReplicaRouter(
+                    read_urls, connect_kwargs=kwargs, configure=self._configure, max_lag_s=max_replica_lag_s,
+                    pool_max_size=pool_max_size, connect_timeout_s=connect_timeout_s,
+                    check_interval_s=replica_check_interval_s, name=f"memoryscope-{prefix}")
+                with self._pool.connection() as conn:  # no read before a standby has the schema seen here
+                    self._note_write(conn, None)
         except BaseException:
             self._pool.close()
             raise
@@ -321,8 +355,10 @@ class PostgresStore(StoreBase):
     @classmethod
     def from_settings(cls, cfg: Any, *, embedding_model: str | None = None) -> "PostgresStore":
         """Build from `StoreSettings`: ``url`` is the DSN; ``username``/``password`` override it;
-        ``index_prefix`` names the tables; ``ca_certs`` turns on verified TLS. (``text_search_config``
-        is no longer read: full text uses the engine's analyser since schema version 2.)"""
+        ``index_prefix`` names the tables; ``ca_certs`` turns on verified TLS; ``read_urls`` and
+        ``max_replica_lag_s``: the read standbys (the same user, password and TLS settings apply to
+        them). (``text_search_config`` is no longer read: full text uses the engine's analyser since
+        schema version 2.)"""
         if not cfg.url:
             raise StoreError("store.url must be a PostgreSQL connection string for the postgres backend")
         kwargs: dict[str, Any] = {}
@@ -336,7 +372,9 @@ class PostgresStore(StoreBase):
         prefix = re.sub(r"[^a-z0-9_]", "_", (cfg.index_prefix or "memoryscope").lower())
         return cls(cfg.url, embedding_model=embedding_model, table_prefix=prefix,
                    lock_timeout_s=getattr(cfg, "busy_timeout_s", 10.0),
-                   vector_cache_rows=getattr(cfg, "vector_cache_rows", 250_000), connect_kwargs=kwargs)
+                   vector_cache_rows=getattr(cfg, "vector_cache_rows", 250_000), connect_kwargs=kwargs,
+                   read_urls=list(getattr(cfg, "read_urls", None) or ()),
+                   max_replica_lag_s=getattr(cfg, "max_replica_lag_s", 5.0))
 
     # -- connections ---------------------------------------------------------------------------
     @staticmethod
@@ -386,16 +424,76 @@ class PostgresStore(StoreBase):
         return StoreError(f"PostgreSQL store error: {primary}")
 
     @contextmanager
-    def _tx(self) -> Iterator[psycopg.Connection]:
-        """One transaction on a pooled connection: committed on success, rolled back on error."""
+    def _tx(self, users: Sequence[str] = (), *, any_user: bool = False) -> Iterator[psycopg.Connection]:
+        """One transaction on a pooled connection: committed on success, rolled back on error. With
+        read standbys, a transaction that writes the records of `users` (or of users not known:
+        `any_user`) tells the router where the WAL stood after its commit (read your writes)."""
         if self._closed:
             raise StoreError("the store is closed")
         try:
             with self._pool.connection() as conn:
                 with conn.transaction():
                     yield conn
+                if self._replicas is not None and (users or any_user):
+                    self._note_write(conn, None if any_user else users)
         except (psycopg.Error, PoolTimeout) as exc:
             raise self._translate(exc) from exc
+
+    def _note_write(self, conn: psycopg.Connection, users: Sequence[str] | None) -> None:
+        """Tell the router where the primary's WAL ends after a committed write of `users` (None:
+        not known). Never fails the write, which is committed: when the position cannot be read
+        (the primary went away meanwhile), a read of those users right after may miss the write on
+        a standby (a warning in the log, without user ids)."""
+        assert self._replicas is not None
+        try:
+            conn.autocommit = True  # no transaction around one function call
+            try:
+                position = int(_scalar(conn.execute(replicas.INSERT_POSITION)))
+            finally:
+                conn.autocommit = False
+        except (psycopg.Error, StoreError) as exc:
+            log.warning("could not read the WAL position after a committed write (%s): a read right after it "
+                        "may not see it on a standby", type(exc).__name__)
+            return
+        self._replicas.wrote(users, position)
+
+    def _routed(self, user_id: str | None, read: Callable[[psycopg.Connection], _T]) -> _T:
+        """`read` on a standby inside a `read_consistency.reads_from("replica")` block, when one is
+        healthy and has replayed this process's last write of `user_id`; otherwise, or when the
+        standby fails meanwhile (unreachable, or the read cancelled by a recovery conflict), on the
+        primary (`postgres_replicas`)."""
+        router = self._replicas
+        if router is None or read_consistency.current() != "replica" or self._closed:
+            with self._reading() as conn:
+                return read(conn)
+        standby = router.pick()
+        why = "no_standby"
+        if standby is not None:
+            try:
+                with router.connection(standby) as conn:
+                    if router.caught_up(standby, conn, user_id):
+                        self._on_standby.value = True
+                        try:
+                            found = read(conn)
+                        finally:
+                            self._on_standby.value = False
+                        metrics.recorder().routed_read("standby", "")
+                        return found
+                why = "not_replayed"
+            except replicas.BehindIndex:
+                why = "behind_index"
+            except (psycopg.OperationalError, PoolTimeout) as exc:
+                router.failed(standby, exc)
+                why = "standby_failed"
+            except psycopg.errors.SerializationFailure:  # cancelled by replay: the primary answers
+                why = "recovery_conflict"
+            except psycopg.Error as exc:  # e.g. a table not there yet: the primary answers, or says what is wrong
+                log.warning("a read on read standby %d failed (%s); the primary answers it", standby.number,
+                            type(exc).__name__)
+                why = "standby_error"
+        metrics.recorder().routed_read("primary", why)
+        with self._reading() as conn:
+            return read(conn)
 
     @contextmanager
     def _reading(self) -> Iterator[psycopg.Connection]:
@@ -483,9 +581,16 @@ class PostgresStore(StoreBase):
         for model, dim in spaces:
             self._create_vector_index(conn, model, dim)
 
+    def standby_states(self) -> builtins.list[tuple[str, str, float | None]]:
+        """Each read standby's (DSN without password, state, last measured lag in seconds); the state
+        is ``ok`` (read from), ``down``, ``lagging``, ``not_standby`` or ``unknown``."""
+        return [] if self._replicas is None else self._replicas.states()
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._replicas is not None:
+                self._replicas.close()
             self._pool.close()
 
     # -- meta -------------------------------------------------------------------------------
@@ -571,7 +676,7 @@ class PostgresStore(StoreBase):
             yield self
         finally:
             self._defer_vector_index = False
-            with self._tx() as conn:
+            with self._tx(any_user=True) as conn:
                 conn.execute(f"SET LOCAL maintenance_work_mem = '{maintenance_work_mem}'")
                 conn.execute(f"SET LOCAL max_parallel_maintenance_workers = {int(parallel_workers)}")
                 for model, dim in self._spaces(conn):
@@ -642,7 +747,7 @@ class PostgresStore(StoreBase):
                 ledger: LedgerChanges | None = None) -> None:
         if not memories and not done_message_ids and ledger is None:
             return
-        with self._tx() as conn:
+        with self._tx(_users_of(memories, ledger)) as conn:
             self._put_in(conn, memories, vectors)
             if ledger is not None:
                 self._ledger.apply(conn, ledger)
@@ -662,7 +767,7 @@ class PostgresStore(StoreBase):
         rows = base.vector_rows_for(ids, vectors)
         if not rows:
             return
-        with self._tx() as conn:
+        with self._tx(any_user=True) as conn:
             model = self.embedding_model
             if model is not None:
                 for dim in sorted({v.shape[0] for v in rows if v is not None}):
@@ -675,7 +780,7 @@ class PostgresStore(StoreBase):
     def delete(self, user_id: str, ids: Sequence[str]) -> int:
         if not ids:
             return 0
-        with self._tx() as conn:
+        with self._tx([user_id]) as conn:
             conn.execute(self._q("SELECT 1 FROM {memories} WHERE id = ANY(%s) ORDER BY id FOR UPDATE"),
                          (sorted(set(ids)),))
             cur = conn.execute(self._q("DELETE FROM {memories} WHERE user_id=%s AND id = ANY(%s)"),
@@ -684,7 +789,7 @@ class PostgresStore(StoreBase):
             return cur.rowcount
 
     def delete_user(self, user_id: str) -> int:
-        with self._tx() as conn:
+        with self._tx([user_id]) as conn:
             deleted = conn.execute(self._q("DELETE FROM {memories} WHERE user_id=%s"), (user_id,)).rowcount
             conn.execute(self._q("DELETE FROM {messages} WHERE user_id=%s"), (user_id,))
             conn.execute(self._q("DELETE FROM {t} WHERE user_id=%s", t=self._t("tool_counters")), (user_id,))
@@ -693,7 +798,7 @@ class PostgresStore(StoreBase):
         return deleted
 
     def rename_user(self, old_user_id: str, new_user_id: str) -> int:
-        with self._tx() as conn:
+        with self._tx([old_user_id, new_user_id]) as conn:
             conn.execute(self._q("SELECT 1 FROM {memories} WHERE user_id = ANY(%s) ORDER BY id FOR UPDATE"),
                          ([old_user_id, new_user_id],))
             taken = conn.execute(self._q("SELECT 1 FROM {memories} WHERE user_id=%s UNION ALL SELECT 1 FROM "
@@ -711,32 +816,28 @@ class PostgresStore(StoreBase):
 
     # -- the entity ledger and the profile (postgres_ledger) -----------------------------------
     def _edit_ledger(self, user_id: str, edit: base.LedgerEdit) -> LedgerChanges | None:
-        with self._tx() as conn:
+        with self._tx([user_id]) as conn:
             return self._ledger.edit(conn, user_id, edit)
 
     def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
                  kind: str | None = None) -> builtins.list[Entity]:
-        with self._reading() as conn:
-            return self._ledger.entities(conn, user_id, ids, kind)
+        return self._routed(user_id, lambda conn: self._ledger.entities(conn, user_id, ids, kind))
 
     def mentions(self, user_id: str, *, entity_ids: Sequence[str] | None = None,
                  memory_ids: Sequence[str] | None = None) -> builtins.list[EntityMention]:
-        with self._reading() as conn:
-            return self._ledger.mentions(conn, user_id, entity_ids, memory_ids)
+        return self._routed(user_id, lambda conn: self._ledger.mentions(conn, user_id, entity_ids, memory_ids))
 
     def profile_values(self, user_id: str, *, key: str | None = None,
                        current_only: bool = False) -> builtins.list[ProfileValue]:
-        with self._reading() as conn:
-            return self._ledger.profile_values(conn, user_id, key, current_only)
+        return self._routed(user_id, lambda conn: self._ledger.profile_values(conn, user_id, key, current_only))
 
     # -- reads ------------------------------------------------------------------------------
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         if not ids:
             return []
-        with self._reading() as conn:
-            rows = conn.execute(self._q(f"SELECT {_MEMORY_COLUMNS} FROM {{memories}} "
-                                        "WHERE user_id=%s AND id = ANY(%s)"),
-                                (user_id, list(ids))).fetchall()
+        rows = self._routed(user_id, lambda conn: conn.execute(self._q(
+            f"SELECT {_MEMORY_COLUMNS} FROM {{memories}} WHERE user_id=%s AND id = ANY(%s)"),
+            (user_id, list(ids))).fetchall())
         return in_order(ids, {r[0]: records.memory_from_row(r) for r in rows})
 
     @staticmethod
@@ -774,17 +875,16 @@ class PostgresStore(StoreBase):
         params: dict[str, Any] = {"limit": limit, "offset": offset}
         where = self._where(user_id, flt, params)
         order = "DESC" if newest_first else "ASC"
-        with self._reading() as conn:
-            rows = conn.execute(self._q(
-                f"SELECT {_M_COLUMNS} FROM {{memories}} m WHERE {where} "
-                f"ORDER BY m.created_ts {order}, m.rowid {order} LIMIT %(limit)s OFFSET %(offset)s"), params).fetchall()
+        rows = self._routed(user_id, lambda conn: conn.execute(self._q(
+            f"SELECT {_M_COLUMNS} FROM {{memories}} m WHERE {where} "
+            f"ORDER BY m.created_ts {order}, m.rowid {order} LIMIT %(limit)s OFFSET %(offset)s"), params).fetchall())
         return [records.memory_from_row(r) for r in rows]
 
     def count(self, user_id: str, flt: MemoryFilter) -> int:
         params: dict[str, Any] = {}
         where = self._where(user_id, flt, params)
-        with self._reading() as conn:
-            return int(_scalar(conn.execute(self._q(f"SELECT count(*) FROM {{memories}} m WHERE {where}"), params)))
+        return self._routed(user_id, lambda conn: int(_scalar(conn.execute(
+            self._q(f"SELECT count(*) FROM {{memories}} m WHERE {where}"), params))))
 
     def users(self) -> builtins.list[str]:
         with self._reading() as conn:
@@ -828,22 +928,28 @@ class PostgresStore(StoreBase):
                                  f"have {dim}")
         if not terms and (dim is None or query_vector is None):
             return []
-        with self._reading() as conn:
-            if self.user_index_rows:
-                held = self._search_held(conn, request, query_vector if dim is not None else None)
-                if held is not None:
-                    return held
+        return self._routed(request.user_id, lambda conn: self._search_on(conn, request, terms, query_vector, dim))
+
+    def _search_on(self, conn: psycopg.Connection, request: SearchRequest, terms: builtins.list[str],
+                   query_vector: np.ndarray | None, dim: int | None) -> builtins.list[Candidate]:
+        """`search` on one connection (the primary's or a standby's): the user's in-process index
+        when they are small enough, else the database's search."""
+        if self.user_index_rows:
+            # the index's change detection (count and seq) and the rows it reads share this
+            # connection, so an index read from a standby is exact as of that standby
+            held = self._search_held(conn, request, query_vector if dim is not None else None)
+            if held is not None:
+                return held
         params: dict[str, Any] = {"limit": max(1, int(request.limit))}
         where = self._where(request.user_id, request.filter, params)
         if dim is not None and query_vector is not None:
             params.update(vec=_PgVector(query_vector), exact_rows=self.exact_vector_rows)
         else:
             dim = None
-        with self._reading() as conn:
-            hits, stats = self._search_presumed(conn, terms, where, dict(params), dim)
-            if stats is not None:  # a common term or the HNSW walk: planned again, with the statistics
-                hits = self._search_planned(conn, stats, request.filter, where, params, dim)
-            found = self._records(conn, request.user_id, [(int(r[4]), int(r[5])) for r in hits])
+        hits, stats = self._search_presumed(conn, terms, where, dict(params), dim)
+        if stats is not None:  # a common term or the HNSW walk: planned again, with the statistics
+            hits = self._search_planned(conn, stats, request.filter, where, params, dim)
+        found = self._records(conn, request.user_id, [(int(r[4]), int(r[5])) for r in hits])
         return [Candidate(
             memory=found[row[4]],
             text_rank=None if row[0] is None else int(row[0]),
@@ -869,6 +975,12 @@ class PostgresStore(StoreBase):
             "WHERE m.user_id = %(u)s) END FROM {user_sizes} s WHERE s.user_id = %(u)s",
             user_sizes=self._t("user_sizes")), {"u": user_id, "bound": self.user_index_rows}).fetchone()
         n, max_seq = (0, 0) if head is None else (int(head[0]), int(head[1] or 0))
+        if getattr(self._on_standby, "value", False) and n <= self.user_index_rows:
+            # a standby behind the index this process holds (built from the primary, or a standby
+            # further on) would have it rebuilt from older rows: the primary answers this search
+            cached = self._indexes.get(user_id)
+            if cached is not None and max_seq < cached.max_seq:
+                raise replicas.BehindIndex()
         if n == 0 or n > self.user_index_rows:
             self._indexes.drop(user_id)
             return [] if n == 0 else None
@@ -999,7 +1111,7 @@ class PostgresStore(StoreBase):
     # -- the durable message log ------------------------------------------------------------------
     def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None,
              ledger: LedgerChanges | None = None) -> None:
-        with self._tx() as conn:
+        with self._tx(_users_of(memories, ledger)) as conn:
             if rows:
                 with conn.cursor() as cur:
                     cur.executemany(self._q(_INSERT_MESSAGE), rows)
@@ -1058,10 +1170,9 @@ class PostgresStore(StoreBase):
     def vectors_of(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not ids:
             return {}
-        with self._reading() as conn:
-            rows = conn.execute(self._q("SELECT id, embedding::real[] FROM {memories} "
-                                        "WHERE user_id = %s AND id = ANY(%s) AND embedding IS NOT NULL"),
-                                (user_id, list(ids))).fetchall()
+        rows = self._routed(user_id, lambda conn: conn.execute(self._q(
+            "SELECT id, embedding::real[] FROM {memories} WHERE user_id = %s AND id = ANY(%s) "
+            "AND embedding IS NOT NULL"), (user_id, list(ids))).fetchall())
         return {memory_id: np.asarray(values, dtype=np.float32) for memory_id, values in rows}
 
     def users_with_pending(self) -> builtins.list[str]:
@@ -1071,8 +1182,7 @@ class PostgresStore(StoreBase):
 
     def overview(self) -> StoreOverview:
         """Counts of messages per state, users and memories per type (`storage.overview`)."""
-        with self._reading() as conn:
-            return sql_overview(lambda query: conn.execute(query).fetchall(), self._q)
+        return self._routed(None, lambda conn: sql_overview(lambda query: conn.execute(query).fetchall(), self._q))
 
     # -- leases -----------------------------------------------------------------------------
     def acquire_lease(self, user_id: str, owner: str, ttl_s: float) -> bool:

@@ -65,3 +65,30 @@ def test_it_serves_the_postgres_backend_until_ctrl_c_then_deletes_its_data(tmp_p
     assert status == 0
     assert "stopped" in server.stderr.read()
     assert not Path(data.group(1)).exists()
+
+
+def test_with_a_standby_its_dsn_serves_store_read_urls(tmp_path):
+    """``--standby``: a second line with a streaming hot standby's DSN; the command line's postgres backend
+    with it in ``store.read_urls`` writes to the primary and finds what it wrote."""
+    import psycopg
+    as_user = ["--as-user", PG_SYSTEM_USER] if running_as_root() else []
+    server = subprocess.Popen([console_script(), "dev-postgres", "--standby", *as_user], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    assert server.stdout is not None and server.stderr is not None
+    try:
+        dsn, standby_dsn = server.stdout.readline().strip(), server.stdout.readline().strip()
+        said = server.stderr.readline()
+        assert standby_dsn.startswith("postgresql://postgres@127.0.0.1:") and standby_dsn != dsn, said
+        assert "hot standby" in said and "READ_URLS" in said
+        with psycopg.connect(standby_dsn) as conn:
+            row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+            assert row is not None and row[0] is True
+        env = {**os.environ, "MEMORYSCOPE_HOME": str(tmp_path / "home"), "MEMORYSCOPE_STORE__BACKEND": "postgres",
+               "MEMORYSCOPE_STORE__URL": dsn, "MEMORYSCOPE_STORE__READ_URLS": f'["{standby_dsn}"]'}
+        assert _run("add", "anna", "Anna keeps bees.", env=env).returncode == 0
+        listed = _run("list", "anna", env=env)
+        assert listed.returncode == 0 and "Anna keeps bees." in listed.stdout
+    finally:
+        server.send_signal(signal.SIGINT)
+        status = server.wait(timeout=120)
+    assert status == 0

@@ -261,3 +261,19 @@ def test_the_cli_imports_without_the_server_extra():
             "from memoryscope_plugins.cli.main import main; sys.exit(main(['serve', '--port', '1']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "pip install 'memoryscope-plugins[server]'" in done.stderr
+
+
+def test_retrieve_takes_a_consistency(running, keys):
+    """``consistency`` picks where the reads go when the store has read standbys (none here: the same
+    answer); anything else than replica or primary is a 400 that names the field."""
+    h = {"Authorization": f"Bearer {keys.admin}"}
+    with httpx.Client(base_url=running.url, headers=h, timeout=30) as http:
+        asked = {"query": "where does Anna live?", "top_k": 3}
+        plain = http.post("/v1/users/anna/retrieve", json=asked).json()
+        for consistency in ("primary", "replica"):
+            answer = http.post("/v1/users/anna/retrieve", json={**asked, "consistency": consistency})
+            assert answer.status_code == 200
+            assert [m["memory"]["id"] for m in answer.json()["memories"]] == [m["memory"]["id"] for m in
+                                                                              plain["memories"]]
+        refused = http.post("/v1/users/anna/retrieve", json={**asked, "consistency": "nearest"})
+        assert refused.status_code == 400 and "consistency" in refused.text

@@ -1,7 +1,7 @@
 """Throw-away database servers for the store tests.
 
 - PostgreSQL 18 + pgvector: `memoryscope_plugins.bench.throwaway_postgres` (shared with the
-  benchmarks), re-exported here.
+  benchmarks), re-exported here; `standby_server(primary)` adds a streaming hot standby of it.
 - Elasticsearch: when ``MEMORYSCOPE_TEST_ES_URL`` is set, that real server; otherwise the
   ``noida-db`` PyPI package, a single binary that *emulates* the Elasticsearch 8.15 REST API, started
   on 127.0.0.1 and a free port and stopped by its PID.
@@ -31,6 +31,7 @@ from memoryscope_plugins.bench.throwaway_postgres import (  # noqa: F401 - the s
     ServerUnavailable,
     free_port,
     postgres_server,
+    standby_server,
 )
 
 ES_URL_ENV = "MEMORYSCOPE_TEST_ES_URL"

@@ -1,0 +1,172 @@
+"""Issue 44, item 3 (the replica half): the deployment of test_deployment.py with a read standby, on real
+parts. A throw-away primary and a streaming standby made from it (``pg_basebackup`` from the same binaries,
+loopback ports); two `serve` instances reading from the standby (``store.read_urls``), one `worker` on the
+primary, the model faked at the HTTP boundary; bench/deploy_load.py's clients record and retrieve for users of
+two tenants through both instances. Mid-run the standby is stopped (the instances' reads move to the
+primary: no error), then started again (their reads come back to it). The checks are the deployment test's:
+nothing lost, nothing duplicated, no user's memory shown to another."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import Counter
+
+import httpx
+import pytest
+
+pytest.importorskip("uvicorn", reason="the [server] extra is not installed")
+pytest.importorskip("psycopg_pool")
+
+import psycopg  # noqa: E402
+
+from tests.server.test_deployment import load_bench  # noqa: E402
+from tests.support.fakes.fake_model_server import OPENAI_CHAT, FakeModelServer, RecordedRequest, Reply  # noqa: E402
+
+DATABASE = "deployment"
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """(primary, standby DSN of the deployment database); skipped where they cannot start (a failure
+    under CI=true)."""
+    from tests.support import servers
+    try:
+        with servers.postgres_server() as primary:
+            primary.create_database(DATABASE)
+            with servers.standby_server(primary) as standby:
+                yield primary, standby, standby.dsn.rsplit("/", 1)[0] + "/" + DATABASE
+    except servers.ServerUnavailable as exc:
+        pytest.skip(f"a PostgreSQL primary and standby could not start here: {exc}")
+
+
+def standby_reads(standby_dsn: str) -> int:
+    """Transactions the standby has run in the deployment database (its own statistics; ours excepted)."""
+    with psycopg.connect(standby_dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = %s", (DATABASE,)).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def load(bench, deployment, seconds: float, outcome, users, phase: int) -> None:
+    """The clients' traffic for `seconds`: bench/deploy_load.py's clients, each through both instances in
+    turn, for three users (an odd number: each of them is both recorded and retrieved), client numbers,
+    hence message tags, unique per phase."""
+    stop = threading.Event()
+    threads = [threading.Thread(target=bench.client, args=(3 * phase + c, (users + users)[2 * c:2 * c + 3],
+                                                           deployment, 1_000_000, stop, outcome, 0.05), daemon=True)
+               for c in range(3)]
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join(90)
+
+
+CHANGE = re.compile(r"read standby 0 \(postgresql://postgres@127\.0\.0\.1:\d+/deployment\): (\w+) -> (\w+)")
+
+
+def wait_until_back(deployment, timeout_s: float = 60) -> None:
+    """Until every instance has said the standby is back in use (it checks every second)."""
+    deadline = time.monotonic() + timeout_s
+    while not all(CHANGE.findall(i.log.read_text(errors="replace"))[-1:] in ([("down", "ok")], [("lagging", "ok")])
+                  for i in deployment.instances):
+        assert time.monotonic() < deadline, "an instance did not take the standby back"
+        time.sleep(0.2)
+
+
+def retrievals_ok(outcome) -> int:
+    return outcome.statuses[("retrieve", 200)]
+
+
+ROUTED = re.compile(r'^memoryscope_routed_reads_total\{reason="(\w*)",served_by="(\w+)"\} ([0-9.e+]+)$', re.M)
+
+
+def routed(metrics_urls: list[str]) -> Counter[tuple[str, str]]:
+    """The instances' routed reads, by (served_by, reason), from their Prometheus metrics."""
+    total: Counter[tuple[str, str]] = Counter()
+    for url in metrics_urls:
+        for reason, served_by, value in ROUTED.findall(httpx.get(url, timeout=10).text):
+            total[(served_by, reason)] += int(float(value))
+    return total
+
+
+def by_standby(counts: Counter[tuple[str, str]]) -> int:
+    return counts[("standby", "")]
+
+
+def by_primary(counts: Counter[tuple[str, str]]) -> int:
+    return sum(n for (served_by, _), n in counts.items() if served_by == "primary")
+
+
+def test_instances_read_the_standby_and_move_to_the_primary_while_it_is_down(pair, tmp_path):
+    primary, standby, standby_dsn = pair
+    bench = load_bench()
+    traffic = bench.ModelTraffic(latency=0.05)
+
+    def worker_chat(server: FakeModelServer, request: RecordedRequest) -> Reply:
+        return Reply(json=traffic.chat(request.headers.get("authorization", ""), request.json or {}))
+
+    def instance_chat(server: FakeModelServer, request: RecordedRequest) -> Reply:
+        return Reply(status=500, json={"error": {"message": "instances must not call the model"}})
+
+    with FakeModelServer(embedding_dim=bench.EMBEDDING_DIM) as worker_model, \
+            FakeModelServer(embedding_dim=bench.EMBEDDING_DIM) as instance_model:
+        worker_model.route(OPENAI_CHAT, worker_chat)
+        instance_model.route(OPENAI_CHAT, instance_chat)
+        dsn = primary.dsn.rsplit("/", 1)[0] + "/" + DATABASE
+        deployment = bench.Deployment(tmp_path, dsn, instance_model.url, worker_model.url, lease_ttl_s=3.0,
+                                      workers=1, read_urls=[standby_dsn])
+        metrics_urls = []
+        for instance in deployment.instances:  # each with a keyless metrics listener of its own
+            port = bench.free_port()
+            instance.argv += ["--metrics-port", str(port)]
+            metrics_urls.append(f"http://127.0.0.1:{port}/metrics")
+        outcome = bench.Outcome()
+        users = [(tenant, f"user{i}") for tenant in bench.TENANTS for i in range(3)]
+        phases: dict[str, Counter[tuple[str, str]]] = {}
+        served: dict[str, int] = {}
+        try:
+            deployment.start()
+            marks = [routed(metrics_urls), standby_reads(standby_dsn)]
+            load(bench, deployment, 6.0, outcome, users, 0)
+            served["up"] = retrievals_ok(outcome)
+            phases["up"] = routed(metrics_urls) - marks[0]
+            standby.stop()
+            try:
+                marks = [routed(metrics_urls)]
+                load(bench, deployment, 6.0, outcome, users, 1)
+                phases["down"] = routed(metrics_urls) - marks[0]
+                served["down"] = retrievals_ok(outcome) - served["up"]
+            finally:
+                standby.start()
+            wait_until_back(deployment)
+            marks = [routed(metrics_urls), standby_reads(standby_dsn)]
+            load(bench, deployment, 6.0, outcome, users, 2)
+            phases["back"] = routed(metrics_urls) - marks[0]
+            served["back"] = retrievals_ok(outcome) - served["up"] - served["down"]
+            standby_side = standby_reads(standby_dsn) - marks[1]
+            drain_s = bench.wait_until_consolidated(dsn, 60.0)
+        finally:
+            deployment.stop()
+        logs = [instance.log.read_text(errors="replace") for instance in deployment.instances]
+        checks = bench.verdict(outcome, bench.store_state(dsn), len(instance_model.requests_to(OPENAI_CHAT)))
+    figures = {"routed": phases, "retrievals": served, "standby_transactions_back": standby_side, "drain_s": drain_s,
+               "statuses": dict(outcome.statuses), "checks": checks}
+    print(figures)  # shown with -s: the figures of the run
+    assert checks == dict.fromkeys(checks, 0), figures  # 0 lost, 0 duplicated, 0 leaks, no 5xx ...
+    assert not outcome.unavailable, figures  # the primary answered every read the standby could not
+    assert len(outcome.acked) >= 20, figures
+    # the standby served reads before its outage and again after it; while it was down, the primary did
+    assert all(served.values()), figures
+    assert by_standby(phases["up"]) > 0, figures
+    assert phases["up"][("primary", "standby_failed")] == 0, figures
+    assert by_standby(phases["down"]) == 0 and by_primary(phases["down"]) > 0, figures
+    assert by_standby(phases["back"]) > 0 and standby_side > 0, figures
+    for text in logs:  # each instance said once that the standby went away, and that it came back
+        changes = CHANGE.findall(text)
+        assert ("ok", "down") in changes, text[-3000:]
+        assert changes[-1][1] == "ok", changes
+        assert sum(1 for _, state in changes if state == "down") <= 3, changes  # per change, not per read
