@@ -27,7 +27,8 @@ from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, St
 from .models.base import ChatModel, Embedder, Reranker
 from .person import name_rules, record_names
 from .person.short_forms import addressed_aliases
-from .retrieval import ledger_cache, pipeline
+from .procedures import scope as procedure_scope
+from .retrieval import ledger_cache, pipeline, procedures as procedure_retrieval
 from .settings import Settings
 from .storage.base import LedgerChanges, LedgerReader, MemoryFilter, MemoryStore
 from .storage.records import TOOL_CALL_KEY
@@ -253,7 +254,8 @@ class MemoryScope:
     # -- recording -------------------------------------------------------------------------------
     def record(self, user_id: str,
                messages: Sequence[Message | Mapping[str, Any] | tuple[str, str]] | Message | Mapping[str, Any],
-               *, agent_id: str = "assistant", session_id: str | None = None) -> list[str]:
+               *, agent_id: str = "assistant", session_id: str | None = None, run_outcome: str | None = None,
+               procedures_used: Sequence[str] | None = None) -> list[str]:
         """Record messages of a conversation for a user; returns the new memory ids (one per message).
 
         The messages are logged durably and stored as searchable `turn` memories in one
@@ -266,11 +268,17 @@ class MemoryScope:
         ``call_id``) and role ``"tool"``: it is logged under the agent and counted in
         `tool_stats` in the same transaction, never made a memory of the user nor consolidated;
         its id in the returned list names its log entry (docs/procedural.md).
+
+        ``run_outcome`` ("succeeded", "failed" or "unknown") says these messages end a run of the
+        agent: with ``procedures.enabled`` the run is queued for learning procedures from it, and the
+        outcome is counted on the retrieved procedures it followed (``procedures_used``, their ids).
         """
         user_id = _check_id(user_id, "user_id")
         agent_id = _check_id(agent_id, "agent_id")
         if session_id is not None:
             session_id = _check_id(session_id, "session_id")
+        run_outcome = procedure_scope.check_outcome(run_outcome)
+        used = procedure_scope.check_used(procedures_used, run_outcome)
         if isinstance(messages, (Message, Mapping)):
             messages = [messages]
         if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
@@ -287,6 +295,7 @@ class MemoryScope:
         ids = [next(turn_ids) if message.tool_call is None else uuid.uuid4().hex for message in parsed]
         if not said:  # tool calls only: the log and the tool statistics, nothing of the user's
             self.store.append_messages(user_id, agent_id, parsed, session_id=session_id, message_ids=ids)
+            self._end_run(user_id, agent_id, session_id, run_outcome, used, ids, parsed[-1].timestamp)
             return ids
         vectors = self._embed_documents(memories)
         self._alias_addressed_speakers(user_id, said)
@@ -305,7 +314,24 @@ class MemoryScope:
             self._catch_up_vectors()
         if self._consolidation is not None:
             self._consolidation.notify(user_id, len(said))
+        self._end_run(user_id, agent_id, session_id, run_outcome, used, ids, parsed[-1].timestamp)
         return ids
+
+    def _end_run(self, user_id: str, agent_id: str, session_id: str | None, outcome: str | None,
+                 used: builtins.list[str], ids: builtins.list[str], when: datetime | None) -> None:
+        """Queue a finished run for learning procedures (only with ``procedures.enabled`` and an LLM):
+        a marker under the agent's scope, logged after the run's messages (docs/procedural.md)."""
+        if outcome is None or not self.settings.procedures.enabled or self._consolidation is None:
+            return
+        window = self.store.recent_messages(user_id, agent_id, None, len(ids) + 100)
+        last_seq = next((m.seq for m in reversed(window) if m.id == ids[-1]), None)
+        if last_seq is None:  # buried under a flood of newer messages: the newest one read bounds the run
+            last_seq = window[-1].seq if window else 0
+        marker = procedure_scope.RunMarker(user_id=user_id, agent_id=agent_id, last_seq=last_seq, outcome=outcome,
+                                           session_id=session_id, used=used)
+        scope = procedure_scope.procedure_scope(user_id, agent_id)
+        self.store.append_messages(scope, agent_id, [Message(role="system", content=marker.to_text(), timestamp=when)])
+        self._consolidation.notify(scope, 1)
 
     def _turn_memories(self, user_id: str, agent_id: str, session_id: str | None,
                        said: Sequence[Message]) -> tuple[builtins.list[Memory], Memory | None]:
@@ -510,7 +536,8 @@ class MemoryScope:
                  types: Iterable[MemoryType | str] | None = None, include_expired: bool | None = None,
                  time_range: TimeRange | tuple[datetime | str | None, datetime | str | None] | None = None,
                  now: datetime | str | None = None, rerank: bool | None = None,
-                 language: str | None = None, min_relevance: float | None = None) -> RetrievalResult:
+                 language: str | None = None, min_relevance: float | None = None,
+                 tools: Sequence[str] | None = None) -> RetrievalResult:
         """Find a user's memories for a query. No LLM is called.
 
         Args:
@@ -528,9 +555,14 @@ class MemoryScope:
                 to the embedder (0 = unrelated texts, 1 = the same), is at least this, or that fall
                 in the time the query names, or stand next to such a turn, are returned; -1 turns
                 the floor off.
+            tools: the tools the agent is about to use: with ``procedures.enabled``, the figures of
+                those that failed before are added (``tool_notes``).
 
         Returns a `RetrievalResult` with the ranked memories, their scores, the parsed time range,
-        the timings, and ``context``: dated lines ready to put in a prompt.
+        the timings, and ``context``: dated lines ready to put in a prompt. With
+        ``procedures.enabled`` it also holds the agent's (``agent_id``, default "assistant")
+        procedures relevant to the query (``procedures``), in their own part of the context, "What
+        worked before" (docs/procedural.md).
         """
         start = time.perf_counter()  # the timings count checking the arguments too
         cfg = self.settings.retrieval
@@ -547,6 +579,7 @@ class MemoryScope:
         if rerank and self.reranker is None:
             raise ConfigError("rerank=True but no reranker is configured (settings.reranker)")
         floor = None if min_relevance is None else validation.check_min_relevance(min_relevance)
+        tool_names = _check_tools(tools)
         request = pipeline.RetrievalRequest(
             user_id=user_id, query=query, now=moment, top_k=top_k, min_relevance=floor, agent_id=agent_id,
             types=type_filter, include_expired=cfg.include_expired if include_expired is None else include_expired,
@@ -554,6 +587,9 @@ class MemoryScope:
         with tracing.span("memoryscope.retrieve", {"memoryscope.top_k": top_k}, since=start):
             result = pipeline.retrieve(request, settings=self.settings, store=self.store, embedder=self.embedder,
                                        reranker=self.reranker, started=start)
+            if self.settings.procedures.enabled:  # off: nothing of this runs (docs/procedural.md)
+                procedure_retrieval.add_procedures(result, self, user_id=user_id, agent_id=agent_id or "assistant",
+                                                   query=query, tools=tool_names, now=moment, language=language)
             tracing.retrieval_stages(result.timings_ms)
         metrics.recorder().retrieval(result.timings_ms)
         return result
@@ -665,8 +701,8 @@ class MemoryScope:
             ledger_cache.for_store(self.store).invalidate(user_id)
 
     def users(self) -> builtins.list[str]:
-        """Every user with memories or messages in the store."""
-        return self.store.users()
+        """Every user with memories or messages in the store (agents' procedure scopes aside)."""
+        return [user for user in self.store.users() if not procedure_scope.is_scope(user)]
 
     def legacy_users(self) -> builtins.list[str]:
         """Users whose id breaks the identifier rule (`validation.ID_RULE`): written before the rule
@@ -1230,6 +1266,18 @@ class _MatcherCache:
 
 def _default_speaker(role: str, user_id: str, agent_id: str) -> str:
     return user_id if role == "user" else agent_id
+
+
+def _check_tools(value: Any) -> builtins.list[str]:
+    """``tools`` of `retrieve`: None or a list of tool names (at most 50)."""
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) > 50:
+        raise ValidationError("tools must be a list of at most 50 tool names")
+    for name in value:
+        if not isinstance(name, str) or tool_calls.TOOL_NAME_PATTERN.fullmatch(name) is None:
+            raise ValidationError(f"tools must hold tool names ({tool_calls.TOOL_NAME_RULE})")
+    return list(dict.fromkeys(value))
 
 
 def _check_kind(value: Any) -> EntityKind | None:
