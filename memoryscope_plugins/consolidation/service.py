@@ -472,6 +472,8 @@ class ConsolidationService:
     def _consolidate_pending(self, env: StepEnv, user_id: str, report: ConsolidationReport, interruptible: bool,
                              deadline: float | None, stop_event: threading.Event | None) -> None:
         store = self.backend.store
+        if is_scope(user_id) and not self.backend.settings.procedures.enabled:
+            return  # runs queued while procedures were on wait for them to be on again
         size, chars = self._setting("batch_messages"), self._setting("batch_chars")
         boost = 1
         while True:

@@ -318,3 +318,24 @@ def test_chinese_runs_use_the_chinese_prompt(tmp_path, server, teacher, local_em
         assert procedure.content.startswith("按日期订餐桌：调用 book_table")
     finally:
         engine.close()
+
+
+def test_runs_queued_while_on_wait_while_procedures_are_off(tmp_path, server, teacher, local_embedder):
+    teacher.queue = [answer(GOOD)]
+    engine = make(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
+    finally:
+        engine.close()
+    off = make(tmp_path, server, local_embedder, enabled=False)
+    try:
+        off.consolidate()
+        assert [m.state for m in pending_runs(off)] == ["pending"] and teacher.procedure_prompts == []
+    finally:
+        off.close()
+    on = make(tmp_path, server, local_embedder)
+    try:
+        on.consolidate()
+        assert [m.state for m in pending_runs(on)] == ["done"] and len(procedures_of(on)) == 1
+    finally:
+        on.close()
