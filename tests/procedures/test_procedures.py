@@ -6,8 +6,9 @@ The fake plays the model behind the real `openai` client; the store and the embe
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -17,8 +18,7 @@ from memoryscope_plugins.models.openai_compat import OpenAIChatModel
 from memoryscope_plugins.procedures.scope import procedure_scope
 from memoryscope_plugins.retrieval import procedures as procedure_retrieval
 from memoryscope_plugins.storage.base import MemoryFilter
-from tests.support.consolidation_helpers import Brain, at, fast_policy, parse_prompt
-from tests.support.fakes.fake_model_server import OPENAI_CHAT, Reply, openai_completion
+from tests.support.consolidation_helpers import at, fast_policy
 
 AGENT = "concierge"
 GOOD = {"when": "booking a table for a given day",
@@ -27,42 +27,6 @@ GOOD = {"when": "booking a table for a given day",
         "tools": ["book_table"], "calls": [2, 3], "same_as": None, "replaces": None}
 UNGROUNDED = {"when": "booking a table", "do": "call reserve_seat before book_table", "why": "it is faster",
               "tools": ["reserve_seat"], "calls": [], "same_as": None, "replaces": None}
-
-
-def completion(text: str, finish_reason: str = "stop") -> Reply:
-    body = openai_completion(text, prompt_tokens=100, completion_tokens=50)
-    body["choices"][0]["finish_reason"] = finish_reason
-    return Reply(json=body)
-
-
-class Teacher(Brain):
-    """The user's messages are consolidated as `Brain` does; procedure prompts are answered from
-    `queue` (text, finish_reason), or by a function of the prompt's text."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.queue: list[tuple[str, str] | Callable[[str], tuple[str, str]]] = []
-        self.procedure_prompts: list[str] = []
-
-    def __call__(self, server: Any, request: Any) -> Reply:
-        messages = (request.json or {}).get("messages") or []
-        first_user = next((m["content"] for m in messages if m["role"] == "user"), "")
-        if "Procedures it already has" in first_user or "它已有的做法" in first_user:
-            self.procedure_prompts.append(first_user)
-            item = self.queue.pop(0) if self.queue else (json.dumps({"procedures": []}), "stop")
-            text, reason = item(first_user) if callable(item) else item
-            return completion(text, reason)
-        prompt = parse_prompt(messages)
-        with self.lock:
-            self.prompts.append(prompt)
-        return completion(self.answer(prompt))
-
-
-@pytest.fixture
-def teacher(server):
-    fake = Teacher()
-    server.route(OPENAI_CHAT, fake)
-    return fake
 
 
 def make(tmp_path, server, embedder, *, enabled: bool = True, **procedures: Any) -> MemoryScope:
@@ -252,6 +216,11 @@ def test_a_new_task_in_other_words_brings_back_the_procedure_within_the_budget(t
         assert "find_restaurant" not in result.context.split("Tools that failed before:")[1]  # never failed
         assert "Anna" not in result.context and "Rosa" not in result.context  # nothing of anna's reaches bob
         assert procedure_retrieval.estimate_tokens(block) <= engine.settings.procedures.context_tokens
+        twin = asyncio.run(engine.aretrieve("bob", "reserve a restaurant table for next Tuesday", agent_id=AGENT,
+                                            tools=["book_table", "find_restaurant"]))
+        assert twin.context == result.context
+        with pytest.raises(ValidationError, match="tools"):
+            engine.retrieve("bob", "a table", tools="book_table")
     finally:
         engine.close()
     small = MemoryScope(Settings(store={"path": tmp_path / "memory.db"}, consolidation={"worker": "none"},
