@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from ..storage.base import StoredMessage
 
 MAX_SHOWN_OUTPUT = 300  # characters of a call's result or error shown in the prompt
+MAX_SHOWN_TEXT = 1_000  # characters of a message shown in the prompt (a run is read for its lessons, not its text)
 MAX_FIELD_CHARS = 400
 _MARKUP = re.compile(r"(?<![A-Za-z0-9])P\d{1,2}(?![A-Za-z0-9])|\[call \d+\]|\[调用 \d+\]|\$[a-z_]+")
 _CODE_WORD = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9]*(?:[_.][A-Za-z0-9]+)+(?![\w])")
@@ -62,7 +63,10 @@ def render_run(run: Run) -> str:
     for stored in run.messages:
         call = stored.message.tool_call
         if call is None:
-            lines.append(f"[{stored.message.role}] {stored.message.content}")
+            text = stored.message.content
+            if len(text) > MAX_SHOWN_TEXT:
+                text = text[:MAX_SHOWN_TEXT] + "..."
+            lines.append(f"[{stored.message.role}] {text}")
             continue
         number += 1
         output = (call.error if call.status == "error" else call.result) or ""

@@ -29,10 +29,11 @@ UNGROUNDED = {"when": "booking a table", "do": "call reserve_seat before book_ta
               "tools": ["reserve_seat"], "calls": [], "same_as": None, "replaces": None}
 
 
-def make(tmp_path, server, embedder, *, enabled: bool = True, **procedures: Any) -> MemoryScope:
+def make(tmp_path, server, embedder, *, enabled: bool = True, store: dict | None = None,
+         **procedures: Any) -> MemoryScope:
     llm = OpenAIChatModel("fake-llm", base_url=server.url + "/v1", api_key="sk-test-0123456789",
                           retry_policy=fast_policy(2))
-    settings = Settings(store={"path": tmp_path / "memory.db"}, procedures={"enabled": enabled, **procedures},
+    settings = Settings(store=store or {"path": tmp_path / "memory.db"}, procedures={"enabled": enabled, **procedures},
                         consolidation={"worker": "none", "every_messages": 1, "every_seconds": 0.05,
                                        "reflect_every_observations": 100, "language": "en", "max_attempts": 3})
     return MemoryScope(settings, embedder=embedder, llm=llm, start_worker=False)
@@ -308,3 +309,48 @@ def test_runs_queued_while_on_wait_while_procedures_are_off(tmp_path, server, te
         assert [m.state for m in pending_runs(on)] == ["done"] and len(procedures_of(on)) == 1
     finally:
         on.close()
+
+
+def test_on_postgresql_a_run_is_learnt_weighed_and_retrieved(tmp_path, server, teacher, local_embedder, postgres):
+    teacher.queue = [answer(GOOD)]
+    dsn = postgres.create_database("procedures")
+    engine = make(tmp_path, server, local_embedder, store={"backend": "postgres", "url": dsn})
+    try:
+        engine.record("acme:anna", booking_run("acme:anna"), agent_id=AGENT, run_outcome="succeeded")
+        engine.consolidate()
+        [procedure] = procedures_of(engine, "acme:anna")
+        engine.record("acme:bob", [("user", "a table for two")], agent_id=AGENT, run_outcome="succeeded",
+                      procedures_used=[procedure.id])
+        engine.consolidate()
+        result = engine.retrieve("acme:bob", "reserve a restaurant table for next Tuesday", agent_id=AGENT)
+        [found] = result.procedures
+        assert found.memory.id == procedure.id and found.memory.metadata["successes"] == 1
+        assert "What worked before:" in result.context
+        assert engine.users() == ["acme:anna", "acme:bob"]
+        assert engine.retrieve("globex:zoe", "reserve a restaurant table", agent_id=AGENT).procedures == []
+    finally:
+        engine.close()
+
+
+def test_failures_push_a_procedure_down_and_successes_lift_one(tmp_path, server, teacher, local_embedder):
+    other = {**GOOD, "when": "booking a restaurant table", "do": "call find_restaurant first and pass its id "
+             "as restaurant_id to book_table", "why": "book_table needs restaurant_id", "calls": [1, 3]}
+    teacher.queue = [answer(GOOD, other)]
+    engine = make(tmp_path, server, local_embedder)
+    query = "book a restaurant table for Tuesday"
+    try:
+        engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
+        engine.consolidate()
+        before = [s.memory.id for s in engine.retrieve("bob", query, agent_id=AGENT).procedures]
+        assert len(before) == 2
+        first, second = before
+        for day in (8, 9, 10):  # the first keeps failing, the second keeps working
+            for used, outcome in ((first, "failed"), (second, "succeeded")):
+                engine.record("anna", [{"role": "user", "content": "a table", "timestamp": at(day)}],
+                              agent_id=AGENT, run_outcome=outcome, procedures_used=[used])
+        engine.consolidate()
+        after = engine.retrieve("bob", query, agent_id=AGENT).procedures
+        assert [s.memory.id for s in after] == [second, first]
+        assert [s.memory.metadata["weight"] for s in after] == [4.0, 0.25]
+    finally:
+        engine.close()
