@@ -9,8 +9,8 @@
 4. **Check** (`run.refusal`): grounded in the run, no personal data; a refused one is reported.
 5. **Repeats and contradictions**: a proposal that says the same as a shown procedure (the model's
    ``same_as``, or the same text) adds a run to it instead of being stored; one that ``replaces`` a
-   shown procedure expires it with ``superseded_by`` the new one. A label the prompt did not show
-   is ignored (never a wrong reference).
+   shown procedure expires it with ``superseded_by`` the new one. A label the prompt did not show,
+   or one naming a procedure about none of the same tools, is ignored (never a wrong reference).
 6. **Commit**: the new and changed procedures and the marker's "done" in one transaction, under the
    scope's lease. A procedure's id derives from its marker, so a run learnt twice overwrites.
 """
@@ -158,7 +158,8 @@ def _apply(scope: str, stored: StoredMessage, run: Run, proposals: Sequence[Prop
             continue
         seen.add(key)
         sources = _sources(run, proposed)
-        same = labels.get(proposed.same_as or "") or by_text.get(key)
+        tools = set(proposed.tools) | _tools_of(run, proposed)
+        same = _referenced(labels, proposed.same_as, tools) or by_text.get(key)
         if same is not None and same.status is MemoryStatus.ACTIVE:
             target = changed.setdefault(same.id, same)
             _add_run(target, sources, stored, now)
@@ -169,10 +170,10 @@ def _apply(scope: str, stored: StoredMessage, run: Run, proposals: Sequence[Prop
             content=content, type=MemoryType.PROCEDURE, created_at=as_aware(stored.message.timestamp or now),
             updated_at=now, source_ids=sources,
             metadata={"when": proposed.when, "do": proposed.do, "why": proposed.why,
-                      "tools": sorted(set(proposed.tools) | _tools_of(run, proposed)), "outcome": run.outcome,
+                      "tools": sorted(tools), "outcome": run.outcome,
                       "runs": 1, "uses": 0, "successes": 0, "failures": 0, "weight": 1.0, "language": language,
                       "origin": "procedure"})
-        old = labels.get(proposed.replaces or "")
+        old = _referenced(labels, proposed.replaces, tools)
         if old is not None and old.status is MemoryStatus.ACTIVE and old.id not in {m.id for m in created}:
             old = changed.setdefault(old.id, old)
             old.status, old.superseded_by, old.updated_at = MemoryStatus.EXPIRED, memory.id, now
@@ -184,6 +185,15 @@ def _apply(scope: str, stored: StoredMessage, run: Run, proposals: Sequence[Prop
     if report.rejected:
         log.info("%d procedure(s) of a run were refused by the checks", len(report.rejected))
     return created
+
+
+def _referenced(labels: dict[str, Memory], label: str | None, tools: set[str]) -> Memory | None:
+    """The shown procedure a label names, when it is about one of the same tools (a procedure about
+    other tools is no repeat of it and cannot prove it wrong: the reference is ignored)."""
+    memory = labels.get((label or "").strip().upper())
+    if memory is None or not tools & set(memory.metadata.get("tools") or []):
+        return None
+    return memory
 
 
 def _tools_of(run: Run, proposed: Proposed) -> set[str]:

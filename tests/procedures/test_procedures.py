@@ -7,6 +7,7 @@ The fake plays the model behind the real `openai` client; the store and the embe
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from typing import Any
 
@@ -86,6 +87,9 @@ def test_a_run_becomes_a_grounded_procedure_and_an_ungrounded_one_is_refused(tmp
         assert {m.state for m in pending_runs(engine)} == {"done"}
         # the person never sees it: not in their list, and the scope is no user
         assert all(m.type is not MemoryType.PROCEDURE for m in engine.list("anna"))
+        exported = io.StringIO()
+        engine.export("anna", exported)
+        assert '"procedure"' not in exported.getvalue() and "~procedures~" not in exported.getvalue()
         assert engine.users() == ["anna"]
         with pytest.raises(ValidationError, match="reserved"):
             engine.list(procedure_scope("anna", AGENT))
@@ -149,7 +153,9 @@ def test_a_repeat_is_merged_and_a_contradiction_expires_the_old_one_with_a_link(
     better = {**GOOD, "do": "call book_table with day as an ISO date (YYYY-MM-DD) after find_restaurant",
               "tools": ["book_table", "find_restaurant"], "calls": [1, 3], "replaces": "P1"}
     teacher.queue = [answer(GOOD), answer({**GOOD, "when": "reserving a table", "same_as": "P1"}),
-                     answer({**GOOD, "when": "a table on some day", "same_as": "P7"}), answer(better)]
+                     answer({**GOOD, "when": "a table on some day", "same_as": "P7"}),
+                     answer({**GOOD, "when": "finding a restaurant", "do": "call find_restaurant with the name",
+                             "tools": ["find_restaurant"], "calls": [1], "replaces": "P1"}), answer(better)]
     engine = make(tmp_path, server, local_embedder)
     try:
         engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
@@ -165,6 +171,9 @@ def test_a_repeat_is_merged_and_a_contradiction_expires_the_old_one_with_a_link(
         engine.consolidate()  # a label the prompt did not show is no reference: stored as a new one
         assert len(procedures_of(engine)) == 2
         engine.record("anna", booking_run(day=7), agent_id=AGENT, run_outcome="succeeded")
+        engine.consolidate()  # about another tool only: no reference to a book_table procedure
+        assert [m.status for m in procedures_of(engine)] == [MemoryStatus.ACTIVE] * 3
+        engine.record("anna", booking_run(day=8), agent_id=AGENT, run_outcome="succeeded")
         engine.consolidate()
         stored = {m.id: m for m in procedures_of(engine)}
         [newest] = [m for m in stored.values() if "after find_restaurant" in m.content]
@@ -352,5 +361,18 @@ def test_failures_push_a_procedure_down_and_successes_lift_one(tmp_path, server,
         after = engine.retrieve("bob", query, agent_id=AGENT).procedures
         assert [s.memory.id for s in after] == [second, first]
         assert [s.memory.metadata["weight"] for s in after] == [4.0, 0.25]
+    finally:
+        engine.close()
+
+
+def test_a_user_deleted_before_the_run_is_learnt_leaves_nothing_to_learn(tmp_path, server, teacher, local_embedder):
+    teacher.queue = [answer(GOOD)]
+    engine = make(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
+        engine.delete_all("anna")
+        engine.consolidate()
+        assert teacher.procedure_prompts == [] and procedures_of(engine) == []
+        assert [m.state for m in pending_runs(engine)] == ["done"]
     finally:
         engine.close()
