@@ -584,12 +584,15 @@ class MemoryScope:
             user_id=user_id, query=query, now=moment, top_k=top_k, min_relevance=floor, agent_id=agent_id,
             types=type_filter, include_expired=cfg.include_expired if include_expired is None else include_expired,
             time_range=explicit, rerank=rerank, language=language)
+        procedures = self.settings.procedures.enabled  # off: nothing of the procedural part runs
+        embedder = procedure_retrieval.QueryMemo(self.embedder) if procedures else self.embedder
         with tracing.span("memoryscope.retrieve", {"memoryscope.top_k": top_k}, since=start):
-            result = pipeline.retrieve(request, settings=self.settings, store=self.store, embedder=self.embedder,
+            result = pipeline.retrieve(request, settings=self.settings, store=self.store, embedder=embedder,
                                        reranker=self.reranker, started=start)
-            if self.settings.procedures.enabled:  # off: nothing of this runs (docs/procedural.md)
+            if procedures:
                 procedure_retrieval.add_procedures(result, self, user_id=user_id, agent_id=agent_id or "assistant",
-                                                   query=query, tools=tool_names, now=moment, language=language)
+                                                   query=query, tools=tool_names, now=moment, language=language,
+                                                   embedder=embedder)
             tracing.retrieval_stages(result.timings_ms)
         metrics.recorder().retrieval(result.timings_ms)
         return result

@@ -251,6 +251,7 @@ def test_off_by_default_nothing_is_queued_and_retrieval_never_enters_the_procedu
         raise AssertionError("the procedural path ran")
 
     monkeypatch.setattr(procedure_retrieval, "add_procedures", entered)
+    monkeypatch.setattr(procedure_retrieval, "QueryMemo", entered)
     try:
         engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
         engine.consolidate()
@@ -374,5 +375,35 @@ def test_a_user_deleted_before_the_run_is_learnt_leaves_nothing_to_learn(tmp_pat
         engine.consolidate()
         assert teacher.procedure_prompts == [] and procedures_of(engine) == []
         assert [m.state for m in pending_runs(engine)] == ["done"]
+    finally:
+        engine.close()
+
+
+class CountingEmbedder:
+    """The real embedder, with the query texts it was asked to embed written down."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self.queries: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.embedder, name)
+
+    def embed(self, texts: Any, *, kind: str = "document") -> Any:
+        if kind == "query":
+            self.queries.extend(texts)
+        return self.embedder.embed(texts, kind=kind)
+
+
+def test_the_procedures_search_embeds_the_query_no_second_time(tmp_path, server, teacher, local_embedder):
+    counting = CountingEmbedder(local_embedder)
+    teacher.queue = [answer(GOOD)]
+    engine = make(tmp_path, server, counting)
+    try:
+        engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
+        engine.consolidate()
+        query = "reserve a restaurant table for next Tuesday"
+        result = engine.retrieve("bob", query, agent_id=AGENT)
+        assert len(result.procedures) == 1 and counting.queries.count(query) == 1
     finally:
         engine.close()
