@@ -321,10 +321,27 @@ def test_runs_queued_while_on_wait_while_procedures_are_off(tmp_path, server, te
         on.close()
 
 
-def test_on_postgresql_a_run_is_learnt_weighed_and_retrieved(tmp_path, server, teacher, local_embedder, postgres):
+@pytest.fixture(scope="module")
+def es_server():
+    pytest.importorskip("elasticsearch", reason="elasticsearch backend: the elasticsearch client is not installed")
+    from tests.support import servers
+    try:
+        with servers.elasticsearch_server() as running:
+            yield running
+    except servers.ServerUnavailable as exc:
+        pytest.skip(f"elasticsearch backend could not start: {exc}")
+
+
+@pytest.mark.parametrize("backend", ["postgres", "elasticsearch"])
+def test_on_server_stores_a_run_is_learnt_weighed_and_retrieved(tmp_path, server, teacher, local_embedder, request,
+                                                                 backend):
     teacher.queue = [answer(GOOD)]
-    dsn = postgres.create_database("procedures")
-    engine = make(tmp_path, server, local_embedder, store={"backend": "postgres", "url": dsn})
+    if backend == "postgres":
+        store = {"backend": "postgres", "url": request.getfixturevalue("postgres").create_database("procedures")}
+    else:
+        store = {"backend": "elasticsearch", "url": request.getfixturevalue("es_server").url,
+                 "index_prefix": "procedures"}
+    engine = make(tmp_path, server, local_embedder, store=store)
     try:
         engine.record("acme:anna", booking_run("acme:anna"), agent_id=AGENT, run_outcome="succeeded")
         engine.consolidate()
@@ -407,3 +424,26 @@ def test_the_procedures_search_embeds_the_query_no_second_time(tmp_path, server,
         assert len(result.procedures) == 1 and counting.queries.count(query) == 1
     finally:
         engine.close()
+
+
+def test_migrate_carries_the_agents_procedures(tmp_path, server, teacher, local_embedder):
+    from memoryscope_plugins.storage.migrate import migrate
+
+    teacher.queue = [answer(GOOD)]
+    engine = make(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
+        engine.consolidate()
+        [procedure] = procedures_of(engine)
+    finally:
+        engine.close()
+    report = migrate(tmp_path / "memory.db", tmp_path / "copy.db")
+    assert report.mismatches == []
+    copy = make(tmp_path / "copy", server, local_embedder, store={"path": tmp_path / "copy.db"})
+    try:
+        [moved] = procedures_of(copy)
+        assert (moved.id, moved.content, moved.source_ids) == (procedure.id, procedure.content, procedure.source_ids)
+        assert copy.users() == ["anna"]
+        assert copy.retrieve("bob", "reserve a restaurant table", agent_id=AGENT).procedures[0].memory.id == moved.id
+    finally:
+        copy.close()
