@@ -1060,7 +1060,9 @@ class MemoryScope:
 
     def add_consolidation_listener(self, callback) -> bool:
         """Call ``callback(user_id, report)`` after every consolidation or reflection run (in the
-        thread that ran it; the `ConsolidationReport` holds memory text). False without an LLM."""
+        thread that ran it; the `ConsolidationReport` holds memory text). False without an LLM.
+        A run learnt for procedures reports under the agent's scope id (``~procedures~<team>:<agent>``,
+        docs/procedural.md), never a person's."""
         if self._consolidation is None:
             return False
         if not callable(callback):
@@ -1085,6 +1087,35 @@ class MemoryScope:
         top = validation.check_int(top, "top", 1, validation.MAX_LIMIT)
         counters = self.store.tool_counters(agent_id, tool=tool, user_id=user_id)
         return tool_stats.fold(agent_id, counters, top)
+
+    def procedures(self, agent_id: str, *, team: str = "", include_expired: bool = False, limit: int = 100,
+                   offset: int = 0) -> builtins.list[Memory]:
+        """A page of an agent's procedures (task memory, docs/procedural.md), newest first: those
+        learnt from runs of the users of ``team`` (the part of a user id before its first ``:``; ""
+        for users without one). Active ones only unless ``include_expired``."""
+        scope = self._procedure_scope(agent_id, team)
+        validation.check_bool(include_expired, "include_expired")
+        limit = validation.check_int(limit, "limit", 1, validation.MAX_LIMIT)
+        offset = validation.check_int(offset, "offset", 0, validation.MAX_OFFSET)
+        flt = MemoryFilter(types=(MemoryType.PROCEDURE,),
+                           statuses=None if include_expired else (MemoryStatus.ACTIVE,))
+        return self.store.list(scope, flt, limit=limit, offset=offset, newest_first=True)
+
+    def delete_procedure(self, agent_id: str, procedure_id: str, *, team: str = "") -> None:
+        """Delete one of an agent's procedures (a wrong one an operator removes); `NotFoundError`
+        when the agent (of ``team``) has no procedure with that id."""
+        scope = self._procedure_scope(agent_id, team)
+        procedure_id = _stored_id(procedure_id, "procedure_id")
+        found = [m for m in self.store.get(scope, [procedure_id]) if m.type is MemoryType.PROCEDURE]
+        if not found:
+            raise NotFoundError(f"agent {agent_id!r} has no procedure {procedure_id!r}")
+        self.store.delete(scope, [procedure_id])
+
+    def _procedure_scope(self, agent_id: str, team: Any) -> str:
+        agent_id = _check_id(agent_id, "agent_id")
+        if not isinstance(team, str) or ":" in team or (team and validation.id_problem(team) is not None):
+            raise ValidationError("team must be \"\" or an id without ':' (the part of a user id before its first ':')")
+        return procedure_scope.procedure_scope(f"{team}:x" if team else "x", agent_id)
 
     def usage(self, user_id: str | None = None, operation: str | None = None):
         """LLM tokens spent by consolidation and reflection, per user and/or operation
@@ -1185,6 +1216,8 @@ class MemoryScope:
 
     arecord = _async_twin(record)
     atool_stats = _async_twin(tool_stats)
+    aprocedures = _async_twin(procedures)
+    adelete_procedure = _async_twin(delete_procedure)
     aadd = _async_twin(add)
     aretrieve = _async_twin(retrieve)
     awarm_up = _async_twin(warm_up)

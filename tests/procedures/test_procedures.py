@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from memoryscope_plugins import MemoryScope, MemoryStatus, MemoryType, Settings
-from memoryscope_plugins.errors import ValidationError
+from memoryscope_plugins.errors import NotFoundError, ValidationError
 from memoryscope_plugins.models.openai_compat import OpenAIChatModel
 from memoryscope_plugins.procedures.scope import procedure_scope
 from memoryscope_plugins.retrieval import procedures as procedure_retrieval
@@ -447,3 +447,27 @@ def test_migrate_carries_the_agents_procedures(tmp_path, server, teacher, local_
         assert copy.retrieve("bob", "reserve a restaurant table", agent_id=AGENT).procedures[0].memory.id == moved.id
     finally:
         copy.close()
+
+
+def test_an_operator_lists_and_deletes_an_agents_procedures(tmp_path, server, teacher, local_embedder):
+    teacher.queue = [answer(GOOD), answer(GOOD)]
+    engine = make(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
+        engine.record("acme:anna", booking_run("acme:anna"), agent_id=AGENT, run_outcome="succeeded")
+        engine.consolidate()
+        [mine] = engine.procedures(AGENT)
+        [acme] = asyncio.run(engine.aprocedures(AGENT, team="acme"))
+        assert mine.id != acme.id and engine.procedures(AGENT, team="globex") == []
+        assert engine.procedures("someone-else") == []
+        with pytest.raises(NotFoundError):
+            engine.delete_procedure(AGENT, acme.id)  # another team's procedure is not this one's
+        engine.delete_procedure(AGENT, acme.id, team="acme")
+        assert engine.procedures(AGENT, team="acme") == [] and engine.procedures(AGENT) == [mine]
+        for bad in ({"team": "a:b"}, {"team": 3}, {"limit": 0}, {"include_expired": "yes"}):
+            with pytest.raises(ValidationError):
+                engine.procedures(AGENT, **bad)
+        with pytest.raises(ValidationError):
+            engine.procedures("a/b")
+    finally:
+        engine.close()
