@@ -319,9 +319,10 @@ class MemoryScope:
 
     def _end_run(self, user_id: str, agent_id: str, session_id: str | None, outcome: str | None,
                  used: builtins.list[str], ids: builtins.list[str], when: datetime | None) -> None:
-        """Queue a finished run for learning procedures (only with ``procedures.enabled`` and an LLM):
-        a marker under the agent's scope, logged after the run's messages (docs/procedural.md)."""
-        if outcome is None or not self.settings.procedures.enabled or self._consolidation is None:
+        """Queue a finished run for learning procedures (only with ``procedures.enabled``): a marker
+        under the agent's scope, logged pending after the run's messages, for whichever process
+        consolidates (this one's worker or `run_worker`'s) (docs/procedural.md)."""
+        if outcome is None or not self.settings.procedures.enabled:
             return
         window = self.store.recent_messages(user_id, agent_id, None, len(ids) + 100)
         last_seq = next((m.seq for m in reversed(window) if m.id == ids[-1]), None)
@@ -331,7 +332,8 @@ class MemoryScope:
                                            session_id=session_id, used=used)
         scope = procedure_scope.procedure_scope(user_id, agent_id)
         self.store.append_messages(scope, agent_id, [Message(role="system", content=marker.to_text(), timestamp=when)])
-        self._consolidation.notify(scope, 1)
+        if self._consolidation is not None:
+            self._consolidation.notify(scope, 1)
 
     def _turn_memories(self, user_id: str, agent_id: str, session_id: str | None,
                        said: Sequence[Message]) -> tuple[builtins.list[Memory], Memory | None]:

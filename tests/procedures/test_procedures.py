@@ -471,3 +471,21 @@ def test_an_operator_lists_and_deletes_an_agents_procedures(tmp_path, server, te
             engine.procedures("a/b")
     finally:
         engine.close()
+
+
+def test_a_process_without_a_model_queues_the_run_for_the_one_with_it(tmp_path, server, teacher, local_embedder):
+    teacher.queue = [answer(GOOD)]
+    recorder = MemoryScope(Settings(store={"path": tmp_path / "memory.db"}, consolidation={"worker": "none"},
+                                    procedures={"enabled": True}), embedder=local_embedder)
+    try:
+        assert recorder.llm is None
+        recorder.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
+        assert [m.state for m in pending_runs(recorder)] == ["pending"]
+    finally:
+        recorder.close()
+    worker = make(tmp_path, server, local_embedder)
+    try:
+        worker.consolidate()
+        assert len(procedures_of(worker)) == 1 and [m.state for m in pending_runs(worker)] == ["done"]
+    finally:
+        worker.close()
