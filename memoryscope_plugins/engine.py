@@ -27,7 +27,8 @@ from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, St
 from .models.base import ChatModel, Embedder, Reranker
 from .person import name_rules, record_names
 from .person.short_forms import addressed_aliases
-from .retrieval import ledger_cache, pipeline
+from .procedures import scope as procedure_scope
+from .retrieval import ledger_cache, pipeline, procedures as procedure_retrieval
 from .settings import Settings
 from .storage import read_consistency
 from .storage.base import LedgerChanges, LedgerReader, MemoryFilter, MemoryStore
@@ -255,7 +256,8 @@ class MemoryScope:
     # -- recording -------------------------------------------------------------------------------
     def record(self, user_id: str,
                messages: Sequence[Message | Mapping[str, Any] | tuple[str, str]] | Message | Mapping[str, Any],
-               *, agent_id: str = "assistant", session_id: str | None = None) -> list[str]:
+               *, agent_id: str = "assistant", session_id: str | None = None, run_outcome: str | None = None,
+               procedures_used: Sequence[str] | None = None) -> list[str]:
         """Record messages of a conversation for a user; returns the new memory ids (one per message).
 
         The messages are logged durably and stored as searchable `turn` memories in one
@@ -268,11 +270,17 @@ class MemoryScope:
         ``call_id``) and role ``"tool"``: it is logged under the agent and counted in
         `tool_stats` in the same transaction, never made a memory of the user nor consolidated;
         its id in the returned list names its log entry (docs/procedural.md).
+
+        ``run_outcome`` ("succeeded", "failed" or "unknown") says these messages end a run of the
+        agent: with ``procedures.enabled`` the run is queued for learning procedures from it, and the
+        outcome is counted on the retrieved procedures it followed (``procedures_used``, their ids).
         """
         user_id = _check_id(user_id, "user_id")
         agent_id = _check_id(agent_id, "agent_id")
         if session_id is not None:
             session_id = _check_id(session_id, "session_id")
+        run_outcome = procedure_scope.check_outcome(run_outcome)
+        used = procedure_scope.check_used(procedures_used, run_outcome)
         if isinstance(messages, (Message, Mapping)):
             messages = [messages]
         if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
@@ -289,6 +297,7 @@ class MemoryScope:
         ids = [next(turn_ids) if message.tool_call is None else uuid.uuid4().hex for message in parsed]
         if not said:  # tool calls only: the log and the tool statistics, nothing of the user's
             self.store.append_messages(user_id, agent_id, parsed, session_id=session_id, message_ids=ids)
+            self._end_run(user_id, agent_id, session_id, run_outcome, used, ids, parsed[-1].timestamp)
             return ids
         vectors = self._embed_documents(memories)
         self._alias_addressed_speakers(user_id, said)
@@ -307,7 +316,26 @@ class MemoryScope:
             self._catch_up_vectors()
         if self._consolidation is not None:
             self._consolidation.notify(user_id, len(said))
+        self._end_run(user_id, agent_id, session_id, run_outcome, used, ids, parsed[-1].timestamp)
         return ids
+
+    def _end_run(self, user_id: str, agent_id: str, session_id: str | None, outcome: str | None,
+                 used: builtins.list[str], ids: builtins.list[str], when: datetime | None) -> None:
+        """Queue a finished run for learning procedures (only with ``procedures.enabled``): a marker
+        under the agent's scope, logged pending after the run's messages, for whichever process
+        consolidates (this one's worker or `run_worker`'s) (docs/procedural.md)."""
+        if outcome is None or not self.settings.procedures.enabled:
+            return
+        window = self.store.recent_messages(user_id, agent_id, None, len(ids) + 100)
+        last_seq = next((m.seq for m in reversed(window) if m.id == ids[-1]), None)
+        if last_seq is None:  # buried under a flood of newer messages: the newest one read bounds the run
+            last_seq = window[-1].seq if window else 0
+        marker = procedure_scope.RunMarker(user_id=user_id, agent_id=agent_id, last_seq=last_seq, outcome=outcome,
+                                           session_id=session_id, used=used)
+        scope = procedure_scope.procedure_scope(user_id, agent_id)
+        self.store.append_messages(scope, agent_id, [Message(role="system", content=marker.to_text(), timestamp=when)])
+        if self._consolidation is not None:
+            self._consolidation.notify(scope, 1)
 
     def _turn_memories(self, user_id: str, agent_id: str, session_id: str | None,
                        said: Sequence[Message]) -> tuple[builtins.list[Memory], Memory | None]:
@@ -513,7 +541,7 @@ class MemoryScope:
                  time_range: TimeRange | tuple[datetime | str | None, datetime | str | None] | None = None,
                  now: datetime | str | None = None, rerank: bool | None = None,
                  language: str | None = None, min_relevance: float | None = None,
-                 consistency: Consistency = "replica") -> RetrievalResult:
+                 tools: Sequence[str] | None = None, consistency: Consistency = "replica") -> RetrievalResult:
         """Find a user's memories for a query. No LLM is called.
 
         Args:
@@ -531,12 +559,17 @@ class MemoryScope:
                 to the embedder (0 = unrelated texts, 1 = the same), is at least this, or that fall
                 in the time the query names, or stand next to such a turn, are returned; -1 turns
                 the floor off.
+            tools: the tools the agent is about to use: with ``procedures.enabled``, the figures of
+                those that failed before are added (``tool_notes``).
             consistency: with read standbys (``store.read_urls``), ``"replica"`` (default) reads from
                 one (this process's own writes are always seen; another process's only once the
                 standby has replayed them), ``"primary"`` from the primary. Without standbys: ignored.
 
         Returns a `RetrievalResult` with the ranked memories, their scores, the parsed time range,
-        the timings, and ``context``: dated lines ready to put in a prompt.
+        the timings, and ``context``: dated lines ready to put in a prompt. With
+        ``procedures.enabled`` it also holds the agent's (``agent_id``, default "assistant")
+        procedures relevant to the query (``procedures``), in their own part of the context, "What
+        worked before" (docs/procedural.md).
         """
         start = time.perf_counter()  # the timings count checking the arguments too
         cfg = self.settings.retrieval
@@ -554,14 +587,21 @@ class MemoryScope:
             raise ConfigError("rerank=True but no reranker is configured (settings.reranker)")
         floor = None if min_relevance is None else validation.check_min_relevance(min_relevance)
         consistency = read_consistency.check(consistency)
+        tool_names = _check_tools(tools)
         request = pipeline.RetrievalRequest(
             user_id=user_id, query=query, now=moment, top_k=top_k, min_relevance=floor, agent_id=agent_id,
             types=type_filter, include_expired=cfg.include_expired if include_expired is None else include_expired,
             time_range=explicit, rerank=rerank, language=language)
+        procedures = self.settings.procedures.enabled  # off: nothing of the procedural part runs
+        embedder = procedure_retrieval.QueryMemo(self.embedder) if procedures else self.embedder
         with tracing.span("memoryscope.retrieve", {"memoryscope.top_k": top_k}, since=start), \
                 read_consistency.reads_from(consistency):
-            result = pipeline.retrieve(request, settings=self.settings, store=self.store, embedder=self.embedder,
+            result = pipeline.retrieve(request, settings=self.settings, store=self.store, embedder=embedder,
                                        reranker=self.reranker, started=start)
+            if procedures:
+                procedure_retrieval.add_procedures(result, self, user_id=user_id, agent_id=agent_id or "assistant",
+                                                   query=query, tools=tool_names, now=moment, language=language,
+                                                   embedder=embedder)
             tracing.retrieval_stages(result.timings_ms)
         metrics.recorder().retrieval(result.timings_ms)
         return result
@@ -680,8 +720,8 @@ class MemoryScope:
             ledger_cache.for_store(self.store).invalidate(user_id)
 
     def users(self) -> builtins.list[str]:
-        """Every user with memories or messages in the store."""
-        return self.store.users()
+        """Every user with memories or messages in the store (agents' procedure scopes aside)."""
+        return [user for user in self.store.users() if not procedure_scope.is_scope(user)]
 
     def legacy_users(self) -> builtins.list[str]:
         """Users whose id breaks the identifier rule (`validation.ID_RULE`): written before the rule
@@ -1036,7 +1076,9 @@ class MemoryScope:
 
     def add_consolidation_listener(self, callback) -> bool:
         """Call ``callback(user_id, report)`` after every consolidation or reflection run (in the
-        thread that ran it; the `ConsolidationReport` holds memory text). False without an LLM."""
+        thread that ran it; the `ConsolidationReport` holds memory text). False without an LLM.
+        A run learnt for procedures reports under the agent's scope id (``~procedures~<team>:<agent>``,
+        docs/procedural.md), never a person's."""
         if self._consolidation is None:
             return False
         if not callable(callback):
@@ -1061,6 +1103,35 @@ class MemoryScope:
         top = validation.check_int(top, "top", 1, validation.MAX_LIMIT)
         counters = self.store.tool_counters(agent_id, tool=tool, user_id=user_id)
         return tool_stats.fold(agent_id, counters, top)
+
+    def procedures(self, agent_id: str, *, team: str = "", include_expired: bool = False, limit: int = 100,
+                   offset: int = 0) -> builtins.list[Memory]:
+        """A page of an agent's procedures (task memory, docs/procedural.md), newest first: those
+        learnt from runs of the users of ``team`` (the part of a user id before its first ``:``; ""
+        for users without one). Active ones only unless ``include_expired``."""
+        scope = self._procedure_scope(agent_id, team)
+        validation.check_bool(include_expired, "include_expired")
+        limit = validation.check_int(limit, "limit", 1, validation.MAX_LIMIT)
+        offset = validation.check_int(offset, "offset", 0, validation.MAX_OFFSET)
+        flt = MemoryFilter(types=(MemoryType.PROCEDURE,),
+                           statuses=None if include_expired else (MemoryStatus.ACTIVE,))
+        return self.store.list(scope, flt, limit=limit, offset=offset, newest_first=True)
+
+    def delete_procedure(self, agent_id: str, procedure_id: str, *, team: str = "") -> None:
+        """Delete one of an agent's procedures (a wrong one an operator removes); `NotFoundError`
+        when the agent (of ``team``) has no procedure with that id."""
+        scope = self._procedure_scope(agent_id, team)
+        procedure_id = _stored_id(procedure_id, "procedure_id")
+        found = [m for m in self.store.get(scope, [procedure_id]) if m.type is MemoryType.PROCEDURE]
+        if not found:
+            raise NotFoundError(f"agent {agent_id!r} has no procedure {procedure_id!r}")
+        self.store.delete(scope, [procedure_id])
+
+    def _procedure_scope(self, agent_id: str, team: Any) -> str:
+        agent_id = _check_id(agent_id, "agent_id")
+        if not isinstance(team, str) or ":" in team or (team and validation.id_problem(team) is not None):
+            raise ValidationError("team must be \"\" or an id without ':' (the part of a user id before its first ':')")
+        return procedure_scope.procedure_scope(f"{team}:x" if team else "x", agent_id)
 
     def usage(self, user_id: str | None = None, operation: str | None = None):
         """LLM tokens spent by consolidation and reflection, per user and/or operation
@@ -1161,6 +1232,8 @@ class MemoryScope:
 
     arecord = _async_twin(record)
     atool_stats = _async_twin(tool_stats)
+    aprocedures = _async_twin(procedures)
+    adelete_procedure = _async_twin(delete_procedure)
     aadd = _async_twin(add)
     aretrieve = _async_twin(retrieve)
     awarm_up = _async_twin(warm_up)
@@ -1245,6 +1318,18 @@ class _MatcherCache:
 
 def _default_speaker(role: str, user_id: str, agent_id: str) -> str:
     return user_id if role == "user" else agent_id
+
+
+def _check_tools(value: Any) -> builtins.list[str]:
+    """``tools`` of `retrieve`: None or a list of tool names (at most 50)."""
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) > 50:
+        raise ValidationError("tools must be a list of at most 50 tool names")
+    for name in value:
+        if not isinstance(name, str) or tool_calls.TOOL_NAME_PATTERN.fullmatch(name) is None:
+            raise ValidationError(f"tools must hold tool names ({tool_calls.TOOL_NAME_RULE})")
+    return list(dict.fromkeys(value))
 
 
 def _check_kind(value: Any) -> EntityKind | None:

@@ -282,6 +282,20 @@ class ConsolidationSettings(Section):
     max_backoff_s: float = Field(300.0, gt=0, description="longest wait before retrying a failed user")
 
 
+class ProceduresSettings(Section):
+    """Task memory (docs/procedural.md): procedures an agent learns from its finished runs."""
+
+    enabled: bool = Field(False, description="learn procedures from finished runs (needs an LLM) and return the "
+                                             "relevant ones, with failing tools' figures, in retrieve")
+    run_messages: int = Field(40, ge=2, le=200, description="a run is at most this many of the user's last "
+                                                           "messages with the agent, up to the call that ends it")
+    related: int = Field(4, ge=0, le=20, description="existing procedures shown to the model beside a run")
+    max_per_run: int = Field(3, ge=1, le=10, description="procedures kept from one run at most")
+    top_k: int = Field(3, ge=1, le=50, description="procedures retrieve returns at most")
+    context_tokens: int = Field(300, ge=20, le=20_000, description="token budget of the 'What worked before' part")
+    max_output_tokens: int = Field(1200, ge=64, description="max_tokens of a procedure call")
+
+
 class Settings(BaseSettings):
     """All settings. `Settings()` reads the environment; `Settings.load(path)` adds a YAML file."""
 
@@ -294,6 +308,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
+    procedures: ProceduresSettings = Field(default_factory=ProceduresSettings)
     language: Literal["auto", "en", "zh"] = "auto"
     max_content_chars: int = Field(100_000, gt=0, description="longer content is refused, not cut")
     log_content: bool = Field(False, description="allow memory text in debug logs")

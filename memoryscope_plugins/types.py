@@ -15,6 +15,7 @@ class MemoryType(str, enum.Enum):
     OBSERVATION = "observation"
     INSIGHT = "insight"
     CUSTOM = "custom"
+    PROCEDURE = "procedure"  # what an agent learnt from its runs; kept under the agent's scope (docs/procedural.md)
 
 
 class MemoryStatus(str, enum.Enum):
@@ -164,6 +165,8 @@ class RetrievalResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     neighbours: list[Memory] = field(default_factory=list)  # turns shown in the context beside the hits
     second_hop: list[Memory] = field(default_factory=list)  # found by the names in the best hits, in the context
+    procedures: list[ScoredMemory] = field(default_factory=list)  # "What worked before" (procedures.enabled)
+    tool_notes: list[ToolStats] = field(default_factory=list)  # the figures of the given tools that failed before
 
     def __iter__(self):
         return iter(self.memories)

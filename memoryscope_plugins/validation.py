@@ -102,14 +102,27 @@ def check_id(value: Any, what: str) -> str:
     problem = id_problem(value)
     if problem is not None:
         raise ValidationError(f"{what} {problem} (an id is {ID_RULE})")
+    _refuse_reserved(value, what)
     return value
+
+
+# the store keeps an agent's procedures under a user id of this form (consolidation.procedure_scope): no
+# person's id may take it, so no user's list, retrieve or export can reach them
+RESERVED_USER_PREFIX = "~procedures~"
+
+
+def _refuse_reserved(value: str, what: str) -> None:
+    if "user" in what and value.startswith(RESERVED_USER_PREFIX):
+        raise ValidationError(f"{what} must not start with {RESERVED_USER_PREFIX!r} (reserved for agents' procedures)")
 
 
 def check_stored_id(value: Any, what: str) -> str:
     """An id to look up, export or delete: any id a store may hold, including one written before
     the identifier rule (a non-blank string of at most 256 characters without NUL). Nothing is
     ever stored under an id that passes only this check."""
-    return _non_blank(value, what, MAX_ID_CHARS, f"{what} is longer than {MAX_ID_CHARS} characters")
+    checked = _non_blank(value, what, MAX_ID_CHARS, f"{what} is longer than {MAX_ID_CHARS} characters")
+    _refuse_reserved(checked, what)
+    return checked
 
 
 def check_tenant(value: Any, what: str = "tenant") -> str:

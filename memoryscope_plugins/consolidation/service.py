@@ -43,6 +43,8 @@ from .. import metrics
 from ..errors import ConfigError, LeaseLostError, MemoryScopeError, StoreError
 from ..log_hygiene import user_ref
 from ..models.structured import UsageMeter
+from ..procedures.scope import is_scope
+from ..procedures.step import learn_run
 from ..storage import messages
 from ..storage.base import StoredMessage
 from .backend import ConsolidationBackend
@@ -420,7 +422,8 @@ class ConsolidationService:
                                   check_lease=lambda: not self._abandoned and not beat.lost and renew())
                     if consolidate:
                         self._consolidate_pending(env, user_id, report, interruptible, deadline, stop_event)
-                    if reflect != "no" and not report.errors and not (interruptible and self._halted(stop_event)):
+                    if reflect != "no" and not report.errors and not is_scope(user_id) \
+                            and not (interruptible and self._halted(stop_event)):
                         self._reflect(env, user_id, report, force=reflect == "force")
             finally:
                 with self._locks_guard:
@@ -469,6 +472,8 @@ class ConsolidationService:
     def _consolidate_pending(self, env: StepEnv, user_id: str, report: ConsolidationReport, interruptible: bool,
                              deadline: float | None, stop_event: threading.Event | None) -> None:
         store = self.backend.store
+        if is_scope(user_id) and not self.backend.settings.procedures.enabled:
+            return  # runs queued while procedures were on wait for them to be on again
         size, chars = self._setting("batch_messages"), self._setting("batch_chars")
         boost = 1
         while True:
@@ -481,7 +486,11 @@ class ConsolidationService:
                 return
             step = ConsolidationReport()
             try:
-                consolidate_batch(env, user_id, batch, report=step, boost=boost)
+                if is_scope(user_id):  # an agent's finished runs, one at a time: procedures (docs/procedural.md)
+                    batch = batch[:1]
+                    learn_run(env, user_id, batch[0], step)
+                else:
+                    consolidate_batch(env, user_id, batch, report=step, boost=boost)
             except LeaseLostError:
                 _step_ended("lease_lost")
                 report.merge(step)

@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..engine import MemoryScope
-from ..types import RetrievalResult
+from ..types import RetrievalResult, ScoredMemory
 from .route_support import admin_key, given, json_body, public_memory, report_dict, request_key, store_user
 
 
@@ -23,7 +23,17 @@ def retrieval_json(result: RetrievalResult, tenant: str) -> dict[str, Any]:
         "time_range": None if span is None else [span.start and span.start.isoformat(),
                                                  span.end and span.end.isoformat()],
         "memories": [{"memory": public_memory(m.memory, tenant), "score": m.score, "scores": m.scores}
-                     for m in result.memories]}
+                     for m in result.memories],
+        "procedures": [procedure_json(m) for m in result.procedures],
+        "tool_notes": [stats.to_dict() for stats in result.tool_notes]}
+
+
+def procedure_json(scored: ScoredMemory) -> dict[str, Any]:
+    """A retrieved procedure (the agent's; its store scope is never shown): what `procedures_used` takes."""
+    memory, data = scored.memory, scored.memory.metadata
+    return {"id": memory.id, "agent_id": memory.agent_id, "content": memory.content, "score": scored.score,
+            **{k: data.get(k) for k in ("when", "do", "why", "tools", "runs", "uses", "successes", "failures",
+                                        "weight", "last_used")}}
 
 
 def conversation_routes(engine: MemoryScope, base: str) -> list[Route]:
@@ -31,24 +41,26 @@ def conversation_routes(engine: MemoryScope, base: str) -> list[Route]:
 
     async def record(request: Request) -> Response:
         """
-        summary: Record conversation messages (body messages [{role, content, name?, timestamp?}], agent_id?, session_id?).
+        summary: Record conversation messages (body messages [{role, content, name?, timestamp?}], agent_id?, session_id?, run_outcome?, procedures_used?).
         """  # noqa: E501 - one line of the OpenAPI schema
         key = request_key(request)
         user = store_user(key, request.path_params["user"])
-        body = await json_body(request, {"messages", "agent_id", "session_id"})
+        body = await json_body(request, {"messages", "agent_id", "session_id", "run_outcome", "procedures_used"})
         ids = await run_in_threadpool(lambda: engine.record(user, given(body, "messages"),
                                                             agent_id=body.get("agent_id", "assistant"),
-                                                            session_id=body.get("session_id")))
+                                                            session_id=body.get("session_id"),
+                                                            run_outcome=body.get("run_outcome"),
+                                                            procedures_used=body.get("procedures_used")))
         return JSONResponse({"ids": ids}, status_code=201)
 
     async def retrieve(request: Request) -> Response:
         """
-        summary: What memory recalls for a query, with scores (body query, top_k?, types?, include_expired?, now?, agent_id?, consistency?).
+        summary: What memory recalls for a query, with scores (body query, top_k?, types?, include_expired?, now?, agent_id?, tools?, consistency?).
         """  # noqa: E501 - one line of the OpenAPI schema
         key = request_key(request)
         user = store_user(key, request.path_params["user"])
         body = await json_body(request, {"query", "top_k", "types", "include_expired", "now", "agent_id", "rerank",
-                                               "consistency"})
+                                               "tools", "consistency"})
         result = await run_in_threadpool(lambda: engine.retrieve(user, given(body, "query"),
                                                                  **{k: v for k, v in body.items() if k != "query"}))
         return JSONResponse(retrieval_json(result, key.tenant))

@@ -69,3 +69,27 @@ def test_tool_stats_refuses_bad_input(store, capsys):
     assert exit_.value.code == 2
     assert main(["tool-stats", "travel", "--store", store + ".missing"]) == 1
     assert "no SQLite store" in capsys.readouterr().err
+
+
+def test_procedures_as_text_and_json(tmp_path, capsys):
+    from memoryscope_plugins import Memory, MemoryScope, MemoryStatus, MemoryType
+    from memoryscope_plugins.procedures.scope import procedure_scope
+
+    path = str(tmp_path / "procedures.db")
+    scope = procedure_scope("acme:anna", "travel")
+    with MemoryScope(path=path) as memory:
+        kept = Memory(id="p-new", user_id=scope, agent_id="travel", type=MemoryType.PROCEDURE,
+                      content="When searching flights: call flights with an IATA code (why: call 2 failed)",
+                      metadata={"tools": ["flights"], "runs": 2, "uses": 3, "successes": 2, "failures": 1,
+                                "weight": 1.5})
+        old = Memory(id="p-old", user_id=scope, agent_id="travel", type=MemoryType.PROCEDURE,
+                     content="When searching flights: call flights with a city name", status=MemoryStatus.EXPIRED,
+                     superseded_by="p-new", metadata={"tools": ["flights"]})
+        memory.store.put([kept, old], memory.embedder.embed([kept.content, old.content], kind="document"))
+    capsys.readouterr()
+    out = _run(capsys, "procedures", "travel", "--team", "acme", "--store", path).splitlines()
+    assert out == ["p-new: When searching flights: call flights with an IATA code (why: call 2 failed)",
+                   "  tools flights; runs 2, uses 3 (2 succeeded, 1 failed), weight 1.50"]
+    both = json.loads(_run(capsys, "procedures", "travel", "--team", "acme", "--all", "--json", "--store", path))
+    assert {m["id"]: m["status"] for m in both} == {"p-new": "active", "p-old": "expired"}
+    assert "no procedures of agent 'travel'" in _run(capsys, "procedures", "travel", "--store", path)

@@ -1,0 +1,1 @@
+"""Task memory: procedures an agent learns from its finished runs (docs/procedural.md)."""

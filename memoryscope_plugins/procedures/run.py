@@ -1,0 +1,176 @@
+"""A finished run as the procedure prompt shows it, and what a procedure the model wrote may say.
+
+The prompt sees the run only: the user's and the agent's words, each tool call with its arguments
+and its result or error, and the outcome. A procedure is refused (reported, never stored) when:
+
+* it holds prompt markup (``P2``, ``[call 3]``, ``$placeholders``);
+* it names a tool the run never called, or cites a call the run does not hold;
+* it holds a code-like word (``snake_case``, ``dotted.name``) that is neither a called tool, nor an
+  argument name of a call, nor in the run's text; or a quoted text the run does not hold;
+* it copies personal data of the run: the user's id or name, an e-mail address, a phone-like
+  number, or a name (a capitalised word inside a sentence) the user said.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..storage.base import StoredMessage
+
+MAX_SHOWN_OUTPUT = 300  # characters of a call's result or error shown in the prompt
+MAX_SHOWN_TEXT = 1_000  # characters of a message shown in the prompt (a run is read for its lessons, not its text)
+MAX_FIELD_CHARS = 400
+_MARKUP = re.compile(r"(?<![A-Za-z0-9])P\d{1,2}(?![A-Za-z0-9])|\[call \d+\]|\[调用 \d+\]|\$[a-z_]+")
+_CODE_WORD = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9]*(?:[_.][A-Za-z0-9]+)+(?![\w])")
+_QUOTED = re.compile(r"[\"'“‘「]([^\"'”’」]{3,80})[\"'”’」]")
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
+_PHONE = re.compile(r"\+?\d[\d ()-]{6,}\d")
+_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z][\w'’-]*")
+
+
+@dataclass(slots=True)
+class Run:
+    """The run's messages (oldest first) and its tool calls (numbered from 1 in the prompt)."""
+
+    messages: list[StoredMessage]
+    outcome: str
+
+    @property
+    def calls(self) -> list[StoredMessage]:
+        return [m for m in self.messages if m.message.tool_call is not None]
+
+    def tool_names(self) -> set[str]:
+        return {m.message.tool_call.name for m in self.calls if m.message.tool_call is not None}
+
+    def text(self) -> str:
+        """Everything the run holds, as one text (for the grounding checks)."""
+        parts = []
+        for stored in self.messages:
+            parts.append(stored.message.content)
+            call = stored.message.tool_call
+            if call is not None:
+                parts.append(json.dumps(call.arguments, ensure_ascii=False))
+        return "\n".join(parts)
+
+
+def render_run(run: Run) -> str:
+    """The run's lines: ``[user] ...``, ``[assistant] ...``, ``[call N] tool {args} -> ok: ...``."""
+    lines = []
+    number = 0
+    for stored in run.messages:
+        call = stored.message.tool_call
+        if call is None:
+            text = stored.message.content
+            if len(text) > MAX_SHOWN_TEXT:
+                text = text[:MAX_SHOWN_TEXT] + "..."
+            lines.append(f"[{stored.message.role}] {text}")
+            continue
+        number += 1
+        output = (call.error if call.status == "error" else call.result) or ""
+        if len(output) > MAX_SHOWN_OUTPUT:
+            output = output[:MAX_SHOWN_OUTPUT] + "..."
+        arguments = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)
+        lines.append(f"[call {number}] {call.name} {arguments} -> {call.status}: {output}")
+    return "\n".join(lines)
+
+
+@dataclass(slots=True)
+class Proposed:
+    """One procedure the model proposed for a run."""
+
+    when: str
+    do: str
+    why: str = ""
+    tools: list[str] = field(default_factory=list)
+    calls: list[int] = field(default_factory=list)  # 1-based call numbers of the run
+    same_as: str | None = None  # "P1": an existing procedure it repeats
+    replaces: str | None = None  # "P2": an existing procedure it makes wrong
+
+
+class AnswerError(ValueError):
+    """The model's answer is JSON but not in the shape the prompt asked for."""
+
+
+def parse_answer(value: Any) -> list[Proposed]:
+    """The proposals of an answer ``{"procedures": [...]}``; malformed entries are dropped.
+
+    Raises:
+        AnswerError: the answer has no ``procedures`` list (it does not account for the run).
+    """
+    if not isinstance(value, dict) or not isinstance(value.get("procedures"), list):
+        raise AnswerError("the answer has no 'procedures' list")
+    out: list[Proposed] = []
+    for raw in value["procedures"]:
+        if not isinstance(raw, dict):
+            continue
+        when, do = _text(raw.get("when")), _text(raw.get("do"))
+        if when is None or do is None:
+            continue
+        tools = [t for t in raw.get("tools") or [] if isinstance(t, str)] if isinstance(raw.get("tools"), list) else []
+        calls = [c for c in raw.get("calls") or [] if isinstance(c, int) and not isinstance(c, bool)] \
+            if isinstance(raw.get("calls"), list) else []
+        out.append(Proposed(when=when, do=do, why=_text(raw.get("why")) or "", tools=tools, calls=calls,
+                            same_as=_text(raw.get("same_as")), replaces=_text(raw.get("replaces"))))
+    return out
+
+
+def _text(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    text = " ".join(value.split())
+    return text if text and text.lower() not in ("null", "none", "n/a") else None
+
+
+def refusal(proposed: Proposed, run: Run, private: Sequence[str]) -> str | None:
+    """Why a proposal must be refused (see the module docstring), or None when it may be stored.
+
+    ``private`` are the run's personal words: the user's id and the names its people go by."""
+    texts = (proposed.when, proposed.do, proposed.why)
+    joined = " ".join(texts)
+    if any(len(t) > MAX_FIELD_CHARS for t in texts):
+        return "too long"
+    if _MARKUP.search(joined):
+        return "prompt markup"
+    called = run.tool_names()
+    if any(tool not in called for tool in proposed.tools):
+        return "names a tool the run never called"
+    if any(not 1 <= n <= len(run.calls) for n in proposed.calls):
+        return "cites a call the run does not hold"
+    if not proposed.tools and not proposed.calls:
+        return "rests on no call of the run"
+    source = run.text()
+    arguments = {key for m in run.calls if m.message.tool_call is not None for key in m.message.tool_call.arguments}
+    for word in _CODE_WORD.findall(joined):
+        if word not in called and word not in arguments and word not in source:
+            return "names a tool or argument the run does not hold"
+    for quoted in _QUOTED.findall(joined):
+        if quoted.casefold() not in source.casefold():
+            return "quotes a text the run does not hold"
+    return _personal(joined, run, private)
+
+
+def _personal(text: str, run: Run, private: Sequence[str]) -> str | None:
+    folded = text.casefold()
+    if _EMAIL.search(text) or _PHONE.search(text):
+        return "copies personal data"
+    words = set(re.findall(r"[\w'’-]+", folded))
+    for name in private:
+        if name and (name.casefold() in words or (" " in name and name.casefold() in folded)):
+            return "copies personal data"
+    for stored in run.messages:
+        if stored.message.role != "user":
+            continue
+        for name in _NAME.findall(stored.message.content):
+            if name.casefold() in words:
+                return "copies personal data"
+    return None
+
+
+def private_words(run: Run) -> list[str]:
+    """The run's personal words: its user's id and the names of the people who spoke."""
+    names = {run.messages[0].user_id} if run.messages else set()
+    names |= {m.message.name for m in run.messages if m.message.name and m.message.role == "user"}
+    return sorted(n for n in names if n)
