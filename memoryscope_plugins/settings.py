@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError
@@ -65,6 +65,17 @@ class StoreSettings(Section):
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     quick_check_max_mb: float = Field(256.0, ge=0, description="sqlite: files up to this size are checked "
                                       "page by page on open (PRAGMA quick_check); 0 turns the check off")
+    partitions: int | None = Field(None, ge=0, le=1024, description="postgres: split the per-user tables into "
+                                   "this many partitions by a hash of the user id when the tables are created "
+                                   "(0: one table each); unset: follow the layout the tables have (a new store: "
+                                   "unpartitioned). A store keeps its layout: `migrate --partitions N` copies it "
+                                   "into another (docs/storage.md)")
+
+    @model_validator(mode="after")
+    def _partitions_are_postgres_only(self) -> "StoreSettings":
+        if self.partitions and self.backend != "postgres":
+            raise ValueError(f"store.partitions applies to the postgres backend only, not {self.backend}")
+        return self
 
     def sqlite_path(self) -> Path:
         return self.path if self.path is not None else default_home() / "memory.db"

@@ -187,7 +187,8 @@ def _text(terms: list[str], rare: list[str], common: list[str], weights: list[st
     return (
         f"cand AS ({' UNION '.join(branches)}), "
         f"t0 AS (SELECT s.rowid, ({' + '.join(parts)})::float8 AS score FROM (SELECT m.rowid, m.dl, "
-        f"{', '.join(tfs)} FROM {{memories}} m WHERE m.rowid IN (SELECT rowid FROM cand) OFFSET 0) s{source} "
+        f"{', '.join(tfs)} FROM {{memories}} m WHERE m.user_id = %(user_id)s AND m.rowid IN (SELECT rowid FROM cand) "
+        f"OFFSET 0) s{source} "
         "ORDER BY score DESC, s.rowid LIMIT %(limit)s), "
         "t AS (SELECT rowid, score, row_number() OVER (ORDER BY score DESC, rowid) AS rank FROM t0)")
 
