@@ -23,6 +23,8 @@ def default_home() -> Path:
     return Path(os.environ.get("MEMORYSCOPE_HOME", Path.home() / ".memoryscope"))
 
 
+MAX_PARTITIONS = 1024  # `StoreSettings.partitions`
+
 # environment variables with the MEMORYSCOPE_ prefix that are not settings (README.md, Configure)
 NOT_SETTINGS = frozenset({"HOME", "CONFIG", "SERVER_KEYS", "LOCAL_EMBEDDER_PATH", "EXAMPLES_LIVE"})
 
@@ -65,8 +67,8 @@ class StoreSettings(Section):
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     quick_check_max_mb: float = Field(256.0, ge=0, description="sqlite: files up to this size are checked "
                                       "page by page on open (PRAGMA quick_check); 0 turns the check off")
-    partitions: int | None = Field(None, ge=0, le=1024, description="postgres: split the per-user tables into "
-                                   "this many partitions by a hash of the user id when the tables are created "
+    partitions: int | None = Field(None, ge=0, le=MAX_PARTITIONS, description="postgres: split the per-user "
+                                   "tables into this many partitions by a hash of the user id when they are created "
                                    "(0: one table each); unset: follow the layout the tables have (a new store: "
                                    "unpartitioned). A store keeps its layout: `migrate --partitions N` copies it "
                                    "into another (docs/storage.md)")

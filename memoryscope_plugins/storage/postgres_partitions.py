@@ -32,8 +32,9 @@ from typing import Any, Iterable, Sequence
 import psycopg
 from psycopg import sql
 
+from ..settings import MAX_PARTITIONS
+
 LAYOUT_KEY = "partitions"  # meta key: the number of hash partitions (absent: unpartitioned)
-MAX_PARTITIONS = 1024
 # owners' kinds: a memory, a logged message, an entity, a profile value
 MEMORY, MESSAGE, ENTITY, PROFILE = "m", "g", "e", "p"
 

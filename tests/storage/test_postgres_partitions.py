@@ -238,3 +238,90 @@ def test_each_statement_of_one_user_is_planned_on_one_partition(make_store, dsn,
         assert "user_terms" in touched and "user_sizes" in touched  # the database's search read them
     assert {t: len(p) for t, p in touched.items()} == dict.fromkeys(touched, 1), touched
     assert len(set().union(*touched.values())) == 1  # the same partition number in every table
+
+
+# -- migrate into and out of the layout, and the same results in both ------------------------------------------
+def seed(store) -> None:
+    """Users of several sizes (text and vectors), a memory without a vector (inserted last), messages
+    pending, done and failed, and a ledger."""
+    for n, user in enumerate(("alice", "bob", "chloé")):
+        memories, vectors = corpus((120, 40, 12)[n], user=user, seed=n + 11)
+        store.put(memories, vectors)
+        store.put([Memory(id=f"{user}-novec", user_id=user, agent_id="a", content="apple without a vector",
+                          created_at=START, updated_at=START)])
+        logged = store.append_messages(user, "a", [Message(role="user", content=f"turn {i}") for i in range(4)],
+                                       session_id="s1")
+        store.mark_messages(logged[:2], "done")
+        store.mark_messages(logged[2:3], "failed")
+        store.put_ledger(LedgerChanges(
+            user, entities=[Entity(id=f"{user}-e1", user_id=user, name="Mel", aliases=["M"])],
+            mentions=[EntityMention(f"{user}-e1", memories[0].id, user, said_at=START)],
+            profile=[ProfileValue(id=f"{user}-p1", user_id=user, key="home", value="Leeds", created_at=START,
+                                  updated_at=START)]))
+
+
+def results(store, users=("alice", "bob", "chloé")) -> list:
+    """Every candidate (id, ranks, scores) of text, vector and hybrid searches, with and without filters."""
+    out = []
+    _, vectors = corpus(5, user="q", seed=99)
+    window = TimeRange(start=START + timedelta(minutes=5), end=START + timedelta(minutes=90))
+    for user in users:
+        for flt in (MemoryFilter(), MemoryFilter(types=(MemoryType.TURN,), time_range=window)):
+            for i, text in enumerate(("apple river", "violin chess museum", "dog", None)):
+                for vector in (None, vectors[i]):
+                    if text is None and vector is None:
+                        continue
+                    found = store.search(SearchRequest(user_id=user, text=text, vector=vector, filter=flt, limit=15))
+                    out.append([(c.memory.id, c.text_rank, c.text_score, c.vector_rank, c.vector_score)
+                                for c in found])
+    return out
+
+
+def test_migrate_round_trips_the_layout_with_the_same_contents_and_results(make_store, dsn):
+    """Unpartitioned -> 4 partitions -> unpartitioned: every record, vector, message and ledger item
+    the same, and every search gives the same candidates with the same ranks and scores, whether
+    searched by the database (common terms bounded) or by the in-process index."""
+    from memoryscope_plugins.storage import migrate as mig
+    from tests.storage.test_migrate import assert_same_contents
+    names = [f"rt{next(_counter)}{s}" for s in "abc"]
+    source = make_store(names[0] + "_")
+    seed(source)
+    there = mig.migrate(f"{dsn}#{names[0]}", f"{dsn}#{names[1]}", partitions=4, batch_size=7, sample=200)
+    back = mig.migrate(f"{dsn}#{names[1]}", f"{dsn}#{names[2]}", partitions=0, batch_size=5, sample=200)
+    assert there.mismatches == [] and back.mismatches == [] and there.memories == back.memories == 175
+    partitioned, unpartitioned = make_store(names[1] + "_"), make_store(names[2] + "_")
+    assert (partitioned.partitions, unpartitioned.partitions) == (4, 0)
+    assert_same_contents(source, partitioned)
+    assert_same_contents(source, unpartitioned)
+    for options in ({"user_index_rows": 0, "text_term_rows": 5}, {}):
+        expected = results(make_store(names[0] + "_", **options))
+        assert sum(map(len, expected)) > 300
+        assert results(make_store(names[1] + "_", **options)) == expected
+        assert results(make_store(names[2] + "_", **options)) == expected
+
+
+def test_migrate_refuses_a_layout_it_cannot_make(make_store, dsn, tmp_path):
+    from memoryscope_plugins.errors import ValidationError
+    from memoryscope_plugins.storage import migrate as mig
+    name = f"rf{next(_counter)}"
+    seed(make_store(name + "_"))
+    for bad in (-1, mig.MAX_PARTITIONS + 1, "4", True):
+        with pytest.raises(ValidationError, match="partitions"):
+            mig.migrate(f"{dsn}#{name}", f"{dsn}#never", partitions=bad)
+    with pytest.raises(ValidationError, match="PostgreSQL"):
+        mig.migrate(f"{dsn}#{name}", tmp_path / "copy.db", partitions=4)
+    assert not (tmp_path / "copy.db").exists()
+    with pytest.raises(ConfigError, match="no partitions"):  # an existing target keeps its layout
+        mig.migrate(f"{dsn}#{name}", f"{dsn}#{name}", partitions=4, force=True)
+
+
+def test_the_command_line_copies_into_partitions(make_store, dsn, capsys):
+    from memoryscope_plugins.cli.main import main
+    name = f"cli{next(_counter)}"
+    seed(make_store(name + "_"))
+    assert main(["migrate", "--from", f"{dsn}#{name}", "--to", f"{dsn}#{name}p", "--partitions", "3"]) == 0
+    assert "copied 175 memories" in capsys.readouterr().out
+    assert make_store(name + "p_").partitions == 3
+    with pytest.raises(SystemExit) as stop:
+        main(["migrate", "--from", f"{dsn}#{name}", "--to", f"{dsn}#{name}q", "--partitions", "-2"])
+    assert stop.value.code == 2
