@@ -193,8 +193,9 @@ def open_store(args: argparse.Namespace) -> Iterator[tuple[Any, dict[str, Any]]]
         # fresh tables, dropped at the end unless --keep; or the tables of an earlier --keep run
         prefix = args.existing_prefix or f"scale_{uuid.uuid4().hex[:6]}_"
         pg_store = PostgresStore(dsn, embedding_model=EMBEDDER_NAME, table_prefix=prefix,
-                                 pool_max_size=max(4, args.writers + 2))
+                                 pool_max_size=max(4, args.writers + 2), partitions=args.partitions)
         info["prefix"] = prefix
+        info["partitions"] = pg_store.partitions
 
         def size() -> int:
             with psycopg.connect(dsn) as conn:
@@ -353,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="ingest inside PostgresStore.bulk_load() "
                              "(HNSW built once at the end, included in the time)")
     parser.add_argument("--pg-maintenance-mem", default="4GB", help="maintenance_work_mem for the bulk HNSW build")
+    parser.add_argument("--partitions", type=int, default=None,
+                        help="postgres: the new tables' partitions by user (store.partitions; default unpartitioned)")
     parser.add_argument("--dir", help="folder for the SQLite file / embedded PostgreSQL data")
     parser.add_argument("--existing-prefix", help="with --dsn: skip ingest, measure retrieval on these tables "
                         "(kept by an earlier --keep run, or loaded otherwise)")

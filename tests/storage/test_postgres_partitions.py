@@ -325,3 +325,16 @@ def test_the_command_line_copies_into_partitions(make_store, dsn, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["migrate", "--from", f"{dsn}#{name}", "--to", f"{dsn}#{name}q", "--partitions", "-2"])
     assert stop.value.code == 2
+
+
+def test_a_message_logged_without_its_owner_is_still_found_by_id(make_store, dsn):
+    """A message an older release logged into partitioned tables (it knows nothing of `owners`) is
+    still marked by id: found in its partition, so consolidation never redoes it."""
+    store = make_store(partitions=4)
+    [logged] = store.append_messages("alice", "a", [Message(role="user", content="hi")])
+    with psycopg.connect(dsn) as conn:
+        conn.execute(f"DELETE FROM {store.prefix}owners WHERE id = %s", (logged,))
+    store.commit_consolidation([], None, [logged])
+    assert store.pending_messages("alice") == []
+    store.mark_messages([logged, "no-such-message"], "failed")
+    assert [m.state for m in store.recent_messages("alice", None, None, 5)] == ["failed"]
