@@ -39,15 +39,16 @@ def settings_for(dsn: str, prefix: str, partitions: int | None) -> Settings:
         "consolidation": base.consolidation.model_copy(update={"enabled": False})})
 
 
-def ingest(settings: Settings, conversations: list[locomo.Conversation]) -> float:
-    """Record every conversation; the mean ms per turn."""
+def ingest(settings: Settings, conversations: list[locomo.Conversation]) -> tuple[float, int]:
+    """Record every conversation; the mean ms per turn, and the store's partitions."""
     turns, spent = 0, 0.0
     with MemoryScope(settings) as memory:
+        partitions = int(memory.store.partitions)  # type: ignore[attr-defined]
         for conv in conversations:
             start = time.perf_counter()
             turns += locomo.ingest(memory, conv, "turns")
             spent += time.perf_counter() - start
-    return spent * 1000.0 / max(turns, 1)
+    return spent * 1000.0 / max(turns, 1), partitions
 
 
 def answers(settings: Settings, conversations: list[locomo.Conversation]
@@ -92,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         prefixes = {name: f"lp{run}_{short}" for name, short in
                     (("unpartitioned", "u"), ("partitioned", "p"), ("migrated", "m"), ("migrated_back", "b"))}
         for name, partitions in layouts.items():
-            report[f"ingest_ms_per_turn_{name}"] = ingest(settings_for(dsn, prefixes[name], partitions), conversations)
+            report[f"ingest_ms_per_turn_{name}"], report[f"partitions_{name}"] = ingest(
+                settings_for(dsn, prefixes[name], partitions), conversations)
         start = time.perf_counter()
         migrate(f"{dsn}#{prefixes['unpartitioned']}", f"{dsn}#{prefixes['migrated']}", partitions=args.partitions)
         migrate(f"{dsn}#{prefixes['migrated']}", f"{dsn}#{prefixes['migrated_back']}", partitions=0)

@@ -1008,13 +1008,14 @@ class PostgresStore(StoreBase):
         statement = (
             f"WITH {pgs.STATISTICS_CTES}, {text}, {vector}, {self._HITS}"
             f"SELECT 1 AS part, {self._HIT_COLUMNS}, NULL::bigint, NULL::bigint, NULL::boolean, NULL::text[], "
-            "NULL::boolean FROM hits h JOIN {memories} m ON m.user_id = %(user_id)s AND m.rowid = h.rowid "
+            "NULL::boolean FROM hits h JOIN {memories} m ON {same_user}m.rowid = h.rowid "
             "UNION ALL SELECT 0, NULL, NULL, NULL, NULL, NULL, NULL, st.n, st.dl_sum, st.indexed, st.found, st.ok "
             "FROM st ORDER BY 1, 2 NULLS LAST, 4 NULLS LAST")
         # never server-side prepared: each search is planned with its values anyway, and the
         # statement's text changes with the query's terms (preparing only adds a step)
         rows = conn.execute(self._q(statement, model_lit=sql.Literal(self.embedding_model),
-                                    user_terms=self._t("user_terms"), user_sizes=self._t("user_sizes")),
+                                    user_terms=self._t("user_terms"), user_sizes=self._t("user_sizes"),
+                                    same_user=self._same_user()),
                             params, prepare=False).fetchall()
         if not rows or rows[0][0] != 0:
             raise StoreError("PostgreSQL returned no statistics row for a search")
@@ -1034,10 +1035,13 @@ class PostgresStore(StoreBase):
         if text is pgs.EMPTY_TEXT and vector is pgs.EMPTY_VECTOR:
             return []
         statement = (f"WITH {text}, {vector}, {self._HITS}SELECT {self._HIT_COLUMNS} FROM hits h "
-                     "JOIN {memories} m ON m.user_id = %(user_id)s AND m.rowid = h.rowid "
+                     "JOIN {memories} m ON {same_user}m.rowid = h.rowid "
                      "ORDER BY h.text_rank NULLS LAST, h.vector_rank NULLS LAST")
-        return conn.execute(self._q(statement, model_lit=sql.Literal(self.embedding_model)), params,
-                            prepare=False).fetchall()
+        return conn.execute(self._q(statement, model_lit=sql.Literal(self.embedding_model),
+                                    same_user=self._same_user()), params, prepare=False).fetchall()
+
+    def _same_user(self) -> sql.SQL:
+        return sql.SQL(pgs.SAME_USER if self.partitions else "")
 
     def _records(self, conn: psycopg.Connection, user_id: str,
                  versions: builtins.list[tuple[int, int]]) -> dict[int, Memory]:
