@@ -218,20 +218,25 @@ def lock_users(conn: psycopg.Connection, prefix: str, users: Iterable[str]) -> N
 
 def claim(conn: psycopg.Connection, owners: sql.Identifier, kind: str, pairs: Iterable[tuple[str, str]]) -> str | None:
     """Record the owner of each (id, user) of `kind` not yet recorded; the first id that is another
-    user's (the caller refuses it), or None."""
-    ids, users = [], []
-    for item_id, user in sorted(set(pairs)):
-        ids.append(item_id)
-        users.append(user)
-    if not ids:
+    user's (the caller refuses it), or None. New ids cost one statement; the ids already recorded
+    are then read back by primary key (in a statement of their own, so one that another writer
+    recorded meanwhile is seen)."""
+    given = sorted(set(pairs))
+    owner = dict(given)
+    if len(owner) < len(given):  # one id for two users in the same call
+        return next(i for (i, _), (j, _) in zip(given, given[1:]) if i == j)
+    if not owner:
         return None
-    conn.execute(sql.SQL("INSERT INTO {owners} (kind, id, user_id) SELECT %s, i, u FROM unnest(%s::text[], "
-                         "%s::text[]) AS x(i, u) ON CONFLICT (kind, id) DO NOTHING").format(owners=owners),
-                 (kind, ids, users))
-    row = conn.execute(sql.SQL("SELECT x.i FROM unnest(%s::text[], %s::text[]) AS x(i, u) JOIN {owners} o "
-                               "ON o.kind = %s AND o.id = x.i WHERE o.user_id <> x.u ORDER BY x.i LIMIT 1")
-                       .format(owners=owners), (ids, users, kind)).fetchone()
-    return None if row is None else str(row[0])
+    ids = list(owner)
+    new = conn.execute(sql.SQL("INSERT INTO {owners} (kind, id, user_id) SELECT %s, i, u FROM unnest(%s::text[], "
+                               "%s::text[]) AS x(i, u) ON CONFLICT (kind, id) DO NOTHING RETURNING id")
+                       .format(owners=owners), (kind, ids, [owner[i] for i in ids])).fetchall()
+    known = sorted(set(ids).difference(r[0] for r in new))
+    if not known:
+        return None
+    rows = conn.execute(sql.SQL("SELECT id, user_id FROM {owners} WHERE kind = %s AND id = ANY(%s)")
+                        .format(owners=owners), (kind, known)).fetchall()
+    return min((str(i) for i, user in rows if user != owner[i]), default=None)
 
 
 def owners_of(conn: psycopg.Connection, owners: sql.Identifier, kind: str,
