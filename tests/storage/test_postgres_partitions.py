@@ -338,3 +338,13 @@ def test_a_message_logged_without_its_owner_is_still_found_by_id(make_store, dsn
     assert store.pending_messages("alice") == []
     store.mark_messages([logged, "no-such-message"], "failed")
     assert [m.state for m in store.recent_messages("alice", None, None, 5)] == ["failed"]
+
+
+def test_claim_refuses_one_id_for_two_users_in_one_call(make_store):
+    store = make_store(partitions=2)
+    owners = sql.Identifier(store.prefix + "owners")
+    with store._tx() as conn:
+        assert parts.claim(conn, owners, parts.MEMORY, [("d", "alice"), ("d", "bob")]) == "d"
+        assert parts.claim(conn, owners, parts.MEMORY, [("d", "alice"), ("e", "alice")]) is None
+        assert parts.claim(conn, owners, parts.MEMORY, [("e", "alice"), ("d", "bob")]) == "d"
+        assert parts.claim(conn, owners, parts.ENTITY, [("d", "bob")]) is None  # another kind, another space
