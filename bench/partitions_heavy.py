@@ -4,11 +4,12 @@ Both stores live on one server and get the same synthetic memories (`scale_store
 user, many light users, 384-d vectors), each write and each search run on one store and then the
 other (alternating which goes first), so a busy machine slows both alike. Figures per layout:
 
-- load: memories/s of `put` batches inside `bulk_load()` (no HNSW inserts), then of batches into the
-  heavy user with the HNSW index live, and into light users;
+- load: memories/s of `put` batches inside `bulk_load()` (no HNSW inserts), then of batches of 50
+  into the heavy user with the HNSW index live, and of 5 memories of one light user each;
 - search: `store.search` p50 / p95 of the heavy user through the database (`user_index_rows=0`:
   the statistics, common terms bounded, the HNSW walk) and held in the process (the default), and
-  of light users through the database; how many heavy-user searches returned the same ids in both.
+  of light users through the database; how many searches returned the same ids in both layouts,
+  and the share of ids both returned (the HNSW walk is approximate, over two graphs built apart).
 
     PYTHONPATH=. python bench/partitions_heavy.py [--heavy 30000] [--light-users 200] [--partitions 8]
 """
@@ -64,9 +65,10 @@ def load(stores: dict[str, PostgresStore], args: argparse.Namespace, corpus: Cor
         timed_puts(stores, heavy + light, totals)
     n = args.heavy + args.light_users * 50
     report["bulk_load_per_s"] = {name: round(n / totals[name]) for name in LAYOUTS}
+    light_users = [f"user-{i:06d}" for i in range(args.light_users)]
     for what, batches in (("heavy", [(renamed(m, "heavy", "hx"), v) for m, v in _batches(corpus, 1000, 1, 50, 3)]),
-                          ("light", [(renamed(m, None, "lx"), v)
-                                     for m, v in _batches(corpus, 1000, args.light_users, 50, 4)])):
+                          ("light", [(renamed(m, light_users[n % len(light_users)], "lx"), v)  # a user's 5
+                                     for n, (m, v) in enumerate(_batches(corpus, 1000, 1, 5, 4))])):
         totals = dict.fromkeys(LAYOUTS, 0.0)
         timed_puts(stores, batches, totals)
         report[f"write_{what}_per_s"] = {name: round(1000 / totals[name]) for name in LAYOUTS}
@@ -77,7 +79,7 @@ def searches(stores: dict[str, PostgresStore], corpus: Corpus, users: list[str],
              agreement: bool) -> dict[str, Any]:
     rng = np.random.default_rng(5)
     times: dict[str, list[float]] = {name: [] for name in LAYOUTS}
-    same = 0
+    same, overlap = 0, 0.0
     for n in range(queries + 10):
         request = SearchRequest(user_id=users[int(rng.integers(len(users)))], text=corpus.query(),
                                 vector=corpus.vectors(1)[0], filter=MemoryFilter(), limit=60)
@@ -87,10 +89,14 @@ def searches(stores: dict[str, PostgresStore], corpus: Corpus, users: list[str],
             found[name] = [c.memory.id for c in stores[name].search(request)]
             if n >= 10:  # the first ten warm up
                 times[name].append((time.perf_counter() - start) * 1000.0)
-        same += n >= 10 and found["unpartitioned"] == found["partitioned"]
+        if n >= 10:
+            same += found["unpartitioned"] == found["partitioned"]
+            shared = set(found["unpartitioned"]) & set(found["partitioned"])
+            overlap += len(shared) / max(len(found["unpartitioned"]), 1)
     out: dict[str, Any] = {name: _percentiles(values) for name, values in times.items()}
     if agreement:
         out["same_ids"] = f"{same} of {queries}"
+        out["shared_ids"] = round(overlap / queries, 3)
     return out
 
 

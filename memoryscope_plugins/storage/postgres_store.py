@@ -683,10 +683,15 @@ class PostgresStore(StoreBase):
         if self.embedding_model is None:
             return set()
         adding = Counter(m.user_id for m in memories)
-        counted = self._q("SELECT count(*) FROM (SELECT 1 FROM {memories} m WHERE m.user_id = %s LIMIT %s) x")
-        # one statement per user (a batch is nearly always one user's), each on the user's rows only
-        return {u for u, n in sorted(adding.items())
-                if int(_scalar(conn.execute(counted, (u, self.exact_vector_rows + 1)))) + n > self.exact_vector_rows}
+        if len(adding) == 1:  # nearly every batch: a statement on that user's rows (partition) only
+            [(user_id, n)] = adding.items()
+            counted = self._q("SELECT count(*) FROM (SELECT 1 FROM {memories} m WHERE m.user_id = %s LIMIT %s) x")
+            return {user_id} if int(_scalar(conn.execute(counted, (user_id, self.exact_vector_rows + 1)))) + n \
+                > self.exact_vector_rows else set()
+        counts: dict[str, int] = dict(conn.execute(self._q(
+            "SELECT u, (SELECT count(*) FROM (SELECT 1 FROM {memories} m WHERE m.user_id = u LIMIT %s) x) "
+            "FROM unnest(%s::text[]) u"), (self.exact_vector_rows + 1, sorted(adding))).fetchall())
+        return {u for u, n in adding.items() if int(counts.get(u, 0)) + n > self.exact_vector_rows}
 
     def _commit(self, memories: Sequence[Memory], vectors: VectorRows | None,
                 done_message_ids: Sequence[str], lease: Lease | None = None,
