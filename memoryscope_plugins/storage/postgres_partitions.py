@@ -17,9 +17,11 @@ and unique constraint of a partitioned table to include the partition key:
   (`set_vectors`, `mark_messages`, a consolidation's done messages) find their users there.
 - the statistics triggers and the write order ``seq`` take a per-user advisory lock (held to
   commit) instead of one lock for the whole store: writers of different users no longer wait for
-  each other, and a user's rows still get their ``seq`` in commit order. A statement that writes
-  several users' rows takes their locks in user order first (`lock_users`), so no two writers
-  wait on each other's locks.
+  each other, and a user's rows still get their ``seq`` in commit order. Every write transaction
+  takes the locks of all the users it writes first, in user order (`lock_users`), so no two
+  writers wait on each other's locks.
+- a message logged without its ``owners`` row (by a release before this layout) is still found by
+  id, reading every partition for it (`PostgresStore._messages_by_user`).
 
 The schema is created at the current schema version in one go (`ddl`); `SCHEMA_VERSION` changes
 that come later must bring both layouts along.

@@ -19,6 +19,10 @@ Layout (every table name starts with the configured prefix, default ``memoryscop
   when the row is free, expired or already ours (the database clock decides expiry), so one
   user's consolidation runs in one process at a time across processes and hosts.
 
+With ``partitions`` (chosen when the tables are created, recorded in ``meta``) every per-user table
+is hash-partitioned by user, each statement of one user names that user so it reads one partition,
+and the ids' owners are kept in ``owners``: see `postgres_partitions`.
+
 Search reads the user's statistics and runs both channels in one SQL statement (CTEs; planned as
 for a user with no common query term, and run again with the statistics when they call for another
 plan): full text ranked by BM25 as the embedded store ranks it, bounded per query term, and vectors
