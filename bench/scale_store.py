@@ -192,9 +192,13 @@ def open_store(args: argparse.Namespace) -> Iterator[tuple[Any, dict[str, Any]]]
         import psycopg
         # fresh tables, dropped at the end unless --keep; or the tables of an earlier --keep run
         prefix = args.existing_prefix or f"scale_{uuid.uuid4().hex[:6]}_"
+        # given only when asked for, so the script also runs against releases without them
+        options = {name: value for name, value in (("partitions", args.partitions),
+                                                   ("user_index_rows", args.user_index_rows)) if value is not None}
         pg_store = PostgresStore(dsn, embedding_model=EMBEDDER_NAME, table_prefix=prefix,
-                                 pool_max_size=max(4, args.writers + 2))
+                                 pool_max_size=max(4, args.writers + 2), **options)
         info["prefix"] = prefix
+        info["partitions"] = getattr(pg_store, "partitions", 0)
 
         def size() -> int:
             with psycopg.connect(dsn) as conn:
@@ -235,6 +239,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with open_store(args) as (store, info):
         report["server"] = info.get("server")
         report["pg_prefix"] = info.get("prefix")
+        report["pg_partitions"] = info.get("partitions")
         if args.existing_prefix:  # measure retrieval on tables loaded before
             report["ingest_per_s"] = None
             report["size_bytes"] = info["size_fn"]()
@@ -353,6 +358,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="ingest inside PostgresStore.bulk_load() "
                              "(HNSW built once at the end, included in the time)")
     parser.add_argument("--pg-maintenance-mem", default="4GB", help="maintenance_work_mem for the bulk HNSW build")
+    parser.add_argument("--partitions", type=int, default=None,
+                        help="postgres: the new tables' partitions by user (store.partitions; default unpartitioned)")
+    parser.add_argument("--user-index-rows", type=int, default=None,
+                        help="postgres: users up to this many memories are searched in the process (default "
+                             "200,000; 0: every search by the database)")
     parser.add_argument("--dir", help="folder for the SQLite file / embedded PostgreSQL data")
     parser.add_argument("--existing-prefix", help="with --dsn: skip ingest, measure retrieval on these tables "
                         "(kept by an earlier --keep run, or loaded otherwise)")

@@ -23,6 +23,8 @@ def default_home() -> Path:
     return Path(os.environ.get("MEMORYSCOPE_HOME", Path.home() / ".memoryscope"))
 
 
+MAX_PARTITIONS = 1024  # `StoreSettings.partitions`
+
 # environment variables with the MEMORYSCOPE_ prefix that are not settings (README.md, Configure)
 NOT_SETTINGS = frozenset({"HOME", "CONFIG", "SERVER_KEYS", "LOCAL_EMBEDDER_PATH", "EXAMPLES_LIVE"})
 
@@ -83,6 +85,18 @@ class StoreSettings(Section):
                 raise ValueError(f"store.read_urls[{i}] is store.url itself: list only the standbys")
         if len(set(self.read_urls)) != len(self.read_urls):
             raise ValueError("store.read_urls lists a standby twice")
+        return self
+
+    partitions: int | None = Field(None, ge=0, le=MAX_PARTITIONS, description="postgres: split the per-user "
+                                   "tables into this many partitions by a hash of the user id when they are created "
+                                   "(0: one table each); unset: follow the layout the tables have (a new store: "
+                                   "unpartitioned). A store keeps its layout: `migrate --partitions N` copies it "
+                                   "into another (docs/storage.md)")
+
+    @model_validator(mode="after")
+    def _partitions_are_postgres_only(self) -> "StoreSettings":
+        if self.partitions and self.backend != "postgres":
+            raise ValueError(f"store.partitions applies to the postgres backend only, not {self.backend}")
         return self
 
     def sqlite_path(self) -> Path:

@@ -13,7 +13,7 @@ _SHOWN_USERS = 20
 
 def add_parser(sub: CommandGroup) -> None:
     """Add ``migrate`` to the CLI's subparsers."""
-    from ..storage.migrate import BATCH_SIZES, SAMPLES
+    from ..storage.migrate import BATCH_SIZES, MAX_PARTITIONS, SAMPLES
     p = sub.add_parser(
         "migrate", help="copy every user, memory, vector and message from one store to another",
         description="Copy a whole store into another (SQLite, PostgreSQL, Elasticsearch), resumable, and verify it. "
@@ -29,6 +29,9 @@ def add_parser(sub: CommandGroup) -> None:
     p.add_argument("--sample", type=int_between(*SAMPLES), default=5,
                    help=f"memories per user compared field by field at the end, {SAMPLES[0]} to {SAMPLES[1]:,} "
                         "(default 5)")
+    p.add_argument("--partitions", type=int_between(0, MAX_PARTITIONS), default=None, metavar="N",
+                   help="a PostgreSQL target's tables are created with N partitions by user (0: unpartitioned; "
+                        "default: the target's own layout, unpartitioned when new); the source is read as it is")
     p.add_argument("--embedding-model", default=None,
                    help="the embedding model the target will be used with (to say whether it will re-embed)")
     p.set_defaults(func=cmd_migrate)
@@ -42,7 +45,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             print(f"  {step.user}: {step.phase} batch {step.batches}", file=sys.stderr)
 
     report = migrate(args.source, args.target, dry_run=args.dry_run, force=args.force, resume=args.resume,
-                     batch_size=args.batch_size, sample=args.sample, on_batch=progress)
+                     batch_size=args.batch_size, sample=args.sample, on_batch=progress, partitions=args.partitions)
     if report.dry_run:
         print(f"dry run: {report.source} holds {report.users:,} users, {report.memories:,} memories "
               f"({report.vectors:,} with vectors), {report.messages:,} messages; nothing written")

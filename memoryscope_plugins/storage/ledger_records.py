@@ -34,11 +34,11 @@ WRITES = {"entities": (ENTITY_COLUMNS, ("id",)),
           "profile": (PROFILE_COLUMNS, ("id",))}
 
 
-def upsert_sql(table: str, name: str, mark: str) -> str:
+def upsert_sql(table: str, name: str, mark: str, key: Sequence[str] | None = None) -> str:
     """The SQL stores' upsert of one `WRITES` table (`name`) as `table` (its name in the statement)
-    with parameter marker `mark`; a row of another user is left as it is (the store has refused
-    such ids before)."""
-    columns, key = WRITES[name]
+    with parameter marker `mark`, on the table's key (or `key`); a row of another user is left as it
+    is (the store has refused such ids before)."""
+    columns, key = WRITES[name][0], key or WRITES[name][1]
     sets = ", ".join(f"{c}=excluded.{c}" for c in columns if c not in key and c != "user_id")
     return (f"INSERT INTO {table} AS t ({', '.join(columns)}) VALUES ({', '.join([mark] * len(columns))}) "
             f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {sets} WHERE t.user_id = excluded.user_id")

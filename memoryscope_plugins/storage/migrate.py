@@ -9,6 +9,10 @@ Stores are named by URL (`open_url`): a SQLite file path or ``sqlite:///path``,
 ``postgresql://...`` (or ``postgres://``), ``http(s)://...`` for Elasticsearch; a fragment
 ``#name`` sets the table or index prefix (`StoreSettings.index_prefix`).
 
+A PostgreSQL store keeps the table layout it was created with (`StoreSettings.partitions`); a
+copy moves it into the other one: ``migrate(src, dst, partitions=8)`` creates the target's tables
+with 8 partitions by user (0: unpartitioned), and the source is read in whatever layout it has.
+
 The copy goes user by user (sorted ids) and batch by batch in insertion order, through the
 target's ordinary writes (`put` with vectors, `copy_messages`), so its indexes are built as for
 any write; a target with a `bulk_load()` (PostgreSQL) is written inside it, so its vector indexes
@@ -40,6 +44,7 @@ import numpy as np
 
 from ..errors import ConfigError, MemoryScopeError, ValidationError
 from ..log_hygiene import without_password
+from ..settings import MAX_PARTITIONS
 from ..types import Memory, MemoryStatus
 from ..validation import check_int
 from .base import LedgerChanges, MemoryFilter, StoredMessage
@@ -57,23 +62,28 @@ class MigrationError(MemoryScopeError):
 
 
 # -- naming stores -------------------------------------------------------------------------------
-def settings_for_url(url: str):
-    """The `StoreSettings` a store URL names (see the module docstring for the forms)."""
+def settings_for_url(url: str, *, partitions: int | None = None):
+    """The `StoreSettings` a store URL names (see the module docstring for the forms), with the
+    PostgreSQL table layout `partitions` (None: the store's own; see `StoreSettings.partitions`)."""
     from ..settings import StoreSettings
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    extra = {"index_prefix": parts.fragment} if parts.fragment else {}
+    extra: dict[str, object] = {"index_prefix": parts.fragment} if parts.fragment else {}
+    if partitions is not None:
+        if scheme not in ("postgresql", "postgres") and partitions:
+            raise ValidationError(f"partitions apply to a PostgreSQL store only, not {describe_url(url)}")
+        extra["partitions"] = partitions
     bare = urlunsplit(parts._replace(fragment=""))
     if scheme in ("postgresql", "postgres"):
         return StoreSettings(backend="postgres", url=bare, **extra)
     if scheme in ("http", "https"):
         return StoreSettings(backend="elasticsearch", url=bare, **extra)
     if scheme == "sqlite":
-        return StoreSettings(backend="sqlite", path=Path(parts.path))
+        return StoreSettings(backend="sqlite", path=Path(parts.path), partitions=extra.get("partitions"))
     if scheme and len(scheme) > 1:  # one letter: a Windows drive
         raise ConfigError(f"unknown store URL scheme {scheme!r}: use a SQLite file path or sqlite:///path, "
                           "postgresql://..., or http(s)://... for Elasticsearch")
-    return StoreSettings(backend="sqlite", path=Path(url))
+    return StoreSettings(backend="sqlite", path=Path(url), partitions=extra.get("partitions"))
 
 
 def _store_url(value: object, what: str) -> str:
@@ -90,10 +100,11 @@ def describe_url(url: str) -> str:
     return without_password(url)
 
 
-def open_url(url: str, *, must_exist: bool = False) -> StoreBase:
-    """Open the store `url` names (with `must_exist`, a SQLite file must already be there)."""
+def open_url(url: str, *, must_exist: bool = False, partitions: int | None = None) -> StoreBase:
+    """Open the store `url` names (with `must_exist`, a SQLite file must already be there; with
+    `partitions`, a new PostgreSQL store gets that layout and an existing one must have it)."""
     from .registry import build_store, check_store_exists
-    cfg = settings_for_url(url)
+    cfg = settings_for_url(url, partitions=partitions)
     if must_exist:
         check_store_exists(cfg)
     store = build_store(cfg)
@@ -375,20 +386,24 @@ def same_vector(a: np.ndarray | None, b: np.ndarray | None) -> bool:
 
 def migrate(source_url: str | os.PathLike[str], target_url: str | os.PathLike[str], *, dry_run: bool = False,
             force: bool = False, resume: bool = False, batch_size: int = 500, sample: int = 5,
-            on_batch: Callable[[Progress], None] | None = None) -> MigrationReport:
+            on_batch: Callable[[Progress], None] | None = None, partitions: int | None = None) -> MigrationReport:
     """Copy the store at `source_url` into the one at `target_url` and verify it (see the module
     docstring); with `dry_run`, only count what would be copied. `MigrationError` when the target
     holds data (unless `force`) or an unfinished migration (unless `resume`); `ValidationError`, before
     either store is opened, for a `batch_size` outside `BATCH_SIZES`, a `sample` outside `SAMPLES` or a
-    URL that is not a string or a path."""
+    URL that is not a string or a path, or `partitions` (the layout of a PostgreSQL target's new tables, see
+    the module docstring) outside 0 to `MAX_PARTITIONS` or with a target that is not PostgreSQL."""
     source_url, target_url = _store_url(source_url, "source_url"), _store_url(target_url, "target_url")
     check_int(batch_size, "batch_size", *BATCH_SIZES)
     check_int(sample, "sample", *SAMPLES)
+    if partitions is not None:
+        check_int(partitions, "partitions", 0, MAX_PARTITIONS)
+        settings_for_url(target_url, partitions=partitions)  # a PostgreSQL target, before anything is opened
     source_label, target_label = describe_url(source_url), describe_url(target_url)
     with open_url(source_url, must_exist=True) as source:
         if dry_run:  # the target is not even opened: opening creates a SQLite file or tables
             return survey(source, MigrationReport(source_label, target_label, dry_run=True), batch_size)
-        with open_url(target_url) as target:
+        with open_url(target_url, partitions=partitions) as target:
             migration = Migration(source, target, source_label=source_label, target_label=target_label,
                                   batch_size=batch_size, on_batch=on_batch)
             progress = migration.start(force=force, resume=resume)

@@ -11,7 +11,7 @@ import psycopg
 from psycopg import sql
 
 from ..types import Entity, EntityMention, ProfileValue
-from . import ledger_records as lr
+from . import ledger_records as lr, postgres_partitions as parts
 from .base import LedgerChanges, LedgerEdit
 from .core import BoundReader
 from .timecodes import aware
@@ -61,6 +61,9 @@ TABLES = tuple(lr.WRITES)  # entities, mentions, profile
 
 
 _UPSERT_ENTITY, _UPSERT_MENTION, _UPSERT_PROFILE = (lr.upsert_sql(f"{{{t}}}", t, "%s") for t in TABLES)
+# the partitioned layout's (`postgres_partitions`): on keys that start with the user
+_UPSERTS_PARTITIONED = {t: lr.upsert_sql(f"{{{t}}}", t, "%s", parts.conflict_key(lr.WRITES[t][1])) for t in TABLES}
+_OWNER_KIND = {"entities": parts.ENTITY, "profile": parts.PROFILE}
 _FIGURES = ("SELECT entity_id, count(*) FILTER (WHERE counted), "
             "COALESCE(min(said_ts) FILTER (WHERE counted), min(said_ts)), "
             "COALESCE(max(said_ts) FILTER (WHERE counted), max(said_ts)), max(event_ts) FROM {mentions} ")
@@ -72,7 +75,11 @@ class PostgresLedger:
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
-        self.names = {t: sql.Identifier(prefix + t) for t in (*TABLES, "memories", "messages")}
+        self.names = {t: sql.Identifier(prefix + t) for t in (*TABLES, "memories", "messages", "owners")}
+        self.partitioned = False  # the store's layout, set when it opens
+
+    def _upsert(self, table: str, default: str) -> sql.Composed:
+        return self.q(_UPSERTS_PARTITIONED[table] if self.partitioned else default)
 
     def q(self, template: str) -> sql.Composed:
         return sql.SQL(template).format(**self.names)
@@ -86,24 +93,26 @@ class PostgresLedger:
         with conn.cursor() as cur:
             if changes.entities:
                 # rows in key order, so concurrent writers take their row locks in one order
-                cur.executemany(self.q(_UPSERT_ENTITY),
+                cur.executemany(self._upsert("entities", _UPSERT_ENTITY),
                                 [lr.entity_values(e) for e in sorted(changes.entities, key=lambda e: e.id)])
             if changes.removed_entities:
                 removed = sorted(set(changes.removed_entities))
                 cur.execute(self.q("DELETE FROM {mentions} WHERE user_id = %s AND entity_id = ANY(%s)"),
                             (user, removed))
                 cur.execute(self.q("DELETE FROM {entities} WHERE user_id = %s AND id = ANY(%s)"), (user, removed))
+                if self.partitioned:
+                    parts.release(conn, self.names["owners"], parts.ENTITY, user, removed)
             if changes.relinked_memories:
                 self.delete_mentions_of(conn, user, changes.relinked_memories)
             if changes.mentions:
                 memories = self._owned(conn, "memories", user, [m.memory_id for m in changes.mentions])
                 entities = self._owned(conn, "entities", user, [m.entity_id for m in changes.mentions])
                 lr.refuse_unknown(lr.unknown_mentions(changes, memories, entities), user)
-                cur.executemany(self.q(_UPSERT_MENTION), [
+                cur.executemany(self._upsert("mentions", _UPSERT_MENTION), [
                     (*lr.mention_values(m), aware(m.said_at), aware(m.event_at))
                     for m in sorted(changes.mentions, key=lambda m: (m.entity_id, m.memory_id))])
             if changes.profile:
-                cur.executemany(self.q(_UPSERT_PROFILE),
+                cur.executemany(self._upsert("profile", _UPSERT_PROFILE),
                                 [lr.profile_row(p) for p in sorted(changes.profile, key=lambda p: p.id)])
 
     def edit(self, conn: psycopg.Connection, user_id: str, edit: LedgerEdit) -> LedgerChanges | None:
@@ -122,6 +131,11 @@ class PostgresLedger:
 
     def _foreign(self, conn: psycopg.Connection, table: str, user_id: str, ids: Sequence[str]) -> None:
         if not ids:
+            return
+        if self.partitioned:  # each id's owner recorded (or found) in `owners`
+            taken = parts.claim(conn, self.names["owners"], _OWNER_KIND[table], ((i, user_id) for i in ids))
+            if taken is not None:
+                raise ValueError(f"{table} id {taken!r} belongs to another user")
             return
         row = conn.execute(self.q(f"SELECT id FROM {{{table}}} WHERE user_id <> %s AND id = ANY(%s) LIMIT 1"),
                            (user_id, sorted(set(ids)))).fetchone()

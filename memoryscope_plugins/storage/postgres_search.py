@@ -154,6 +154,10 @@ def presumed_text_ctes(terms: Sequence[str], where: str, params: dict[str, Any])
     return _text(list(terms), list(terms), [], weights, "st.avgdl", where, params, 0, gate=GATE, source=", st")
 
 
+# the rows of a search found by rowid: in the partitioned layout also by user, so one partition is read
+# (the statement's `{same_user}`); the unpartitioned layout's statements stay as they were
+SAME_USER = "m.user_id = %(user_id)s AND "
+
 # the gate of the one statement's branches: a pseudo-constant, so PostgreSQL runs a branch only when true
 GATE = " AND (SELECT st.ok FROM st)"
 MIN_AVGDL = 1e-9
@@ -183,11 +187,13 @@ def _text(terms: list[str], rare: list[str], common: list[str], weights: list[st
         parts.append(f"CASE WHEN s.tf{i} IS NOT NULL THEN {weight} * s.tf{i} * %(k1_plus_1)s / (s.tf{i} + "
                      f"%(k1)s * (%(one_minus_b)s + %(b)s * s.dl / {avgdl})) ELSE 0 END")
     # each row's term frequencies computed once, in a subquery kept apart ("OFFSET 0"): pulled up,
-    # its expressions would be computed again for every use in the score
+    # its expressions would be computed again for every use in the score. {same_user}: the user's
+    # condition in the partitioned layout (one partition read), nothing otherwise (see `SAME_USER`)
     return (
         f"cand AS ({' UNION '.join(branches)}), "
         f"t0 AS (SELECT s.rowid, ({' + '.join(parts)})::float8 AS score FROM (SELECT m.rowid, m.dl, "
-        f"{', '.join(tfs)} FROM {{memories}} m WHERE m.rowid IN (SELECT rowid FROM cand) OFFSET 0) s{source} "
+        f"{', '.join(tfs)} FROM {{memories}} m WHERE {{same_user}}m.rowid IN (SELECT rowid FROM cand) "
+        f"OFFSET 0) s{source} "
         "ORDER BY score DESC, s.rowid LIMIT %(limit)s), "
         "t AS (SELECT rowid, score, row_number() OVER (ORDER BY score DESC, rowid) AS rank FROM t0)")
 

@@ -19,6 +19,10 @@ Layout (every table name starts with the configured prefix, default ``memoryscop
   when the row is free, expired or already ours (the database clock decides expiry), so one
   user's consolidation runs in one process at a time across processes and hosts.
 
+With ``partitions`` (chosen when the tables are created, recorded in ``meta``) every per-user table
+is hash-partitioned by user, each statement of one user names that user so it reads one partition,
+and the ids' owners are kept in ``owners``: see `postgres_partitions`.
+
 Search reads the user's statistics and runs both channels in one SQL statement (CTEs; planned as
 for a user with no common query term, and run again with the statistics when they call for another
 plan): full text ranked by BM25 as the embedded store ranks it, bounded per query term, and vectors
@@ -58,13 +62,14 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
     raise ImportError("the postgres backend needs: pip install 'memoryscope-plugins[postgres]'") from exc
 
 from .. import metrics
-from ..errors import SchemaVersionError, StoreError, StoreLockedError
+from ..errors import ConfigError, SchemaVersionError, StoreError, StoreLockedError
 from ..indexing import full_text
 from ..log_hygiene import without_password
 from ..types import Entity, EntityMention, Memory, ProfileValue
 from . import (
     base,
     postgres_ledger,
+    postgres_partitions as parts,
     postgres_replicas as replicas,
     postgres_search as pgs,
     read_consistency,
@@ -194,7 +199,7 @@ _PUT_COLUMNS = ("rowid", *records.MEMORY_VALUE_COLUMNS, "created_ts", "event_sta
 _PUT_MEMORY = (
     f"INSERT INTO {{memories}} AS m ({', '.join(_PUT_COLUMNS)}, ann, embedding_model, embedding) "
     f"OVERRIDING SYSTEM VALUE VALUES ({', '.join(['%s'] * (len(_PUT_COLUMNS) - 2))}, %s::tsvector, %s, %s, %s, %s) "
-    "ON CONFLICT (id) DO UPDATE SET "
+    "ON CONFLICT ({key}) DO UPDATE SET "
     + "".join(f"{c}=excluded.{c}, " for c in _PUT_COLUMNS if c not in ("rowid", "id", "user_id"))
     + "ann = m.ann OR excluded.ann, "
     "embedding_model=CASE WHEN %s THEN excluded.embedding_model ELSE m.embedding_model END, "
@@ -285,6 +290,11 @@ class PostgresStore(StoreBase):
         vector_cache_rows: at most this many memories are held in those in-process indexes (least
             recently used users dropped first).
         hnsw_m / hnsw_ef_construction / hnsw_ef_search: HNSW index parameters.
+        partitions: the layout of the tables (`postgres_partitions`): N > 0 splits every per-user
+            table into N partitions by a hash of the user id, 0 keeps one table each; applied when
+            the tables are created. None (the default) follows the layout the tables have (a new
+            store: unpartitioned); a number that differs from it raises `ConfigError` (`migrate`
+            copies a store into the other layout).
         connect_kwargs: extra keyword arguments for `psycopg.connect` (user, password, sslmode ...).
         read_urls: connection strings of hot standbys of `conninfo` (same database, same
             `connect_kwargs`): the reads made inside `read_consistency.reads_from("replica")` go to
@@ -300,7 +310,7 @@ class PostgresStore(StoreBase):
                  lock_timeout_s: float = 10.0, connect_timeout_s: float = 10.0, exact_vector_rows: int = 5_000,
                  text_term_rows: int = 1_000, record_cache_rows: int = 20_000, user_index_rows: int = 200_000,
                  vector_cache_rows: int = 250_000, hnsw_m: int = 16,
-                 hnsw_ef_construction: int = 64, hnsw_ef_search: int = 100,
+                 hnsw_ef_construction: int = 64, hnsw_ef_search: int = 100, partitions: int | None = None,
                  connect_kwargs: dict[str, Any] | None = None, read_urls: Sequence[str] = (),
                  max_replica_lag_s: float = 5.0, replica_check_interval_s: float = 1.0) -> None:
         prefix = table_prefix.lower()
@@ -308,6 +318,8 @@ class PostgresStore(StoreBase):
             prefix += "_"
         if not _PREFIX_OK.match(prefix):
             raise ValueError(f"table prefix {table_prefix!r} must be letters, digits and underscores")
+        self._asked_partitions = None if partitions is None else parts.check_partitions(partitions)
+        self.partitions = 0  # the layout found or made by `_init_schema`
         self.embedding_model = embedding_model
         self.prefix = prefix
         self.exact_vector_rows = int(exact_vector_rows)
@@ -355,7 +367,8 @@ class PostgresStore(StoreBase):
     @classmethod
     def from_settings(cls, cfg: Any, *, embedding_model: str | None = None) -> "PostgresStore":
         """Build from `StoreSettings`: ``url`` is the DSN; ``username``/``password`` override it;
-        ``index_prefix`` names the tables; ``ca_certs`` turns on verified TLS; ``read_urls`` and
+        ``index_prefix`` names the tables; ``ca_certs`` turns on verified TLS; ``partitions`` the layout;
+        ``read_urls`` and
         ``max_replica_lag_s``: the read standbys (the same user, password and TLS settings apply to
         them). (``text_search_config`` is no longer read: full text uses the engine's analyser since
         schema version 2.)"""
@@ -371,7 +384,7 @@ class PostgresStore(StoreBase):
             kwargs["sslmode"] = "verify-full" if cfg.verify_certs else "require"
         prefix = re.sub(r"[^a-z0-9_]", "_", (cfg.index_prefix or "memoryscope").lower())
         return cls(cfg.url, embedding_model=embedding_model, table_prefix=prefix,
-                   lock_timeout_s=getattr(cfg, "busy_timeout_s", 10.0),
+                   lock_timeout_s=getattr(cfg, "busy_timeout_s", 10.0), partitions=getattr(cfg, "partitions", None),
                    vector_cache_rows=getattr(cfg, "vector_cache_rows", 250_000), connect_kwargs=kwargs,
                    read_urls=list(getattr(cfg, "read_urls", None) or ()),
                    max_replica_lag_s=getattr(cfg, "max_replica_lag_s", 5.0))
@@ -535,6 +548,9 @@ class PostgresStore(StoreBase):
                 if exists is not None:
                     raise SchemaVersionError(f"a table {self.prefix}memories exists but has no schema version; "
                                              "use another table prefix")
+            if self._layout(conn, version):
+                version = parts.DDL_VERSION  # the later versions' steps follow, as on any store
+            self._ledger.partitioned = self.partitions > 0
             # version 1's generated column, dropped by version 2, needs a configuration that always exists
             cfg_literal = sql.Literal("simple").as_string(conn)
             upgraded_from = version
@@ -554,6 +570,30 @@ class PostgresStore(StoreBase):
                 # first: CREATE INDEX IF NOT EXISTS would lock the table against writers even so)
                 if _scalar(conn.execute("SELECT to_regclass(%s)", (self._index_name(model, dim),))) is None:
                     self._create_vector_index(conn, model, dim)
+
+    def _layout(self, conn: psycopg.Connection, version: int) -> bool:
+        """Set `partitions` from the stored layout, or for a new store (`version` 0) from the one
+        asked for, creating the partitioned tables at `parts.DDL_VERSION` (True when it did)."""
+        if version == 0:
+            self.partitions = self._asked_partitions or 0
+            if not self.partitions:
+                return False
+            for step in parts.ddl(self.partitions):
+                conn.execute(step.format(p=self.prefix))
+            conn.execute(self._q("INSERT INTO {meta}(key, value) VALUES('schema_version', %s), (%s, %s)"),
+                         (str(parts.DDL_VERSION), parts.LAYOUT_KEY, str(self.partitions)))
+            return True
+        row = conn.execute(self._q("SELECT value FROM {meta} WHERE key = %s"), (parts.LAYOUT_KEY,)).fetchone()
+        self.partitions = 0 if row is None else int(row[0])
+        asked = self._asked_partitions
+        if asked is not None and asked != self.partitions:
+            def shape(n: int) -> str:
+                return f"{n} partitions" if n else "no partitions"
+            raise ConfigError(f"the PostgreSQL tables {self.prefix}* have {shape(self.partitions)}, but "
+                              f"store.partitions asks for {shape(asked)}: a store keeps the layout it was "
+                              "created with; leave store.partitions unset to follow it, or copy the store "
+                              "into a new table prefix with `memoryscope-plugins migrate --partitions N`")
+        return False
 
     def _upgrade_to_2(self, conn: psycopg.Connection) -> None:
         """Version 1 -> 2 in Python: every row's analysed terms, the `ann` mark of large users' rows,
@@ -711,8 +751,11 @@ class PostgresStore(StoreBase):
                 replace_vector, replace_vector,
             ))
         params.sort(key=lambda p: p[1])  # by id
+        if self.partitions:
+            self._claim(conn, parts.MEMORY, [(p[1], p[2]) for p in params], "memory")
+        key = "user_id, id" if self.partitions else "id"
         with conn.cursor() as cur:
-            cur.executemany(self._q(_PUT_MEMORY), params, returning=True)
+            cur.executemany(self._q(_PUT_MEMORY, key=sql.SQL(key)), params, returning=True)
             written = 0
             while True:
                 if cur.fetchone() is not None:
@@ -727,9 +770,24 @@ class PostgresStore(StoreBase):
             # the user's older rows join the index a bounded number per write (the rest are
             # searched exactly meanwhile); rows another transaction holds are left for later
             conn.execute(self._q(
-                "UPDATE {memories} SET ann = true WHERE rowid IN (SELECT rowid FROM {memories} "
+                "UPDATE {memories} SET ann = true WHERE user_id = %s AND rowid IN (SELECT rowid FROM {memories} "
                 "WHERE user_id = %s AND NOT ann ORDER BY rowid LIMIT %s FOR UPDATE SKIP LOCKED)"),
-                (user_id, max(2 * len(params), 500)))
+                (user_id, user_id, max(2 * len(params), 500)))
+
+    def _lock_writers(self, conn: psycopg.Connection, memories: Sequence[Memory], ledger: LedgerChanges | None,
+                      users: builtins.list[str]) -> None:
+        """In the partitioned layout, the write locks of every user a transaction writes (`users`, the
+        users of `memories` and of `ledger`), taken first and in user order."""
+        if self.partitions:
+            users = [*users, *(m.user_id for m in memories), *([ledger.user_id] if ledger is not None else [])]
+            parts.lock_users(conn, self.prefix, users)
+
+    def _claim(self, conn: psycopg.Connection, kind: str, pairs: Sequence[tuple[str, str]], what: str) -> None:
+        """The partitioned layout's writes of (id, user) pairs of `kind`: their owners recorded;
+        `ValueError` for an id of another user."""
+        taken = parts.claim(conn, self._t("owners"), kind, pairs)
+        if taken is not None:
+            raise ValueError(f"{what} id {taken!r} belongs to another user")
 
     def _indexed_users(self, conn: psycopg.Connection, memories: Sequence[Memory]) -> set[str]:
         """The users of `memories` whose rows go into the HNSW index: those with more than
@@ -737,6 +795,11 @@ class PostgresStore(StoreBase):
         if self.embedding_model is None:
             return set()
         adding = Counter(m.user_id for m in memories)
+        if len(adding) == 1:  # nearly every batch: a statement on that user's rows (partition) only
+            [(user_id, n)] = adding.items()
+            counted = self._q("SELECT count(*) FROM (SELECT 1 FROM {memories} m WHERE m.user_id = %s LIMIT %s) x")
+            return {user_id} if int(_scalar(conn.execute(counted, (user_id, self.exact_vector_rows + 1)))) + n \
+                > self.exact_vector_rows else set()
         counts: dict[str, int] = dict(conn.execute(self._q(
             "SELECT u, (SELECT count(*) FROM (SELECT 1 FROM {memories} m WHERE m.user_id = u LIMIT %s) x) "
             "FROM unnest(%s::text[]) u"), (self.exact_vector_rows + 1, sorted(adding))).fetchall())
@@ -748,13 +811,15 @@ class PostgresStore(StoreBase):
         if not memories and not done_message_ids and ledger is None:
             return
         with self._tx(_users_of(memories, ledger)) as conn:
+            done = self._messages_by_user(conn, done_message_ids)
+            self._lock_writers(conn, memories, ledger, [u for u, _ in done if u is not None])
             self._put_in(conn, memories, vectors)
             if ledger is not None:
                 self._ledger.apply(conn, ledger)
-            if done_message_ids:
-                self._lock_messages(conn, done_message_ids)
-                conn.execute(self._q("UPDATE {messages} SET state=%s WHERE id = ANY(%s)"),
-                             (DONE, sorted(set(done_message_ids))))
+            for user_id, group in done:
+                self._lock_messages(conn, group, user_id)
+                conn.execute(self._q(f"UPDATE {{messages}} SET state=%s WHERE id = ANY(%s){self._of(user_id)}"),
+                             (DONE, group, *self._user(user_id)))
             if lease is not None:
                 # last, so locks are taken in delete_user's order (memories, messages, lease); the
                 # row stays locked until this commits, so no takeover lands in between
@@ -773,32 +838,53 @@ class PostgresStore(StoreBase):
                 for dim in sorted({v.shape[0] for v in rows if v is not None}):
                     self._ensure_space(conn, model, dim)
             pairs = sorted(((i, v) for i, v in zip(ids, rows) if v is not None), key=lambda p: p[0])
+            if not self.partitions:
+                with conn.cursor() as cur:
+                    cur.executemany(self._q("UPDATE {memories} SET embedding=%s, embedding_model=%s WHERE id=%s"),
+                                    [(_PgVector.stored(v), model, i) for i, v in pairs])
+                return
+            # the partitioned layout: each row found in its user's partition
+            owner = {i: u for u, group in parts.owners_of(conn, self._t("owners"), parts.MEMORY,
+                                                           [i for i, _ in pairs]).items() for i in group}
+            parts.lock_users(conn, self.prefix, owner.values())
             with conn.cursor() as cur:
-                cur.executemany(self._q("UPDATE {memories} SET embedding=%s, embedding_model=%s WHERE id=%s"),
-                                [(_PgVector.stored(v), model, i) for i, v in pairs])
+                cur.executemany(self._q("UPDATE {memories} SET embedding=%s, embedding_model=%s "
+                                        "WHERE user_id=%s AND id=%s"),
+                                [(_PgVector.stored(v), model, owner[i], i) for i, v in pairs if i in owner])
 
     def delete(self, user_id: str, ids: Sequence[str]) -> int:
         if not ids:
             return 0
         with self._tx([user_id]) as conn:
-            conn.execute(self._q("SELECT 1 FROM {memories} WHERE id = ANY(%s) ORDER BY id FOR UPDATE"),
-                         (sorted(set(ids)),))
-            cur = conn.execute(self._q("DELETE FROM {memories} WHERE user_id=%s AND id = ANY(%s)"),
+            if self.partitions:
+                parts.lock_users(conn, self.prefix, [user_id])
+            conn.execute(self._q("SELECT 1 FROM {memories} WHERE user_id=%s AND id = ANY(%s) "
+                                 "ORDER BY id FOR UPDATE"), (user_id, sorted(set(ids))))
+            cur = conn.execute(self._q("DELETE FROM {memories} WHERE user_id=%s AND id = ANY(%s) RETURNING id"),
                                (user_id, sorted(set(ids))))
+            deleted = [r[0] for r in cur.fetchall()]
             self._ledger.delete_mentions_of(conn, user_id, ids)
-            return cur.rowcount
+            if self.partitions:
+                parts.release(conn, self._t("owners"), parts.MEMORY, user_id, deleted)
+            return len(deleted)
 
     def delete_user(self, user_id: str) -> int:
         with self._tx([user_id]) as conn:
+            if self.partitions:
+                parts.lock_users(conn, self.prefix, [user_id])
             deleted = conn.execute(self._q("DELETE FROM {memories} WHERE user_id=%s"), (user_id,)).rowcount
             conn.execute(self._q("DELETE FROM {messages} WHERE user_id=%s"), (user_id,))
             conn.execute(self._q("DELETE FROM {t} WHERE user_id=%s", t=self._t("tool_counters")), (user_id,))
             conn.execute(self._q("DELETE FROM {leases} WHERE user_id=%s"), (user_id,))
             self._ledger.delete_user(conn, user_id)
+            if self.partitions:
+                conn.execute(self._q("DELETE FROM {owners} WHERE user_id=%s", owners=self._t("owners")), (user_id,))
         return deleted
 
     def rename_user(self, old_user_id: str, new_user_id: str) -> int:
         with self._tx([old_user_id, new_user_id]) as conn:
+            if self.partitions:
+                parts.lock_users(conn, self.prefix, [old_user_id, new_user_id])
             conn.execute(self._q("SELECT 1 FROM {memories} WHERE user_id = ANY(%s) ORDER BY id FOR UPDATE"),
                          ([old_user_id, new_user_id],))
             taken = conn.execute(self._q("SELECT 1 FROM {memories} WHERE user_id=%s UNION ALL SELECT 1 FROM "
@@ -812,11 +898,16 @@ class PostgresStore(StoreBase):
                          (new_user_id, old_user_id))
             self._ledger.rename_user(conn, old_user_id, new_user_id)
             conn.execute(self._q("DELETE FROM {leases} WHERE user_id=%s"), (old_user_id,))
+            if self.partitions:
+                conn.execute(self._q("UPDATE {owners} SET user_id=%s WHERE user_id=%s", owners=self._t("owners")),
+                             (new_user_id, old_user_id))
         return moved
 
     # -- the entity ledger and the profile (postgres_ledger) -----------------------------------
     def _edit_ledger(self, user_id: str, edit: base.LedgerEdit) -> LedgerChanges | None:
         with self._tx([user_id]) as conn:
+            if self.partitions:
+                parts.lock_users(conn, self.prefix, [user_id])
             return self._ledger.edit(conn, user_id, edit)
 
     def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
@@ -1044,13 +1135,14 @@ class PostgresStore(StoreBase):
         statement = (
             f"WITH {pgs.STATISTICS_CTES}, {text}, {vector}, {self._HITS}"
             f"SELECT 1 AS part, {self._HIT_COLUMNS}, NULL::bigint, NULL::bigint, NULL::boolean, NULL::text[], "
-            "NULL::boolean FROM hits h JOIN {memories} m ON m.rowid = h.rowid "
+            "NULL::boolean FROM hits h JOIN {memories} m ON {same_user}m.rowid = h.rowid "
             "UNION ALL SELECT 0, NULL, NULL, NULL, NULL, NULL, NULL, st.n, st.dl_sum, st.indexed, st.found, st.ok "
             "FROM st ORDER BY 1, 2 NULLS LAST, 4 NULLS LAST")
         # never server-side prepared: each search is planned with its values anyway, and the
         # statement's text changes with the query's terms (preparing only adds a step)
         rows = conn.execute(self._q(statement, model_lit=sql.Literal(self.embedding_model),
-                                    user_terms=self._t("user_terms"), user_sizes=self._t("user_sizes")),
+                                    user_terms=self._t("user_terms"), user_sizes=self._t("user_sizes"),
+                                    same_user=self._same_user()),
                             params, prepare=False).fetchall()
         if not rows or rows[0][0] != 0:
             raise StoreError("PostgreSQL returned no statistics row for a search")
@@ -1070,9 +1162,13 @@ class PostgresStore(StoreBase):
         if text is pgs.EMPTY_TEXT and vector is pgs.EMPTY_VECTOR:
             return []
         statement = (f"WITH {text}, {vector}, {self._HITS}SELECT {self._HIT_COLUMNS} FROM hits h "
-                     "JOIN {memories} m ON m.rowid = h.rowid ORDER BY h.text_rank NULLS LAST, h.vector_rank NULLS LAST")
-        return conn.execute(self._q(statement, model_lit=sql.Literal(self.embedding_model)), params,
-                            prepare=False).fetchall()
+                     "JOIN {memories} m ON {same_user}m.rowid = h.rowid "
+                     "ORDER BY h.text_rank NULLS LAST, h.vector_rank NULLS LAST")
+        return conn.execute(self._q(statement, model_lit=sql.Literal(self.embedding_model),
+                                    same_user=self._same_user()), params, prepare=False).fetchall()
+
+    def _same_user(self) -> sql.SQL:
+        return sql.SQL(pgs.SAME_USER if self.partitions else "")
 
     def _records(self, conn: psycopg.Connection, user_id: str,
                  versions: builtins.list[tuple[int, int]]) -> dict[int, Memory]:
@@ -1112,6 +1208,9 @@ class PostgresStore(StoreBase):
     def _log(self, rows: Sequence[tuple[Any, ...]], memories: Sequence[Memory], vectors: VectorRows | None,
              ledger: LedgerChanges | None = None) -> None:
         with self._tx(_users_of(memories, ledger)) as conn:
+            self._lock_writers(conn, memories, ledger, [r[1] for r in rows])
+            if self.partitions:
+                self._claim(conn, parts.MESSAGE, [(r[0], r[1]) for r in rows], "message")
             if rows:
                 with conn.cursor() as cur:
                     cur.executemany(self._q(_INSERT_MESSAGE), rows)
@@ -1132,10 +1231,36 @@ class PostgresStore(StoreBase):
                                 values).fetchall()
         return tool_counters.summed(rows)
 
-    def _lock_messages(self, conn: psycopg.Connection, ids: Sequence[str]) -> None:
+    def _lock_messages(self, conn: psycopg.Connection, ids: Sequence[str], user_id: str | None) -> None:
         """Lock message rows in id order before changing them (no lock-order deadlocks)."""
-        conn.execute(self._q("SELECT 1 FROM {messages} WHERE id = ANY(%s) ORDER BY id FOR UPDATE"),
-                     (sorted(set(ids)),))
+        conn.execute(self._q(f"SELECT 1 FROM {{messages}} WHERE id = ANY(%s){self._of(user_id)} "
+                             "ORDER BY id FOR UPDATE"), (sorted(set(ids)), *self._user(user_id)))
+
+    def _messages_by_user(self, conn: psycopg.Connection,
+                          ids: Sequence[str]) -> builtins.list[tuple[str | None, builtins.list[str]]]:
+        """Message ids (sorted) by user: in the partitioned layout, the users `owners` records
+        (ids of no message left out); otherwise all of them, with no user (None)."""
+        if not ids:
+            return []
+        if not self.partitions:
+            return [(None, sorted(set(ids)))]
+        found = parts.owners_of(conn, self._t("owners"), parts.MESSAGE, ids)
+        missing = set(ids).difference(*found.values())
+        if missing:  # logged without their owner (by a release before the layout): found in every partition
+            for user_id, more in conn.execute(self._q("SELECT user_id, array_agg(id) FROM {messages} "
+                                                      "WHERE id = ANY(%s) GROUP BY user_id"), (sorted(missing),)):
+                found[user_id] = sorted({*found.get(user_id, []), *more})
+        return sorted(found.items())
+
+    @staticmethod
+    def _of(user_id: str | None) -> str:
+        """The condition on the user of a statement that names rows by id, when the user is known
+        (the partitioned layout: the statement then reads one partition); see `_user`."""
+        return "" if user_id is None else " AND user_id = %s"
+
+    @staticmethod
+    def _user(user_id: str | None) -> tuple[str, ...]:
+        return () if user_id is None else (user_id,)
 
     def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,
                        before_seq: int | None = None, limit: int,
@@ -1156,9 +1281,11 @@ class PostgresStore(StoreBase):
         if not ids:
             return
         with self._tx() as conn:
-            self._lock_messages(conn, ids)
-            conn.execute(self._q("UPDATE {messages} SET state=%s, attempts = attempts + (CASE WHEN %s = %s "
-                                 "THEN 1 ELSE 0 END) WHERE id = ANY(%s)"), (state, state, FAILED, sorted(set(ids))))
+            for user_id, group in self._messages_by_user(conn, ids):
+                self._lock_messages(conn, group, user_id)
+                conn.execute(self._q("UPDATE {messages} SET state=%s, attempts = attempts + (CASE WHEN %s = %s "
+                                     f"THEN 1 ELSE 0 END) WHERE id = ANY(%s){self._of(user_id)}"),
+                             (state, state, FAILED, group, *self._user(user_id)))
 
     def _message_page(self, user_id: str, *, after_seq: int, limit: int) -> builtins.list[StoredMessage]:
         with self._reading() as conn:

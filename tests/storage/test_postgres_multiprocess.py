@@ -36,12 +36,12 @@ def _vector(seed: int) -> np.ndarray:
     return vec / np.linalg.norm(vec)
 
 
-def _writer(dsn: str, worker: int, results) -> None:
+def _writer(dsn: str, worker: int, results, prefix: str = "mp_") -> None:
     from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest
     from memoryscope_plugins.storage.postgres_store import PostgresStore
     from memoryscope_plugins.types import Memory, Message
 
-    store = PostgresStore(dsn, embedding_model="mp-model", table_prefix="mp_", pool_max_size=2)
+    store = PostgresStore(dsn, embedding_model="mp-model", table_prefix=prefix, pool_max_size=2)
     rng = random.Random(worker)
     searches = 0
     try:
@@ -78,14 +78,19 @@ def _writer(dsn: str, worker: int, results) -> None:
         store.close()
 
 
-def test_processes_record_and_retrieve_concurrently(pg_dsn):
+@pytest.mark.parametrize("partitions", [None, 4])
+def test_processes_record_and_retrieve_concurrently(pg_dsn, partitions):
+    """In both table layouts (the partitioned one takes a lock per user, in user order)."""
+    import psycopg
+
     from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest
     from memoryscope_plugins.storage.postgres_store import PostgresStore
 
-    PostgresStore(pg_dsn, embedding_model="mp-model", table_prefix="mp_").close()  # schema made once
+    prefix = "mp_" if partitions is None else f"mp{partitions}_"
+    PostgresStore(pg_dsn, embedding_model="mp-model", table_prefix=prefix, partitions=partitions).close()  # once
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(pg_dsn, w, results)) for w in range(PROCESSES)]
+    procs = [ctx.Process(target=_writer, args=(pg_dsn, w, results, prefix)) for w in range(PROCESSES)]
     for p in procs:
         p.start()
     reports = [results.get(timeout=240) for _ in procs]
@@ -93,8 +98,12 @@ def test_processes_record_and_retrieve_concurrently(pg_dsn):
         p.join(60)
     assert all(r[0] == "ok" for r in reports), reports
 
-    store = PostgresStore(pg_dsn, embedding_model="mp-model", table_prefix="mp_")
+    store = PostgresStore(pg_dsn, embedding_model="mp-model", table_prefix=prefix)
     try:
+        with psycopg.connect(pg_dsn) as conn:  # the statistics kept through it all equal a recount
+            kept = conn.execute(f"SELECT user_id, n, dl_sum FROM {prefix}user_sizes WHERE n <> 0 ORDER BY 1").fetchall()
+            assert kept == conn.execute(f"SELECT user_id, count(*), sum(dl) FROM {prefix}memories GROUP BY 1 "
+                                        "ORDER BY 1").fetchall()
         expected = {f"w{w}-{i}" for w in range(PROCESSES) for i in range(PER_PROCESS)}
         seen: list[str] = []
         for user in USERS:

@@ -17,6 +17,7 @@ from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest
 from memoryscope_plugins.storage.sqlite_store import SQLiteStore
 from memoryscope_plugins.storage.text_analysis import analyse
 from memoryscope_plugins.types import Memory, MemoryType
+from tests.support.servers import pg_partitions
 
 pytest.importorskip("psycopg")
 
@@ -38,6 +39,7 @@ def make_store(dsn):
 
     def factory(prefix: str | None = None, **kwargs):
         kwargs.setdefault("user_index_rows", 0)  # these tests are of the database's search
+        kwargs.setdefault("partitions", pg_partitions())
         store = PostgresStore(dsn, embedding_model="m", table_prefix=prefix or f"ps{next(_counter)}_", **kwargs)
         opened.append(store)
         return store

@@ -15,6 +15,7 @@ import pytest
 from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest
 from memoryscope_plugins.types import Memory, MemoryStatus, MemoryType, TimeRange
 from tests.storage.test_postgres_search import QUERIES, START, corpus
+from tests.support.servers import pg_partitions
 
 pytest.importorskip("psycopg")
 
@@ -32,6 +33,7 @@ def make_store(dsn):
     opened = []
 
     def factory(prefix: str, **kwargs):
+        kwargs.setdefault("partitions", pg_partitions())
         store = PostgresStore(dsn, embedding_model="m", table_prefix=prefix, **kwargs)
         opened.append(store)
         return store

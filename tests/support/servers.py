@@ -35,6 +35,15 @@ from memoryscope_plugins.bench.throwaway_postgres import (  # noqa: F401 - the s
 )
 
 ES_URL_ENV = "MEMORYSCOPE_TEST_ES_URL"
+PG_PARTITIONS_ENV = "MEMORYSCOPE_TEST_PG_PARTITIONS"
+
+
+def pg_partitions() -> int | None:
+    """The layout of the PostgreSQL stores of the search and user-index tests: None (a new store is
+    unpartitioned), or the number in MEMORYSCOPE_TEST_PG_PARTITIONS (to run them on the partitioned
+    layout; the store contract runs on both in every run)."""
+    value = os.environ.get(PG_PARTITIONS_ENV, "").strip()
+    return int(value) if value else None
 
 
 # -- Elasticsearch ---------------------------------------------------------------------------------
