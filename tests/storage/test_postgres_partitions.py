@@ -21,7 +21,16 @@ from memoryscope_plugins.errors import ConfigError, StoreLockedError
 from memoryscope_plugins.storage import postgres_partitions as parts
 from memoryscope_plugins.storage.base import LedgerChanges, MemoryFilter, SearchRequest
 from memoryscope_plugins.storage.leases import Lease
-from memoryscope_plugins.types import Entity, EntityMention, Memory, MemoryType, Message, ProfileValue, TimeRange
+from memoryscope_plugins.types import (
+    Entity,
+    EntityMention,
+    Memory,
+    MemoryType,
+    Message,
+    ProfileValue,
+    TimeRange,
+    ToolCall,
+)
 from tests.storage.test_postgres_search import START, corpus
 
 pytest.importorskip("psycopg")
@@ -243,7 +252,7 @@ def test_each_statement_of_one_user_is_planned_on_one_partition(make_store, dsn,
 # -- migrate into and out of the layout, and the same results in both ------------------------------------------
 def seed(store) -> None:
     """Users of several sizes (text and vectors), a memory without a vector (inserted last), messages
-    pending, done and failed, and a ledger."""
+    pending, done and failed, the agent's tool calls, and a ledger."""
     for n, user in enumerate(("alice", "bob", "chloé")):
         memories, vectors = corpus((120, 40, 12)[n], user=user, seed=n + 11)
         store.put(memories, vectors)
@@ -253,6 +262,11 @@ def seed(store) -> None:
                                        session_id="s1")
         store.mark_messages(logged[:2], "done")
         store.mark_messages(logged[2:3], "failed")
+        store.append_messages(user, "scout", [  # the agent's tool calls: their counters follow the log
+            Message(role="tool", content="", timestamp=START + timedelta(minutes=i),
+                    tool_call=ToolCall(name=f"tool-{i % 2}", arguments={"q": user} if i % 2 else {},
+                                       error=f"failed {i}" if i == 1 else None, duration_ms=5.0 * (i + 1)))
+            for i in range(3 + n)], session_id="s2")
         store.put_ledger(LedgerChanges(
             user, entities=[Entity(id=f"{user}-e1", user_id=user, name="Mel", aliases=["M"])],
             mentions=[EntityMention(f"{user}-e1", memories[0].id, user, said_at=START)],
