@@ -88,6 +88,32 @@ def test_the_layout_is_made_at_creation_recorded_and_kept(make_store, dsn):
         make_store(plain.prefix, partitions=4)
 
 
+def columns_of(dsn: str, prefix: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table of the store `prefix` names: its columns (name, type, nullable, default, identity)."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT c.table_name, c.column_name, c.data_type, c.is_nullable, c.column_default, c.is_identity "
+            "FROM information_schema.columns c JOIN pg_class k ON k.relname = c.table_name "
+            "WHERE c.table_name LIKE %s AND NOT k.relispartition ORDER BY c.table_name, c.ordinal_position",
+            (prefix.replace("_", r"\_") + "%",)).fetchall()
+    tables: dict[str, list[tuple[Any, ...]]] = {}
+    for table, *column in rows:
+        tables.setdefault(table[len(prefix):], []).append(tuple(column))
+    return tables
+
+
+def test_both_layouts_have_the_same_columns_and_tables(make_store, dsn):
+    """The partitioned tables are written out at their current shape, the unpartitioned ones grow by
+    migrations: a column added to one and not the other would show here (the identity sequences
+    and `owners` aside)."""
+    plain, partitioned = make_store(partitions=0), make_store(partitions=4)
+    ours, theirs = columns_of(dsn, plain.prefix), columns_of(dsn, partitioned.prefix)
+    assert set(theirs) - set(ours) == {"owners"} and set(ours) <= set(theirs)
+    assert {"tool_counters", *USER_TABLES} <= set(ours)
+    for table in ours:
+        assert ours[table] == theirs[table], table
+
+
 @pytest.mark.parametrize("value", [-1, parts.MAX_PARTITIONS + 1, "4", 2.0, True])
 def test_a_wrong_number_of_partitions_is_refused(make_store, value):
     with pytest.raises(ValueError, match="partitions"):
