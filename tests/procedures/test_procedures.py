@@ -489,3 +489,23 @@ def test_a_process_without_a_model_queues_the_run_for_the_one_with_it(tmp_path, 
         assert len(procedures_of(worker)) == 1 and [m.state for m in pending_runs(worker)] == ["done"]
     finally:
         worker.close()
+
+
+def test_the_tools_about_to_be_used_find_a_procedure_worded_unlike_the_task(tmp_path, server, teacher,
+                                                                           local_embedder):
+    """The procedures are searched with the task and the tools' names (a procedure names its tools)."""
+    assert procedure_retrieval.procedure_query("plan a trip", ["search_flights", "book_hotel"]) == \
+        "plan a trip search_flights book_hotel"
+    assert procedure_retrieval.procedure_query("plan a trip", []) == "plan a trip"
+    counting = CountingEmbedder(local_embedder)
+    teacher.queue = [answer(GOOD)]
+    engine = make(tmp_path, server, counting)
+    try:
+        engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
+        engine.consolidate()
+        query = "somewhere nice for dinner with my parents on the 12th"
+        result = engine.retrieve("bob", query, agent_id=AGENT, tools=["book_table"])
+        assert [s.memory.metadata["tools"] for s in result.procedures] == [["book_table"]]
+        assert counting.queries.count(query) == 1 and counting.queries.count(f"{query} book_table") == 1
+    finally:
+        engine.close()
