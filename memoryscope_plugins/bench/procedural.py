@@ -153,6 +153,7 @@ def _settings_for(settings: Settings, workdir: Path, *, llm: bool) -> Settings:
 
 BENCH_USER = "bench-user"
 BENCH_AGENT = "bench-agent"  # part (a): one agent holds every procedure of the file
+RETRIEVAL_MODES = ("query", "tools", "all_tools")
 
 
 def run_retrieval(scenarios: Sequence[dict[str, Any]], settings: Settings, workdir: Path) -> dict[str, Any]:
@@ -171,9 +172,11 @@ def run_retrieval(scenarios: Sequence[dict[str, Any]], settings: Settings, workd
                        for i, d in enumerate(scenario.get("distractors") or [])]
             engine.store.put(stored, document_vectors(engine.embedder, stored))
             references[scenario["name"]] = stored[0].id
+        every = sorted({tool for s in scenarios for tool in s["new_task"].get("tools") or []})
         for scenario in scenarios:
             row: dict[str, Any] = {"name": scenario["name"], "language": scenario.get("language", "en")}
-            for mode, tools in (("query", []), ("tools", list(scenario["new_task"].get("tools") or []))):
+            modes = (("query", []), ("tools", list(scenario["new_task"].get("tools") or [])), ("all_tools", every))
+            for mode, tools in modes:
                 result = engine.retrieve(BENCH_USER, scenario["new_task"]["query"], agent_id=agent, tools=tools)
                 ids = [scored.memory.id for scored in result.procedures]
                 wanted = references[scenario["name"]]
@@ -182,7 +185,7 @@ def run_retrieval(scenarios: Sequence[dict[str, Any]], settings: Settings, workd
             rows.append(row)
     out: dict[str, Any] = {"scenarios": rows, "total": len(rows),
                            "procedures": sum(1 + len(s.get("distractors") or []) for s in scenarios)}
-    for mode in ("query", "tools"):
+    for mode in RETRIEVAL_MODES:
         ranks = [row[mode]["rank"] for row in rows]
         out[mode] = {"top1": sum(r == 1 for r in ranks), "top3": sum(r is not None and r <= 3 for r in ranks)}
     return out
@@ -363,7 +366,8 @@ def format_table(report: dict[str, Any]) -> str:
     lines = [f"Procedural benchmark ({report['file']}): {r['total']} new tasks, {r['procedures']} procedures "
              "of one agent", "",
              "| part (a), no model: the reference procedure | top-1 | top-3 | not in the top 3 |", "|---|---|---|---|"]
-    for mode, label in (("query", "retrieve(query)"), ("tools", "retrieve(query, tools=the task's tools)")):
+    for mode, label in zip(RETRIEVAL_MODES, ("retrieve(query)", "retrieve(query, tools=the task's tools)",
+                                              "retrieve(query, tools=every tool of the file)")):
         missed = [row["name"] for row in r["scenarios"] if row[mode]["rank"] is None]
         lines.append(f"| {label} | {_share(r[mode]['top1'], r['total'])} | {_share(r[mode]['top3'], r['total'])} | "
                      f"{', '.join(missed) or '-'} |")

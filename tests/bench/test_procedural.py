@@ -65,6 +65,7 @@ def test_the_retrieval_part_needs_no_model_and_ranks_with_the_tools(tmp_path, ca
     assert main(["bench", "procedural", "--data", str(SCENARIOS), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "| retrieve(query, tools=the task's tools) |" in printed and "not in the top 3 |" in printed
+    assert "| retrieve(query, tools=every tool of the file) |" in printed
     report = json.loads(out.read_text(encoding="utf-8"))
     assert "learning" not in report and report["retrieval"]["procedures"] == 6  # 2 references, 4 distractors
     # each reference is the one procedure of the six that names the task's tools but a distractor
