@@ -175,7 +175,8 @@ def run_retrieval(scenarios: Sequence[dict[str, Any]], settings: Settings, workd
         every = sorted({tool for s in scenarios for tool in s["new_task"].get("tools") or []})
         for scenario in scenarios:
             row: dict[str, Any] = {"name": scenario["name"], "language": scenario.get("language", "en")}
-            modes = (("query", []), ("tools", list(scenario["new_task"].get("tools") or [])), ("all_tools", every))
+            own: list[str] = list(scenario["new_task"].get("tools") or [])
+            modes: tuple[tuple[str, list[str]], ...] = (("query", []), ("tools", own), ("all_tools", every))
             for mode, tools in modes:
                 result = engine.retrieve(BENCH_USER, scenario["new_task"]["query"], agent_id=agent, tools=tools)
                 ids = [scored.memory.id for scored in result.procedures]
