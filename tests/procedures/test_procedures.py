@@ -509,3 +509,19 @@ def test_the_tools_about_to_be_used_find_a_procedure_worded_unlike_the_task(tmp_
         assert counting.queries.count(query) == 1 and counting.queries.count(f"{query} book_table") == 1
     finally:
         engine.close()
+
+
+def test_an_apostrophe_is_no_quote_and_a_quote_may_hold_one(tmp_path, server, teacher, local_embedder):
+    """Measured with the 1.5B model (`bench procedural`): "What's ... 'Porto'" and a faithful nested quote
+    were refused as quotes the run does not hold."""
+    faithful = {**GOOD, "why": "that's why call 2 failed: 'Invalid date 'Friday': expected YYYY-MM-DD'"}
+    made_up = {**GOOD, "when": "a table's day", "why": "the tool said 'No table free tonight'"}
+    teacher.queue = [answer(faithful, made_up)]
+    engine = make(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
+        report = engine.consolidate()
+        assert [p.metadata["why"] for p in procedures_of(engine)] == [faithful["why"]]
+        assert [line.split(":")[0] for line in report.rejected] == ["quotes a text the run does not hold"]
+    finally:
+        engine.close()
