@@ -1,5 +1,5 @@
-"""``bench``: the benchmarks that ship in the CLI (LoCoMo retrieval, consolidation scenarios, question
-answering and its hand labels)."""
+"""``bench``: the benchmarks that ship in the CLI (LoCoMo retrieval, consolidation scenarios, procedures,
+question answering and its hand labels)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,22 @@ def cmd_bench_consolidation(args: argparse.Namespace) -> int:
     from ..bench.consolidation import format_table, run_consolidation_bench
     settings = _settings(args)
     report = run_consolidation_bench(args.scenarios, settings, on_progress=lambda line: print(line, file=sys.stderr))
+    print(format_table(report))
+    if args.out:
+        _write_report(args.out, report)
+    return 0
+
+
+def cmd_bench_procedural(args: argparse.Namespace) -> int:
+    from ..bench.procedural import format_table, run_procedural_bench
+    settings = _settings(args)
+    try:
+        report = run_procedural_bench(args.data, settings, learning=False if args.no_learning else None,
+                                      agent=args.agent, limit=args.limit,
+                                      on_progress=lambda line: print(line, file=sys.stderr))
+    except MemoryScopeError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     print(format_table(report))
     if args.out:
         _write_report(args.out, report)
@@ -123,6 +139,20 @@ def _add_consolidation(bench: Any) -> None:
     p.set_defaults(func=cmd_bench_consolidation)
 
 
+def _add_procedural(bench: Any) -> None:
+    p = bench.add_parser("procedural", help="procedures: retrieval of the right one (no model), and with the "
+                                            "configured LLM what it learns and whether the agent avoids an error")
+    p.add_argument("--data", required=True, help="a JSON list of procedural scenarios (format: docs/benchmarks.md)")
+    p.add_argument("--out", help="write the JSON report here")
+    p.add_argument("--no-learning", action="store_true",
+                   help="only the retrieval part, even with an LLM configured")
+    p.add_argument("--agent", action="store_true",
+                   help="also ask the model, as the agent, for its first tool call on each new task, with and "
+                        "without the procedures retrieved (needs an LLM)")
+    p.add_argument("--limit", type=int, help="the learning and agent parts on the first N scenarios only")
+    p.set_defaults(func=cmd_bench_procedural)
+
+
 def _add_qa(bench: Any) -> None:
     p = bench.add_parser("qa", help="question answering on LoCoMo-format data, judged (J, F1), per context")
     p.add_argument("--data", required=True, help="a file in LoCoMo's locomo10.json format (with answers)")
@@ -166,5 +196,5 @@ def _add_qa_label(bench: Any) -> None:
 def add_parsers(sub: CommandGroup) -> None:
     """Add ``bench`` and its subcommands to the CLI's subparsers."""
     bench = sub.add_group(sub.add_parser("bench", help="benchmarks"), dest="bench", required=True)
-    for add in (_add_locomo, _add_consolidation, _add_qa, _add_qa_label):
+    for add in (_add_locomo, _add_consolidation, _add_procedural, _add_qa, _add_qa_label):
         add(bench)

@@ -25,7 +25,9 @@ MAX_SHOWN_TEXT = 1_000  # characters of a message shown in the prompt (a run is 
 MAX_FIELD_CHARS = 400
 _MARKUP = re.compile(r"(?<![A-Za-z0-9])P\d{1,2}(?![A-Za-z0-9])|\[call \d+\]|\[调用 \d+\]|\$[a-z_]+")
 _CODE_WORD = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9]*(?:[_.][A-Za-z0-9]+)+(?![\w])")
-_QUOTED = re.compile(r"[\"'“‘「]([^\"'”’」]{3,80})[\"'”’」]")
+# a quote: an ASCII quote mark that is no apostrophe (not after a letter or digit: "what's", "Rosa's"),
+# or a typographic one, up to the first closing mark that is none either (a quote may hold a quote)
+_QUOTED = re.compile(r"(?:(?<![A-Za-z0-9])[\"']|[“‘「])(.{3,80}?)(?:[\"'](?![A-Za-z0-9])|[”’」])")
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
 _PHONE = re.compile(r"\+?\d[\d ()-]{6,}\d")
 _NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z][\w'’-]*")

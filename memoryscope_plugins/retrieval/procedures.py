@@ -3,6 +3,7 @@ procedures relevant to the current task, "What worked before", and the figures o
 agent is about to use that failed before, within ``procedures.context_tokens`` (docs/procedural.md).
 
 Procedures are found by the same pipeline as memories, in the agent's scope (`procedures.scope`),
+with the query and the names of the given tools (`procedure_query`),
 then ranked by relevance and their outcome weight (`rank_key`, `procedures.step.weight`).
 """
 
@@ -57,8 +58,9 @@ def add_procedures(result: RetrievalResult, engine: Any, *, user_id: str, agent_
     """Fill ``result.procedures`` and ``result.tool_notes`` and append their part to its context."""
     cfg = engine.settings.procedures
     scope = procedure_scope(user_id, agent_id)
-    request = pipeline.RetrievalRequest(user_id=scope, query=query, now=now, top_k=cfg.top_k * 2, min_relevance=None,
-                                        types=(MemoryType.PROCEDURE,), rerank=False, language=language)
+    request = pipeline.RetrievalRequest(user_id=scope, query=procedure_query(query, tools), now=now,
+                                        top_k=cfg.top_k * 2, min_relevance=None, types=(MemoryType.PROCEDURE,),
+                                        rerank=False, language=language)
     started = time.perf_counter()
     found = pipeline.retrieve(request, settings=engine.settings, store=engine.store, embedder=embedder,
                               reranker=None, started=started)
@@ -94,6 +96,13 @@ def add_procedures(result: RetrievalResult, engine: Any, *, user_id: str, agent_
         parts.append("\n".join([HEADINGS[lang][1], *note_lines]))
     result.context = "\n\n".join(parts)
     result.timings_ms["procedures"] = round((time.perf_counter() - started) * 1000, 3)
+
+
+def procedure_query(query: str, tools: Sequence[str]) -> str:
+    """What the agent's procedures are searched with: the task and the names of the tools the agent is
+    about to use (a procedure names its tools, so a task worded unlike it is still found by them;
+    `bench procedural` measures it). Without tools, the query alone (embedded once for both searches)."""
+    return " ".join([query, *tools]) if tools else query
 
 
 def rank_key(scored: ScoredMemory) -> float:

@@ -489,3 +489,39 @@ def test_a_process_without_a_model_queues_the_run_for_the_one_with_it(tmp_path, 
         assert len(procedures_of(worker)) == 1 and [m.state for m in pending_runs(worker)] == ["done"]
     finally:
         worker.close()
+
+
+def test_the_tools_about_to_be_used_find_a_procedure_worded_unlike_the_task(tmp_path, server, teacher,
+                                                                           local_embedder):
+    """The procedures are searched with the task and the tools' names (a procedure names its tools)."""
+    assert procedure_retrieval.procedure_query("plan a trip", ["search_flights", "book_hotel"]) == \
+        "plan a trip search_flights book_hotel"
+    assert procedure_retrieval.procedure_query("plan a trip", []) == "plan a trip"
+    counting = CountingEmbedder(local_embedder)
+    teacher.queue = [answer(GOOD)]
+    engine = make(tmp_path, server, counting)
+    try:
+        engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
+        engine.consolidate()
+        query = "somewhere nice for dinner with my parents on the 12th"
+        result = engine.retrieve("bob", query, agent_id=AGENT, tools=["book_table"])
+        assert [s.memory.metadata["tools"] for s in result.procedures] == [["book_table"]]
+        assert counting.queries.count(query) == 1 and counting.queries.count(f"{query} book_table") == 1
+    finally:
+        engine.close()
+
+
+def test_an_apostrophe_is_no_quote_and_a_quote_may_hold_one(tmp_path, server, teacher, local_embedder):
+    """Measured with the 1.5B model (`bench procedural`): "What's ... 'Porto'" and a faithful nested quote
+    were refused as quotes the run does not hold."""
+    faithful = {**GOOD, "why": "that's why call 2 failed: 'Invalid date 'Friday': expected YYYY-MM-DD'"}
+    made_up = {**GOOD, "when": "a table's day", "why": "the tool said 'No table free tonight'"}
+    teacher.queue = [answer(faithful, made_up)]
+    engine = make(tmp_path, server, local_embedder)
+    try:
+        engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
+        report = engine.consolidate()
+        assert [p.metadata["why"] for p in procedures_of(engine)] == [faithful["why"]]
+        assert [line.split(":")[0] for line in report.rejected] == ["quotes a text the run does not hold"]
+    finally:
+        engine.close()
