@@ -2,8 +2,9 @@
 and a streaming standby made from it (`throwaway_postgres.standby_server`), a conversation recorded through
 the engine on the primary, then its questions retrieved with ``consistency="replica"`` and as many with
 ``"primary"``. For each, the change of both servers' own counters (``pg_stat_database`` of the store's
-database: transactions, tuples returned and fetched, blocks read or hit; read after PostgreSQL's idle flush
-of backend statistics, 10 s), the p50 and p95 of ``retrieve``, and whether both answered the same (ids,
+database: transactions, tuples returned and fetched, blocks read or hit; and the scans of the store's own
+tables, ``pg_stat_user_tables``, which no catalogue read or autovacuum moves; read after PostgreSQL's idle
+flush of backend statistics, 10 s), the p50 and p95 of ``retrieve``, and whether both answered the same (ids,
 order, scores).
 
     python bench/replica_reads.py [--rounds 20] [--json]
@@ -41,6 +42,9 @@ from memoryscope_plugins.settings import Settings
 DATABASE = "replica_reads"
 STATS_FLUSH_S = 11.0  # a backend's statistics reach pg_stat_database within 10 s of it going idle
 COUNTERS = ("xact_commit", "tup_returned", "tup_fetched", "blks_hit + blks_read")
+# scans of the store's own tables (pg_stat_user_tables: no catalogue, no autovacuum)
+TABLE_SCANS = "(SELECT coalesce(sum(seq_scan + coalesce(idx_scan, 0)), 0) FROM pg_stat_user_tables)"
+NAMES = (*COUNTERS, "store_table_scans")
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ class Ask:
 
 def counters(dsn: str) -> list[int]:
     with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(f"SELECT {', '.join(COUNTERS)} FROM pg_stat_database WHERE datname = %s",
+        row = conn.execute(f"SELECT {', '.join(COUNTERS)}, {TABLE_SCANS} FROM pg_stat_database WHERE datname = %s",
                            (DATABASE,)).fetchone()
     assert row is not None
     return [int(v) for v in row]
@@ -94,7 +98,7 @@ def idle(dsns: dict[str, str]) -> dict[str, dict[str, int]]:
     time.sleep(STATS_FLUSH_S)
     before = {name: counters(dsn) for name, dsn in dsns.items()}
     time.sleep(STATS_FLUSH_S)
-    return {name: dict(zip(COUNTERS, (a - b for a, b in zip(counters(dsn), before[name]))))
+    return {name: dict(zip(NAMES, (a - b for a, b in zip(counters(dsn), before[name]))))
             for name, dsn in dsns.items()}
 
 
@@ -115,7 +119,7 @@ def measure(engine: MemoryScope, asks: list[Ask], rounds: int, mode: str, dsns: 
                                "p95_ms": round(locomo.percentile(times, 95), 2)}
     for name, dsn in dsns.items():
         after = counters(dsn)
-        raw = dict(zip(COUNTERS, (a - b for a, b in zip(after, before[name]))))
+        raw = dict(zip(NAMES, (a - b for a, b in zip(after, before[name]))))
         figures[name] = {"raw": raw, "beyond_measuring": {k: v - own[name][k] for k, v in raw.items()}}
     return figures, answers
 
