@@ -90,7 +90,11 @@ class Corpus:
 
 
 class PrecomputedEmbedder:
-    """An `Embedder` that runs no model: a vector per text from a table, else a seeded random one."""
+    """An `Embedder` that runs no model: a vector per text from a table, else a seeded random one.
+    ``turn_context`` is off, so the engine's vector space is the name the store was loaded with and
+    opening the engine re-embeds nothing (the synthetic memories have no turn context anyway)."""
+
+    turn_context = False
 
     def __init__(self, dim: int = 384, name: str = EMBEDDER_NAME) -> None:
         self.dim = dim

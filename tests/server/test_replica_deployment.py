@@ -4,7 +4,9 @@ loopback ports); two `serve` instances reading from the standby (``store.read_ur
 primary, the model faked at the HTTP boundary; bench/deploy_load.py's clients record and retrieve for users of
 two tenants through both instances. Mid-run the standby is stopped (the instances' reads move to the
 primary: no error), then started again (their reads come back to it). The checks are the deployment test's:
-nothing lost, nothing duplicated, no user's memory shown to another."""
+nothing lost, nothing duplicated, no user's memory shown to another. The same runs on a partitioned store
+(issue 44: the tables made with ``store.partitions: 4`` on the primary before the standby is made from it;
+every process then follows that layout): the same phases, the same checks."""
 
 from __future__ import annotations
 
@@ -24,27 +26,45 @@ import psycopg  # noqa: E402
 from tests.server.test_deployment import load_bench  # noqa: E402
 from tests.support.fakes.fake_model_server import OPENAI_CHAT, FakeModelServer, RecordedRequest, Reply  # noqa: E402
 
-DATABASE = "deployment"
+PARTITIONS = 4
+SECONDS = 6.0  # of each load phase
+LAYOUTS = {"unpartitioned": "deployment", "partitioned": "deployment_p4"}  # a database each, one standby
+
+
+def in_database(dsn: str, database: str) -> str:
+    return dsn.rsplit("/", 1)[0] + "/" + database
 
 
 @pytest.fixture(scope="module")
 def pair():
-    """(primary, standby DSN of the deployment database); skipped where they cannot start (a failure
-    under CI=true)."""
+    """(primary, standby) with a database per layout, the partitioned one's tables made with
+    ``partitions=4`` before the standby is made from the primary; skipped where they cannot start (a
+    failure under CI=true)."""
+    from memoryscope_plugins.storage.postgres_store import PostgresStore
     from tests.support import servers
     try:
         with servers.postgres_server() as primary:
-            primary.create_database(DATABASE)
+            for database in LAYOUTS.values():
+                primary.create_database(database)
+            PostgresStore(in_database(primary.dsn, LAYOUTS["partitioned"]), partitions=PARTITIONS).close()
             with servers.standby_server(primary) as standby:
-                yield primary, standby, standby.dsn.rsplit("/", 1)[0] + "/" + DATABASE
+                yield primary, standby
     except servers.ServerUnavailable as exc:
         pytest.skip(f"a PostgreSQL primary and standby could not start here: {exc}")
 
 
 def standby_reads(standby_dsn: str) -> int:
-    """Transactions the standby has run in the deployment database (its own statistics; ours excepted)."""
+    """Transactions the standby has run in the DSN's database (its own statistics; ours excepted)."""
     with psycopg.connect(standby_dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = %s", (DATABASE,)).fetchone()
+        row = conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def partitions_of(dsn: str, table: str = "memoryscope_memories") -> int:
+    """The number of partitions of `table` (0: a plain table)."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = %s::regclass", (table,)).fetchone()
         assert row is not None
         return int(row[0])
 
@@ -65,13 +85,15 @@ def load(bench, deployment, seconds: float, outcome, users, phase: int) -> None:
         thread.join(90)
 
 
-CHANGE = re.compile(r"read standby 0 \(postgresql://postgres@127\.0\.0\.1:\d+/deployment\): (\w+) -> (\w+)")
+def change_pattern(database: str) -> re.Pattern[str]:
+    """A standby's change of state, as an instance logs it."""
+    return re.compile(rf"read standby 0 \(postgresql://postgres@127\.0\.0\.1:\d+/{database}\): (\w+) -> (\w+)")
 
 
-def wait_until_back(deployment, timeout_s: float = 60) -> None:
+def wait_until_back(deployment, change: re.Pattern[str], timeout_s: float = 60) -> None:
     """Until every instance has said the standby is back in use (it checks every second)."""
     deadline = time.monotonic() + timeout_s
-    while not all(CHANGE.findall(i.log.read_text(errors="replace"))[-1:] in ([("down", "ok")], [("lagging", "ok")])
+    while not all(change.findall(i.log.read_text(errors="replace"))[-1:] in ([("down", "ok")], [("lagging", "ok")])
                   for i in deployment.instances):
         assert time.monotonic() < deadline, "an instance did not take the standby back"
         time.sleep(0.2)
@@ -101,8 +123,12 @@ def by_primary(counts: Counter[tuple[str, str]]) -> int:
     return sum(n for (served_by, _), n in counts.items() if served_by == "primary")
 
 
-def test_instances_read_the_standby_and_move_to_the_primary_while_it_is_down(pair, tmp_path):
-    primary, standby, standby_dsn = pair
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_instances_read_the_standby_and_move_to_the_primary_while_it_is_down(pair, tmp_path, layout):
+    primary, standby = pair
+    database = LAYOUTS[layout]
+    dsn, standby_dsn = in_database(primary.dsn, database), in_database(standby.dsn, database)
+    change = change_pattern(database)
     bench = load_bench()
     traffic = bench.ModelTraffic(latency=0.05)
 
@@ -116,7 +142,6 @@ def test_instances_read_the_standby_and_move_to_the_primary_while_it_is_down(pai
             FakeModelServer(embedding_dim=bench.EMBEDDING_DIM) as instance_model:
         worker_model.route(OPENAI_CHAT, worker_chat)
         instance_model.route(OPENAI_CHAT, instance_chat)
-        dsn = primary.dsn.rsplit("/", 1)[0] + "/" + DATABASE
         deployment = bench.Deployment(tmp_path, dsn, instance_model.url, worker_model.url, lease_ttl_s=3.0,
                                       workers=1, read_urls=[standby_dsn])
         metrics_urls = []
@@ -131,20 +156,20 @@ def test_instances_read_the_standby_and_move_to_the_primary_while_it_is_down(pai
         try:
             deployment.start()
             marks = [routed(metrics_urls), standby_reads(standby_dsn)]
-            load(bench, deployment, 6.0, outcome, users, 0)
+            load(bench, deployment, SECONDS, outcome, users, 0)
             served["up"] = retrievals_ok(outcome)
             phases["up"] = routed(metrics_urls) - marks[0]
             standby.stop()
             try:
                 marks = [routed(metrics_urls)]
-                load(bench, deployment, 6.0, outcome, users, 1)
+                load(bench, deployment, SECONDS, outcome, users, 1)
                 phases["down"] = routed(metrics_urls) - marks[0]
                 served["down"] = retrievals_ok(outcome) - served["up"]
             finally:
                 standby.start()
-            wait_until_back(deployment)
+            wait_until_back(deployment, change)
             marks = [routed(metrics_urls), standby_reads(standby_dsn)]
-            load(bench, deployment, 6.0, outcome, users, 2)
+            load(bench, deployment, SECONDS, outcome, users, 2)
             phases["back"] = routed(metrics_urls) - marks[0]
             served["back"] = retrievals_ok(outcome) - served["up"] - served["down"]
             standby_side = standby_reads(standby_dsn) - marks[1]
@@ -153,9 +178,12 @@ def test_instances_read_the_standby_and_move_to_the_primary_while_it_is_down(pai
             deployment.stop()
         logs = [instance.log.read_text(errors="replace") for instance in deployment.instances]
         checks = bench.verdict(outcome, bench.store_state(dsn), len(instance_model.requests_to(OPENAI_CHAT)))
-    figures = {"routed": phases, "retrievals": served, "standby_transactions_back": standby_side, "drain_s": drain_s,
+    figures = {"layout": (layout, partitions_of(dsn), partitions_of(standby_dsn)),
+               "routed": phases, "retrievals": served, "standby_transactions_back": standby_side, "drain_s": drain_s,
                "statuses": dict(outcome.statuses), "checks": checks}
     print(figures)  # shown with -s: the figures of the run
+    expected = PARTITIONS if layout == "partitioned" else 0  # the layout made, and read on the standby
+    assert figures["layout"] == (layout, expected, expected), figures
     assert checks == dict.fromkeys(checks, 0), figures  # 0 lost, 0 duplicated, 0 leaks, no 5xx ...
     assert not outcome.unavailable, figures  # the primary answered every read the standby could not
     assert len(outcome.acked) >= 20, figures
@@ -166,7 +194,7 @@ def test_instances_read_the_standby_and_move_to_the_primary_while_it_is_down(pai
     assert by_standby(phases["down"]) == 0 and by_primary(phases["down"]) > 0, figures
     assert by_standby(phases["back"]) > 0 and standby_side > 0, figures
     for text in logs:  # each instance said once that the standby went away, and that it came back
-        changes = CHANGE.findall(text)
+        changes = change.findall(text)
         assert ("ok", "down") in changes, text[-3000:]
         assert changes[-1][1] == "ok", changes
         assert sum(1 for _, state in changes if state == "down") <= 3, changes  # per change, not per read
