@@ -323,6 +323,7 @@ class Outcome:
     unavailable: list[tuple[float, bool]] = field(default_factory=list)  # (time, had Retry-After) of each 503
     connection_errors: int = 0
     retrievals: int = 0
+    retrievals_with_own: int = 0  # retrievals that returned a memory the client recorded for that user
     leaks: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -335,16 +336,24 @@ def check_retrieval(body: dict, tenant: str, user: str) -> list[str]:
     return wrong
 
 
+def own_found(body: dict, tenant: str, user: str) -> bool:
+    """Whether a retrieval returned a memory tagged as the asking user's: the leak check then reads a
+    result with memories in it, not an empty one."""
+    return any((t, u) == (tenant, user) for m in body.get("memories", [])
+               for t, u, _ in TAG.findall(m["memory"].get("content", "")))
+
+
 def client(number: int, users: list[tuple[str, str]], deployment: Deployment, steps: int, stop: threading.Event,
            outcome: Outcome, pause_s: float) -> None:
     """Record (even steps) and retrieve (odd steps) for ``users`` in turn, alternating instances, for at
-    most ``steps`` steps or until ``stop``."""
+    most ``steps`` steps or until ``stop``. Each user is recorded for and then retrieved for (steps 2k
+    and 2k + 1 are one user's), so every retrieval is of a user who has memories."""
     http = httpx.Client(timeout=60)
     try:
         for step in range(steps):
             if stop.is_set():
                 return
-            tenant, user = users[step % len(users)]
+            tenant, user = users[(step // 2) % len(users)]
             instance = deployment.instances[(number + step) % len(deployment.instances)]
             headers = {"Authorization": f"Bearer {deployment.keys[tenant]}"}
             topic = TOPICS[(number * 7 + step) % len(TOPICS)]
@@ -374,6 +383,7 @@ def client(number: int, users: list[tuple[str, str]], deployment: Deployment, st
                         outcome.acked[tag] = Acked(tenant, user, response.json()["ids"], ended)
                     else:
                         outcome.retrievals += 1
+                        outcome.retrievals_with_own += own_found(response.json(), tenant, user)
                         outcome.leaks += check_retrieval(response.json(), tenant, user)
             if response.status_code == 503:
                 time.sleep(min(1.0, float(response.headers.get("retry-after", "1"))))
@@ -584,6 +594,7 @@ def report(outcome: Outcome, traffic: ModelTraffic, events: dict[str, Any], stat
     return {
         "load_s": round(load_s, 1), "drain_s": round(drain_s, 1),
         "acknowledged_writes": len(outcome.acked), "retrievals": outcome.retrievals,
+        "retrievals_with_own_memories": outcome.retrievals_with_own,
         "statuses": {f"{op} {status}": n for (op, status), n in sorted(outcome.statuses.items())},
         "connection_errors": outcome.connection_errors, "unavailable_during_outage": len(during),
         "ops_per_s": round(sum(len(v) for v in outcome.latencies.values()) / load_s, 1),

@@ -64,6 +64,7 @@ def test_two_instances_and_two_workers_survive_kills_and_a_database_outage(postg
                            "server_errors", "unavailable_without_retry_after", "instance_model_calls",
                            "instances_not_serving_after_outage"}
     assert result["acknowledged_writes"] >= 50 and result["retrievals"] >= 50, result
+    assert result["retrievals_with_own_memories"] > 0, result  # the leak check read real results
     assert result["worker_killed_mid_call"], result  # the SIGKILL came while the worker waited for the model
     assert result["unavailable_during_outage"] > 0, result  # the outage was seen, as 503 + Retry-After
     assert result["worker_model_calls"] > 0
