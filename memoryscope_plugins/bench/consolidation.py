@@ -62,11 +62,11 @@ VERDICT_OUTCOMES = ("kept", "repeat", "nothing worth keeping (model verdict)",
                     "the assistant's words (kept as a turn, not mined for the user's facts)")
 
 
-def load_scenarios(path: str | Path) -> list[dict[str, Any]]:
-    """Read and check a scenario file (see the module docstring).
+def read_scenario_list(path: str | Path) -> list[Any]:
+    """The JSON list a scenario file holds (this benchmark's and `bench procedural`'s), unchecked.
 
     Raises:
-        ValidationError: the file is missing, not JSON, or not in the scenario format.
+        ValidationError: the file is missing, not JSON, or not a non-empty list.
     """
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -76,6 +76,16 @@ def load_scenarios(path: str | Path) -> list[dict[str, Any]]:
         raise ValidationError(f"cannot read scenario file {path}: {type(exc).__name__}") from None
     if not isinstance(data, list) or not data:
         raise ValidationError("a scenario file holds a non-empty JSON list of scenarios")
+    return data
+
+
+def load_scenarios(path: str | Path) -> list[dict[str, Any]]:
+    """Read and check a scenario file (see the module docstring).
+
+    Raises:
+        ValidationError: the file is missing, not JSON, or not in the scenario format.
+    """
+    data = read_scenario_list(path)
     for number, scenario in enumerate(data, start=1):
         _check_scenario(scenario, number)
     return data

@@ -37,7 +37,6 @@ Word lists match as in `bench consolidation`: case-insensitive substrings (``any
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 import uuid
@@ -51,7 +50,7 @@ from ..procedures.scope import procedure_scope
 from ..procedures.step import content_of
 from ..settings import Settings
 from ..types import Memory, MemoryStatus, MemoryType, utc_now
-from .consolidation import matches_text
+from .consolidation import matches_text, read_scenario_list
 
 CHECK_TYPES = ("procedure", "not_procedure", "retrieved")
 MESSAGE_GAP = timedelta(seconds=30)
@@ -64,14 +63,7 @@ def load_scenarios(path: str | Path) -> list[dict[str, Any]]:
     Raises:
         ValidationError: the file is missing, not JSON, or not in the scenario format.
     """
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValidationError(f"scenario file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ValidationError(f"cannot read scenario file {path}: {type(exc).__name__}") from None
-    if not isinstance(data, list) or not data:
-        raise ValidationError("a scenario file holds a non-empty JSON list of scenarios")
+    data = read_scenario_list(path)
     names = set()
     for number, scenario in enumerate(data, start=1):
         _check_scenario(scenario, number)
