@@ -139,8 +139,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         engine.warm_up()  # the first retrieval's one-time work, before the first request
         app = create_app(engine, ring, config)
         server = _make_server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
-                                             access_log=False, proxy_headers=False))  # forwarded: see peers.py
-        print(f"serving on http://{args.host}:{args.port}/ (browser), /v1 (API), /mcp (MCP)", file=sys.stderr)
+                                             access_log=False, proxy_headers=False),  # forwarded: see peers.py
+                              announce=f"serving on http://{args.host}:{args.port}/ (browser), /v1 (API), "
+                                       "/mcp (MCP)")
         server.run()
         # leaving the block stops the worker and closes the store (SQLite checkpoints and removes its WAL)
     if not server.started:
@@ -199,6 +200,8 @@ def _server_class() -> type:
         """uvicorn's server, except that SIGTERM/SIGINT only stop it: uvicorn re-raises the signal after
         its shutdown, which would kill the process before the engine is closed (exit -15, WAL left)."""
 
+        announce = ""  # printed once the server listens
+
         @contextlib.contextmanager
         def capture_signals(self):
             if threading.current_thread() is not threading.main_thread():
@@ -212,9 +215,17 @@ def _server_class() -> type:
                 for sig, handler in original.items():
                     signal.signal(sig, handler)
 
+        async def startup(self, sockets=None):
+            await super().startup(sockets=sockets)
+            if self.started and self.announce:  # listening now: a script waiting for the line can connect
+                print(self.announce, file=sys.stderr, flush=True)
+
     return Server
 
 
-def _make_server(config):
-    """uvicorn.Server with clean signal handling (the class is made on first use: the CLI imports without uvicorn)."""
-    return _server_class()(config)
+def _make_server(config, announce: str = ""):
+    """uvicorn.Server with clean signal handling that prints `announce` once it listens (the class is made
+    on first use: the CLI imports without uvicorn)."""
+    server = _server_class()(config)
+    server.announce = announce
+    return server
