@@ -3,7 +3,8 @@ parts. A throw-away primary and a streaming standby made from it (``pg_basebacku
 loopback ports); two `serve` instances reading from the standby (``store.read_urls``), one `worker` on the
 primary, the model faked at the HTTP boundary; bench/deploy_load.py's clients record and retrieve for users of
 two tenants through both instances. Mid-run the standby is stopped (the instances' reads move to the
-primary: no error), then started again (their reads come back to it). The checks are the deployment test's:
+primary: no error); then the primary too (nothing can answer: every instance says 503 with Retry-After),
+which is started again; then the standby (the instances' reads come back to it). The checks are the deployment test's:
 nothing lost, nothing duplicated, no user's memory shown to another. The same runs on a partitioned store
 (issue 44: the tables made with ``store.partitions: 4`` on the primary before the standby is made from it;
 every process then follows that layout): the same phases, the same checks."""
@@ -99,6 +100,36 @@ def wait_until_back(deployment, change: re.Pattern[str], timeout_s: float = 60) 
         time.sleep(0.2)
 
 
+PROBE = ("acme", "user0")  # a user of the load, who has memories
+
+
+def probe(deployment) -> list[tuple[int, bool]]:
+    """A retrieve and a record through each instance: (status, whether a Retry-After came with it)."""
+    tenant, user = PROBE
+    headers = {"Authorization": f"Bearer {deployment.keys[tenant]}"}
+    answers = []
+    with httpx.Client(timeout=60, headers=headers) as http:
+        for instance in deployment.instances:
+            for op, body in (("retrieve", {"query": "what do I like?"}),
+                             ("record", {"messages": [{"role": "user", "content": "I like tea."}]})):
+                response = http.post(f"{instance.url}/v1/users/{user}/{op}", json=body)
+                answers.append((response.status_code, "retry-after" in response.headers))
+    return answers
+
+
+def wait_until_answering(deployment, timeout_s: float = 60) -> float:
+    """Seconds until every instance answers a retrieve again once the primary is back."""
+    tenant, user = PROBE
+    started = time.monotonic()
+    with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {deployment.keys[tenant]}"}) as http:
+        for instance in deployment.instances:
+            while http.post(f"{instance.url}/v1/users/{user}/retrieve",
+                            json={"query": "what do I like?"}).status_code != 200:
+                assert time.monotonic() - started < timeout_s, "an instance did not answer after the primary came back"
+                time.sleep(0.2)
+    return round(time.monotonic() - started, 1)
+
+
 def retrievals_ok(outcome) -> int:
     return outcome.statuses[("retrieve", 200)]
 
@@ -165,6 +196,12 @@ def test_instances_read_the_standby_and_move_to_the_primary_while_it_is_down(pai
                 load(bench, deployment, SECONDS, outcome, users, 1)
                 phases["down"] = routed(metrics_urls) - marks[0]
                 served["down"] = retrievals_ok(outcome) - served["up"]
+                primary.stop()  # nothing can answer a read now
+                try:
+                    nobody = probe(deployment)
+                finally:
+                    primary.start()
+                answered_again_s = wait_until_answering(deployment)
             finally:
                 standby.start()
             wait_until_back(deployment, change)
@@ -179,6 +216,7 @@ def test_instances_read_the_standby_and_move_to_the_primary_while_it_is_down(pai
         logs = [instance.log.read_text(errors="replace") for instance in deployment.instances]
         checks = bench.verdict(outcome, bench.store_state(dsn), len(instance_model.requests_to(OPENAI_CHAT)))
     figures = {"layout": (layout, partitions_of(dsn), partitions_of(standby_dsn)),
+               "nobody_to_read": nobody, "answered_again_s": answered_again_s,
                "routed": phases, "retrievals": served, "standby_transactions_back": standby_side, "drain_s": drain_s,
                "statuses": dict(outcome.statuses), "checks": checks}
     print(figures)  # shown with -s: the figures of the run
@@ -189,6 +227,8 @@ def test_instances_read_the_standby_and_move_to_the_primary_while_it_is_down(pai
     assert len(outcome.acked) >= 20, figures
     # the standby served reads before its outage and again after it; while it was down, the primary did
     assert all(served.values()), figures
+    # with the standby and the primary both down: 503 with Retry-After from every instance, never a 500
+    assert nobody == [(503, True)] * (2 * len(deployment.instances)), figures
     assert by_standby(phases["up"]) > 0, figures
     assert phases["up"][("primary", "standby_failed")] == 0, figures
     assert by_standby(phases["down"]) == 0 and by_primary(phases["down"]) > 0, figures
