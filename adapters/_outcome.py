@@ -5,7 +5,8 @@ what the framework said about that turn, never from the model's words:
 
 - ``"failed"``: the framework raised out of the turn (the adapter then records the turn's tool calls
   it saw, and lets the exception through), or the last call of some tool in the turn failed (an
-  error the agent did not recover from by calling that tool again with success).
+  error the agent did not recover from by calling that tool again with success), or, where the
+  framework hands the adapter the model's finish reason (ag2), the answer was cut off (`CUT_OFF`).
 - ``"succeeded"``: the turn ended normally, it called at least one tool, and the last call of every
   tool it called succeeded.
 - ``"unknown"``: the turn ended normally without a tool call: a reply alone says nothing of whether
@@ -30,6 +31,8 @@ from memoryscope_plugins.procedures.scope import MAX_USED
 from memoryscope_plugins.types import RetrievalResult
 
 Outcome = Literal["succeeded", "failed", "unknown"]
+#: a model API's finish reasons saying the answer was cut off: the turn ended without a whole answer
+CUT_OFF = ("length", "content_filter")
 
 
 def turn_outcome(tool_messages: Sequence[Mapping[str, Any]], *, failed: bool = False) -> Outcome:
@@ -58,4 +61,4 @@ def procedure_ids(results: Iterable[RetrievalResult]) -> list[str]:
     return list(ids)[:MAX_USED]
 
 
-__all__ = ["Outcome", "procedure_ids", "turn_outcome"]
+__all__ = ["CUT_OFF", "Outcome", "procedure_ids", "turn_outcome"]
