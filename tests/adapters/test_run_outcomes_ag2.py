@@ -14,8 +14,7 @@ from ag2 import Agent
 from ag2.config import OpenAIConfig
 
 from memoryscope_plugins.adapters.ag2 import MemoryScopePlugin
-from tests.support import run_outcomes as ro
-from tests.support import tool_scenario as s
+from tests.support import run_outcomes as ro, tool_scenario as s
 from tests.support.fakes.fake_model_server import OPENAI_CHAT, Reply, openai_completion, openai_tool_calls
 
 AGENT = "concierge"

@@ -17,8 +17,7 @@ from agentscope.permission import PermissionBehavior, PermissionDecision
 from agentscope.tool import FunctionTool, ToolChunk, Toolkit
 
 from memoryscope_plugins.adapters.agentscope import MemoryScopeMiddleware
-from tests.support import run_outcomes as ro
-from tests.support import tool_scenario as s
+from tests.support import run_outcomes as ro, tool_scenario as s
 from tests.support.fakes.fake_model_server import OPENAI_CHAT, Reply, openai_completion, openai_tool_calls
 
 AGENT = "concierge"

@@ -17,8 +17,7 @@ from autogen_core.tools import FunctionTool
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
 from memoryscope_plugins.adapters.autogen_agentchat import MemoryAssistantAgent, MemoryScopeMemory, run_with_memory
-from tests.support import run_outcomes as ro
-from tests.support import tool_scenario as s
+from tests.support import run_outcomes as ro, tool_scenario as s
 from tests.support.fakes.fake_model_server import OPENAI_CHAT, Reply, openai_completion, openai_tool_calls
 
 MODEL = "gpt-4o-2024-08-06"  # the model the client resolves "gpt-4o" to: the replies name it

@@ -12,8 +12,7 @@ pytest.importorskip("autogen", reason="classic AutoGen is not installed")
 from autogen import ConversableAgent, register_function
 
 from memoryscope_plugins.adapters.autogen_classic import MemoryCapability
-from tests.support import run_outcomes as ro
-from tests.support import tool_scenario as s
+from tests.support import run_outcomes as ro, tool_scenario as s
 from tests.support.fakes.fake_model_server import OPENAI_CHAT, Reply, openai_completion, openai_tool_calls
 
 AGENT = "concierge"

@@ -20,8 +20,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 from memoryscope_plugins.adapters.langchain import MemoryScopeChatMemory, MemoryScopeMiddleware
-from tests.support import run_outcomes as ro
-from tests.support import tool_scenario as s
+from tests.support import run_outcomes as ro, tool_scenario as s
 from tests.support.fakes.fake_model_server import OPENAI_CHAT, Reply, openai_completion, openai_tool_calls
 
 AGENT = "concierge"
@@ -82,7 +81,8 @@ def test_a_tool_that_raises_through_fails_the_run_with_that_call_as_an_error(ser
     with pytest.raises(RuntimeError, match=s.FULL):
         ask(agent, s.REQUEST)
     assert ro.outcomes(engine, "anna", AGENT) == [("failed", [used])]
-    [booking] = [m.message.tool_call for m in s.logged_calls(engine, "anna") if m.message.tool_call.name == "book_table"]
+    [booking] = [m.message.tool_call for m in s.logged_calls(engine, "anna")
+                 if m.message.tool_call.name == "book_table"]
     assert (booking.call_id, booking.status, booking.error) == ("c2", "error", f"RuntimeError: {s.FULL}")
     assert engine.list("anna") == []  # no answer: the user's words are not recorded
 
