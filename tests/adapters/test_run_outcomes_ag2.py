@@ -63,5 +63,5 @@ async def test_a_turn_that_raises_fails_the_run_with_its_calls_and_not_the_users
     with pytest.raises(json.JSONDecodeError):
         await make_agent(server, memory).ask(s.REQUEST)
     assert ro.outcomes(memory, "anna", AGENT) == [("failed", [used])]
-    assert [m.message.tool_call.call_id for m in s.logged_calls(memory, "anna")] == ["c1", "c9"]
+    assert sorted(m.message.tool_call.call_id for m in s.logged_calls(memory, "anna")) == ["c1", "c9"]
     assert memory.list("anna") == []  # the turn gave no answer: the user's words are not recorded
