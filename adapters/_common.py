@@ -289,12 +289,14 @@ class MemoryBridge:
             return []
 
     def tool_messages(self, calls: Iterable[CallSeen], results: Iterable[ResultSeen],
-                      durations: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+                      durations: Mapping[str, float] | None = None, *,
+                      keep_unanswered: bool = False) -> list[dict[str, Any]]:
         """The messages recording a turn's tool calls with their results (`_tool_capture`), each
-        one the engine accepts; a call with no result is left out (counted in the debug log)."""
+        one the engine accepts; a call with no result is left out (counted in the debug log), or,
+        with `keep_unanswered` (a turn that raised), recorded with status ``unknown``."""
         calls = list(calls)
         messages = tool_messages(calls, results, max_chars=self.memory.settings.max_content_chars,
-                                 durations=durations)
+                                 durations=durations, keep_unanswered=keep_unanswered)
         if len(messages) < len(calls):
             log.debug("%s: %d tool call(s) without a result are not recorded", self.framework,
                       unanswered(calls, messages))

@@ -9,8 +9,9 @@ what the framework said about that turn, never from the model's words:
   framework hands the adapter the model's finish reason (ag2), the answer was cut off (`CUT_OFF`).
 - ``"succeeded"``: the turn ended normally, it called at least one tool, and the last call of every
   tool it called succeeded.
-- ``"unknown"``: the turn ended normally without a tool call: a reply alone says nothing of whether
-  the task was done.
+- ``"unknown"``: the turn ended normally without a tool call (a reply alone says nothing of whether
+  the task was done), or the last call of one of its tools has no outcome seen (status ``unknown``)
+  and no tool's last call failed.
 
 A turn that has not ended (paused on a client-side tool or on a human's approval) ends no run.
 
@@ -46,9 +47,9 @@ def turn_outcome(tool_messages: Sequence[Mapping[str, Any]], *, failed: bool = F
         call = message.get("tool_call")
         if isinstance(call, Mapping):
             last[str(call.get("name"))] = str(call.get("status"))
-    if not last:
-        return "unknown"
-    return "failed" if any(status != "ok" for status in last.values()) else "succeeded"
+    if not last or "error" in last.values():
+        return "failed" if last else "unknown"
+    return "succeeded" if all(status == "ok" for status in last.values()) else "unknown"
 
 
 def procedure_ids(results: Iterable[RetrievalResult]) -> list[str]:

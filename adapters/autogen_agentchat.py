@@ -258,14 +258,17 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
 
     async def record_failed(self, events: Sequence[Any], *, agent_id: str | None = None) -> list[str]:
         """End the agent's run as failed after its turn raised: the tool calls among `events` (as
-        `record_messages` reads them) are recorded, never the user's words (the turn gave no reply)."""
+        `record_messages` reads them; one requested and never answered with status ``unknown``) are
+        recorded, never the user's words (the turn gave no reply)."""
         agent = self._config.resolve_agent(default=agent_id)
         used, self._used = self._used, []
-        return await self._bridge.arecord_failed(self.user_id, self._tool_rows(events, {agent_id or agent}),
-                                                 agent_id=agent, procedures_used=used)
+        tools = self._tool_rows(events, {agent_id or agent}, keep_unanswered=True)
+        return await self._bridge.arecord_failed(self.user_id, tools, agent_id=agent, procedures_used=used)
 
-    def _tool_rows(self, events: Sequence[Any], sources: set[str]) -> list[dict[str, Any]]:
-        """The tool messages of the calls in `events` made by `sources` (the agent)."""
+    def _tool_rows(self, events: Sequence[Any], sources: set[str], *,
+                   keep_unanswered: bool = False) -> list[dict[str, Any]]:
+        """The tool messages of the calls in `events` made by `sources` (the agent); a call not
+        answered among them is left out, or with `keep_unanswered` recorded as ``unknown``."""
         calls: list[CallSeen] = []
         results: list[ResultSeen] = []
         for event in events:
@@ -276,7 +279,7 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
             elif isinstance(event, ToolCallExecutionEvent):
                 results += [ResultSeen(r.call_id or None, r.content, failed=bool(r.is_error), name=r.name)
                             for r in event.content]
-        return self._bridge.tool_messages(calls, results) if calls else []
+        return self._bridge.tool_messages(calls, results, keep_unanswered=keep_unanswered) if calls else []
 
     def is_human(self, source: str | None) -> bool:
         """Whether a message source is the human (``"user"`` or one of `human_names`)."""

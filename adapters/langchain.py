@@ -182,9 +182,10 @@ class MemoryScopeMiddleware(AgentMiddleware):
                                          procedures_used=self._take_used(user_id, runtime))
 
     def _failed_tools(self, state: Any, raised: tuple[ToolCallRequest, Exception] | None) -> list[dict[str, Any]]:
-        """The tool messages of a run that raised: its calls answered so far and, when a tool
-        raised, that call with the exception (type and message) as its error. Their ids are kept,
-        so a run resumed from its checkpoint does not record them again."""
+        """The tool messages of a run that raised: its calls answered so far, those not answered
+        with status ``unknown`` and, when a tool raised, that call with the exception (type and
+        message) as its error. Their ids are kept, so a run resumed from its checkpoint does not
+        record them again."""
         calls, results = _run_tool_calls(state)
         if raised is not None:
             request, exc = raised
@@ -198,7 +199,7 @@ class MemoryScopeMiddleware(AgentMiddleware):
                 self._failed_calls[seen.call_id] = None
         while len(self._failed_calls) > MAX_TIMED_CALLS:
             self._failed_calls.popitem(last=False)
-        return self._tool_messages_of(calls, results)
+        return self._tool_messages_of(calls, results, keep_unanswered=True)
 
     # -- the procedures a run's retrievals returned ----------------------------------------------------
     def _note_used(self, user_id: str | None, runtime: Any, result: RetrievalResult) -> None:
@@ -256,10 +257,11 @@ class MemoryScopeMiddleware(AgentMiddleware):
         calls = [c for c in calls if c.call_id is None or c.call_id not in self._failed_calls]
         return self._tool_messages_of(calls, results)
 
-    def _tool_messages_of(self, calls: list[CallSeen], results: list[ResultSeen]) -> list[dict[str, Any]]:
+    def _tool_messages_of(self, calls: list[CallSeen], results: list[ResultSeen], *,
+                          keep_unanswered: bool = False) -> list[dict[str, Any]]:
         durations = {c.call_id: self._durations.pop(c.call_id) for c in calls
                      if c.call_id is not None and c.call_id in self._durations}
-        return self.bridge.tool_messages(calls, results, durations)
+        return self.bridge.tool_messages(calls, results, durations, keep_unanswered=keep_unanswered)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _augment(self, request: ModelRequest, result: RetrievalResult) -> ModelRequest:

@@ -30,6 +30,22 @@ def test_the_last_call_of_each_tool_decides_and_no_call_is_unknown():
     assert turn_outcome(calls(("book", True), ("weather", False))) == "failed"  # another tool recovers nothing
     assert turn_outcome(calls(("weather", False)), failed=True) == "failed"  # the framework said so
     assert turn_outcome([], failed=True) == "failed"
+    unseen = tool_messages([CallSeen("book", {}, "u1")], [], max_chars=1000, keep_unanswered=True)
+    assert [m["tool_call"]["status"] for m in unseen] == ["unknown"]
+    assert turn_outcome(unseen) == "unknown"  # made, outcome never seen: no success
+    assert turn_outcome(calls(("weather", False)) + unseen) == "unknown"
+    assert turn_outcome(calls(("weather", True)) + unseen) == "failed"
+    assert turn_outcome(unseen + calls(("book", False))) == "succeeded"  # its last call succeeded
+
+
+def test_a_call_without_a_result_is_left_out_unless_asked_for():
+    seen = [CallSeen("weather", '{"city": "Oslo"}', "c1"), CallSeen("book", "{bad json", "c2")]
+    answered = [ResultSeen("c1", "clear")]
+    assert [m["tool_call"]["call_id"] for m in tool_messages(seen, answered, max_chars=1000)] == ["c1"]
+    both = tool_messages(seen, answered, max_chars=1000, keep_unanswered=True)
+    assert [(m["tool_call"]["call_id"], m["tool_call"]["status"]) for m in both] == [("c1", "ok"), ("c2", "unknown")]
+    assert both[1]["tool_call"]["arguments"] == {"_unparsed": "{bad json"} and both[1]["content"] == ""
+    assert "result" not in both[1]["tool_call"] and "error" not in both[1]["tool_call"]
 
 
 def test_the_procedures_used_are_the_retrieved_ones_once_each_at_most_the_engines_limit():

@@ -81,9 +81,13 @@ def test_a_tool_that_raises_through_fails_the_run_with_that_call_as_an_error(ser
     with pytest.raises(RuntimeError, match=s.FULL):
         ask(agent, s.REQUEST)
     assert ro.outcomes(engine, "anna", AGENT) == [("failed", [used])]
-    [booking] = [m.message.tool_call for m in s.logged_calls(engine, "anna")
-                 if m.message.tool_call.name == "book_table"]
-    assert (booking.call_id, booking.status, booking.error) == ("c2", "error", f"RuntimeError: {s.FULL}")
+    logged = {m.message.tool_call.call_id: m.message.tool_call for m in s.logged_calls(engine, "anna")}
+    booking, weather = logged["c2"], logged["c1"]
+    assert (booking.status, booking.error) == ("error", f"RuntimeError: {s.FULL}")
+    # the weather call's answer never reached the state: made, its outcome unseen
+    assert (weather.status, weather.result, weather.error) == ("unknown", None, None)
+    assert [(t.tool, t.calls, t.failures, t.unknown) for t in engine.tool_stats(AGENT)] == [
+        ("book_table", 1, 1, 0), ("weather", 1, 0, 1)]
     assert engine.list("anna") == []  # no answer: the user's words are not recorded
 
 
