@@ -113,8 +113,9 @@ class MemoryCapability:
                                   human_names=human_names)
         self.config = config
         self.bridge = MemoryBridge(memory, config, "autogen")
-        # per agent: the tool calls of its run so far (replies asking for tools end no run)
-        self._open_calls: dict[int, list[dict[str, Any]]] = {}
+        # per agent: the tool calls of its run so far (replies asking for tools end no run), with the
+        # length of the chat they were seen in (a shorter chat later is a new one: they are dropped)
+        self._open_calls: dict[int, tuple[int, list[dict[str, Any]]]] = {}
 
     def add_to_agent(self, agent: ConversableAgent) -> None:
         """Register the memory reply function (sync and async) first in `agent`'s reply chain."""
@@ -145,8 +146,8 @@ class MemoryCapability:
                                       procedures_used=used)
             raise
         rows, tools = self._turn(messages, reply, agent_id, recipient, humans)
-        self.bridge.record(user_id, rows, agent_id=agent_id, run_outcome=self._outcome(recipient, reply, tools),
-                           procedures_used=used)
+        self.bridge.record(user_id, rows, agent_id=agent_id,
+                           run_outcome=self._outcome(recipient, messages, reply, tools), procedures_used=used)
         return final, reply
 
     async def a_memory_reply(self, recipient: ConversableAgent, messages: list[dict[str, Any]] | None = None,
@@ -169,8 +170,8 @@ class MemoryCapability:
                                              procedures_used=used)
             raise
         rows, tools = self._turn(messages, reply, agent_id, recipient, humans)
-        await self.bridge.arecord(user_id, rows, agent_id=agent_id, run_outcome=self._outcome(recipient, reply, tools),
-                                  procedures_used=used)
+        await self.bridge.arecord(user_id, rows, agent_id=agent_id,
+                                  run_outcome=self._outcome(recipient, messages, reply, tools), procedures_used=used)
         return final, reply
 
     # -- helpers ----------------------------------------------------------------------------------------
@@ -226,13 +227,15 @@ class MemoryCapability:
         rows.extend(turn(None, reply_text, agent_name=agent_id))
         return rows, tools
 
-    def _outcome(self, recipient: ConversableAgent, reply: Any, tools: list[dict[str, Any]]) -> Outcome | None:
+    def _outcome(self, recipient: ConversableAgent, messages: list[dict[str, Any]], reply: Any,
+                 tools: list[dict[str, Any]]) -> Outcome | None:
         """The outcome of the run a reply ends (`_outcome.turn_outcome` over the run's calls); None
         while the run goes on: a reply asking for tool calls is answered by the tools' responses
         and the agent's next reply, which ends the run."""
-        calls = self._open_calls.pop(id(recipient), []) + tools
+        seen_in, earlier = self._open_calls.pop(id(recipient), (0, []))
+        calls = (earlier if len(messages) > seen_in else []) + tools
         if isinstance(reply, dict) and (reply.get("tool_calls") or reply.get("function_call")):
-            self._open_calls[id(recipient)] = calls[-MAX_OPEN_CALLS:]
+            self._open_calls[id(recipient)] = (len(messages), calls[-MAX_OPEN_CALLS:])
             return None
         return turn_outcome(calls)
 

@@ -79,3 +79,14 @@ def test_a_model_call_that_raises_fails_the_run_with_the_calls_made_before(serve
     assert ro.outcomes(memory, "anna", AGENT) == [("failed", [used])]
     assert [m.message.tool_call.name for m in s.logged_calls(memory, "anna")] == ["weather"]
     assert [m.content for m in memory.list("anna")] == [s.REQUEST]  # the user's words of the first reply only
+
+
+def test_a_chat_ended_while_tools_were_asked_for_leaves_nothing_to_the_next_chat(server, memory):
+    concierge, user = agents(server, memory)
+    server.script(OPENAI_CHAT, [Reply(json=openai_tool_calls(("c1", "book_table", s.BOOKING_ARGS))),
+                                Reply(json=openai_tool_calls(("c2", "weather", s.WEATHER_ARGS))),
+                                Reply(json=openai_completion("Hello!"))])
+    user.initiate_chat(concierge, message=s.REQUEST, max_turns=2, silent=True)  # ends on the second request
+    assert ro.outcomes(memory, "anna", AGENT) == []  # the run is still open
+    user.initiate_chat(concierge, message="Hi there", max_turns=1, silent=True)  # a new chat (history cleared)
+    assert ro.outcomes(memory, "anna", AGENT) == [("unknown", [])]  # not the old chat's failed booking
