@@ -20,6 +20,7 @@ from typing import Any, Literal, NamedTuple
 
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.log_hygiene import user_ref
+from memoryscope_plugins.procedures.scope import MAX_USED
 from memoryscope_plugins.retrieval.injection import (
     DEFAULT_TEMPLATE,
     check_template,
@@ -30,6 +31,7 @@ from memoryscope_plugins.retrieval.injection import (
 from memoryscope_plugins.types import MemoryType, RetrievalResult
 from memoryscope_plugins.validation import check_min_relevance, check_top_k
 
+from ._outcome import Outcome, procedure_ids, turn_outcome
 from ._tool_capture import CallSeen, ResultSeen, tool_messages, unanswered
 
 log = logging.getLogger("memoryscope_plugins.adapters")
@@ -218,43 +220,83 @@ class MemoryBridge:
         return kept
 
     def record(self, user_id: str | None, messages: Iterable[Mapping[str, Any]], *, agent_id: str,
-               session_id: str | None = None) -> list[str]:
+               session_id: str | None = None, run_outcome: Outcome | None = None,
+               procedures_used: Sequence[str] = ()) -> list[str]:
         """Record a turn's messages (dicts with role, content, optional name, or a tool call's
-        message from `_tool_capture.tool_messages`); returns the ids."""
-        if not self.config.record or not user_id:
-            return []
-        cleaned = self._clean(messages)
-        if not cleaned:
+        message from `_tool_capture.tool_messages`); returns the ids.
+
+        `run_outcome` ends the agent's run with this turn (`_outcome`), `procedures_used` are the
+        procedures the turn's retrieval returned: both only matter with ``procedures.enabled``."""
+        args = self._record_args(user_id, messages, agent_id, session_id, run_outcome, procedures_used)
+        if args is None or user_id is None:
             return []
         try:
-            return self.memory.record(user_id, cleaned, agent_id=agent_id,
-                                      session_id=session_id or self.config.session)
+            return self.memory.record(user_id, args.pop("messages"), **args)
         except Exception as exc:  # noqa: BLE001
             self.report_failure("recording", user_id, exc)
             return []
 
     async def arecord(self, user_id: str | None, messages: Iterable[Mapping[str, Any]], *, agent_id: str,
-                      session_id: str | None = None) -> list[str]:
+                      session_id: str | None = None, run_outcome: Outcome | None = None,
+                      procedures_used: Sequence[str] = ()) -> list[str]:
         """Async twin of `record`."""
-        if not self.config.record or not user_id:
-            return []
-        cleaned = self._clean(messages)
-        if not cleaned:
+        args = self._record_args(user_id, messages, agent_id, session_id, run_outcome, procedures_used)
+        if args is None or user_id is None:
             return []
         try:
-            return await self.memory.arecord(user_id, cleaned, agent_id=agent_id,
-                                             session_id=session_id or self.config.session)
+            return await self.memory.arecord(user_id, args.pop("messages"), **args)
         except Exception as exc:  # noqa: BLE001
             self.report_failure("recording", user_id, exc)
             return []
 
+    def _record_args(self, user_id: str | None, messages: Iterable[Mapping[str, Any]], agent_id: str,
+                     session_id: str | None, run_outcome: Outcome | None,
+                     procedures_used: Sequence[str]) -> dict[str, Any] | None:
+        """`record`'s arguments, or None when there is nothing to record."""
+        if not self.config.record or not user_id:
+            return None
+        cleaned = self._clean(messages)
+        if not cleaned:
+            return None
+        used = list(procedures_used)[:MAX_USED] if run_outcome is not None else []
+        return {"messages": cleaned, "agent_id": agent_id, "session_id": session_id or self.config.session,
+                "run_outcome": run_outcome, "procedures_used": used or None}
+
+    def record_failed(self, user_id: str | None, tools: Sequence[Mapping[str, Any]], *, agent_id: str,
+                      session_id: str | None = None, procedures_used: Sequence[str] = ()) -> list[str]:
+        """End the run of a turn the framework raised out of: its tool calls seen so far are
+        recorded with ``run_outcome="failed"`` (nothing when it made none; never the user's words
+        nor a reply: the turn gave none). Never raises (the framework's exception goes on)."""
+        if not tools:
+            return []
+        try:
+            return self.record(user_id, tools, agent_id=agent_id, session_id=session_id, run_outcome="failed",
+                               procedures_used=procedures_used)
+        except Exception:  # noqa: BLE001 - on_error="raise": the framework's own exception matters more
+            log.warning("%s: recording a failed turn failed too", self.framework)
+            return []
+
+    async def arecord_failed(self, user_id: str | None, tools: Sequence[Mapping[str, Any]], *, agent_id: str,
+                             session_id: str | None = None, procedures_used: Sequence[str] = ()) -> list[str]:
+        """Async twin of `record_failed`."""
+        if not tools:
+            return []
+        try:
+            return await self.arecord(user_id, tools, agent_id=agent_id, session_id=session_id,
+                                      run_outcome="failed", procedures_used=procedures_used)
+        except Exception:  # noqa: BLE001 - on_error="raise": the framework's own exception matters more
+            log.warning("%s: recording a failed turn failed too", self.framework)
+            return []
+
     def tool_messages(self, calls: Iterable[CallSeen], results: Iterable[ResultSeen],
-                      durations: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+                      durations: Mapping[str, float] | None = None, *,
+                      keep_unanswered: bool = False) -> list[dict[str, Any]]:
         """The messages recording a turn's tool calls with their results (`_tool_capture`), each
-        one the engine accepts; a call with no result is left out (counted in the debug log)."""
+        one the engine accepts; a call with no result is left out (counted in the debug log), or,
+        with `keep_unanswered` (a turn that raised), recorded with status ``unknown``."""
         calls = list(calls)
         messages = tool_messages(calls, results, max_chars=self.memory.settings.max_content_chars,
-                                 durations=durations)
+                                 durations=durations, keep_unanswered=keep_unanswered)
         if len(messages) < len(calls):
             log.debug("%s: %d tool call(s) without a result are not recorded", self.framework,
                       unanswered(calls, messages))
@@ -345,5 +387,6 @@ def turn(user_text: str | None, reply_text: str | None, *, user_name: str | None
     return messages
 
 
-__all__ = ["DEFAULT_TEMPLATE", "CallSeen", "IdSource", "Line", "MemoryBridge", "MemoryConfig", "OnError", "ResultSeen",
-           "empty_result", "latest_user_index", "latest_user_text", "log", "text_of", "turn"]
+__all__ = ["DEFAULT_TEMPLATE", "CallSeen", "IdSource", "Line", "MemoryBridge", "MemoryConfig", "OnError", "Outcome",
+           "ResultSeen", "empty_result", "latest_user_index", "latest_user_text", "log", "procedure_ids", "text_of",
+           "turn", "turn_outcome"]

@@ -11,9 +11,10 @@ it is: a call always records, whatever the model or the tool produced.
 - A tool name the engine refuses (spaces, slashes...) has those characters replaced by ``_``.
 - A result or error longer than the engine's text limit is cut to it (with a marker); NUL
   characters and lone surrogates are replaced.
-- A call with no result is not recorded: the engine knows only ``ok`` and ``error``, and a call
-  whose outcome the framework has not told (a client-side tool, an interrupted run) is neither.
-  `unanswered` counts them for the adapter's debug log.
+- A call with no result is not recorded while its turn goes on or ended normally (a client-side
+  tool's result comes back later); in a turn the framework raised out of, an adapter asks for it
+  (``keep_unanswered=True``) and it is recorded with status ``unknown``: made, its outcome never seen.
+  `unanswered` counts the ones left out for the adapter's debug log.
 
 This module imports no agent framework and logs no argument, result or error text.
 """
@@ -57,8 +58,9 @@ class ResultSeen:
 
 
 def tool_messages(calls: Iterable[CallSeen], results: Iterable[ResultSeen], *, max_chars: int,
-                  durations: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
-    """One tool message per call that has a result, in the calls' order.
+                  durations: Mapping[str, float] | None = None, keep_unanswered: bool = False) -> list[dict[str, Any]]:
+    """One tool message per call that has a result (with `keep_unanswered`, per call: one without a
+    result has status ``unknown``), in the calls' order.
 
     A result goes with the call of its id; a result without an id goes with the first call of
     its tool name not answered yet. `durations` (call id -> milliseconds) fills the duration a
@@ -79,6 +81,8 @@ def tool_messages(calls: Iterable[CallSeen], results: Iterable[ResultSeen], *, m
             if result is not None:
                 unnamed.remove(result)
         if result is None:
+            if keep_unanswered:
+                messages.append(unknown_message(call, max_chars=max_chars))
             continue
         duration = result.duration_ms
         if duration is None and durations is not None and call.call_id is not None:
@@ -105,6 +109,17 @@ def tool_message(call: CallSeen, result: ResultSeen, *, max_chars: int,
     try:
         check_tool_call(fields, "tool call", max_chars)
     except ValidationError:  # a case the steps above missed: the call still counts, without its arguments
+        fields["arguments"] = {}
+    return {"role": "tool", "content": "", "tool_call": fields}
+
+
+def unknown_message(call: CallSeen, *, max_chars: int) -> dict[str, Any]:
+    """The message recording `call` made with its outcome never seen (status ``unknown``)."""
+    fields: dict[str, Any] = {"name": tool_name(call.name), "arguments": arguments_of(call.arguments, max_chars),
+                              "status": "unknown", "call_id": _call_id(call.call_id)}
+    try:
+        check_tool_call(fields, "tool call", max_chars)
+    except ValidationError:  # as in `tool_message`: the call still counts, without its arguments
         fields["arguments"] = {}
     return {"role": "tool", "content": "", "tool_call": fields}
 
@@ -179,4 +194,4 @@ def _duration(value: Any) -> float | None:
 
 
 __all__ = ["CUT", "CallSeen", "ResultSeen", "UNPARSED", "arguments_of", "safe_text", "tool_message", "tool_messages",
-           "tool_name", "unanswered"]
+           "tool_name", "unanswered", "unknown_message"]

@@ -73,12 +73,16 @@ from ._common import (
     MemoryBridge,
     MemoryConfig,
     OnError,
+    Outcome,
     ResultSeen,
     latest_user_text,
     log,
+    procedure_ids,
     text_of,
     turn,
+    turn_outcome,
 )
+from ._outcome import CUT_OFF
 from ._tools import MemoryTools, tool_names, tool_spec
 
 __all__ = ["DEFAULT_TOOL_INSTRUCTIONS", "SPEAKER_VARIABLE", "USER_VARIABLE", "MemoryScopeMiddleware",
@@ -247,15 +251,28 @@ class _MemoryTurn(BaseMiddleware):
         query = said or await _last_request_text(context)
         result = await owner.bridge.aretrieve(user_id, query, agent_id=agent_id)
         self.block = owner.bridge.block(result)
+        used = procedure_ids([result])
         try:
             response = await call_next(event, context)
+        except Exception:
+            await owner.bridge.arecord_failed(user_id, self._tool_rows(), agent_id=agent_id,
+                                              session_id=owner.session(context), procedures_used=used)
+            raise
         finally:
             self.block = ""
-        await owner.bridge.arecord(user_id, self._rows(said, speaker, response, agent_id), agent_id=agent_id,
-                                   session_id=owner.session(context))
+        tools = self._tool_rows()
+        await owner.bridge.arecord(user_id, self._rows(said, speaker, response, agent_id, tools), agent_id=agent_id,
+                                   session_id=owner.session(context), run_outcome=_outcome(response, tools),
+                                   procedures_used=used)
         return response
 
-    def _rows(self, said: str, speaker: Any, response: ModelResponse, agent_id: str) -> list[dict[str, Any]]:
+    def _tool_rows(self) -> list[dict[str, Any]]:
+        """The tool messages of the turn's calls that returned (`_keep_call`)."""
+        calls = [call for call, _ in self.calls]
+        return self.owner.bridge.tool_messages(calls, [result for _, result in self.calls]) if calls else []
+
+    def _rows(self, said: str, speaker: Any, response: ModelResponse, agent_id: str,
+              tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The turn, each speaker as who they are: input, mid-turn questions and answers, reply.
         An input nobody can attribute (`speaker` None) is not recorded."""
         rows: list[dict[str, Any]] = []
@@ -264,8 +281,7 @@ class _MemoryTurn(BaseMiddleware):
         elif said and speaker is not None:
             rows.extend(turn(None, said, agent_name=speaker))
         rows.extend(self.asked)
-        calls = [call for call, _ in self.calls]
-        rows.extend(self.owner.bridge.tool_messages(calls, [result for _, result in self.calls]) if calls else [])
+        rows.extend(tools)
         rows.extend(turn(None, _answer_of(response), agent_name=agent_id))
         return rows
 
@@ -380,6 +396,15 @@ async def _last_request_text(context: Context) -> str:
         return ""
     return latest_user_text([Line("user" if isinstance(event, ModelRequest) else "other", None, _request_text(event))
                              for event in events])
+
+
+def _outcome(response: ModelResponse, tools: list[dict[str, Any]]) -> Outcome | None:
+    """The outcome of the run a turn ends (`_outcome.turn_outcome`), or None while it goes on (the
+    turn ended waiting on client-side tool calls). An answer the model API says it cut off
+    (``finish_reason`` "length", "content_filter") is a failed run."""
+    if not isinstance(response, ModelResponse) or response.tool_calls:
+        return None
+    return turn_outcome(tools, failed=response.finish_reason in CUT_OFF)
 
 
 def _answer_of(response: ModelResponse) -> str:

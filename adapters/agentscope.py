@@ -54,12 +54,15 @@ from ._common import (
     Line,
     MemoryBridge,
     MemoryConfig,
+    Outcome,
     ResultSeen,
     latest_user_index,
     latest_user_text,
     log,
+    procedure_ids,
     text_of,
     turn,
+    turn_outcome,
 )
 from ._tools import TOOL_NAMES, MemoryTools, clamp_limit, tool_spec
 
@@ -133,7 +136,8 @@ class MemoryScopeMiddleware(MiddlewareBase):
                                    min_relevance=min_relevance)
         self.bridge = MemoryBridge(memory, self.config, "agentscope")
         self._agent_name: str | None = None  # the agent this middleware serves (for the tools)
-        self._pending: dict[int, tuple[str, str | None]] = {}  # id(agent) -> (input, its speaker) of a paused reply
+        # id(agent) -> (input, its speaker, the procedures retrieved for it) of a paused reply
+        self._pending: dict[int, tuple[str, str | None, list[str]]] = {}
         self.mode: Mode = mode
         if tool_set not in ("long_term_memory", "memory"):
             raise ValueError("tool_set must be 'long_term_memory' or 'memory'")
@@ -168,15 +172,18 @@ class MemoryScopeMiddleware(MiddlewareBase):
         agent_id = self.config.resolve_agent(default=agent.name)
         query, input_id = _query_of(input_kwargs.get("inputs"))
         speaker = _team_leader() if query else None
+        used: list[str] = []
         if not query and id(agent) in self._pending:  # a paused reply resumes
-            query, speaker = self._pending[id(agent)]
+            query, speaker, used = self._pending[id(agent)]
             input_id = None
         if query:
             result = await self.bridge.aretrieve(self.user_id, query, agent_id=agent_id)
+            used = list(dict.fromkeys(used + procedure_ids([result])))
             block = self.bridge.block(result)
             if block:
                 self._blocks[id(agent)] = (block, input_id)
         final: Msg | None = None
+        raised = False
         try:
             async for item in next_handler(**input_kwargs):
                 if isinstance(item, Msg) and item.role == "assistant":
@@ -184,18 +191,28 @@ class MemoryScopeMiddleware(MiddlewareBase):
                 elif isinstance(item, ToolResultEndEvent):
                     self._tool_ids.setdefault(id(agent), []).append(item.tool_call_id)
                 yield item
+        except Exception:
+            raised = True
+            raise
         finally:
             self._blocks.pop(id(agent), None)
-            await self._record(agent, agent_id, query, speaker, final)
+            await self._record(agent, agent_id, (query, speaker, used), final, raised)
 
-    async def _record(self, agent: Agent, agent_id: str, query: str, speaker: str | None, final: Msg | None) -> None:
-        """Record a finished reply with the agent's tool calls; keep the input (and the calls) of
-        a paused one for when it resumes."""
+    async def _record(self, agent: Agent, agent_id: str, asked: tuple[str, str | None, list[str]],
+                      final: Msg | None, raised: bool) -> None:
+        """Record a finished reply with the agent's tool calls, ending the agent's run (`_outcome`;
+        a reply that raised records its calls only); keep the input (and the calls) of a paused
+        one for when it resumes."""
+        query, speaker, used = asked
         answer = (final.get_text_content() or "") if final is not None else ""
         if query and final is not None and answer.strip().startswith(PLACEHOLDER_PREFIX):
-            self._pending[id(agent)] = (query, speaker)
+            self._pending[id(agent)] = asked
             return
         tools = self._tool_rows(agent, self._tool_ids.pop(id(agent), []))
+        if raised and query:
+            self._pending.pop(id(agent), None)
+            await self.bridge.arecord_failed(self.user_id, tools, agent_id=agent_id, procedures_used=used)
+            return
         if not query or final is None:
             return
         self._pending.pop(id(agent), None)
@@ -203,7 +220,8 @@ class MemoryScopeMiddleware(MiddlewareBase):
             rows = turn(query, answer, agent_name=agent_id, tools=tools)
         else:  # a team member: its input is the leader's instruction, not the user's words
             rows = [*turn(None, query, agent_name=speaker, tools=tools), *turn(None, answer, agent_name=agent_id)]
-        await self.bridge.arecord(self.user_id, rows, agent_id=agent_id)
+        await self.bridge.arecord(self.user_id, rows, agent_id=agent_id, run_outcome=_outcome(final, tools),
+                                  procedures_used=used)
 
     def _tool_rows(self, agent: Agent, ids: list[str]) -> list[dict[str, Any]]:
         """The tool messages of the calls with these ids: each ``ToolCallBlock`` of the agent's
@@ -384,6 +402,17 @@ def _team_leader() -> str | None:
             return name if isinstance(name, str) and name else "leader"
         frame = frame.f_back
     return None
+
+
+def _outcome(final: Msg, tools: list[dict[str, Any]]) -> Outcome:
+    """The outcome of the run a reply ends: AgentScope's ``finished_reason`` "error" or
+    "exceed_max_iters" (the loop was cut at ``max_iters``) fail it, "interrupted" leaves it
+    unknown (the user stopped it: it neither succeeded nor failed), and a completed reply takes the
+    outcome of its tool calls (`_outcome.turn_outcome`)."""
+    reason = str(getattr(final, "finished_reason", None) or "")
+    if reason == "interrupted":
+        return "unknown"
+    return turn_outcome(tools, failed=reason in ("error", "exceed_max_iters"))
 
 
 def _query_of(inputs: Any) -> tuple[str, str | None]:

@@ -20,7 +20,9 @@ the agent's model context.
 (an ``AssistantAgent`` that records each turn itself, also inside teams), or by calling
 `MemoryScopeMemory.record_exchange` yourself. The agent's tool calls of a turn (its
 ``ToolCallRequestEvent``s with the ``ToolCallExecutionEvent`` results) are recorded with the turn, as
-the agent's (`MemoryScope.tool_stats`), never as the user's memories.
+the agent's (`MemoryScope.tool_stats`), never as the user's memories, and the turn ends the agent's
+run with the outcome its calls give (`_outcome`); a `MemoryAssistantAgent` turn that raises ends it
+as failed.
 
 The component is serialisable (``dump_component`` / ``load_component``): its config holds the
 store location and the engine's non-secret settings, the user, agent and options; API keys
@@ -56,8 +58,10 @@ from ._common import (
     MemoryConfig,
     ResultSeen,
     latest_user_text,
+    procedure_ids,
     text_of,
     turn,
+    turn_outcome,
 )
 
 __all__ = ["MemoryAssistantAgent", "MemoryScopeMemory", "MemoryScopeMemoryConfig", "memory_tools",
@@ -131,6 +135,7 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
                                     template=template, scope_to_agent=scope_to_agent, on_error=on_error,
                                     min_relevance=min_relevance, human_names=human_names)
         self._bridge = MemoryBridge(memory, self._config, "autogen_agentchat")
+        self._used: list[str] = []  # the procedures the latest update_context returned (for the run's end)
 
     # -- properties ---------------------------------------------------------------------------------
     @property
@@ -170,6 +175,7 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         await self.remove_blocks(model_context)
         query = latest_user_text([_line(m) for m in await model_context.get_messages()])
         result = await self._bridge.aretrieve(self.user_id, query, agent_id=self.agent_id)
+        self._used = procedure_ids([result])
         block = self._bridge.block(result)
         if block:
             state = dict(await model_context.save_state())
@@ -227,7 +233,9 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         name (role assistant), never as the user's. The agent's own earlier messages are skipped.
         `events` are the turn's events (``ToolCallRequestEvent`` / ``ToolCallExecutionEvent``...):
         the calls whose ``source`` is the agent (`agent_id`, the running agent's name) are recorded
-        as its tool calls with their results, paired by call id."""
+        as its tool calls with their results, paired by call id. With a `reply` the turn ends the
+        agent's run (`_outcome.turn_outcome` of its calls), with the procedures the latest
+        `update_context` returned as the ones it used."""
         agent = self._config.resolve_agent(default=agent_id)
         own = {agent, agent_id}
         rows: list[dict[str, Any]] = []
@@ -239,13 +247,28 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
                 rows.extend(turn(text, None))
             else:
                 rows.extend(turn(None, text, agent_name=message.source))
-        rows.extend(self._tool_rows(events, {agent_id or agent}))
-        if reply is not None:
-            rows.extend(turn(None, _message_text(reply), agent_name=reply.source or agent))
-        return await self._bridge.arecord(self.user_id, rows, agent_id=agent)
+        tools = self._tool_rows(events, {agent_id or agent})
+        rows.extend(tools)
+        if reply is None:
+            return await self._bridge.arecord(self.user_id, rows, agent_id=agent)
+        rows.extend(turn(None, _message_text(reply), agent_name=reply.source or agent))
+        used, self._used = self._used, []
+        return await self._bridge.arecord(self.user_id, rows, agent_id=agent, run_outcome=turn_outcome(tools),
+                                          procedures_used=used)
 
-    def _tool_rows(self, events: Sequence[Any], sources: set[str]) -> list[dict[str, Any]]:
-        """The tool messages of the calls in `events` made by `sources` (the agent)."""
+    async def record_failed(self, events: Sequence[Any], *, agent_id: str | None = None) -> list[str]:
+        """End the agent's run as failed after its turn raised: the tool calls among `events` (as
+        `record_messages` reads them; one requested and never answered with status ``unknown``) are
+        recorded, never the user's words (the turn gave no reply)."""
+        agent = self._config.resolve_agent(default=agent_id)
+        used, self._used = self._used, []
+        tools = self._tool_rows(events, {agent_id or agent}, keep_unanswered=True)
+        return await self._bridge.arecord_failed(self.user_id, tools, agent_id=agent, procedures_used=used)
+
+    def _tool_rows(self, events: Sequence[Any], sources: set[str], *,
+                   keep_unanswered: bool = False) -> list[dict[str, Any]]:
+        """The tool messages of the calls in `events` made by `sources` (the agent); a call not
+        answered among them is left out, or with `keep_unanswered` recorded as ``unknown``."""
         calls: list[CallSeen] = []
         results: list[ResultSeen] = []
         for event in events:
@@ -256,7 +279,7 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
             elif isinstance(event, ToolCallExecutionEvent):
                 results += [ResultSeen(r.call_id or None, r.content, failed=bool(r.is_error), name=r.name)
                             for r in event.content]
-        return self._bridge.tool_messages(calls, results) if calls else []
+        return self._bridge.tool_messages(calls, results, keep_unanswered=keep_unanswered) if calls else []
 
     def is_human(self, source: str | None) -> bool:
         """Whether a message source is the human (``"user"`` or one of `human_names`)."""
@@ -304,10 +327,22 @@ class MemoryAssistantAgent(AssistantAgent):
         """``AssistantAgent.on_messages_stream`` plus recording before the `Response` is yielded
         (``on_messages`` stops reading at the Response, so nothing after it would run)."""
         memories = _scope_memories(self)
-        async for item in super().on_messages_stream(messages, cancellation_token):
+        stream = super().on_messages_stream(messages, cancellation_token)
+        seen: list[Any] = []  # the turn's events so far: a turn that raises ends its run with its calls
+        while True:
+            try:
+                item = await stream.__anext__()
+            except StopAsyncIteration:
+                return
+            except Exception:
+                for memory in memories:
+                    await memory.record_failed(seen, agent_id=self.name)
+                raise
             if isinstance(item, Response):
                 for memory in memories:
                     await _finish_turn(memory, self, messages, item.chat_message, item.inner_messages or ())
+            elif isinstance(item, BaseAgentEvent):
+                seen.append(item)
             yield item
 
 

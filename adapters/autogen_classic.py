@@ -53,10 +53,13 @@ from ._common import (
     MemoryBridge,
     MemoryConfig,
     OnError,
+    Outcome,
     ResultSeen,
     latest_user_text,
+    procedure_ids,
     text_of,
     turn,
+    turn_outcome,
 )
 
 _is_async: Callable[[Any], bool]
@@ -68,6 +71,7 @@ except ImportError:  # pragma: no cover - older/newer layouts
 __all__ = ["MemoryCapability", "MemoryConversableAgent", "register_memory_tools"]
 
 _TEXT_ROLES = ("user",)
+MAX_OPEN_CALLS = 256  # tool calls of a run kept for its outcome (the last call of each tool is what counts)
 
 
 class MemoryCapability:
@@ -109,6 +113,9 @@ class MemoryCapability:
                                   human_names=human_names)
         self.config = config
         self.bridge = MemoryBridge(memory, config, "autogen")
+        # per agent: the tool calls of its run so far (replies asking for tools end no run), with the
+        # length of the chat they were seen in (a shorter chat later is a new one: they are dropped)
+        self._open_calls: dict[int, tuple[int, list[dict[str, Any]]]] = {}
 
     def add_to_agent(self, agent: ConversableAgent) -> None:
         """Register the memory reply function (sync and async) first in `agent`'s reply chain."""
@@ -130,8 +137,17 @@ class MemoryCapability:
         query = _latest_user_text(messages, humans)
         result = self.bridge.retrieve(user_id, query, agent_id=agent_id)
         augmented = _with_block(messages, self.bridge.block(result))
-        final, reply = _run_rest_sync(recipient, augmented, sender, skip=(self.memory_reply, self.a_memory_reply))
-        self.bridge.record(user_id, self._turn(messages, reply, agent_id, recipient, humans), agent_id=agent_id)
+        used = procedure_ids([result])
+        try:
+            final, reply = _run_rest_sync(recipient, augmented, sender, skip=(self.memory_reply, self.a_memory_reply))
+        except Exception:
+            self._open_calls.pop(id(recipient), None)
+            self.bridge.record_failed(user_id, self._tool_rows(messages, recipient), agent_id=agent_id,
+                                      procedures_used=used)
+            raise
+        rows, tools = self._turn(messages, reply, agent_id, recipient, humans)
+        self.bridge.record(user_id, rows, agent_id=agent_id,
+                           run_outcome=self._outcome(recipient, messages, reply, tools), procedures_used=used)
         return final, reply
 
     async def a_memory_reply(self, recipient: ConversableAgent, messages: list[dict[str, Any]] | None = None,
@@ -144,9 +160,18 @@ class MemoryCapability:
         query = _latest_user_text(messages, humans)
         result = await self.bridge.aretrieve(user_id, query, agent_id=agent_id)
         augmented = _with_block(messages, self.bridge.block(result))
-        final, reply = await _run_rest_async(recipient, augmented, sender,
-                                             skip=(self.memory_reply, self.a_memory_reply))
-        await self.bridge.arecord(user_id, self._turn(messages, reply, agent_id, recipient, humans), agent_id=agent_id)
+        used = procedure_ids([result])
+        try:
+            final, reply = await _run_rest_async(recipient, augmented, sender,
+                                                 skip=(self.memory_reply, self.a_memory_reply))
+        except Exception:
+            self._open_calls.pop(id(recipient), None)
+            await self.bridge.arecord_failed(user_id, self._tool_rows(messages, recipient), agent_id=agent_id,
+                                             procedures_used=used)
+            raise
+        rows, tools = self._turn(messages, reply, agent_id, recipient, humans)
+        await self.bridge.arecord(user_id, rows, agent_id=agent_id,
+                                  run_outcome=self._outcome(recipient, messages, reply, tools), procedures_used=used)
         return final, reply
 
     # -- helpers ----------------------------------------------------------------------------------------
@@ -178,9 +203,9 @@ class MemoryCapability:
         return {a.name for a in people} | set(self.config.human_names), (people[0] if people else None)
 
     def _turn(self, messages: list[dict[str, Any]], reply: Any, agent_id: str, recipient: ConversableAgent,
-              humans: set[str] | None) -> list[dict[str, Any]]:
+              humans: set[str] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """What arrived since this agent last spoke, each speaker as who they are, the agent's
-        tool calls answered since then (`_tool_calls`), and the reply."""
+        tool calls answered since then (`_tool_calls`), and the reply; and those tool calls."""
         received: list[dict[str, Any]] = []
         for message in reversed(messages):
             if message.get("role") == "assistant" or message.get("name") == recipient.name:
@@ -196,11 +221,28 @@ class MemoryCapability:
                 rows.extend(turn(text, None))
             else:
                 rows.extend(turn(None, text, agent_name=speaker))
-        calls, results = _tool_calls(messages, recipient)
-        rows.extend(self.bridge.tool_messages(calls, results) if calls else [])
+        tools = self._tool_rows(messages, recipient)
+        rows.extend(tools)
         reply_text = text_of(reply.get("content")) if isinstance(reply, dict) else text_of(reply)
         rows.extend(turn(None, reply_text, agent_name=agent_id))
-        return rows
+        return rows, tools
+
+    def _outcome(self, recipient: ConversableAgent, messages: list[dict[str, Any]], reply: Any,
+                 tools: list[dict[str, Any]]) -> Outcome | None:
+        """The outcome of the run a reply ends (`_outcome.turn_outcome` over the run's calls); None
+        while the run goes on: a reply asking for tool calls is answered by the tools' responses
+        and the agent's next reply, which ends the run."""
+        seen_in, earlier = self._open_calls.pop(id(recipient), (0, []))
+        calls = (earlier if len(messages) > seen_in else []) + tools
+        if isinstance(reply, dict) and (reply.get("tool_calls") or reply.get("function_call")):
+            self._open_calls[id(recipient)] = (len(messages), calls[-MAX_OPEN_CALLS:])
+            return None
+        return turn_outcome(calls)
+
+    def _tool_rows(self, messages: list[dict[str, Any]], recipient: ConversableAgent) -> list[dict[str, Any]]:
+        """The tool messages of the agent's calls answered since its last reply (`_tool_calls`)."""
+        calls, results = _tool_calls(messages, recipient)
+        return self.bridge.tool_messages(calls, results) if calls else []
 
 
 class MemoryConversableAgent(ConversableAgent):

@@ -38,6 +38,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, Callba
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.retrievers import BaseRetriever
+from langgraph.errors import GraphBubbleUp
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from memoryscope_plugins.engine import MemoryScope
@@ -51,12 +52,16 @@ from ._common import (
     Line,
     MemoryBridge,
     MemoryConfig,
+    Outcome,
     ResultSeen,
     latest_user_text,
     log,
+    procedure_ids,
     text_of,
     turn,
+    turn_outcome,
 )
+from ._outcome import CUT_OFF
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -100,6 +105,9 @@ class MemoryScopeMiddleware(AgentMiddleware):
         self.tools: list[Any] = []
         self._warned_no_user = False
         self._durations: OrderedDict[str, float] = OrderedDict()  # tool call id -> milliseconds
+        # (user, thread) -> the procedures the run's retrievals returned, until the run is recorded
+        self._used: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
+        self._failed_calls: OrderedDict[str, None] = OrderedDict()  # ids of calls a failed run recorded
 
     # -- model calls: transient injection -----------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
@@ -108,7 +116,14 @@ class MemoryScopeMiddleware(AgentMiddleware):
         user_id = self._user(request.runtime)
         result = self.bridge.retrieve(user_id, _latest_human_text(request.messages),
                                       agent_id=self.config.resolve_agent(default=_graph_agent_name()))
-        return handler(self._augment(request, result))
+        self._note_used(user_id, request.runtime, result)
+        try:
+            return handler(self._augment(request, result))
+        except GraphBubbleUp:
+            raise
+        except Exception:
+            self._record_failed(user_id, request.state, request.runtime)
+            raise
 
     async def awrap_model_call(self, request: ModelRequest,
                                handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> ModelResponse:
@@ -116,46 +131,119 @@ class MemoryScopeMiddleware(AgentMiddleware):
         user_id = self._user(request.runtime)
         result = await self.bridge.aretrieve(user_id, _latest_human_text(request.messages),
                                              agent_id=self.config.resolve_agent(default=_graph_agent_name()))
-        return await handler(self._augment(request, result))
+        self._note_used(user_id, request.runtime, result)
+        try:
+            return await handler(self._augment(request, result))
+        except GraphBubbleUp:
+            raise
+        except Exception:
+            await self._arecord_failed(user_id, request.state, request.runtime)
+            raise
 
     # -- after the run: recording ----------------------------------------------------------------------
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Record this run's user input, the agent's tool calls with their results, and the final answer."""
+        """Record this run's user input, the agent's tool calls with their results, and the final
+        answer, ending the agent's run (`_run_outcome`)."""
         user_id = self._user(runtime)
         tools = self._tool_messages(state)
+        used = self._take_used(user_id, runtime)
         if user_id:
             agent_id = self.config.resolve_agent(default=_graph_agent_name())
             self.bridge.record(user_id, _run_turn(state, agent_id, tools), agent_id=agent_id,
-                               session_id=_thread_id(runtime))
+                               session_id=_thread_id(runtime), run_outcome=_run_outcome(state, tools),
+                               procedures_used=used)
         return None
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Async twin of `after_agent`."""
         user_id = self._user(runtime)
         tools = self._tool_messages(state)
+        used = self._take_used(user_id, runtime)
         if user_id:
             agent_id = self.config.resolve_agent(default=_graph_agent_name())
             await self.bridge.arecord(user_id, _run_turn(state, agent_id, tools), agent_id=agent_id,
-                                      session_id=_thread_id(runtime))
+                                      session_id=_thread_id(runtime), run_outcome=_run_outcome(state, tools),
+                                      procedures_used=used)
         return None
+
+    # -- a run that raises: its calls so far end it as failed -------------------------------------------
+    def _record_failed(self, user_id: str | None, state: Any, runtime: Any,
+                       raised: tuple[ToolCallRequest, Exception] | None = None) -> None:
+        tools = self._failed_tools(state, raised)
+        self.bridge.record_failed(user_id, tools, agent_id=self.config.resolve_agent(default=_graph_agent_name()),
+                                  session_id=_thread_id(runtime), procedures_used=self._take_used(user_id, runtime))
+
+    async def _arecord_failed(self, user_id: str | None, state: Any, runtime: Any,
+                              raised: tuple[ToolCallRequest, Exception] | None = None) -> None:
+        tools = self._failed_tools(state, raised)
+        await self.bridge.arecord_failed(user_id, tools,
+                                         agent_id=self.config.resolve_agent(default=_graph_agent_name()),
+                                         session_id=_thread_id(runtime),
+                                         procedures_used=self._take_used(user_id, runtime))
+
+    def _failed_tools(self, state: Any, raised: tuple[ToolCallRequest, Exception] | None) -> list[dict[str, Any]]:
+        """The tool messages of a run that raised: its calls answered so far, those not answered
+        with status ``unknown`` and, when a tool raised, that call with the exception (type and
+        message) as its error. Their ids are kept, so a run resumed from its checkpoint does not
+        record them again."""
+        calls, results = _run_tool_calls(state)
+        if raised is not None:
+            request, exc = raised
+            call = request.tool_call
+            if not any(c.call_id == call.get("id") for c in calls):
+                calls.append(CallSeen(str(call.get("name") or ""), call.get("args"), call.get("id")))
+            results.append(ResultSeen(call.get("id"), f"{type(exc).__name__}: {exc}", failed=True,
+                                      name=call.get("name")))
+        for seen in calls:
+            if seen.call_id is not None:
+                self._failed_calls[seen.call_id] = None
+        while len(self._failed_calls) > MAX_TIMED_CALLS:
+            self._failed_calls.popitem(last=False)
+        return self._tool_messages_of(calls, results, keep_unanswered=True)
+
+    # -- the procedures a run's retrievals returned ----------------------------------------------------
+    def _note_used(self, user_id: str | None, runtime: Any, result: RetrievalResult) -> None:
+        ids = procedure_ids([result])
+        if user_id and ids:
+            key = (user_id, _thread_id(runtime) or "")
+            self._used[key] = list(dict.fromkeys(self._used.pop(key, []) + ids))
+            while len(self._used) > MAX_TIMED_CALLS:  # runs that never ended (interrupted)
+                self._used.popitem(last=False)
+
+    def _take_used(self, user_id: str | None, runtime: Any) -> list[str]:
+        return self._used.pop((user_id, _thread_id(runtime) or ""), []) if user_id else []
 
     # -- tool calls: timed here, recorded after the run ----------------------------------------------
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
         """Run the tool call unchanged, timing it (its duration is recorded with the run)."""
         started = time.perf_counter()
         try:
-            return handler(request)
-        finally:
+            response = handler(request)
+        except GraphBubbleUp:  # an interrupt (human in the loop) or a handoff: the run goes on
             self._timed(request, started)
+            raise
+        except Exception as exc:
+            self._timed(request, started)
+            self._record_failed(self._user(request.runtime), request.state, request.runtime, (request, exc))
+            raise
+        self._timed(request, started)
+        return response
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
                               ) -> Any:
         """Async twin of `wrap_tool_call`."""
         started = time.perf_counter()
         try:
-            return await handler(request)
-        finally:
+            response = await handler(request)
+        except GraphBubbleUp:  # an interrupt (human in the loop) or a handoff: the run goes on
             self._timed(request, started)
+            raise
+        except Exception as exc:
+            self._timed(request, started)
+            await self._arecord_failed(self._user(request.runtime), request.state, request.runtime, (request, exc))
+            raise
+        self._timed(request, started)
+        return response
 
     def _timed(self, request: ToolCallRequest, started: float) -> None:
         call_id = request.tool_call.get("id")
@@ -166,9 +254,14 @@ class MemoryScopeMiddleware(AgentMiddleware):
 
     def _tool_messages(self, state: Any) -> list[dict[str, Any]]:
         calls, results = _run_tool_calls(state)
+        calls = [c for c in calls if c.call_id is None or c.call_id not in self._failed_calls]
+        return self._tool_messages_of(calls, results)
+
+    def _tool_messages_of(self, calls: list[CallSeen], results: list[ResultSeen], *,
+                          keep_unanswered: bool = False) -> list[dict[str, Any]]:
         durations = {c.call_id: self._durations.pop(c.call_id) for c in calls
                      if c.call_id is not None and c.call_id in self._durations}
-        return self.bridge.tool_messages(calls, results, durations)
+        return self.bridge.tool_messages(calls, results, durations, keep_unanswered=keep_unanswered)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _augment(self, request: ModelRequest, result: RetrievalResult) -> ModelRequest:
@@ -229,6 +322,16 @@ def _run_turn(state: Any, agent_id: str, tools: Sequence[dict[str, Any]] = ()) -
         if after and isinstance(after[-1], ToolMessage):  # the run ended on a return_direct tool
             answer = text_of(after[-1].content)
     return turn(user_text, answer, agent_name=agent_id, tools=tools)
+
+
+def _run_outcome(state: Any, tools: Sequence[dict[str, Any]]) -> Outcome:
+    """The outcome of a run that ended (`_outcome.turn_outcome` of its calls), failed too when the
+    model's final answer was cut off (its ``finish_reason`` "length" or "content_filter")."""
+    messages, last_human = _run_messages(state)
+    final = messages[-1] if messages and last_human is not None and len(messages) - 1 > last_human else None
+    reason = (getattr(final, "response_metadata", None) or {}).get("finish_reason") \
+        if isinstance(final, AIMessage) else None
+    return turn_outcome(tools, failed=reason in CUT_OFF)
 
 
 def _run_messages(state: Any) -> tuple[list[AnyMessage], int | None]:
@@ -452,6 +555,7 @@ class MemoryScopeChatMemory(BaseChatMemory):
     on_error: Literal["warn", "raise"] = "warn"
     min_relevance: float | None = Field(None, ge=-1, le=1)
     _bridge: MemoryBridge = PrivateAttr()
+    _used: list[str] = PrivateAttr(default_factory=list)  # the procedures the latest load returned
 
     def __init__(self, **data: Any) -> None:
         with warnings.catch_warnings():  # BaseChatMemory's own deprecation notice; documented above
@@ -477,6 +581,7 @@ class MemoryScopeChatMemory(BaseChatMemory):
         return text_of(inputs.get(key))
 
     def _variables(self, result: RetrievalResult) -> dict[str, Any]:
+        self._used = procedure_ids([result])
         block = self._bridge.block(result)
         if self.return_messages:
             messages: list[BaseMessage] = [SystemMessage(content=block)] if block else []
@@ -493,16 +598,20 @@ class MemoryScopeChatMemory(BaseChatMemory):
                                                             agent_id=self.agent_id))
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, str]) -> None:
-        """Record the exchange (the chain input and its output)."""
+        """Record the exchange (the chain input and its output), ending the agent's run as
+        ``"unknown"`` (a chain gives no outcome; `_outcome`), with the procedures the latest load
+        returned as the ones it used."""
         user_text, reply = self._get_input_output(inputs, outputs)
+        used, self._used = self._used, []
         self._bridge.record(self.user_id, turn(text_of(user_text), text_of(reply), agent_name=self.agent_id),
-                            agent_id=self.agent_id)
+                            agent_id=self.agent_id, run_outcome="unknown", procedures_used=used)
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, str]) -> None:
         """Async twin of `save_context`."""
         user_text, reply = self._get_input_output(inputs, outputs)
+        used, self._used = self._used, []
         await self._bridge.arecord(self.user_id, turn(text_of(user_text), text_of(reply), agent_name=self.agent_id),
-                                   agent_id=self.agent_id)
+                                   agent_id=self.agent_id, run_outcome="unknown", procedures_used=used)
 
     def clear(self) -> None:
         """Start a new conversation: clears the (unused) chat buffer only.

@@ -23,7 +23,7 @@ TOOL_NAME_RULE = "1-128 characters of letters, digits, '_', '.', ':' or '-', not
 MAX_ARGUMENT_CHARS = 65_536  # the arguments object as JSON
 MAX_ARGUMENT_DEPTH = 32
 MAX_DURATION_MS = 7 * 24 * 3600 * 1000.0  # a week: a longer figure is a unit mistake
-STATUSES = ("ok", "error")
+STATUSES = ("ok", "error", "unknown")  # unknown: the call was made, its outcome never seen
 CALL_KEYS = frozenset({"name", "arguments", "status", "result", "error", "duration_ms", "call_id"})
 
 MAX_ERROR_CHARS = 160  # a normalised error is cut here (with "...")
@@ -61,6 +61,8 @@ def check_tool_call(raw: Any, what: str, max_text_chars: int) -> ToolCall:
         raise ValidationError(f"{what} has an error but status 'ok'")
     if status == "error" and result is not None:
         raise ValidationError(f"{what} has a result but status 'error' (give the failure as 'error')")
+    if status == "unknown" and (result is not None or error is not None):
+        raise ValidationError(f"{what} has status 'unknown' (no outcome seen) but a result or an error")
     return ToolCall(name=name, arguments=arguments, status=status, result=result, error=error,
                     duration_ms=check_duration(raw.get("duration_ms"), f"{what} duration_ms"),
                     call_id=_check_call_id(raw.get("call_id"), what))

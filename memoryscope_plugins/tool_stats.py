@@ -9,7 +9,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
-from .storage.tool_counters import CALL, ERROR, FAIL, LATENCY, SHAPE_FAIL, SHAPE_OK, Counter
+from .storage.tool_counters import CALL, ERROR, FAIL, LATENCY, SHAPE_FAIL, SHAPE_OK, UNKNOWN, Counter
 from .tool_calls import bucket_bound
 from .types import ToolStats
 
@@ -26,7 +26,7 @@ def fold(agent_id: str, counters: Sequence[Counter], top: int) -> list[ToolStats
 
 
 def _stats(agent_id: str, tool: str, counters: Sequence[Counter], top: int) -> ToolStats:
-    calls = failures = 0
+    calls = failures = unknown = 0
     first = last = None
     errors: list[tuple[str, int]] = []
     latency: list[tuple[int, int]] = []
@@ -36,6 +36,8 @@ def _stats(agent_id: str, tool: str, counters: Sequence[Counter], top: int) -> T
             calls, first, last = c.n, _time(c.first_us), _time(c.last_us)
         elif c.kind == FAIL:
             failures = c.n
+        elif c.kind == UNKNOWN:
+            unknown = c.n
         elif c.kind == ERROR:
             errors.append((c.key, c.n))
         elif c.kind == LATENCY:
@@ -49,7 +51,7 @@ def _stats(agent_id: str, tool: str, counters: Sequence[Counter], top: int) -> T
     return ToolStats(agent_id=agent_id, tool=tool, calls=calls, failures=failures, errors=errors[:top],
                      error_kinds=len(errors), timed_calls=timed, p50_ms=percentile(latency, 0.50),
                      p95_ms=percentile(latency, 0.95), shapes=ranked[:top], shape_kinds=len(ranked),
-                     first_used=first, last_used=last)
+                     first_used=first, last_used=last, unknown=unknown)
 
 
 def percentile(buckets: Sequence[tuple[int, int]], q: float) -> float | None:

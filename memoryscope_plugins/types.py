@@ -76,8 +76,9 @@ class ToolCall:
     """One call an agent made to a tool, recorded as a message of role ``"tool"``.
 
     `arguments` is the JSON object the tool was called with; `status` is ``"ok"`` (with the
-    `result` text, if any) or ``"error"`` (with the `error` text, if any); None (the default) means
-    ``"error"`` when `error` is given, else ``"ok"``. `duration_ms` is how long the call took, when
+    `result` text, if any), ``"error"`` (with the `error` text, if any) or ``"unknown"`` (the call
+    was made but its outcome never seen, e.g. an interrupted run: no result, no error); None (the
+    default) means ``"error"`` when `error` is given, else ``"ok"``. `duration_ms` is how long the call took, when
     known; `call_id` the framework's id of the call, if any. The call is the agent's (`agent_id`),
     never the human's words: it is logged and counted in `MemoryScope.tool_stats`, never made into a
     memory of the user.
@@ -282,6 +283,8 @@ class ToolStats:
     are nearest-rank percentiles of the calls with a duration (`timed_calls`), each reported as the
     upper bound of its latency bucket: never below the true value and less than 4.5 % above it
     (None when no call had a duration). `first_used` and `last_used` are the calls' message times.
+    `unknown` counts the calls whose outcome was never seen (status ``"unknown"``): they are in
+    `calls`, neither failed nor succeeded, and in no argument shape.
     """
 
     agent_id: str
@@ -297,6 +300,7 @@ class ToolStats:
     last_used: datetime | None = None
     error_kinds: int = 0  # distinct normalised errors (`errors` shows the top ones)
     shape_kinds: int = 0  # distinct argument shapes (`shapes` shows the top ones)
+    unknown: int = 0  # calls whose outcome was never seen
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (times as ISO 8601)."""
@@ -304,6 +308,6 @@ class ToolStats:
                 "errors": [{"error": e, "count": n} for e, n in self.errors], "error_kinds": self.error_kinds,
                 "timed_calls": self.timed_calls, "p50_ms": self.p50_ms, "p95_ms": self.p95_ms,
                 "shapes": [{"shape": s, "succeeded": ok, "failed": bad} for s, ok, bad in self.shapes],
-                "shape_kinds": self.shape_kinds,
+                "shape_kinds": self.shape_kinds, "unknown": self.unknown,
                 "first_used": None if self.first_used is None else self.first_used.isoformat(),
                 "last_used": None if self.last_used is None else self.last_used.isoformat()}

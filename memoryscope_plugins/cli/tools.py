@@ -22,7 +22,8 @@ def stats_lines(stats: ToolStats) -> list[str]:
                if stats.timed_calls else ", no durations")
     first = "-" if stats.first_used is None else f"{stats.first_used:%Y-%m-%d %H:%M}"
     last = "-" if stats.last_used is None else f"{stats.last_used:%Y-%m-%d %H:%M}"
-    lines = [f"{stats.tool}: {count_of(stats.calls, 'call')}, {stats.failures} failed{share}{latency}; "
+    unknown = f", {stats.unknown} without an outcome" if stats.unknown else ""
+    lines = [f"{stats.tool}: {count_of(stats.calls, 'call')}, {stats.failures} failed{share}{unknown}{latency}; "
              f"first {first}, last {last} UTC"]
     lines += [f"  error x{count}: {error}" for error, count in stats.errors]
     if stats.error_kinds > len(stats.errors):

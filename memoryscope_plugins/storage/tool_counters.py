@@ -2,7 +2,9 @@
 
 A logged tool call adds 1 to a few counters of its (user, agent, tool): ``call``; ``fail`` and
 ``error``/<normalised error> when it failed; ``latency``/<bucket> when it has a duration;
-``shape_ok`` or ``shape_fail``/<argument shape>. Each counter also keeps the first and last message
+``shape_ok`` or ``shape_fail``/<argument shape>; a call whose outcome was never seen (status
+``unknown``) adds ``call``, ``unknown`` and its latency only (a counter kind is a text key: no
+store's schema knows the kinds). Each counter also keeps the first and last message
 time (whole microseconds since the epoch) of the calls it counts. The store adds them in the same
 transaction (or bulk request) that logs the messages, so the counters are always the fold of the
 logged tool calls: a message the log refuses (an id logged already) counts nothing, copying a log
@@ -24,7 +26,8 @@ from .records import MESSAGE_WRITE_COLUMNS, TOOL_CALL_KEY
 from .timecodes import epoch_microseconds
 
 CALL, FAIL, ERROR, LATENCY, SHAPE_OK, SHAPE_FAIL = "call", "fail", "error", "latency", "shape_ok", "shape_fail"
-KINDS = (CALL, FAIL, ERROR, LATENCY, SHAPE_OK, SHAPE_FAIL)
+UNKNOWN = "unknown"
+KINDS = (CALL, FAIL, ERROR, LATENCY, SHAPE_OK, SHAPE_FAIL, UNKNOWN)
 
 _USER, _AGENT, _ROLE, _TIME, _METADATA = (MESSAGE_WRITE_COLUMNS.index(c)
                                           for c in ("user_id", "agent_id", "role", "timestamp", "metadata"))
@@ -103,6 +106,8 @@ def call_counters(call: dict[str, Any]) -> list[tuple[str, str]]:
         out += [(FAIL, ""), (ERROR, tool_calls.normalise_error(call.get("error")))]
     if call.get("duration_ms") is not None:
         out.append((LATENCY, str(tool_calls.latency_bucket(float(call["duration_ms"])))))
+    if call.get("status") == "unknown":  # neither succeeded nor failed: no shape's side to count it on
+        return [*out, (UNKNOWN, "")]
     out.append((SHAPE_FAIL if failed else SHAPE_OK, tool_calls.argument_shape(call.get("arguments") or {})))
     return out
 

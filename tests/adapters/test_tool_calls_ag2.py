@@ -44,14 +44,15 @@ async def test_a_turns_tool_calls_are_the_agents_once_and_never_the_users(server
     s.check_run(engine, "anna", "concierge", timed=True, call_ids=("c1", "c2"))
 
 
-async def test_arguments_that_are_not_json_fail_the_turn_in_ag2_itself_and_record_nothing(server, engine):
+async def test_arguments_that_are_not_json_fail_the_turn_in_ag2_itself_which_records_its_calls_only(server, engine):
     # ag2 1.2 parses the model's arguments again for the next model call: the turn raises, with or
-    # without memory; a failed turn records nothing (its calls neither), as every adapter does
+    # without memory; a failed turn records the calls that ran (a failed run), never the user's words
     agent = make_agent(server, engine)
     script_run(server, ("c1", "weather", s.WEATHER_ARGS), ("c9", "weather", "{city: Oslo"))
     with pytest.raises(json.JSONDecodeError):
         await agent.ask(s.REQUEST)
-    assert engine.tool_stats("concierge") == [] and engine.list("anna") == []
+    [weather] = engine.tool_stats("concierge")
+    assert (weather.tool, weather.calls) == ("weather", 2) and engine.list("anna") == []
 
 
 async def test_a_delegated_agents_calls_are_its_own(server, engine):

@@ -112,6 +112,8 @@ BAD_MESSAGES = [
     ({"tool_call": {"name": "s", "status": "maybe"}}, "status must be one of"),
     ({"tool_call": {"name": "s", "status": "ok", "error": "e"}}, "has an error but status 'ok'"),
     ({"tool_call": {"name": "s", "status": "error", "result": "r"}}, "has a result but status 'error'"),
+    ({"tool_call": {"name": "s", "status": "unknown", "result": "r"}}, "has status 'unknown'"),
+    ({"tool_call": {"name": "s", "status": "unknown", "error": "e"}}, "has status 'unknown'"),
     ({"tool_call": {"name": "s", "result": 5}}, "result must be a string"),
     ({"tool_call": {"name": "s", "duration_ms": -1}}, "duration_ms must be from 0"),
     ({"tool_call": {"name": "s", "duration_ms": math.inf}}, "duration_ms must be from 0"),
@@ -218,3 +220,18 @@ def test_a_logged_call_with_fields_of_a_later_release_still_reads():
     assert '"retries": 2' in stored[8]
     read = records.message_from_row([*stored[:9], 1, stored[9], 0])  # MESSAGE_COLUMNS: seq, state, attempts
     assert read.message.tool_call == ToolCall(name="search", result="r", status="ok")
+
+
+def test_a_call_whose_outcome_was_never_seen_counts_as_neither(engine):
+    engine.record("anna", [{"role": "user", "content": "Book Rosa"},
+                           {"role": "tool", "tool_call": {"name": "book", "arguments": {"day": "Fri"}, "result": "ok"}},
+                           {"role": "tool", "tool_call": {"name": "book", "arguments": {"day": "Sat"},
+                                                          "status": "unknown", "call_id": "c2"}}], agent_id="scout")
+    [stats] = engine.tool_stats("scout")
+    assert (stats.calls, stats.failures, stats.unknown, stats.shapes) == (2, 0, 1, [("{day:str}", 1, 0)])
+    assert stats.to_dict()["unknown"] == 1
+    logged = [m.message.tool_call for m in engine.store.recent_messages("anna", "scout", None, 10)
+              if m.message.tool_call is not None]
+    assert [(c.status, c.result, c.error, c.call_id) for c in logged] == [("ok", "ok", None, None),
+                                                                          ("unknown", None, None, "c2")]
+    assert engine.list("anna")[0].content == "Book Rosa"  # a call is never the user's memory, known or not

@@ -160,3 +160,16 @@ def test_concurrent_writers_lose_no_count(store, store_factory):
     assert (search.calls, search.failures, search.timed_calls) == (24, failures, 24)
     assert search.errors == [("failed on item <n>", failures)]
     assert search.shapes == [("{q:str}", 24 - failures, failures)]
+
+
+def test_a_call_without_an_outcome_counts_as_a_call_neither_failed_nor_succeeded(store):
+    unseen = Message(role="tool", content="", timestamp=T0 + timedelta(minutes=40),
+                     tool_call=ToolCall(name="book", arguments={"train_id": "T-3"}, status="unknown", duration_ms=50))
+    record_run(store)
+    store.append_messages("alice", "planner", [unseen])
+    [book] = stats(store, tool="book")
+    assert (book.calls, book.failures, book.unknown, book.timed_calls) == (4, 2, 1, 3)
+    assert book.shapes == EXPECTED[0].shapes and book.errors == EXPECTED[0].errors  # in no shape, no error
+    assert book.last_used == T0 + timedelta(minutes=40)
+    assert store.recent_messages("alice", "planner", None, 1)[0].message == unseen  # reads back whole
+    assert [s.unknown for s in stats(store, user_id="bob")] == [0, 0]

@@ -1,0 +1,86 @@
+"""AgentScope 2.x: each reply ends the agent's run with the outcome AgentScope gave (issue 43), with
+a real ``Agent`` tool loop, a real ``Toolkit`` and ``OpenAIChatModel`` talking to the fake model
+server; the procedures the middleware's retrieval returned are passed along."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+pytest.importorskip("agentscope.middleware", reason="AgentScope 2.x is not installed")
+
+from agentscope.agent import Agent, ReActConfig
+from agentscope.credential import OpenAICredential
+from agentscope.message import TextBlock, UserMsg
+from agentscope.model import OpenAIChatModel
+from agentscope.permission import PermissionBehavior, PermissionDecision
+from agentscope.tool import FunctionTool, ToolChunk, Toolkit
+
+from memoryscope_plugins.adapters.agentscope import MemoryScopeMiddleware
+from tests.support import run_outcomes as ro, tool_scenario as s
+from tests.support.fakes.fake_model_server import OPENAI_CHAT, Reply, openai_completion, openai_tool_calls
+
+AGENT = "concierge"
+
+
+@pytest.fixture
+def engine(tmp_path, local_embedder):
+    memory = ro.procedures_engine(tmp_path / "memory.db", local_embedder)
+    yield memory
+    memory.close()
+
+
+def weather(city: str) -> ToolChunk:
+    """Today's weather in a city."""
+    return ToolChunk(content=[TextBlock(type="text", text=s.weather(city))])
+
+
+def book_table(restaurant: str, day: str) -> ToolChunk:
+    """Book a table at a restaurant."""
+    return ToolChunk(content=[TextBlock(type="text", text=s.book_table(restaurant, day))])  # raises
+
+
+def make_agent(server, engine, **options) -> Agent:
+    model = OpenAIChatModel(credential=OpenAICredential(api_key="sk-test", base_url=server.url + "/v1"),
+                            model="fake", stream=False, max_retries=0)
+    allow = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="test tools")
+    toolkit = Toolkit(tools=[FunctionTool(weather, permission=allow), FunctionTool(book_table, permission=allow)])
+    return Agent(name=AGENT, system_prompt="You are a concierge.", model=model, toolkit=toolkit,
+                 middlewares=[MemoryScopeMiddleware(engine, user_id="anna", scope_to_agent=True)], **options)
+
+
+async def test_an_unrecovered_tool_error_fails_the_run_and_counts_the_procedures_used(server, engine):
+    used = ro.seed_procedure(engine, "anna", AGENT)
+    server.script(OPENAI_CHAT, [
+        Reply(json=openai_tool_calls(("c1", "weather", s.WEATHER_ARGS), ("c2", "book_table", s.BOOKING_ARGS))),
+        Reply(json=openai_completion(s.ANSWER))])
+    await make_agent(server, engine).reply(UserMsg("anna", s.REQUEST))
+    assert ro.outcomes(engine, "anna", AGENT) == [("failed", [used])]
+
+
+async def test_tools_that_succeeded_succeed_and_a_plain_reply_is_unknown(server, engine):
+    server.script(OPENAI_CHAT, [Reply(json=openai_tool_calls(("c1", "weather", s.WEATHER_ARGS))),
+                                Reply(json=openai_completion(s.ANSWER)), Reply(json=openai_completion("Hello!"))])
+    agent = make_agent(server, engine)
+    await agent.reply(UserMsg("anna", s.REQUEST))
+    await agent.reply(UserMsg("anna", "Hi there"))
+    assert ro.outcomes(engine, "anna", AGENT) == [("succeeded", []), ("unknown", [])]
+
+
+async def test_a_reply_cut_at_max_iters_fails_the_run_though_its_tools_succeeded(server, engine):
+    server.script(OPENAI_CHAT, [Reply(json=openai_tool_calls(("c1", "weather", s.WEATHER_ARGS))),
+                                Reply(json=openai_completion("Still checking, it seems clear in Oslo."))])
+    reply = await make_agent(server, engine, react_config=ReActConfig(max_iters=1)).reply(UserMsg("anna", s.REQUEST))
+    assert str(reply.finished_reason) == "exceed_max_iters"
+    assert ro.outcomes(engine, "anna", AGENT) == [("failed", [])]
+
+
+async def test_a_model_call_that_fails_fails_the_run_with_the_calls_made_before(server, engine):
+    used = ro.seed_procedure(engine, "anna", AGENT)
+    server.script(OPENAI_CHAT, [Reply(json=openai_tool_calls(("c1", "weather", s.WEATHER_ARGS))),
+                                Reply(status=400, json={"error": {"message": "bad request", "type": "invalid"}})])
+    with pytest.raises(openai.BadRequestError):
+        await make_agent(server, engine).reply(UserMsg("anna", s.REQUEST))
+    assert ro.outcomes(engine, "anna", AGENT) == [("failed", [used])]
+    assert [m.message.tool_call.call_id for m in s.logged_calls(engine, "anna")] == ["c1"]
+    assert engine.list("anna") == []  # no reply: the user's words are not recorded
