@@ -7,31 +7,16 @@ key's tenant only: the scope is the tenant's team (`tenancy.tenant_team`), never
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..engine import MemoryScope
-from ..types import Memory
 from .auth import ApiKey
+from .procedure_json import procedure_record
 from .route_support import ApiError, int_param, json_body, request_key
 from .tenancy import tenant_team
-
-PROCEDURE_FIELDS = ("when", "do", "why", "tools", "runs", "uses", "successes", "failures", "weight", "last_used",
-                    "edited_at")
-
-
-def procedure_record(memory: Memory) -> dict[str, Any]:
-    """A stored procedure as the API shows it (its store scope never): id, text, status, times, the
-    messages it rests on (``source_ids``: ids in its users' logs) and its fields and counters."""
-    data = memory.metadata
-    return {"id": memory.id, "agent_id": memory.agent_id, "content": memory.content, "status": memory.status.value,
-            "superseded_by": memory.superseded_by, "created_at": memory.created_at.isoformat(),
-            "updated_at": memory.updated_at.isoformat(), "source_ids": list(memory.source_ids),
-            **{k: data.get(k) for k in PROCEDURE_FIELDS}}
 
 
 def team_key(request: Request) -> ApiKey:
@@ -64,7 +49,7 @@ def agent_routes(engine: MemoryScope, base: str) -> list[Route]:
 
     async def update_procedure(request: Request) -> Response:
         """
-        summary: Edit one of an agent's procedures (body when?, do?, why?, tools?: checked as learning checks
+        summary: Edit one of an agent's procedures (body when?, do?, why?, tools?; checked as learning checks
           the model's text; its sources and counters are kept; a key not bound to users).
         """
         team = tenant_team(team_key(request).tenant)
