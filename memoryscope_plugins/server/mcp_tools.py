@@ -35,8 +35,9 @@ LIST_ENTITIES = ("The people, places, organisations, pets, objects and topics th
                  f"first. kind: {'|'.join(kind.value for kind in EntityKind)}; order: relevance|frequency|recency.")
 
 
-def _http_key(keys: KeyRing, ctx: Context) -> ApiKey:
-    """The key of an MCP call over HTTP: what the guard found, under the same one-credential rule."""
+def _http_key(keys: KeyRing, ctx: Context) -> tuple[ApiKey, Any]:
+    """The key of an MCP call over HTTP (what the guard found, under the same one-credential rule) and
+    the request."""
     request = ctx.request_context.request
     if request is None:
         raise ValidationError("no HTTP request for this call")
@@ -48,14 +49,13 @@ def _http_key(keys: KeyRing, ctx: Context) -> ApiKey:
             raise ValidationError(str(exc)) from None
     if key is None:
         raise ValidationError("missing or unknown API key")
-    return key
+    return key, request
 
 
 def _http_user(keys: KeyRing) -> Resolve:
     def resolve(ctx: Context) -> tuple[str, str]:
-        key = _http_key(keys, ctx)
-        user = ctx.request_context.request.headers.get("x-memory-user") or (  # type: ignore[union-attr]
-            key.users[0] if len(key.users) == 1 else None)
+        key, request = _http_key(keys, ctx)
+        user = request.headers.get("x-memory-user") or (key.users[0] if len(key.users) == 1 else None)
         if not user:
             raise ValidationError("say which user with the X-Memory-User header")
         stored = store_user_id(key.tenant, user)  # the identifier rule, before the prefix
@@ -67,7 +67,7 @@ def _http_user(keys: KeyRing) -> Resolve:
 
 def _http_team(keys: KeyRing) -> ResolveTeam:
     def resolve(ctx: Context) -> str:
-        key = _http_key(keys, ctx)
+        key, _ = _http_key(keys, ctx)
         if key.users:  # procedures are learnt from and shown to every user of the tenant
             raise ValidationError("an agent's procedures are every user's of the tenant: this key is bound to users")
         return tenant_team(key.tenant)
