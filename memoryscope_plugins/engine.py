@@ -1121,7 +1121,8 @@ class MemoryScope:
 
     def delete_procedure(self, agent_id: str, procedure_id: str, *, team: str = "") -> None:
         """Delete one of an agent's procedures (a wrong one an operator removes); `NotFoundError`
-        when the agent (of ``team``) has no procedure with that id."""
+        when the agent (of ``team``) has no procedure with that id, `ValidationError` while a learning
+        step holds the agent's procedures (try again when it is done)."""
         scope = self._procedure_scope(agent_id, team)
         procedure_id = _stored_id(procedure_id, "procedure_id")
         with self._scope_lease(scope):  # a learning step holding it would write the procedure back
@@ -1136,7 +1137,8 @@ class MemoryScope:
         the model's text where that applies: no tool the procedure does not name, no code-like word or
         quote it does not hold, no markup, e-mail address or phone number (`ValidationError`). Its
         sources, runs and outcome counters are kept (docs/procedural.md). `NotFoundError` when the
-        agent (of ``team``) has no procedure with that id."""
+        agent (of ``team``) has no procedure with that id; `ValidationError`, nothing changed, while a
+        learning step holds the agent's procedures."""
         scope = self._procedure_scope(agent_id, team)
         procedure_id = _stored_id(procedure_id, "procedure_id")
         change = procedure_edit.check_change(when=when, do=do, why=why, tools=tools)
