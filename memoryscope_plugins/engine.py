@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -27,11 +28,12 @@ from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, St
 from .models.base import ChatModel, Embedder, Reranker
 from .person import name_rules, record_names
 from .person.short_forms import addressed_aliases
-from .procedures import scope as procedure_scope
+from .procedures import edit as procedure_edit, scope as procedure_scope
 from .retrieval import ledger_cache, pipeline, procedures as procedure_retrieval
 from .settings import Settings
 from .storage import read_consistency
 from .storage.base import LedgerChanges, LedgerReader, MemoryFilter, MemoryStore
+from .storage.leases import Lease
 from .storage.read_consistency import Consistency
 from .storage.records import TOOL_CALL_KEY
 from .timeparse import MENTIONS_KEY, detect_language, mentioned_range, time_mentions
@@ -1119,13 +1121,52 @@ class MemoryScope:
 
     def delete_procedure(self, agent_id: str, procedure_id: str, *, team: str = "") -> None:
         """Delete one of an agent's procedures (a wrong one an operator removes); `NotFoundError`
-        when the agent (of ``team``) has no procedure with that id."""
+        when the agent (of ``team``) has no procedure with that id, `ValidationError` while a learning
+        step holds the agent's procedures (try again when it is done)."""
         scope = self._procedure_scope(agent_id, team)
         procedure_id = _stored_id(procedure_id, "procedure_id")
+        with self._scope_lease(scope):  # a learning step holding it would write the procedure back
+            self._procedure(scope, agent_id, procedure_id)
+            self.store.delete(scope, [procedure_id])
+
+    def update_procedure(self, agent_id: str, procedure_id: str, *, team: str = "", when: str | None = None,
+                         do: str | None = None, why: str | None = None,
+                         tools: Sequence[str] | None = None) -> Memory:
+        """Edit one of an agent's active procedures (of ``team``): its ``when``, ``do``, ``why`` ("" removes
+        it) and ``tools``; its content is rewritten from them and re-embedded. Checked as learning checks
+        the model's text where that applies: no tool the procedure does not name, no code-like word or
+        quote it does not hold, no markup, e-mail address or phone number (`ValidationError`). Its
+        sources, runs and outcome counters are kept (docs/procedural.md). `NotFoundError` when the
+        agent (of ``team``) has no procedure with that id; `ValidationError`, nothing changed, while a
+        learning step holds the agent's procedures."""
+        scope = self._procedure_scope(agent_id, team)
+        procedure_id = _stored_id(procedure_id, "procedure_id")
+        change = procedure_edit.check_change(when=when, do=do, why=why, tools=tools)
+        with self._scope_lease(scope) as lease:
+            memory = self._procedure(scope, agent_id, procedure_id)
+            procedure_edit.apply(memory, change)
+            vectors = self._embed_documents([memory])
+            if vectors is None:  # keep the text change; the stale vector must not stay
+                vectors = [np.zeros(0, dtype=np.float32)]
+            self.store.commit_consolidation([memory], vectors, (), lease=lease)
+        return memory
+
+    def _procedure(self, scope: str, agent_id: str, procedure_id: str) -> Memory:
         found = [m for m in self.store.get(scope, [procedure_id]) if m.type is MemoryType.PROCEDURE]
         if not found:
             raise NotFoundError(f"agent {agent_id!r} has no procedure {procedure_id!r}")
-        self.store.delete(scope, [procedure_id])
+        return found[0]
+
+    @contextlib.contextmanager
+    def _scope_lease(self, scope: str) -> Iterator[Lease]:
+        """Hold a procedure scope's lease (the one its learning steps hold) while an operator changes it."""
+        owner = f"procedures-{uuid.uuid4().hex}"
+        if not self.store.acquire_lease(scope, owner, 600.0):
+            raise ValidationError("the agent's procedures are being learnt now; try again when that is done")
+        try:
+            yield Lease(scope, owner)
+        finally:
+            self.store.release_lease(scope, owner)
 
     def _procedure_scope(self, agent_id: str, team: Any) -> str:
         agent_id = _check_id(agent_id, "agent_id")
@@ -1234,6 +1275,7 @@ class MemoryScope:
     atool_stats = _async_twin(tool_stats)
     aprocedures = _async_twin(procedures)
     adelete_procedure = _async_twin(delete_procedure)
+    aupdate_procedure = _async_twin(update_procedure)
     aadd = _async_twin(add)
     aretrieve = _async_twin(retrieve)
     awarm_up = _async_twin(warm_up)

@@ -23,13 +23,13 @@ from ..storage.base import StoredMessage
 MAX_SHOWN_OUTPUT = 300  # characters of a call's result or error shown in the prompt
 MAX_SHOWN_TEXT = 1_000  # characters of a message shown in the prompt (a run is read for its lessons, not its text)
 MAX_FIELD_CHARS = 400
-_MARKUP = re.compile(r"(?<![A-Za-z0-9])P\d{1,2}(?![A-Za-z0-9])|\[call \d+\]|\[调用 \d+\]|\$[a-z_]+")
-_CODE_WORD = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9]*(?:[_.][A-Za-z0-9]+)+(?![\w])")
+MARKUP = re.compile(r"(?<![A-Za-z0-9])P\d{1,2}(?![A-Za-z0-9])|\[call \d+\]|\[调用 \d+\]|\$[a-z_]+")
+CODE_WORD = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9]*(?:[_.][A-Za-z0-9]+)+(?![\w])")
 # a quote: an ASCII quote mark that is no apostrophe (not after a letter or digit: "what's", "Rosa's"),
 # or a typographic one, up to the first closing mark that is none either (a quote may hold a quote)
-_QUOTED = re.compile(r"(?:(?<![A-Za-z0-9])[\"']|[“‘「])(.{3,80}?)(?:[\"'](?![A-Za-z0-9])|[”’」])")
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
-_PHONE = re.compile(r"\+?\d[\d ()-]{6,}\d")
+QUOTED = re.compile(r"(?:(?<![A-Za-z0-9])[\"']|[“‘「])(.{3,80}?)(?:[\"'](?![A-Za-z0-9])|[”’」])")
+EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
+PHONE = re.compile(r"\+?\d[\d ()-]{6,}\d")
 _NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z][\w'’-]*")
 
 
@@ -134,7 +134,7 @@ def refusal(proposed: Proposed, run: Run, private: Sequence[str]) -> str | None:
     joined = " ".join(texts)
     if any(len(t) > MAX_FIELD_CHARS for t in texts):
         return "too long"
-    if _MARKUP.search(joined):
+    if MARKUP.search(joined):
         return "prompt markup"
     called = run.tool_names()
     if any(tool not in called for tool in proposed.tools):
@@ -145,10 +145,10 @@ def refusal(proposed: Proposed, run: Run, private: Sequence[str]) -> str | None:
         return "rests on no call of the run"
     source = run.text()
     arguments = {key for m in run.calls if m.message.tool_call is not None for key in m.message.tool_call.arguments}
-    for word in _CODE_WORD.findall(joined):
+    for word in CODE_WORD.findall(joined):
         if word not in called and word not in arguments and word not in source:
             return "names a tool or argument the run does not hold"
-    for quoted in _QUOTED.findall(joined):
+    for quoted in QUOTED.findall(joined):
         if quoted.casefold() not in source.casefold():
             return "quotes a text the run does not hold"
     return _personal(joined, run, private)
@@ -156,7 +156,7 @@ def refusal(proposed: Proposed, run: Run, private: Sequence[str]) -> str | None:
 
 def _personal(text: str, run: Run, private: Sequence[str]) -> str | None:
     folded = text.casefold()
-    if _EMAIL.search(text) or _PHONE.search(text):
+    if EMAIL.search(text) or PHONE.search(text):
         return "copies personal data"
     words = set(re.findall(r"[\w'’-]+", folded))
     for name in private:

@@ -27,6 +27,7 @@ from .metrics import RequestMetricsMiddleware, metrics_route
 from .peers import TrustedProxies
 from .pipeline import RequestIdMiddleware
 from .route_support import ApiError, api_error
+from .routes_agents import agent_routes
 from .routes_browser import browser_routes
 from .routes_conversation import conversation_routes
 from .routes_entities import entity_routes
@@ -61,11 +62,11 @@ class ServerConfig:
 
 
 def build_routes(engine: MemoryScope) -> list[Route]:
-    """The /v1 routes: the tenant's users, a user's memories, the conversation cycle, and a user's entities
-    and profile."""
+    """The /v1 routes: the tenant's users, a user's memories, the conversation cycle, a user's entities
+    and profile, and the tenant's agents' procedures."""
     base = "/v1/users"
     return [*user_routes(engine, base), *memory_routes(engine, base), *conversation_routes(engine, base),
-            *entity_routes(engine, base)]
+            *entity_routes(engine, base), *agent_routes(engine, "/v1/agents")]
 
 
 class _Service(Starlette):

@@ -1,31 +1,29 @@
-"""The MCP server (official `mcp` SDK, FastMCP): tools to search, save, update and forget memories, and to
-read the user's entities and profile.
+"""The MCP server (official `mcp` SDK, FastMCP): tools to search, save, update and forget memories, to
+read the user's entities and profile, and (`mcp_agent_tools`) an agent's procedures and tool statistics.
 
 Every tool acts on the caller's user only. Over streamable HTTP the caller is the API key (and,
 for a key bound to several users or to none, the ``X-Memory-User`` header); over stdio it is the
-tenant and user the process was started for.
+tenant and user the process was started for. An agent's procedures are its tenant's (every user's of
+it): only a key not bound to users (or the stdio process) lists, edits or forgets them.
 """
 
 from __future__ import annotations
 
-import functools
-import logging
-from collections.abc import Callable
 from typing import Any
 
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.transport_security import TransportSecuritySettings
 
 from ..engine import MemoryScope
-from ..errors import MemoryScopeError, NotFoundError, StoreError, ValidationError
+from ..errors import ValidationError
 from ..person import name_rules
 from ..types import EntityKind, Memory
-from .auth import KeyRing
+from .auth import ApiKey, KeyRing
 from .entity_json import entity_json, profile_json, profile_value_json, timeline_json
-from .guard import AmbiguousCredentials, current_key, key_from_headers, request_id
-from .tenancy import migrate_legacy_users, store_user_id
-
-log = logging.getLogger(__name__)
+from .guard import AmbiguousCredentials, current_key, key_from_headers
+from .mcp_agent_tools import add_agent_tools
+from .mcp_support import Resolve, ResolveTeam, tool_errors as _tool_errors
+from .tenancy import migrate_legacy_users, store_user_id, tenant_team
 
 INSTRUCTIONS = ("Long-term memory of the user you are talking to. Call search_memories before answering "
                 "anything that may depend on the past; save_memory for facts worth keeping; "
@@ -37,22 +35,26 @@ LIST_ENTITIES = ("The people, places, organisations, pets, objects and topics th
                  f"first. kind: {'|'.join(kind.value for kind in EntityKind)}; order: relevance|frequency|recency.")
 
 
-Resolve = Callable[[Context], tuple[str, str]]  # a tool call's context -> (the store's user id, the tenant)
+def _http_key(keys: KeyRing, ctx: Context) -> tuple[ApiKey, Any]:
+    """The key of an MCP call over HTTP (what the guard found, under the same one-credential rule) and
+    the request."""
+    request = ctx.request_context.request
+    if request is None:
+        raise ValidationError("no HTTP request for this call")
+    key = current_key(request.scope)
+    if key is None:
+        try:
+            key = keys.lookup(key_from_headers(request.headers))
+        except AmbiguousCredentials as exc:
+            raise ValidationError(str(exc)) from None
+    if key is None:
+        raise ValidationError("missing or unknown API key")
+    return key, request
 
 
 def _http_user(keys: KeyRing) -> Resolve:
     def resolve(ctx: Context) -> tuple[str, str]:
-        request = ctx.request_context.request
-        if request is None:
-            raise ValidationError("no HTTP request for this call")
-        key = current_key(request.scope)  # what the guard found, under the same one-credential rule
-        if key is None:
-            try:
-                key = keys.lookup(key_from_headers(request.headers))
-            except AmbiguousCredentials as exc:
-                raise ValidationError(str(exc)) from None
-        if key is None:
-            raise ValidationError("missing or unknown API key")
+        key, request = _http_key(keys, ctx)
         user = request.headers.get("x-memory-user") or (key.users[0] if len(key.users) == 1 else None)
         if not user:
             raise ValidationError("say which user with the X-Memory-User header")
@@ -60,6 +62,15 @@ def _http_user(keys: KeyRing) -> Resolve:
         if not key.may_reach(user):
             raise ValidationError("this key may not reach that user")
         return stored, key.tenant
+    return resolve
+
+
+def _http_team(keys: KeyRing) -> ResolveTeam:
+    def resolve(ctx: Context) -> str:
+        key, _ = _http_key(keys, ctx)
+        if key.users:  # procedures are learnt from and shown to every user of the tenant
+            raise ValidationError("an agent's procedures are every user's of the tenant: this key is bound to users")
+        return tenant_team(key.tenant)
     return resolve
 
 
@@ -80,49 +91,31 @@ def mcp_security(allowed_hosts: list[str]) -> TransportSecuritySettings:
                                      allowed_origins=origins)
 
 
-def _tool_errors(tool: Callable[..., Any]) -> Callable[..., Any]:
-    """What a tool may tell its caller: the engine's validation message, "not found", or (for anything
-    else) that it failed, with the request id; the log gets the exception type and the request id."""
-    @functools.wraps(tool)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return tool(*args, **kwargs)
-        except ValidationError:
-            raise
-        except NotFoundError:
-            raise ValidationError("not found") from None
-        except Exception as exc:
-            ctx = kwargs.get("ctx")
-            request = getattr(getattr(ctx, "request_context", None), "request", None)
-            rid = request_id(request.scope) if request is not None else "-"
-            log.error("MCP tool %s failed in request %s (%s)", tool.__name__, rid, type(exc).__name__)
-            what = "the memory store is not available; retry later" if isinstance(exc, StoreError) else \
-                "internal error" if not isinstance(exc, MemoryScopeError) else "the request failed"
-            raise RuntimeError(f"{what} (request id {rid})") from None
-    return wrapper
-
-
 def build_mcp(engine: MemoryScope, *, keys: KeyRing | None = None, fixed_user: tuple[str, str] | None = None,
               security: TransportSecuritySettings | None = None) -> FastMCP:
     """An MCP server over `engine`. Give `keys` (HTTP) or `fixed_user` = (tenant, user) (stdio)."""
-    resolve = _resolver(engine, keys, fixed_user)
+    resolve, resolve_team = _resolver(engine, keys, fixed_user)
     security = security or mcp_security(["localhost", "127.0.0.1", "[::1]"])
     mcp = FastMCP("memoryscope", instructions=INSTRUCTIONS, stateless_http=True, json_response=True,
                   streamable_http_path="/mcp", transport_security=security, log_level="WARNING")
     _add_memory_tools(mcp, engine, resolve)
     _add_ledger_tools(mcp, engine, resolve)
+    add_agent_tools(mcp, engine, resolve, resolve_team)
     return mcp
 
 
-def _resolver(engine: MemoryScope, keys: KeyRing | None, fixed_user: tuple[str, str] | None) -> Resolve:
-    """Whose memories a call acts on: the process's one user over stdio, the key's over HTTP."""
+def _resolver(engine: MemoryScope, keys: KeyRing | None,
+              fixed_user: tuple[str, str] | None) -> tuple[Resolve, ResolveTeam]:
+    """Whose memories a call acts on, and whose agents' procedures: the process's one user and its
+    tenant over stdio, the key's over HTTP."""
     if fixed_user is not None:
         tenant, user = fixed_user
         stored = store_user_id(tenant, user)
+        team = tenant_team(tenant)
         migrate_legacy_users(engine)  # as `create_app` does: older versions stored other layouts
-        return lambda ctx: (stored, tenant)
+        return (lambda ctx: (stored, tenant)), (lambda ctx: team)
     if keys is not None:
-        return _http_user(keys)
+        return _http_user(keys), _http_team(keys)
     raise ValueError("build_mcp needs keys or fixed_user")
 
 

@@ -24,7 +24,8 @@ async def browser(request: Request) -> Response:
     return HTMLResponse(_static("index.html"), headers=BROWSER_HEADERS)
 
 
-SCRIPTS = ("browser.js", "entities.js")  # the memories view, then the entities view (which uses its helpers)
+# the memories view, then the entities view and the agents view (which use its helpers)
+SCRIPTS = ("browser.js", "entities.js", "agents.js")
 
 
 def _script(name: str):

@@ -47,6 +47,13 @@ def store_user_id(tenant: str, user: str) -> str:
     return f"{tenant}{SEPARATOR}{user}"
 
 
+def tenant_team(tenant: str) -> str:
+    """The team whose agents' procedures a tenant's users teach (`procedures.scope.team_of` of its store
+    ids): "" for the default tenant (its users hold no ':'), else the tenant's name."""
+    check_tenant(tenant)
+    return "" if tenant == DEFAULT_TENANT else tenant
+
+
 def public_user_id(store_id: str, tenant: str) -> str | None:
     """The user part of a store id when it belongs to `tenant` (current layout only), else None."""
     if tenant == DEFAULT_TENANT:

@@ -355,6 +355,15 @@ def test_on_server_stores_a_run_is_learnt_weighed_and_retrieved(tmp_path, server
         assert "What worked before:" in result.context
         assert engine.users() == ["acme:anna", "acme:bob"]
         assert engine.retrieve("globex:zoe", "reserve a restaurant table", agent_id=AGENT).procedures == []
+        # an operator's edit and delete, under the scope's lease, on this store too
+        edited = engine.update_procedure(AGENT, procedure.id, team="acme", do="call book_table with an ISO date")
+        [stored] = engine.procedures(AGENT, team="acme")
+        assert (stored.content, stored.source_ids, stored.metadata["successes"]) == (edited.content,
+                                                                                    procedure.source_ids, 1)
+        with pytest.raises(ValidationError, match="names a tool"):
+            engine.update_procedure(AGENT, procedure.id, team="acme", tools=["reserve_seat"])
+        engine.delete_procedure(AGENT, procedure.id, team="acme")
+        assert engine.procedures(AGENT, team="acme", include_expired=True) == []
     finally:
         engine.close()
 

@@ -10,6 +10,7 @@ pytest.importorskip("starlette", reason="the [server] extra is not installed")
 pytest.importorskip("uvicorn", reason="the [server] extra is not installed")
 
 from memoryscope_plugins.server import ServerConfig  # noqa: E402
+from tests.procedures.test_procedure_edit import NEW_DO  # noqa: E402
 from tests.procedures.test_procedures import AGENT, GOOD, answer, booking_run, make, procedures_of  # noqa: E402
 from tests.support.server_harness import RunningServer, make_keys  # noqa: E402
 
@@ -54,5 +55,53 @@ def test_a_tenants_run_teaches_its_agent_and_no_other_tenant(tmp_path, server, t
             engine.consolidate()
             [stored] = procedures_of(engine, "acme:anna")
             assert (stored.metadata["uses"], stored.metadata["failures"]) == (1, 1)
+    finally:
+        engine.close()
+
+
+def test_a_tenant_lists_edits_and_deletes_its_agents_procedures_and_no_other_tenants(tmp_path, server, teacher,
+                                                                                     local_embedder):
+    teacher.queue = [answer(GOOD), answer(GOOD), answer(GOOD)]
+    engine = make(tmp_path, server, local_embedder)
+    for user in ("acme:anna", "globex:anna", "anna"):
+        engine.record(user, booking_run(user), agent_id=AGENT, run_outcome="succeeded")
+    engine.consolidate()
+    [acme_p], [globex_p], [own_p] = (procedures_of(engine, u) for u in ("acme:anna", "globex:anna", "anna"))
+    keys = make_keys()
+    base = f"/v1/agents/{AGENT}/procedures"
+    try:
+        with RunningServer(engine, keys.ring, ServerConfig(rate_per_second=0)) as srv, \
+                client(srv, keys.acme) as acme, client(srv, keys.other) as globex, \
+                client(srv, keys.anna_only) as anna_only, client(srv, keys.default) as default:
+            [listed] = acme.get(base).json()["procedures"]
+            assert (listed["id"], listed["source_ids"], listed["tools"]) == (acme_p.id, acme_p.source_ids,
+                                                                             ["book_table"])
+            assert listed["status"] == "active" and "~procedures~" not in str(listed)
+            assert [p["id"] for p in globex.get(base).json()["procedures"]] == [globex_p.id]
+            assert [p["id"] for p in default.get(base).json()["procedures"]] == [own_p.id]
+            # another tenant's key can neither change nor delete it: to it, there is no such procedure
+            assert globex.patch(f"{base}/{acme_p.id}", json={"do": NEW_DO}).status_code == 404
+            assert globex.delete(f"{base}/{acme_p.id}").status_code == 404
+            # a key bound to some users manages none of the tenant's agents' procedures
+            for response in (anna_only.get(base), anna_only.patch(f"{base}/{acme_p.id}", json={"do": NEW_DO}),
+                             anna_only.delete(f"{base}/{acme_p.id}")):
+                assert response.status_code == 403, response.text
+            invented = acme.patch(f"{base}/{acme_p.id}", json={"tools": ["book_table", "reserve_seat"]})
+            assert invented.status_code == 400 and "names a tool" in invented.json()["error"]
+            assert acme.patch(f"{base}/{acme_p.id}", json={"content": "x"}).status_code == 400
+            for query in ("include_expired=maybe", "limit=0", "team=globex"):
+                assert acme.get(f"{base}?{query}").status_code == 400, query
+            edited = acme.patch(f"{base}/{acme_p.id}", json={"do": NEW_DO})
+            assert edited.status_code == 200, edited.text
+            assert edited.json()["do"] == NEW_DO and edited.json()["source_ids"] == acme_p.source_ids
+            found = acme.post("/v1/users/ben/retrieve", json={"query": "a table for twelve guests",
+                                                              "agent_id": AGENT}).json()
+            assert [p["do"] for p in found["procedures"]] == [NEW_DO]
+            assert acme.delete(f"{base}/{acme_p.id}").json() == {"deleted": acme_p.id}
+            assert acme.get(base).json()["procedures"] == []
+            assert acme.delete(f"{base}/{acme_p.id}").status_code == 404
+        assert [p.id for p in procedures_of(engine, "globex:anna")] == [globex_p.id]
+        assert procedures_of(engine, "globex:anna")[0].content == globex_p.content
+        assert procedures_of(engine, "anna")[0].content == own_p.content
     finally:
         engine.close()

@@ -38,6 +38,7 @@ ROUTES = [
     ("PUT", "/v1/users/anna/profile/home", {"value": "Sintra"}, False),
     ("DELETE", "/v1/users/anna/profile/values/pv-likes-surf", None, False),
     ("GET", "/v1/users/anna/tool-stats?agent_id=assistant", None, False),
+    ("GET", "/v1/agents/assistant/procedures", None, False),
     ("DELETE", "/v1/users/anna/memories/obs-old", None, False),
     ("DELETE", "/v1/users/anna", None, True),
     ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, False),
@@ -81,6 +82,7 @@ def test_health_openapi_and_page_need_no_key(running):
     spec = httpx.get(running.url + "/openapi.json").json()
     assert "/v1/users/{user}/retrieve" in spec["paths"]
     assert {"/v1/users/{user}/entities/{name}/merge", "/v1/users/{user}/profile/{key}/history"} <= set(spec["paths"])
+    assert {"/v1/agents/{agent}/procedures", "/v1/agents/{agent}/procedures/{procedure_id}"} <= set(spec["paths"])
     page = httpx.get(running.url + "/")
     assert page.status_code == 200 and "Memory browser" in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]

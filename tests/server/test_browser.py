@@ -26,6 +26,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
+from memoryscope_plugins.types import Memory, MemoryType  # noqa: E402
 from tests.support.server_harness import RunningServer, make_keys, seed, seed_ledger  # noqa: E402
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -230,6 +231,78 @@ def test_entities_view_plot_detail_edits_and_profile_history(engine, browser, tm
 
         browser.find_element(By.ID, "viewMemories").click()
         wait.until(lambda d: d.find_element(By.ID, "timeline").is_displayed())
+
+
+# -- an agent's procedures and tools (issue 43, item 5) ---------------------------------------------------
+
+def _seed_agent(engine) -> list[str]:
+    """acme's anna ran the concierge agent (tool calls: one failed); the agent has a procedure of acme's
+    resting on her words, a tool call and another user's message, and one of globex's."""
+    from memoryscope_plugins.procedures.scope import procedure_scope
+    from tests.procedures.test_procedures import booking_run
+
+    ids = engine.record("acme:anna", booking_run("acme:anna"), agent_id="concierge")
+    data = {"when": "booking a table for a given day", "do": "call book_table with day as an ISO date",
+            "why": "", "tools": ["book_table"], "runs": 2, "uses": 3, "successes": 2, "failures": 1, "weight": 1.5,
+            "language": "en"}
+    acme = Memory(id="proc-1", user_id=procedure_scope("acme:anna", "concierge"), agent_id="concierge",
+                  content="When booking a table for a given day: call book_table with day as an ISO date",
+                  type=MemoryType.PROCEDURE, source_ids=[ids[0], ids[2], "msg-of-another-user"], metadata=data)
+    globex = Memory(id="proc-globex", user_id=procedure_scope("globex:anna", "concierge"), agent_id="concierge",
+                    content="When globex books: call book_table at once", type=MemoryType.PROCEDURE,
+                    source_ids=[], metadata=data)
+    engine.store.put([acme, globex], None)
+    return ids
+
+
+def test_agents_view_shows_procedures_with_sources_and_failing_tools(engine, browser):
+    keys = make_keys()
+    seed(engine)
+    _seed_agent(engine)
+    with RunningServer(engine, keys.ring) as srv:
+        wait = open_as_admin(browser, srv, keys.admin)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline .mem"))
+        browser.find_element(By.ID, "viewAgents").click()
+        assert not browser.find_element(By.ID, "timeline").is_displayed()
+        browser.find_element(By.ID, "agentId").clear()
+        browser.find_element(By.ID, "agentId").send_keys("concierge")
+        browser.find_element(By.CSS_SELECTOR, "#agentForm button").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#procedures .mem.procedure[data-id="proc-1"]'))
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#tools .mem.tool'))
+        procedure = browser.find_element(By.CSS_SELECTOR, '#procedures .mem.procedure[data-id="proc-1"]')
+        assert "call book_table with day as an ISO date" in procedure.text
+        assert texts(browser, '#procedures .badge.tool') == ["book_table"] and "runs 2" in procedure.text
+        # its sources: anna's words as text; the tool call and another user's message only counted
+        assert texts(browser, "#procedures .source") == ["↳ Book me a table at Rosa's for Friday"]
+        assert "sources: 3 messages (2 not of this user, or tool calls)" in procedure.text
+        assert "globex" not in browser.find_element(By.ID, "agentsView").text
+        failing = browser.find_element(By.CSS_SELECTOR, '#tools .mem.tool.failing[data-tool="book_table"]')
+        assert "2 calls, 1 failed" in failing.text and "Invalid date" in failing.text
+        fine = browser.find_element(By.CSS_SELECTOR, '#tools .mem.tool[data-tool="find_restaurant"]')
+        assert "1 calls, 0 failed" in fine.text and "failing" not in fine.get_attribute("class")
+
+        # an edit that names a tool the procedure does not hold is refused; a fair one is kept
+        procedure.find_element(By.CSS_SELECTOR, "button.edit").click()
+        _prompt(browser, wait, "call reserve_seat first")
+        wait.until(lambda d: "names a tool" in d.find_element(By.ID, "status").text)
+        browser.find_element(By.CSS_SELECTOR, '#procedures .mem[data-id="proc-1"] button.edit').click()
+        _prompt(browser, wait, "call book_table with the day as YYYY-MM-DD")
+        wait.until(lambda d: "YYYY-MM-DD" in _text(d, '#procedures .mem[data-id="proc-1"] .text'))
+        [edited] = engine.procedures("concierge", team="acme")
+        assert edited.metadata["do"] == "call book_table with the day as YYYY-MM-DD" and edited.metadata["runs"] == 2
+        browser.find_element(By.CSS_SELECTOR, '#procedures .mem[data-id="proc-1"] button.delete').click()
+        _prompt(browser, wait)
+        wait.until(lambda d: "no procedures" in _text(d, "#procedures .meta"))
+        assert engine.procedures("concierge", team="acme") == []
+        assert [p.id for p in engine.procedures("concierge", team="globex")] == ["proc-globex"]
+
+        # a key bound to anna sees her tools but manages none of the tenant's agents' procedures
+        browser.find_element(By.ID, "key").send_keys(keys.anna_only)
+        browser.find_element(By.ID, "connect").click()
+        wait.until(lambda d: "connected: 1 users" in d.find_element(By.ID, "status").text)
+        Select(browser.find_element(By.ID, "user")).select_by_value("anna")
+        wait.until(lambda d: "403" in _text(d, "#procedures .meta"))
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#tools .mem.tool[data-tool="book_table"]'))
 
 
 # -- hostile ids and text (issue 20, item 2), against a real `serve` process --------------------------

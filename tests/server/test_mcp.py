@@ -23,7 +23,7 @@ from tests.support.paths import ROOT, console_script  # noqa: E402
 from tests.support.server_harness import RunningServer, make_keys, seed, seed_ledger  # noqa: E402
 
 TOOLS = {"search_memories", "save_memory", "update_memory", "forget_memory", "list_memories", "list_entities",
-         "about_entity", "get_profile"}
+         "about_entity", "get_profile", "list_procedures", "update_procedure", "forget_procedure", "tool_stats"}
 
 
 def payload(result) -> dict:

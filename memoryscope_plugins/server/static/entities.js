@@ -20,10 +20,13 @@ function svgTitle(text){ const e = svg("title"); e.textContent = text; return e;
 function day(iso){ return iso ? iso.slice(0, 10) : "?"; }
 function failed(e){ status("error: " + e.message); }
 
-function showView(entities){
-  $("memoriesView").hidden = entities; $("entitiesView").hidden = !entities;
-  $("viewMemories").classList.toggle("on", !entities); $("viewEntities").classList.toggle("on", entities);
-  if (entities) loadEntities().catch(failed);
+const VIEWS = ["memories", "entities", "agents"];  // <name>View and its button view<Name>
+function showView(name){
+  for (const view of VIEWS){
+    $(view + "View").hidden = view !== name;
+    $("view" + view[0].toUpperCase() + view.slice(1)).classList.toggle("on", view === name);
+  }
+  if (name === "entities") loadEntities().catch(failed);
 }
 function entitiesShown(){ return !$("entitiesView").hidden; }
 
@@ -165,8 +168,8 @@ function profileValue(v, removable){
   return row;
 }
 
-$("viewMemories").onclick = () => showView(false);
-$("viewEntities").onclick = () => showView(true);
+$("viewMemories").onclick = () => showView("memories");
+$("viewEntities").onclick = () => showView("entities");
 $("entityKind").onchange = $("entityOrder").onchange = () => loadEntities().catch(failed);
 $("user").addEventListener("change", () => { shownEntity = null; $("entityDetail").replaceChildren(el("div", "meta", "pick an entity"));
   if (entitiesShown()) loadEntities().catch(failed); });
