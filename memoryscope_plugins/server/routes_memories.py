@@ -8,7 +8,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..engine import MemoryScope
+from ..storage import read_consistency
 from .route_support import given, int_param, json_body, public_memory, request_key, store_user
+
+
+def consistency_param(request: Request) -> read_consistency.Consistency:
+    """The ``consistency`` query parameter (``replica`` when absent): where a store with read standbys reads."""
+    return read_consistency.check(request.query_params.get("consistency", "replica"))
 
 
 def memory_routes(engine: MemoryScope, base: str) -> list[Route]:
@@ -16,15 +22,16 @@ def memory_routes(engine: MemoryScope, base: str) -> list[Route]:
 
     async def list_memories(request: Request) -> Response:
         """
-        summary: A page of a user's memories, newest first (query limit, offset, types, include_expired).
+        summary: A page of a user's memories, newest first (query limit, offset, types, include_expired, consistency).
         """
         key = request_key(request)
         user = store_user(key, request.path_params["user"])
         types = [t for t in request.query_params.get("types", "").split(",") if t] or None
         expired = request.query_params.get("include_expired", "true").lower() != "false"
+        consistency = consistency_param(request)
         items = await run_in_threadpool(lambda: engine.list(
             user, types=types, include_expired=expired, limit=int_param(request, "limit", 100),
-            offset=int_param(request, "offset", 0)))
+            offset=int_param(request, "offset", 0), consistency=consistency))
         return JSONResponse({"memories": [public_memory(m, key.tenant) for m in items]})
 
     async def add_memory(request: Request) -> Response:
@@ -41,11 +48,13 @@ def memory_routes(engine: MemoryScope, base: str) -> list[Route]:
 
     async def get_memory(request: Request) -> Response:
         """
-        summary: One memory.
+        summary: One memory (query consistency).
         """
         key = request_key(request)
         user = store_user(key, request.path_params["user"])
-        memory = await run_in_threadpool(engine.get, user, request.path_params["memory_id"])
+        consistency = consistency_param(request)
+        memory = await run_in_threadpool(lambda: engine.get(user, request.path_params["memory_id"],
+                                                            consistency=consistency))
         return JSONResponse(public_memory(memory, key.tenant))
 
     async def update_memory(request: Request) -> Response:

@@ -488,3 +488,42 @@ def test_reads_answer_from_the_standby_while_the_primary_is_down(make_store, pai
             assert store.count("d", MemoryFilter()) == 80
     finally:
         pair[0].start()
+
+
+def test_http_list_and_get_read_the_primary_when_asked(pair, local_embedder):
+    """Over HTTP, ``consistency`` on the list and get routes as on retrieve: with the standby's replay
+    paused (it stays in use: its lag limit is an hour), a memory another process has just written is not
+    on the standby yet: the default reads there and does not see it; ``consistency=primary`` does."""
+    pytest.importorskip("uvicorn", reason="the [server] extra is not installed")
+    import httpx
+
+    from memoryscope_plugins import MemoryScope
+    from memoryscope_plugins.server import ServerConfig
+    from memoryscope_plugins.storage.postgres_store import PostgresStore
+    from tests.support.server_harness import RunningServer, make_keys
+    prefix = f"rephttp{next(_prefixes)}"
+    settings = Settings(store={"backend": "postgres", "url": pair[2], "read_urls": [pair[3]],
+                               "index_prefix": prefix, "max_replica_lag_s": 3600},
+                        consolidation={"worker": "none"})
+    keys = make_keys()
+    with MemoryScope(settings, embedder=local_embedder) as engine, \
+            RunningServer(engine, keys.ring, ServerConfig(rate_per_second=0)) as srv, \
+            httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {keys.acme}"}, timeout=30) as http:
+        other = PostgresStore(pair[2], embedding_model=engine.store.embedding_model, table_prefix=prefix)
+        try:
+            other.put([memory("acme:carl", "c-1", "an old note")], None)  # another process's writes
+            replayed(pair)
+            with paused(pair):
+                other.put([memory("acme:carl", "c-2", "written just now")], None)
+                listed = {c: http.get("/v1/users/carl/memories", params={"consistency": c} if c else {})
+                          for c in ("", "replica", "primary")}
+                assert {c: [m["id"] for m in r.json()["memories"]] for c, r in listed.items()} == {
+                    "": ["c-1"], "replica": ["c-1"], "primary": ["c-2", "c-1"]}
+                assert http.get("/v1/users/carl/memories/c-2").status_code == 404
+                got = http.get("/v1/users/carl/memories/c-2", params={"consistency": "primary"})
+                assert got.status_code == 200 and got.json()["content"] == "written just now"
+                for path in ("/v1/users/carl/memories", "/v1/users/carl/memories/c-1"):
+                    refused = http.get(path, params={"consistency": "nearest"})
+                    assert refused.status_code == 400 and "consistency" in refused.json()["error"]
+        finally:
+            other.close()
