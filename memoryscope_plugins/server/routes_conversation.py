@@ -55,12 +55,12 @@ def conversation_routes(engine: MemoryScope, base: str) -> list[Route]:
 
     async def retrieve(request: Request) -> Response:
         """
-        summary: What memory recalls for a query, with scores (body query, top_k?, types?, include_expired?, now?, agent_id?, tools?, consistency?).
+        summary: What memory recalls for a query, with scores (body query, top_k?, types?, include_expired?, now?, agent_id?, tools?, procedures_of?, consistency?).
         """  # noqa: E501 - one line of the OpenAPI schema
         key = request_key(request)
         user = store_user(key, request.path_params["user"])
         body = await json_body(request, {"query", "top_k", "types", "include_expired", "now", "agent_id", "rerank",
-                                               "tools", "consistency"})
+                                               "tools", "procedures_of", "consistency"})
         result = await run_in_threadpool(lambda: engine.retrieve(user, given(body, "query"),
                                                                  **{k: v for k, v in body.items() if k != "query"}))
         return JSONResponse(retrieval_json(result, key.tenant))
