@@ -94,7 +94,8 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
             `settings` (and the environment) and closed by `close`.
         user_id: whose memories are read, written and cleared.
         agent_id: recorded as the assistant (default ``"assistant"``, or the agent's name when
-            recorded through `run_with_memory` / `MemoryAssistantAgent`).
+            recorded through `run_with_memory` / `MemoryAssistantAgent`); with ``procedures.enabled``
+            the procedures retrieved are that agent's (see `serve`).
         top_k: memories injected per model call (default: the engine's setting).
         types: only these memory types are retrieved.
         template: the memory block (must contain ``{context}``).

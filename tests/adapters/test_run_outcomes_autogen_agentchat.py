@@ -119,3 +119,16 @@ async def test_in_a_team_each_agent_ends_its_own_run(server, engine):
     await run_with_memory(team, s.REQUEST, memory)
     assert ro.outcomes(engine, "anna", AGENT) == [("failed", [])]
     assert ro.outcomes(engine, "anna", "critic") == [("unknown", [])]
+
+
+async def test_a_memory_two_members_share_serves_neither_and_retrieves_the_configured_agents(server, engine):
+    ro.seed_two_agents(engine, "anna", AGENT)
+    shared = MemoryScopeMemory(engine, user_id="anna")
+    shared.serve(AGENT)  # left from an earlier run of the concierge alone
+    concierge = AssistantAgent(AGENT, model_client=client(server), memory=[shared])
+    critic = AssistantAgent("critic", model_client=client(server), memory=[shared])
+    team = RoundRobinGroupChat([concierge, critic], termination_condition=MaxMessageTermination(2))
+    script(server, answers=("On it.",))
+    await run_with_memory(team, s.REQUEST, shared)
+    # the Memory protocol does not say which member retrieves: "assistant"'s, never one member's for the other
+    assert ro.outcomes(engine, "anna", AGENT) == [("unknown", ["proc-assistant"])]

@@ -68,6 +68,10 @@ async def test_a_run_ended_over_mcp_is_learnt_and_found_by_its_tenants_agent_onl
             refused = await call(srv, ben, "record_run", {"messages": [{"role": "user", "content": "table for two"}],
                                                           "run_outcome": "maybe", "agent_id": AGENT})
             assert refused.isError and "run_outcome" in refused.content[0].text
+            # a key bound to anna ends no run of ben's
+            bound = await call(srv, {**anna, "X-Memory-User": "ben"}, "record_run", {
+                "messages": [{"role": "user", "content": "table for two"}], "run_outcome": "failed", "agent_id": AGENT})
+            assert bound.isError and "may not reach" in bound.content[0].text
             assert engine.list("acme:ben") == []
             later = payload(await call(srv, ben, "record_run", {
                 "messages": [{"role": "user", "content": "table for two"}], "run_outcome": "failed",
