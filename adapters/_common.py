@@ -162,7 +162,10 @@ class MemoryBridge:
         if not query:
             return None
         limit = self.memory.settings.max_content_chars
+        # the agent's procedures are those of the agent the turn's run is recorded under, whether or
+        # not the user's memories are filtered by it (scope_to_agent)
         return {"query": query[-limit:], "agent_id": agent_id if self.config.scope_to_agent else None,
+                "procedures_of": agent_id,
                 "top_k": top_k if top_k is not None else self.config.top_k, "types": self.config.types,
                 "min_relevance": min_relevance if min_relevance is not None else self.config.min_relevance}
 
@@ -170,7 +173,9 @@ class MemoryBridge:
                  top_k: int | None = None, min_relevance: float | None = None) -> RetrievalResult:
         """Memories of `user_id` relevant to `query` (empty when there is no user, query or store).
 
-        `top_k` and `min_relevance` override the config's for this call (None keeps it; a
+        `agent_id` is the agent the turn is recorded under: with ``procedures.enabled`` its procedures
+        are returned (whatever ``scope_to_agent`` says), and with ``scope_to_agent`` only the memories
+        it recorded. `top_k` and `min_relevance` override the config's for this call (None keeps it; a
         `min_relevance` of -1 turns the floor off)."""
         if not self.config.retrieve or not user_id or not query:
             return empty_result(query or "")

@@ -94,7 +94,8 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
             `settings` (and the environment) and closed by `close`.
         user_id: whose memories are read, written and cleared.
         agent_id: recorded as the assistant (default ``"assistant"``, or the agent's name when
-            recorded through `run_with_memory` / `MemoryAssistantAgent`).
+            recorded through `run_with_memory` / `MemoryAssistantAgent`); with ``procedures.enabled``
+            the procedures retrieved are that agent's (see `serve`).
         top_k: memories injected per model call (default: the engine's setting).
         types: only these memory types are retrieved.
         template: the memory block (must contain ``{context}``).
@@ -136,6 +137,10 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
                                     min_relevance=min_relevance, human_names=human_names)
         self._bridge = MemoryBridge(memory, self._config, "autogen_agentchat")
         self._used: list[str] = []  # the procedures the latest update_context returned (for the run's end)
+        # the name of the agent this memory serves now (`MemoryAssistantAgent`, `run_with_memory`): the
+        # Memory protocol's update_context is not told which agent calls it, and its procedures are
+        # that agent's, the one its runs are recorded under
+        self._serving: str | None = None
 
     # -- properties ---------------------------------------------------------------------------------
     @property
@@ -174,7 +179,7 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         """
         await self.remove_blocks(model_context)
         query = latest_user_text([_line(m) for m in await model_context.get_messages()])
-        result = await self._bridge.aretrieve(self.user_id, query, agent_id=self.agent_id)
+        result = await self._bridge.aretrieve(self.user_id, query, agent_id=self._turn_agent())
         self._used = procedure_ids([result])
         block = self._bridge.block(result)
         if block:
@@ -195,8 +200,18 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         limit = kwargs.get("limit", kwargs.get("top_k"))
         if limit is not None:
             check_top_k(limit, "limit")
-        result = await self._bridge.aretrieve(self.user_id, text, agent_id=self.agent_id, top_k=limit)
+        result = await self._bridge.aretrieve(self.user_id, text, agent_id=self._turn_agent(), top_k=limit)
         return MemoryQueryResult(results=[_content(m) for m in result.memories])
+
+    def _turn_agent(self) -> str:
+        """The agent a retrieval is for: the configured agent_id, else the agent this memory serves
+        (as `record_messages` records the turn), else "assistant"."""
+        return self._config.resolve_agent(default=self._serving)
+
+    def serve(self, agent_name: str | None) -> None:
+        """Say which agent this memory serves from now on (its retrievals return that agent's
+        procedures); `MemoryAssistantAgent` and `run_with_memory` call it before each turn."""
+        self._serving = agent_name if isinstance(agent_name, str) and agent_name.strip() else None
 
     async def add(self, content: MemoryContent, cancellation_token: CancellationToken | None = None) -> None:
         """Store a fact directly (a ``custom`` memory, searchable at once). Text and JSON only."""
@@ -327,6 +342,8 @@ class MemoryAssistantAgent(AssistantAgent):
         """``AssistantAgent.on_messages_stream`` plus recording before the `Response` is yielded
         (``on_messages`` stops reading at the Response, so nothing after it would run)."""
         memories = _scope_memories(self)
+        for memory in memories:
+            memory.serve(self.name)
         stream = super().on_messages_stream(messages, cancellation_token)
         seen: list[Any] = []  # the turn's events so far: a turn that raises ends its run with its calls
         while True:
@@ -354,6 +371,7 @@ async def run_with_memory(agent: ChatAgent, task: str | BaseChatMessage | Sequen
     memories = [memory] if memory is not None else _scope_memories(agent)
     if not memories:
         raise ValueError("no MemoryScopeMemory given and none found in the agent's memory list")
+    _serve_members(agent)
     result = await agent.run(task=task, cancellation_token=cancellation_token)
     await _record_run(memories, agent, task, result)
     return result
@@ -369,6 +387,7 @@ async def run_stream_with_memory(agent: ChatAgent, task: str | BaseChatMessage |
     memories = [memory] if memory is not None else _scope_memories(agent)
     if not memories:
         raise ValueError("no MemoryScopeMemory given and none found in the agent's memory list")
+    _serve_members(agent)
     async for item in agent.run_stream(task=task, cancellation_token=cancellation_token):
         if isinstance(item, TaskResult):
             await _record_run(memories, agent, task, item)
@@ -427,6 +446,20 @@ async def _finish_turn(memory: MemoryScopeMemory, agent: Any, inputs: Sequence[B
     context = getattr(agent, "model_context", None)
     if isinstance(context, ChatCompletionContext):
         await memory.remove_blocks(context)
+
+
+def _serve_members(agent: Any) -> None:
+    """Tell each memory in the agent's memory list (a team's: each member's) which agent it serves. A
+    memory two members of a team share serves neither: its retrievals return the configured agent_id's
+    procedures (default "assistant"); give each member its own memory, or use `MemoryAssistantAgent`,
+    which says so before each of its turns."""
+    members = getattr(agent, "_participants", None)  # a team's (BaseGroupChat keeps them there)
+    holders: dict[int, tuple[MemoryScopeMemory, set[str]]] = {}
+    for member in members if isinstance(members, list) else [agent]:
+        for memory in _scope_memories(member):
+            holders.setdefault(id(memory), (memory, set()))[1].add(getattr(member, "name", ""))
+    for memory, names in holders.values():
+        memory.serve(next(iter(names)) if len(names) == 1 else None)
 
 
 def _scope_memories(agent: Any) -> list[MemoryScopeMemory]:

@@ -89,7 +89,7 @@ def _prepare(engine: "MemoryScope", user_id: str, message: str, agent_id: str, s
     if system_prompt is not None and not isinstance(system_prompt, str):
         raise ValidationError("system_prompt must be a string")
     moment = _moment(now)
-    retrieval = engine.retrieve(user_id, message, top_k=top_k, now=moment)
+    retrieval = engine.retrieve(user_id, message, top_k=top_k, now=moment, procedures_of=agent_id)
     language = engine.settings.language if engine.settings.language != "auto" else detect_language(message)
     system = build_system_prompt(engine, retrieval, moment, language, system_prompt)
     messages = [{"role": "system", "content": system}, *_history(history), {"role": "user", "content": message}]

@@ -543,13 +543,16 @@ class MemoryScope:
                  time_range: TimeRange | tuple[datetime | str | None, datetime | str | None] | None = None,
                  now: datetime | str | None = None, rerank: bool | None = None,
                  language: str | None = None, min_relevance: float | None = None,
-                 tools: Sequence[str] | None = None, consistency: Consistency = "replica") -> RetrievalResult:
+                 tools: Sequence[str] | None = None, procedures_of: str | None = None,
+                 consistency: Consistency = "replica") -> RetrievalResult:
         """Find a user's memories for a query. No LLM is called.
 
         Args:
             query: the user's latest message or a question. Time words in it ("last weekend",
                 "上周三", "in May") become a time range relative to `now` that boosts (or, with
                 ``retrieval.time_mode = "filter"``, filters) memories of that time.
+            agent_id: only the memories recorded by this agent; with ``procedures.enabled`` (and no
+                `procedures_of`), also the agent whose procedures are returned.
             top_k: how many memories to return (default ``retrieval.top_k``).
             types: restrict to these memory types.
             include_expired: also return memories superseded by newer ones.
@@ -563,21 +566,27 @@ class MemoryScope:
                 the floor off.
             tools: the tools the agent is about to use: with ``procedures.enabled``, the figures of
                 those that failed before are added (``tool_notes``).
+            procedures_of: with ``procedures.enabled``, the agent whose procedures (and tool figures)
+                are returned, without filtering the user's memories by agent: what an agent passes
+                that records its runs under its own id but reads every memory of the user. Default:
+                `agent_id`, else "assistant".
             consistency: with read standbys (``store.read_urls``), ``"replica"`` (default) reads from
                 one (this process's own writes are always seen; another process's only once the
                 standby has replayed them), ``"primary"`` from the primary. Without standbys: ignored.
 
         Returns a `RetrievalResult` with the ranked memories, their scores, the parsed time range,
         the timings, and ``context``: dated lines ready to put in a prompt. With
-        ``procedures.enabled`` it also holds the agent's (``agent_id``, default "assistant")
-        procedures relevant to the query (``procedures``), in their own part of the context, "What
-        worked before" (docs/procedural.md).
+        ``procedures.enabled`` it also holds the agent's (`procedures_of`, else ``agent_id``, else
+        "assistant") procedures relevant to the query (``procedures``), in their own part of the
+        context, "What worked before" (docs/procedural.md).
         """
         start = time.perf_counter()  # the timings count checking the arguments too
         cfg = self.settings.retrieval
         user_id = _stored_id(user_id, "user_id")
         query = self._check_text(query, "query")
         agent_id = None if agent_id is None else _check_id(agent_id, "agent_id")
+        procedure_agent = (agent_id or "assistant") if procedures_of is None else _check_id(procedures_of,
+                                                                                              "procedures_of")
         top_k = cfg.top_k if top_k is None else validation.check_top_k(top_k)
         moment = _parse_time_arg(now, "now") or utc_now()
         type_filter = validation.check_types(types)
@@ -601,7 +610,7 @@ class MemoryScope:
             result = pipeline.retrieve(request, settings=self.settings, store=self.store, embedder=embedder,
                                        reranker=self.reranker, started=start)
             if procedures:
-                procedure_retrieval.add_procedures(result, self, user_id=user_id, agent_id=agent_id or "assistant",
+                procedure_retrieval.add_procedures(result, self, user_id=user_id, agent_id=procedure_agent,
                                                    query=query, tools=tool_names, now=moment, language=language,
                                                    embedder=embedder)
             tracing.retrieval_stages(result.timings_ms)

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from ..errors import MemoryScopeError
 from ..log_format import configure_logging
-from . import admin, bench, dev_postgres, first_run, migrate, person, tools, worker
+from . import admin, bench, dev_postgres, first_run, migrate, person, procedures, tools, worker
 from .engine_args import CommandGroup, add_shared_options
 
 
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin.add_user_parsers(sub)
     person.add_parsers(sub)
     tools.add_parser(sub)
+    procedures.add_parsers(sub)
     migrate.add_parser(sub)
     dev_postgres.add_parser(sub)
     return parser

@@ -1,5 +1,5 @@
 """The ``tool-stats`` command: the statistics of an agent's recorded tool calls (docs/procedural.md),
-as text or (``--json``) as the `ToolStats` records; and ``procedures``: an agent's learnt procedures."""
+as text or (``--json``) as the `ToolStats` records (an agent's procedures: `procedures`)."""
 
 from __future__ import annotations
 
@@ -49,27 +49,8 @@ def cmd_tool_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_procedures(args: argparse.Namespace) -> int:
-    with existing_engine(args) as memory:
-        found = memory.procedures(args.agent, team=args.team, include_expired=args.all, limit=args.limit)
-    if args.json:
-        print(json.dumps([m.to_dict() for m in found], ensure_ascii=False, indent=1))
-        return 0
-    if not found:
-        print(f"no procedures of agent {args.agent!r}" + (f" for team {args.team!r}" if args.team else ""))
-    for procedure in found:
-        data = procedure.metadata
-        state = "" if procedure.status.value == "active" else \
-            f" [{procedure.status.value}, replaced by {procedure.superseded_by}]"
-        print(f"{procedure.id}{state}: {procedure.content}")
-        print(f"  tools {', '.join(data.get('tools') or [])}; runs {data.get('runs', 1)}, uses {data.get('uses', 0)} "
-              f"({data.get('successes', 0)} succeeded, {data.get('failures', 0)} failed), weight "
-              f"{float(data.get('weight', 1.0)):.2f}")
-    return 0
-
-
 def add_parser(sub: CommandGroup) -> None:
-    """Add ``tool-stats`` and ``procedures`` to the CLI's subparsers."""
+    """Add ``tool-stats`` to the CLI's subparsers."""
     p = sub.add_parser("tool-stats", help="an agent's recorded tool calls: counts, failures, latency, arguments")
     p.add_argument("agent", help="the agent id the calls were recorded under")
     p.add_argument("--tool", default=None, help="only this tool")
@@ -77,12 +58,3 @@ def add_parser(sub: CommandGroup) -> None:
     p.add_argument("--top", type=int_between(1, 10_000), default=10, help="errors and argument shapes shown")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_tool_stats)
-
-    p = sub.add_parser("procedures", help="an agent's procedures learnt from its runs (procedures.enabled)")
-    p.add_argument("agent", help="the agent id")
-    p.add_argument("--team", default="", help="the team (tenant) whose runs taught them: a user id's part before ':'")
-    p.add_argument("--all", action="store_true", help="also the expired ones")
-    p.add_argument("--limit", type=int_between(1, 10_000), default=100)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_procedures)
-

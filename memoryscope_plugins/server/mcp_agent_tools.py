@@ -1,5 +1,11 @@
-"""The MCP tools over an agent's task memory: its procedures (list, edit, forget) and the statistics of
-its tool calls.
+"""The MCP tools over an agent's task memory: ending a run with its outcome, the agent's procedures (list,
+edit, forget) and the statistics of its tool calls.
+
+``record_run`` is the MCP form of ``record(..., run_outcome=)``: the caller's user's messages of a task (what
+the user asked, the agent's tool calls with their results or errors, its reply, the user's feedback) and how
+the task went, which is what the learning step reads (docs/procedural.md). It is a tool of its own rather
+than an argument of ``save_memory``: ``save_memory`` stores one fact about the user as a memory, never a
+message of a run, so an outcome given with it would end a run of messages the server never got.
 
 Procedures are the agent's for a whole tenant (learnt from every user's runs, shown to all of them), so
 the procedure tools need a caller allowed every user of the tenant (`ResolveTeam`: a key not bound to
@@ -19,7 +25,22 @@ from .procedure_json import procedure_record
 
 
 def add_agent_tools(mcp: FastMCP, engine: MemoryScope, resolve: Resolve, resolve_team: ResolveTeam) -> None:
-    """list_procedures, update_procedure, forget_procedure, tool_stats."""
+    """record_run, list_procedures, update_procedure, forget_procedure, tool_stats."""
+
+    @mcp.tool()
+    @tool_errors
+    def record_run(messages: list[dict[str, Any]], run_outcome: str, ctx: Context, agent_id: str = "assistant",
+                   procedures_used: list[str] | None = None, session_id: str | None = None) -> dict[str, Any]:
+        """End a task (a run) of yours for the user: record its messages and how it went, so what worked is
+        learnt. messages: what happened since the previous run, oldest first: {"role": "user"|"assistant",
+        "content"}, and each tool call as {"role": "tool", "tool_call": {"name", "arguments", "result" or
+        "error"}}. run_outcome: "succeeded", "failed" or "unknown". agent_id: your agent id (as given to
+        search_memories). procedures_used: the ids of the procedures search_memories returned that you
+        followed."""
+        user, _ = resolve(ctx)
+        ids = engine.record(user, messages, agent_id=agent_id, session_id=session_id, run_outcome=run_outcome,
+                            procedures_used=procedures_used)
+        return {"ids": ids, "run_outcome": run_outcome}
 
     @mcp.tool()
     @tool_errors

@@ -1,5 +1,6 @@
 """The MCP server (official `mcp` SDK, FastMCP): tools to search, save, update and forget memories, to
-read the user's entities and profile, and (`mcp_agent_tools`) an agent's procedures and tool statistics.
+read the user's entities and profile, and (`mcp_agent_tools`) to end an agent's run, and its procedures and
+tool statistics.
 
 Every tool acts on the caller's user only. Over streamable HTTP the caller is the API key (and,
 for a key bound to several users or to none, the ``X-Memory-User`` header); over stdio it is the
@@ -23,12 +24,15 @@ from .entity_json import entity_json, profile_json, profile_value_json, timeline
 from .guard import AmbiguousCredentials, current_key, key_from_headers
 from .mcp_agent_tools import add_agent_tools
 from .mcp_support import Resolve, ResolveTeam, tool_errors as _tool_errors
+from .procedure_json import procedure_json
 from .tenancy import migrate_legacy_users, store_user_id, tenant_team
 
 INSTRUCTIONS = ("Long-term memory of the user you are talking to. Call search_memories before answering "
                 "anything that may depend on the past; save_memory for facts worth keeping; "
                 "forget_memory when the user asks you to forget something; about_entity for \"who is X\" or "
-                "\"what do you know about X\"; get_profile for what is true of the user now.")
+                "\"what do you know about X\"; get_profile for what is true of the user now. An agent with "
+                "tools: give search_memories your agent_id and tools for what worked before, and end each task "
+                "with record_run (its messages and tool calls, and how it went).")
 
 
 LIST_ENTITIES = ("The people, places, organisations, pets, objects and topics the user's conversations name, best "
@@ -135,12 +139,18 @@ def _add_memory_tools(mcp: FastMCP, engine: MemoryScope, resolve: Resolve) -> No
 
     @mcp.tool()
     @_tool_errors
-    def search_memories(query: str, ctx: Context, top_k: int = 8) -> dict[str, Any]:
+    def search_memories(query: str, ctx: Context, top_k: int = 8, agent_id: str | None = None,
+                        tools: list[str] | None = None) -> dict[str, Any]:
         """Search the user's memories the way retrieval before a turn does; returns the ranked memories
-        with scores and a dated context block."""
+        with scores and a dated context block. agent_id: your own agent id, to also get the procedures
+        that worked for you before on such a task (pass the ids of those you follow to record_run as
+        procedures_used); it does not narrow the user's memories. tools: the tools you are about to use,
+        to get those that failed before (tool_notes)."""
         user, _ = resolve(ctx)
-        result = engine.retrieve(user, query, top_k=top_k)
-        return {"context": result.context, "memories": [_brief(m.memory, m.score) for m in result.memories]}
+        result = engine.retrieve(user, query, top_k=top_k, procedures_of=agent_id, tools=tools)
+        return {"context": result.context, "memories": [_brief(m.memory, m.score) for m in result.memories],
+                "procedures": [procedure_json(p) for p in result.procedures],
+                "tool_notes": [stats.to_dict() for stats in result.tool_notes]}
 
     @mcp.tool()
     @_tool_errors

@@ -11,7 +11,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..engine import MemoryScope
-from ..types import RetrievalResult, ScoredMemory
+from ..types import RetrievalResult
+from .procedure_json import procedure_json
 from .route_support import admin_key, given, json_body, public_memory, report_dict, request_key, store_user
 
 
@@ -26,14 +27,6 @@ def retrieval_json(result: RetrievalResult, tenant: str) -> dict[str, Any]:
                      for m in result.memories],
         "procedures": [procedure_json(m) for m in result.procedures],
         "tool_notes": [stats.to_dict() for stats in result.tool_notes]}
-
-
-def procedure_json(scored: ScoredMemory) -> dict[str, Any]:
-    """A retrieved procedure (the agent's; its store scope is never shown): what `procedures_used` takes."""
-    memory, data = scored.memory, scored.memory.metadata
-    return {"id": memory.id, "agent_id": memory.agent_id, "content": memory.content, "score": scored.score,
-            **{k: data.get(k) for k in ("when", "do", "why", "tools", "runs", "uses", "successes", "failures",
-                                        "weight", "last_used")}}
 
 
 def conversation_routes(engine: MemoryScope, base: str) -> list[Route]:
@@ -55,12 +48,12 @@ def conversation_routes(engine: MemoryScope, base: str) -> list[Route]:
 
     async def retrieve(request: Request) -> Response:
         """
-        summary: What memory recalls for a query, with scores (body query, top_k?, types?, include_expired?, now?, agent_id?, tools?, consistency?).
+        summary: What memory recalls for a query, with scores (body query, top_k?, types?, include_expired?, now?, agent_id?, tools?, procedures_of?, consistency?).
         """  # noqa: E501 - one line of the OpenAPI schema
         key = request_key(request)
         user = store_user(key, request.path_params["user"])
         body = await json_body(request, {"query", "top_k", "types", "include_expired", "now", "agent_id", "rerank",
-                                               "tools", "consistency"})
+                                               "tools", "procedures_of", "consistency"})
         result = await run_in_threadpool(lambda: engine.retrieve(user, given(body, "query"),
                                                                  **{k: v for k, v in body.items() if k != "query"}))
         return JSONResponse(retrieval_json(result, key.tenant))

@@ -27,10 +27,10 @@ def memory(tmp_path, local_embedder):
     engine.close()
 
 
-def make_agent(server, engine) -> Agent:
+def make_agent(server, engine, name: str = AGENT, scope_to_agent: bool = True) -> Agent:
     config = OpenAIConfig(model="gpt-4o", api_key="sk-test", base_url=server.url + "/v1")
-    return Agent(AGENT, "You are a concierge.", config=config, tools=[s.weather, s.book_table],
-                 plugins=[MemoryScopePlugin(engine, user_id="anna", scope_to_agent=True)])
+    return Agent(name, "You are a concierge.", config=config, tools=[s.weather, s.book_table],
+                 plugins=[MemoryScopePlugin(engine, user_id="anna", scope_to_agent=scope_to_agent)])
 
 
 async def test_an_unrecovered_tool_error_fails_the_run_and_counts_the_procedures_used(server, memory):
@@ -40,6 +40,18 @@ async def test_an_unrecovered_tool_error_fails_the_run_and_counts_the_procedures
                                 Reply(json=openai_completion(s.ANSWER))])
     await make_agent(server, memory).ask(s.REQUEST)
     assert ro.outcomes(memory, "anna", AGENT) == [("failed", [used])]
+
+
+async def test_with_the_default_scope_each_agent_gets_and_weighs_its_own_procedures(server, memory):
+    # scope_to_agent=False reads every memory of the user, but the procedures are the recording agent's
+    used = ro.seed_two_agents(memory, "anna", AGENT)
+    server.script(OPENAI_CHAT, [Reply(json=openai_tool_calls(("c1", "weather", s.WEATHER_ARGS),
+                                                             ("c2", "book_table", s.BOOKING_ARGS))),
+                                Reply(json=openai_completion(s.ANSWER)), Reply(json=openai_completion("Looks right."))])
+    await make_agent(server, memory, scope_to_agent=False).ask(s.REQUEST)
+    await make_agent(server, memory, name="critic", scope_to_agent=False).ask(s.REQUEST)
+    assert ro.outcomes(memory, "anna", AGENT) == [("failed", [used])]
+    assert ro.outcomes(memory, "anna", "critic") == [("unknown", [])]  # not the concierge's, nor "assistant"'s
 
 
 async def test_tools_that_succeeded_succeed_a_plain_reply_is_unknown_a_cut_off_one_failed(server, memory):

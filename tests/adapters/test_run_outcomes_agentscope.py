@@ -40,13 +40,13 @@ def book_table(restaurant: str, day: str) -> ToolChunk:
     return ToolChunk(content=[TextBlock(type="text", text=s.book_table(restaurant, day))])  # raises
 
 
-def make_agent(server, engine, **options) -> Agent:
+def make_agent(server, engine, name: str = AGENT, scope_to_agent: bool = True, **options) -> Agent:
     model = OpenAIChatModel(credential=OpenAICredential(api_key="sk-test", base_url=server.url + "/v1"),
                             model="fake", stream=False, max_retries=0)
     allow = PermissionDecision(behavior=PermissionBehavior.ALLOW, message="test tools")
     toolkit = Toolkit(tools=[FunctionTool(weather, permission=allow), FunctionTool(book_table, permission=allow)])
-    return Agent(name=AGENT, system_prompt="You are a concierge.", model=model, toolkit=toolkit,
-                 middlewares=[MemoryScopeMiddleware(engine, user_id="anna", scope_to_agent=True)], **options)
+    return Agent(name=name, system_prompt="You are a concierge.", model=model, toolkit=toolkit,
+                 middlewares=[MemoryScopeMiddleware(engine, user_id="anna", scope_to_agent=scope_to_agent)], **options)
 
 
 async def test_an_unrecovered_tool_error_fails_the_run_and_counts_the_procedures_used(server, engine):
@@ -56,6 +56,18 @@ async def test_an_unrecovered_tool_error_fails_the_run_and_counts_the_procedures
         Reply(json=openai_completion(s.ANSWER))])
     await make_agent(server, engine).reply(UserMsg("anna", s.REQUEST))
     assert ro.outcomes(engine, "anna", AGENT) == [("failed", [used])]
+
+
+async def test_with_the_default_scope_each_agent_gets_and_weighs_its_own_procedures(server, engine):
+    # scope_to_agent=False reads every memory of the user, but the procedures are the recording agent's
+    used = ro.seed_two_agents(engine, "anna", AGENT)
+    server.script(OPENAI_CHAT, [
+        Reply(json=openai_tool_calls(("c1", "weather", s.WEATHER_ARGS), ("c2", "book_table", s.BOOKING_ARGS))),
+        Reply(json=openai_completion(s.ANSWER)), Reply(json=openai_completion("Looks right."))])
+    await make_agent(server, engine, scope_to_agent=False).reply(UserMsg("anna", s.REQUEST))
+    await make_agent(server, engine, name="critic", scope_to_agent=False).reply(UserMsg("anna", s.REQUEST))
+    assert ro.outcomes(engine, "anna", AGENT) == [("failed", [used])]
+    assert ro.outcomes(engine, "anna", "critic") == [("unknown", [])]  # not the concierge's, nor "assistant"'s
 
 
 async def test_tools_that_succeeded_succeed_and_a_plain_reply_is_unknown(server, engine):

@@ -58,6 +58,35 @@ async def test_an_unrecovered_tool_error_fails_the_run_and_counts_the_procedures
     assert ro.outcomes(engine, "anna", AGENT) == [("failed", [used])]
 
 
+async def test_with_the_default_scope_each_agent_gets_and_weighs_its_own_procedures(server, engine):
+    # no agent_id, scope_to_agent=False: the memory reads every memory of the user, and the procedures of
+    # the agent it serves (the one the run is recorded under), told by MemoryAssistantAgent and run_with_memory
+    used = ro.seed_two_agents(engine, "anna", AGENT)
+    concierge = MemoryAssistantAgent(AGENT, model_client=client(server), tools=tools(),
+                                     memory=[MemoryScopeMemory(engine, user_id="anna")], reflect_on_tool_use=True)
+    script(server, ("c1", "weather", s.WEATHER_ARGS), ("c2", "book_table", s.BOOKING_ARGS))
+    await concierge.run(task=s.REQUEST)
+    critic = AssistantAgent("critic", model_client=client(server), memory=[MemoryScopeMemory(engine, user_id="anna")])
+    script(server, answers=("Looks right.",))
+    await run_with_memory(critic, s.REQUEST)
+    assert ro.outcomes(engine, "anna", AGENT) == [("failed", [used])]
+    assert ro.outcomes(engine, "anna", "critic") == [("unknown", [])]  # not the concierge's, nor "assistant"'s
+
+
+async def test_in_a_team_a_members_memory_serves_that_member(server, engine):
+    used = ro.seed_two_agents(engine, "anna", AGENT)
+    memory = MemoryScopeMemory(engine, user_id="anna")
+    concierge = AssistantAgent(AGENT, model_client=client(server), tools=tools(), memory=[memory],
+                               reflect_on_tool_use=True)
+    critic = AssistantAgent("critic", model_client=client(server))
+    team = RoundRobinGroupChat([concierge, critic], termination_condition=MaxMessageTermination(3))
+    script(server, ("c1", "weather", s.WEATHER_ARGS), ("c2", "book_table", s.BOOKING_ARGS),
+           answers=(s.ANSWER, "Looks right."))
+    await run_with_memory(team, s.REQUEST, memory)
+    assert ro.outcomes(engine, "anna", AGENT) == [("failed", [used])]
+    assert ro.outcomes(engine, "anna", "critic") == [("unknown", [])]
+
+
 async def test_tools_that_succeeded_succeed_and_a_plain_reply_is_unknown(server, engine):
     agent = MemoryAssistantAgent(AGENT, model_client=client(server), tools=tools(), memory=[memory_of(engine)],
                                  reflect_on_tool_use=True)
@@ -90,3 +119,16 @@ async def test_in_a_team_each_agent_ends_its_own_run(server, engine):
     await run_with_memory(team, s.REQUEST, memory)
     assert ro.outcomes(engine, "anna", AGENT) == [("failed", [])]
     assert ro.outcomes(engine, "anna", "critic") == [("unknown", [])]
+
+
+async def test_a_memory_two_members_share_serves_neither_and_retrieves_the_configured_agents(server, engine):
+    ro.seed_two_agents(engine, "anna", AGENT)
+    shared = MemoryScopeMemory(engine, user_id="anna")
+    shared.serve(AGENT)  # left from an earlier run of the concierge alone
+    concierge = AssistantAgent(AGENT, model_client=client(server), memory=[shared])
+    critic = AssistantAgent("critic", model_client=client(server), memory=[shared])
+    team = RoundRobinGroupChat([concierge, critic], termination_condition=MaxMessageTermination(2))
+    script(server, answers=("On it.",))
+    await run_with_memory(team, s.REQUEST, shared)
+    # the Memory protocol does not say which member retrieves: "assistant"'s, never one member's for the other
+    assert ro.outcomes(engine, "anna", AGENT) == [("unknown", ["proc-assistant"])]

@@ -25,11 +25,11 @@ def memory(tmp_path, local_embedder):
     engine.close()
 
 
-def agents(server, engine) -> tuple[ConversableAgent, ConversableAgent]:
+def agents(server, engine, name: str = AGENT, scope_to_agent: bool = True) -> tuple[ConversableAgent, ConversableAgent]:
     config = {"config_list": [{"model": "gpt-4o", "base_url": server.url + "/v1", "api_key": "sk-test",
                                "price": [0, 0]}], "cache_seed": None}
-    concierge = ConversableAgent(AGENT, llm_config=config, human_input_mode="NEVER")
-    MemoryCapability(engine, user_id="anna", scope_to_agent=True).add_to_agent(concierge)
+    concierge = ConversableAgent(name, llm_config=config, human_input_mode="NEVER")
+    MemoryCapability(engine, user_id="anna", scope_to_agent=scope_to_agent).add_to_agent(concierge)
     user = ConversableAgent("user", llm_config=False, human_input_mode="NEVER",
                             is_termination_msg=lambda m: m.get("content") == s.ANSWER)
     register_function(s.weather, caller=concierge, executor=user, name="weather", description="Weather in a city.")
@@ -46,6 +46,20 @@ def test_an_unrecovered_tool_error_fails_the_run_and_counts_the_procedures_used(
     user.initiate_chat(concierge, message=s.REQUEST, max_turns=3, silent=True)
     # the reply asking for the tools ends no run: the one answering after their responses does
     assert ro.outcomes(memory, "anna", AGENT) == [("failed", [used])]
+
+
+def test_with_the_default_scope_each_agent_gets_and_weighs_its_own_procedures(server, memory):
+    # scope_to_agent=False reads every memory of the user, but the procedures are the recording agent's
+    used = ro.seed_two_agents(memory, "anna", AGENT)
+    server.script(OPENAI_CHAT, [Reply(json=openai_tool_calls(("c1", "weather", s.WEATHER_ARGS),
+                                                             ("c2", "book_table", s.BOOKING_ARGS))),
+                                Reply(json=openai_completion(s.ANSWER)), Reply(json=openai_completion("Looks right."))])
+    concierge, user = agents(server, memory, scope_to_agent=False)
+    user.initiate_chat(concierge, message=s.REQUEST, max_turns=3, silent=True)
+    critic, user = agents(server, memory, name="critic", scope_to_agent=False)
+    user.initiate_chat(critic, message=s.REQUEST, max_turns=1, silent=True)
+    assert ro.outcomes(memory, "anna", AGENT) == [("failed", [used])]
+    assert ro.outcomes(memory, "anna", "critic") == [("unknown", [])]  # not the concierge's, nor "assistant"'s
 
 
 async def test_a_turn_whose_tools_succeeded_succeeds_and_a_plain_reply_is_unknown(server, memory):

@@ -39,13 +39,13 @@ def handled_booking(restaurant: str, day: str) -> str:
     raise ToolException(s.FULL)
 
 
-def make_agent(server, engine, *, handled: bool = True):
+def make_agent(server, engine, *, handled: bool = True, name: str = AGENT, scope_to_agent: bool = True):
     model = ChatOpenAI(model="fake", base_url=server.url + "/v1", api_key="sk-test", max_retries=0)
     booking = (StructuredTool.from_function(handled_booking, name="book_table", handle_tool_error=True) if handled
                else StructuredTool.from_function(s.book_table, name="book_table"))
-    return create_agent(model, tools=[StructuredTool.from_function(s.weather, name="weather"), booking], name=AGENT,
+    return create_agent(model, tools=[StructuredTool.from_function(s.weather, name="weather"), booking], name=name,
                         checkpointer=InMemorySaver(),
-                        middleware=[MemoryScopeMiddleware(engine, user_id="anna", scope_to_agent=True)])
+                        middleware=[MemoryScopeMiddleware(engine, user_id="anna", scope_to_agent=scope_to_agent)])
 
 
 def ask(agent, text: str) -> dict:
@@ -59,6 +59,18 @@ def test_an_unrecovered_tool_error_fails_the_run_and_counts_the_procedures_used(
         Reply(json=openai_completion(s.ANSWER))])
     ask(make_agent(server, engine), s.REQUEST)
     assert ro.outcomes(engine, "anna", AGENT) == [("failed", [used])]
+
+
+def test_with_the_default_scope_each_agent_gets_and_weighs_its_own_procedures(server, engine):
+    # scope_to_agent=False reads every memory of the user, but the procedures are the recording agent's
+    used = ro.seed_two_agents(engine, "anna", AGENT)
+    server.script(OPENAI_CHAT, [
+        Reply(json=openai_tool_calls(("c1", "weather", s.WEATHER_ARGS), ("c2", "book_table", s.BOOKING_ARGS))),
+        Reply(json=openai_completion(s.ANSWER)), Reply(json=openai_completion("Looks right."))])
+    ask(make_agent(server, engine, scope_to_agent=False), s.REQUEST)
+    ask(make_agent(server, engine, name="critic", scope_to_agent=False), s.REQUEST)
+    assert ro.outcomes(engine, "anna", AGENT) == [("failed", [used])]
+    assert ro.outcomes(engine, "anna", "critic") == [("unknown", [])]  # not the concierge's, nor "assistant"'s
 
 
 async def test_tools_that_succeeded_succeed_a_plain_reply_is_unknown_a_cut_off_one_failed(server, engine):

@@ -155,3 +155,21 @@ def test_dashscope_native_model(tmp_path, server, local_embedder):
         assert [m.content for m in memory.list("xw", newest_first=False)] == ["你好", "你好，小王！"]
     finally:
         memory.close()
+
+
+def test_the_prompt_shows_the_procedures_of_the_agent_that_chats(tmp_path, server, brain, local_embedder):
+    from memoryscope_plugins import Settings
+    from memoryscope_plugins.models.openai_compat import OpenAIChatModel
+    from tests.support import run_outcomes as ro
+    llm = OpenAIChatModel("fake-llm", base_url=server.url + "/v1", api_key="sk-test-0123456789",
+                          retry_policy=fast_policy(2))
+    settings = Settings(store={"path": tmp_path / "memory.db"}, procedures={"enabled": True},
+                        consolidation={"worker": "none"})
+    with MemoryScope(settings, embedder=local_embedder, llm=llm, start_worker=False) as engine:
+        ro.seed_procedure(engine, "anna", "max")
+        request = "Book me a table at Rosa and tell me the weather in Oslo."
+        turn = chat_with_memory(engine, "anna", request, agent_id="max", now=NOW)
+        assert "What worked before" in turn.context and ro.PROCEDURE in brain.prompts[-1].messages[0]["content"]
+        # another agent of the same user gets none of max's
+        other = chat_with_memory(engine, "anna", request, now=NOW)
+        assert ro.PROCEDURE not in other.context and ro.PROCEDURE not in brain.prompts[-1].messages[0]["content"]

@@ -23,7 +23,8 @@ from tests.support.paths import ROOT, console_script  # noqa: E402
 from tests.support.server_harness import RunningServer, make_keys, seed, seed_ledger  # noqa: E402
 
 TOOLS = {"search_memories", "save_memory", "update_memory", "forget_memory", "list_memories", "list_entities",
-         "about_entity", "get_profile", "list_procedures", "update_procedure", "forget_procedure", "tool_stats"}
+         "about_entity", "get_profile", "list_procedures", "update_procedure", "forget_procedure", "tool_stats",
+         "record_run"}
 
 
 def payload(result) -> dict:
@@ -38,6 +39,7 @@ async def exercise(session: ClientSession) -> None:
     found = payload(await session.call_tool("search_memories", {"query": "what is Anna allergic to?", "top_k": 3}))
     assert found["memories"][0]["id"] == saved["id"] and found["memories"][0]["score"] > 0
     assert "peanuts" in found["context"]
+    assert found["procedures"] == [] and found["tool_notes"] == []  # procedures are off by default
     fixed = payload(await session.call_tool("update_memory", {"memory_id": saved["id"],
                                                               "content": "Anna is allergic to walnuts."}))
     assert fixed["content"] == "Anna is allergic to walnuts."

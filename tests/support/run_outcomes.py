@@ -37,6 +37,13 @@ def seed_procedure(engine: MemoryScope, user_id: str, agent_id: str) -> str:
     return memory.id
 
 
+def seed_two_agents(engine: MemoryScope, user_id: str, agent_id: str) -> str:
+    """Store a procedure of `agent_id` and one of ``"assistant"`` (the agent whose procedures a retrieval
+    with no agent id returns) on the same task; the id of `agent_id`'s."""
+    seed_procedure(engine, user_id, "assistant")
+    return seed_procedure(engine, user_id, agent_id)
+
+
 def markers(engine: MemoryScope, user_id: str, agent_id: str) -> list[RunMarker]:
     """The runs `record` ended for the user with the agent, oldest first."""
     logged = engine.store.recent_messages(procedure_scope(user_id, agent_id), agent_id, None, 100)
