@@ -1,0 +1,174 @@
+"""The personal names of a run, and whether a procedure's text copies one.
+
+A procedure is shown to every user of the agent (of the team), so it must not carry a name one user's
+run holds. What counts as a name is judged against the run itself, by the rules `record` finds names
+with (no model):
+
+* the user's id (and its part after a team prefix ``acme:``) and the speakers' names, with each word
+  of a speaker's name of several words;
+* the names the user's and the agent's messages write (`person.record_names.names_in`: the casing of
+  English, relation words and naming phrases of Chinese) when the rules read them as a person, a pet
+  or a name of unknown kind; a place, an organisation, a language or a festival the dictionary knows is
+  no person. The words of a name of several words count alone too ("Anna Li": "Anna", "Li"), less the
+  first word of one that opens a sentence (its capital says nothing: "Call Anna");
+* Chinese names the dictionary tags as a person's (``nr``) that begin with a surname (or are a 小 / 老
+  / 阿 nickname), with the word's first two or three characters (the tagger may glue the next word
+  on: 王芳订); one tagged so in the procedure is its own if the run's messages hold it;
+* the values of the calls' person arguments (a key such as ``name``, ``guest_name``, ``contact``,
+  ``recipient``; a bare ``name`` unless the tool is about a city, a file, a restaurant...), as the run
+  wrote them: the only evidence of a name the user wrote in lower case. The whole value of any other
+  argument (a category, a city) is what a tool takes, no person's name.
+
+Never a name here: a called tool, an argument key, a code-like word, a word in capitals only ("ISO",
+"UTC", "JSON"), a weekday or a month, a language or a nationality ("German", "Chinese"), a title
+alone, a function word (a name that is one, "Will", matches only as written). Words are matched whole
+and case-insensitively; a Chinese name as a substring.
+
+A lower-case name the run gives no evidence of (the user wrote "call anna back", nothing else names
+her) is not seen; a capitalised word the rules cannot type (a product, a city: "Excel", "Berlin") is
+refused like a name: the check errs on the side of the user's privacy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ..person import dictionary_names
+from ..person.matching import SURNAME_PATTERN, is_function_word, usable_name
+from ..person.record_names import names_in
+from ..storage.text_analysis import STOP_WORDS
+from ..types import EntityKind
+
+if TYPE_CHECKING:
+    from .run import Run
+
+_PERSONAL_KINDS = frozenset({EntityKind.PERSON, EntityKind.PET, EntityKind.UNKNOWN})
+_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
+_CHINESE_NAME = re.compile(f"(?:{SURNAME_PATTERN}|[小老阿]{SURNAME_PATTERN})[\u4e00-\u9fff]{{1,3}}")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]['\"’”)]*)\s*$")
+_TITLES = frozenset({"mr", "mrs", "ms", "miss", "dr", "prof", "sir", "madam"})
+_PERSON_KEY_WORDS = frozenset({"name", "guest", "contact", "customer", "person", "recipient", "attendee", "passenger",
+                               "patient", "user", "username", "owner", "member", "client", "traveller", "traveler",
+                               "sender", "assignee", "姓名", "联系人", "收件人", "客人", "乘客"})
+_NOT_PERSON_KEY_WORDS = frozenset({"file", "tool", "city", "place", "restaurant", "hotel", "company", "product", "column", "field", "project", "repo", "branch", "label", "category", "event",
+                                   "calendar", "folder", "path", "host", "domain", "model", "server", "station",
+                                   "stock", "shop", "store", "airport", "country", "street", "venue", "image"})
+#: languages and nationalities (their adjectives and nouns), which a capital does not make a name
+LANGUAGES_AND_NATIONALITIES = frozenset("""
+    english british american canadian australian irish scottish welsh german germans french spanish
+    italian portuguese dutch flemish belgian swiss austrian danish swedish norwegian finnish icelandic
+    polish czech slovak hungarian romanian bulgarian greek turkish russian ukrainian belarusian serbian
+    croatian bosnian slovenian albanian estonian latvian lithuanian chinese mandarin cantonese japanese
+    korean vietnamese thai malay indonesian filipino tagalog hindi urdu bengali punjabi tamil telugu
+    marathi gujarati nepali sinhala persian farsi arabic hebrew kurdish pashto amharic swahili zulu
+    xhosa afrikaans yoruba igbo hausa somali mexican brazilian argentinian argentine chilean peruvian
+    colombian venezuelan cuban indian pakistani bangladeshi egyptian moroccan nigerian kenyan ethiopian
+    israeli iranian iraqi saudi emirati qatari european asian african latin latino latina esperanto
+    catalan basque galician maori hawaiian taiwanese singaporean
+    """.split())
+
+
+def run_names(run: Run, private: Iterable[str]) -> set[str]:
+    """The personal names of `run` (module rules), as written; `private` are the user's id and the
+    speakers' names."""
+    names: set[str] = set()
+    for word in private:
+        names |= {word, word.rsplit(":", 1)[-1]} | set(word.split() if " " in word else ())
+    for stored in run.messages:
+        message = stored.message
+        if message.tool_call is not None:
+            names |= {value for key, value in message.tool_call.arguments.items()
+                      if _person_key(message.tool_call.name, key) and isinstance(value, str)}
+        elif message.role in ("user", "assistant"):
+            names |= _written_names(message.content)
+            names |= _tagged_chinese_names(message.content)
+    values = _parameter_values(run)
+    return {name for name in names if _may_be_a_name(name, run) and name.casefold() not in values}
+
+
+def copied_name(text: str, run: Run, names: set[str]) -> str | None:
+    """The first of `names` `text` holds (module rules), or a Chinese name tagged in `text` that the
+    run's messages hold; None when it holds none."""
+    folded = text.casefold()
+    for name in sorted(names, key=len, reverse=True):
+        if _HAN.search(name):
+            if name in text:
+                return name
+        elif is_function_word(name) or name.casefold() in STOP_WORDS:
+            if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text):
+                return name
+        elif re.search(rf"(?<!\w){re.escape(name.casefold())}(?!\w)", folded):
+            return name
+    said = "\n".join(m.message.content for m in run.messages
+                     if m.message.tool_call is None and m.message.role in ("user", "assistant"))
+    for name in _tagged_chinese_names(text):
+        if name in said and _may_be_a_name(name, run):
+            return name
+    return None
+
+
+def _person_key(tool: str, key: str) -> bool:
+    """Whether argument `key` of `tool` holds a person's name (``guest_name``; not ``name`` of
+    ``lookup_city``)."""
+    words = _words(key)
+    if words & _NOT_PERSON_KEY_WORDS or not words & _PERSON_KEY_WORDS:
+        return False
+    return words != {"name"} or not _words(tool) & _NOT_PERSON_KEY_WORDS
+
+
+def _words(identifier: str) -> set[str]:
+    return set(re.split(r"[_\-\s.]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", identifier).lower()))
+
+
+def _parameter_values(run: Run) -> set[str]:
+    """The whole values of the calls' arguments that are no person's (a category, a city)."""
+    return {value.casefold() for m in run.calls if m.message.tool_call is not None
+            for key, value in m.message.tool_call.arguments.items()
+            if isinstance(value, str) and not _person_key(m.message.tool_call.name, key)}
+
+
+def _written_names(text: str) -> set[str]:
+    found: set[str] = set()
+    for name in names_in(text):
+        if name.kind not in _PERSONAL_KINDS:
+            continue
+        found.add(name.name)
+        words = name.name.split()
+        if len(words) > 1:
+            at = text.find(name.name)
+            starts = at >= 0 and _SENTENCE_START.search(text[max(0, at - 80):at]) is not None
+            found |= set(words[1:] if starts else words)
+        if name.name.endswith(("'s", "’s")):
+            found.add(name.name[:-2])
+    return found
+
+
+def _tagged_chinese_names(text: str) -> set[str]:
+    if not _HAN.search(text):
+        return set()
+    found: set[str] = set()
+    for word, tag in dictionary_names.tagged_words(text):
+        if tag.startswith("nr") and 2 <= len(word) <= 4 and _CHINESE_NAME.fullmatch(word):
+            found |= {word} | {word[:size] for size in range(2, len(word))}
+    return found
+
+
+def _may_be_a_name(name: str, run: Run) -> bool:
+    """Whether `name` may be a personal name: none of the words the module says never are."""
+    plain = name.strip().rstrip(".").replace("’", "'")
+    folded = plain.casefold()
+    if not usable_name(plain) or (plain.isascii() and plain.isupper()):
+        return False
+    if folded in LANGUAGES_AND_NATIONALITIES or folded in _TITLES or "_" in plain:
+        return False
+    if folded in _CALENDAR or plain.isdigit():
+        return False
+    keys = {key.casefold() for m in run.calls if m.message.tool_call is not None for key in m.message.tool_call.arguments}
+    return folded not in {tool.casefold() for tool in run.tool_names()} and folded not in keys
+
+
+_CALENDAR = frozenset("""monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur thurs fri
+    sat sun january february march april may june july august september october november december jan feb mar apr
+    jun jul aug sep sept oct nov dec""".split())
