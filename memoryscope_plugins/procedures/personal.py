@@ -52,9 +52,9 @@ _TITLES = frozenset({"mr", "mrs", "ms", "miss", "dr", "prof", "sir", "madam"})
 _PERSON_KEY_WORDS = frozenset({"name", "guest", "contact", "customer", "person", "recipient", "attendee", "passenger",
                                "patient", "user", "username", "owner", "member", "client", "traveller", "traveler",
                                "sender", "assignee", "姓名", "联系人", "收件人", "客人", "乘客"})
-_NOT_PERSON_KEY_WORDS = frozenset({"file", "tool", "city", "place", "restaurant", "hotel", "company", "product", "column", "field", "project", "repo", "branch", "label", "category", "event",
-                                   "calendar", "folder", "path", "host", "domain", "model", "server", "station",
-                                   "stock", "shop", "store", "airport", "country", "street", "venue", "image"})
+_NOT_PERSON_KEY_WORDS = frozenset("""file tool city place restaurant hotel company product column field project repo
+    branch label category event calendar folder path host domain model server station stock shop store airport
+    country street venue image""".split())
 #: languages and nationalities (their adjectives and nouns), which a capital does not make a name
 LANGUAGES_AND_NATIONALITIES = frozenset("""
     english british american canadian australian irish scottish welsh german germans french spanish
@@ -165,7 +165,8 @@ def _may_be_a_name(name: str, run: Run) -> bool:
         return False
     if folded in _CALENDAR or plain.isdigit():
         return False
-    keys = {key.casefold() for m in run.calls if m.message.tool_call is not None for key in m.message.tool_call.arguments}
+    keys = {key.casefold() for m in run.calls if m.message.tool_call is not None
+            for key in m.message.tool_call.arguments}
     return folded not in {tool.casefold() for tool in run.tool_names()} and folded not in keys
 
 
