@@ -5,11 +5,11 @@ and its result or error, and the outcome. A procedure is refused (reported, neve
 
 * it holds prompt markup (``P2``, ``[call 3]``, ``$placeholders``);
 * it names a tool the run never called, or cites a call the run does not hold;
-* it holds a code-like word (``snake_case``, ``dotted.name``) that is neither a called tool, nor an
-  argument name of a call, nor in the run's text; or a quoted text the run does not hold;
 * it copies personal data of the run: an e-mail address, a phone-like number, or one of the run's
   personal names (`personal`: the user's id, the speakers' names, the names the messages write by
   the record-time rules, the values of person arguments);
+* it holds a code-like word (``snake_case``, ``dotted.name``) that is neither a called tool, nor an
+  argument name of a call, nor in the run's text; or a quoted text the run does not hold;
 * it tells the agent to repeat a failed call (`failures`).
 """
 
@@ -154,6 +154,8 @@ def refusal(proposed: Proposed, run: Run, private: Sequence[str]) -> str | None:
         return "cites a call the run does not hold"
     if not proposed.tools and not proposed.calls:
         return "rests on no call of the run"
+    if EMAIL.search(joined) or phone_like(joined) or copied_name(joined, run, run_names(run, private)):
+        return "copies personal data"
     source = run.text()
     arguments = {key for m in run.calls if m.message.tool_call is not None for key in m.message.tool_call.arguments}
     for word in CODE_WORD.findall(joined):
@@ -163,8 +165,6 @@ def refusal(proposed: Proposed, run: Run, private: Sequence[str]) -> str | None:
     for quoted in quotes:
         if quoted.casefold() not in source.casefold():
             return "quotes a text the run does not hold"
-    if EMAIL.search(joined) or phone_like(joined) or copied_name(joined, run, run_names(run, private)):
-        return "copies personal data"
     if repeats_failure(proposed, run):
         return "repeats a failed call"
     return None
