@@ -29,6 +29,12 @@ MAX_SHOWN_TEXT = 1_000  # characters of a message shown in the prompt (a run is 
 MAX_FIELD_CHARS = 400
 MARKUP = re.compile(r"(?<![A-Za-z0-9])P\d{1,2}(?![A-Za-z0-9])|\[call \d+\]|\[调用 \d+\]|\$[a-z_]+")
 CODE_WORD = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9]*(?:[_.][A-Za-z0-9]+)+(?![\w])")
+_ABBREVIATION = re.compile(r"(?:[A-Za-z]{1,2}\.)+[A-Za-z]{1,2}")  # "e.g", "i.e", "a.m", "U.S": no code
+
+
+def code_words(text: str) -> list[str]:
+    """The code-like words of `text` (``snake_case``, ``dotted.name``), abbreviations ("e.g.") left out."""
+    return [word for word in CODE_WORD.findall(text) if not _ABBREVIATION.fullmatch(word)]
 # a quote: an ASCII quote mark that is no apostrophe (not after a letter or digit: "what's", "Rosa's"),
 # or a typographic one, up to the first closing mark that is none either (a quote may hold a quote);
 # one of fewer than 3 characters (“周五”) is too short to check, never the start of a longer one
@@ -158,7 +164,7 @@ def refusal(proposed: Proposed, run: Run, private: Sequence[str]) -> str | None:
         return "copies personal data"
     source = run.text()
     arguments = {key for m in run.calls if m.message.tool_call is not None for key in m.message.tool_call.arguments}
-    for word in CODE_WORD.findall(joined):
+    for word in code_words(joined):
         if word not in called and word not in arguments and word not in source:
             return "names a tool or argument the run does not hold"
     quotes = [quoted for text in texts for quoted in QUOTED.findall(text) if len(quoted) >= MIN_QUOTED]
