@@ -4,8 +4,9 @@ A procedure is shown to every user of the agent (of the team), so it must not ca
 run holds. What counts as a name is judged against the run itself, by the rules `record` finds names
 with (no model):
 
-* the user's id (and its part after a team prefix ``acme:``) and the speakers' names, with each word
-  of a speaker's name of several words;
+* the user's id (and its part after a team prefix ``acme:``), the speakers' names, and the names and
+  aliases of the people and pets the users' ledgers know (`step` passes them: what shows "mira",
+  written in lower case in the run, to be the user's sister), each word of a name of several words too;
 * the names the user's and the agent's messages write (`person.record_names.names_in`: the casing of
   English, relation words and naming phrases of Chinese) when the rules read them as a person, a pet
   or a name of unknown kind; a place, an organisation, a language or a festival the dictionary knows is
@@ -24,8 +25,8 @@ Never a name here: a called tool, an argument key, a code-like word, a word in c
 alone, a function word (a name that is one, "Will", matches only as written). Words are matched whole
 and case-insensitively; a Chinese name as a substring.
 
-A lower-case name the run gives no evidence of (the user wrote "call anna back", nothing else names
-her) is not seen; a capitalised word the rules cannot type (a product, a city: "Excel", "Berlin") is
+A lower-case name nothing gives evidence of (the user wrote "call anna back", and neither the run nor
+the ledger names her) is not seen; a capitalised word the rules cannot type (a product, a city: "Excel", "Berlin") is
 refused like a name: the check errs on the side of the user's privacy.
 """
 
@@ -71,8 +72,8 @@ LANGUAGES_AND_NATIONALITIES = frozenset("""
 
 
 def run_names(run: Run, private: Iterable[str]) -> set[str]:
-    """The personal names of `run` (module rules), as written; `private` are the user's id and the
-    speakers' names."""
+    """The personal names of `run` (module rules), as written; `private` are the user's id, the
+    speakers' names and the names the users' ledgers know."""
     names: set[str] = set()
     for word in private:
         names |= {word, word.rsplit(":", 1)[-1]} | set(word.split() if " " in word else ())

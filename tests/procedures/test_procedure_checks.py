@@ -70,6 +70,7 @@ def check(run: Run, do: str, *, when: str = "booking a table", why: str = "call 
     "book_table wants the day in ISO 8601 (UTC offsets optional), as JSON",
     "call book_table with day 2026-05-08 instead of Friday",  # an ISO date is no phone number
     "call book_table with people, not party_size",
+    "call book_table with an ISO date, e.g. 2026-05-08, i.e. year first",  # abbreviations are no code words
     "call book_table for the restaurant id find_restaurant returns, 19:00 on Mondays in March",
 ])
 def test_english_words_that_are_no_names_and_no_repeat_pass(do):

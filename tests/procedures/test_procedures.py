@@ -588,3 +588,22 @@ def test_a_chinese_run_keeps_its_names_out_of_the_agents_procedures(tmp_path, se
         assert [line.split(":")[0] for line in report.rejected] == ["copies personal data", "repeats a failed call"]
     finally:
         engine.close()
+
+
+def test_a_name_written_in_lower_case_is_known_from_the_users_ledger(tmp_path, server, teacher, local_embedder):
+    """The run writes "mira" in lower case only; the user named her sister Mira before (the ledger
+    `record` keeps without a model), so a procedure that tells the agent to text mira is refused."""
+    texted = {**GOOD, "do": "call book_table with an ISO date, then text mira the time"}
+    teacher.queue = [answer(texted, GOOD)]
+    engine = make(tmp_path, server, local_embedder)
+    try:
+        engine.record("kim", [{"role": "user", "content": "My sister Mira is visiting next week.", "name": "Kim",
+                               "timestamp": at(3)}])
+        run = booking_run("kim", "Kim")
+        run[3] = {**run[3], "content": "no, use ISO dates, and text mira when it's booked"}
+        engine.record("kim", run, agent_id=AGENT, run_outcome="succeeded")
+        report = engine.consolidate()
+        assert [p.metadata["do"] for p in procedures_of(engine, "kim")] == [GOOD["do"]]
+        assert [line.split(":")[0] for line in report.rejected] == ["copies personal data"]
+    finally:
+        engine.close()
