@@ -168,3 +168,14 @@ def test_every_reference_procedure_of_the_benchmark_passes_against_its_last_run(
             refused[scenario["name"]] = reason  # a reference over two runs may name the first run's tool
     allowed = {"zh_route_coordinates": "quotes a text the run does not hold"}  # “经度,纬度”: the run writes 经度、纬度
     assert refused == {k: v for k, v in allowed.items() if path.endswith("zh.json")}
+
+
+def test_the_failed_call_the_small_model_wrote_as_a_procedure_is_refused():
+    """docs/benchmarks.md, "Procedures": the 1.5B model stored the failing transfer as the procedure."""
+    [scenario] = [s for s in json.loads((BENCH / "procedural_dev_zh.json").read_text(encoding="utf-8"))
+                  if s["name"] == "zh_transfer_fen"]
+    [run] = _runs_of(scenario)
+    written = "transfer {'amount': '3500元', ...} -> error: amount 必须是以分为单位的整数"
+    assert check(run, written, when="给房东转 3500 块房租", tools=("transfer",), calls=(1,)) == "repeats a failed call"
+    assert check(run, "调用 transfer 时 amount 写 350000（以分为单位的整数）", when="转账", tools=("transfer",),
+                 calls=(1, 2)) is None
