@@ -21,7 +21,7 @@ with (no model):
   argument (a category, a city) is what a tool takes, no person's name.
 
 Never a name here: a called tool, an argument key, a code-like word, a word in capitals only ("ISO",
-"UTC", "JSON"), a weekday or a month, a language or a nationality ("German", "Chinese"), a title
+"UTC", "JSON"), a role word a user id may be ("user", "guest", "admin"), a weekday or a month, a language or a nationality ("German", "Chinese"), a title
 alone, a function word (a name that is one, "Will", matches only as written). Words are matched whole
 and case-insensitively; a Chinese name as a substring.
 
@@ -50,6 +50,9 @@ _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
 _CHINESE_NAME = re.compile(f"(?:{SURNAME_PATTERN}|[小老阿]{SURNAME_PATTERN})[\u4e00-\u9fff]{{1,3}}")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]['\"’”)]*)\s*$")
 _TITLES = frozenset({"mr", "mrs", "ms", "miss", "dr", "prof", "sir", "madam"})
+# words a user id may be that a procedure says of anyone ("ask the user"): no one's name
+_ROLE_WORDS = frozenset("""user users customer client guest admin administrator default anonymous test tester
+    demo owner member visitor me you agent assistant system bot 用户 客户 客人 访客""".split())
 _PERSON_KEY_WORDS = frozenset({"name", "guest", "contact", "customer", "person", "recipient", "attendee", "passenger",
                                "patient", "user", "username", "owner", "member", "client", "traveller", "traveler",
                                "sender", "assignee", "姓名", "联系人", "收件人", "客人", "乘客"})
@@ -164,7 +167,7 @@ def _may_be_a_name(name: str, run: Run) -> bool:
         return False
     if folded in LANGUAGES_AND_NATIONALITIES or folded in _TITLES or "_" in plain:
         return False
-    if folded in _CALENDAR or plain.isdigit():
+    if folded in _CALENDAR or folded in _ROLE_WORDS or plain.isdigit():
         return False
     keys = {key.casefold() for m in run.calls if m.message.tool_call is not None
             for key in m.message.tool_call.arguments}

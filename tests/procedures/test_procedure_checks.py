@@ -179,3 +179,14 @@ def test_the_failed_call_the_small_model_wrote_as_a_procedure_is_refused():
     assert check(run, written, when="给房东转 3500 块房租", tools=("transfer",), calls=(1,)) == "repeats a failed call"
     assert check(run, "调用 transfer 时 amount 写 350000（以分为单位的整数）", when="转账", tools=("transfer",),
                  calls=(1, 2)) is None
+
+
+def test_a_user_id_that_is_a_role_word_is_no_name():
+    messages = [{"role": "user", "content": "Book Friday"},
+                {"role": "tool", "tool_call": {"name": "book_table", "arguments": {"day": "2026-05-08"},
+                                               "result": "booked"}}]
+    role_ids = make_run(messages, user="user", name="guest")
+    assert check(role_ids, "ask the user for the day, then call book_table with an ISO date for the guest",
+                 calls=(1,)) is None
+    assert check(make_run(messages, user="kim"), "ask kim for the day before book_table", calls=(1,)) == \
+        "copies personal data"
