@@ -21,13 +21,14 @@ with (no model):
   argument (a category, a city) is what a tool takes, no person's name.
 
 Never a name here: a called tool, an argument key, a code-like word, a word in capitals only ("ISO",
-"UTC", "JSON"), a role word a user id may be ("user", "guest", "admin"), a weekday or a month, a language or a nationality ("German", "Chinese"), a title
-alone, a function word (a name that is one, "Will", matches only as written). Words are matched whole
-and case-insensitively; a Chinese name as a substring.
+"UTC", "JSON"), a role word a user id may be ("user", "guest", "admin"), a weekday or a month, a
+language or a nationality ("German", "Chinese"), a title alone, a function word (a name that is one,
+"Will", matches only as written). Words are matched whole and case-insensitively; a Chinese name as
+a substring.
 
 A lower-case name nothing gives evidence of (the user wrote "call anna back", and neither the run nor
-the ledger names her) is not seen; a capitalised word the rules cannot type (a product, a city: "Excel", "Berlin") is
-refused like a name: the check errs on the side of the user's privacy.
+the ledger names her) is not seen; a capitalised word the rules cannot type (a product, a city:
+"Excel", "Berlin") is refused like a name: the check errs on the side of the user's privacy.
 """
 
 from __future__ import annotations
