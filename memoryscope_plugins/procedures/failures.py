@@ -15,7 +15,9 @@ it (`refusal` reports it as "repeats a failed call"). The rule, with no model:
   named in ``do``) and a clause of its ``do`` holds a failing key, or a failing value with the tool's
   or the argument's name ("call book_table with day Friday"; not "on a Friday"), without a word that says
   not to ("avoid", "never", "not", "instead of", "不要", "别", "而不是"...) and without the value the
-  succeeded call gave that argument (then it tells the correction: "3500 元写 350000").
+  succeeded call gave that argument (then it tells the correction: "3500 元写 350000"). A call copied
+  as the prompt shows it ("read_file {...} -> error: No such file") is read without its output: the
+  "No" of an error message is no advice.
 
 The ``when`` and ``why`` are not read: naming what failed is what a ``why`` is for. A failed shape
 with no value in common (``day`` as "a weekday name" after "Friday" failed) is not seen.
@@ -32,9 +34,12 @@ if TYPE_CHECKING:
 
 _AVOID = re.compile(
     r"(?i)(?<![a-z])(?:avoid\w*|never|not|no|don'?t|doesn'?t|isn'?t|aren'?t|won'?t|can'?t|cannot|instead|rather than"
-    r"|no longer|fails?|failed|errors?|invalid|wrong|rejects?|rejected|deprecated|except)(?![a-z])"
-    r"|不要|不能|不可|不用|不再|不是|别|避免|勿|而不是|失败|错误|报错|无效|停用|弃用|除了")
-_CLAUSE = re.compile(r"[.;!?,，。；！？、\n]|\s(?:and|then|but)\s|然后|再")
+    r"|no longer|fails?|failed|invalid|wrong|rejects?|rejected|deprecated|except)(?![a-z])"
+    r"|不要|不能|不可|不用|不再|不是|别|避免|勿|而不是|失败|无效|停用|弃用|除了")
+# "error" says nothing about what to do: "read_file {...} -> error: ..." is the failed call copied
+# a clause ends at punctuation before a space (not inside "app.toml" or "39.9,116.3")
+_CLAUSE = re.compile(r"[.;!?,](?=\s|$)|[，。；！？、\n]|\s(?:and|then|but)\s|然后|再")
+_SHOWN_OUTPUT = re.compile(r"->\s*\w+:.*")  # a call's status and output as the prompt shows them: the run's words
 _CODE_KEY = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+|[a-z]+[A-Z][A-Za-z0-9]*")
 
 
@@ -60,7 +65,7 @@ def repeats_failure(proposed: Proposed, run: Run) -> bool:
         if failure.tool not in about and not _holds(proposed.do, failure.tool):
             continue
         for clause in clauses:
-            if _AVOID.search(clause):
+            if _AVOID.search(_SHOWN_OUTPUT.sub("", clause)):
                 continue
             for key, values in failure.values.items():
                 fixed = failure.fixed.get(key, set())

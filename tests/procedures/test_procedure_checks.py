@@ -190,3 +190,18 @@ def test_a_user_id_that_is_a_role_word_is_no_name():
                  calls=(1,)) is None
     assert check(make_run(messages, user="kim"), "ask kim for the day before book_table", calls=(1,)) == \
         "copies personal data"
+
+
+def test_a_failed_call_copied_as_the_run_shows_it_is_refused():
+    """The 1.5B model wrote the prompt's line of the failed call as the procedure (docs/benchmarks.md)."""
+    run = make_run([
+        {"role": "user", "content": "Open the app config"},
+        {"role": "tool", "tool_call": {"name": "read_file", "arguments": {"path": "config/app.toml"},
+                                       "error": "No such file: config/app.toml"}},
+        {"role": "tool", "tool_call": {"name": "read_file", "arguments": {"path": "/srv/app/config/app.toml"},
+                                       "result": "[app] port = 8080"}},
+    ])
+    copied = "read_file {'path': 'config/app.toml'} -> error: No such file"
+    assert check(run, copied, tools=("read_file",), calls=(1,)) == "repeats a failed call"
+    fixed = "pass read_file an absolute path like /srv/app/config/app.toml, not config/app.toml"
+    assert check(run, fixed, tools=("read_file",), calls=(1, 2)) is None
