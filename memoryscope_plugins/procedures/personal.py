@@ -17,8 +17,8 @@ with (no model):
   on: 王芳订); one tagged so in the procedure is its own if the run's messages hold it;
 * the values of the calls' person arguments (a key such as ``name``, ``guest_name``, ``contact``,
   ``recipient``; a bare ``name`` unless the tool is about a city, a file, a restaurant...), as the run
-  wrote them: the only evidence of a name the user wrote in lower case. The whole value of any other
-  argument (a category, a city) is what a tool takes, no person's name.
+  wrote them: the only evidence of a name the user wrote in lower case. The whole value of an
+  argument that names a tool's own term (``category``, ``label``, ``unit``: "Meals") is no name.
 
 Never a name here: a called tool, an argument key, a code-like word, a word in capitals only ("ISO",
 "UTC", "JSON"), a role word a user id may be ("user", "guest", "admin"), a weekday or a month, a
@@ -60,6 +60,9 @@ _PERSON_KEY_WORDS = frozenset({"name", "guest", "contact", "customer", "person",
 _NOT_PERSON_KEY_WORDS = frozenset("""file tool city place restaurant hotel company product column field project repo
     branch label category event calendar folder path host domain model server station stock shop store airport
     country street venue image""".split())
+# argument names whose values are a tool's own terms, not what a user said of anyone
+_VOCABULARY_KEY_WORDS = frozenset("""category label tag type kind currency unit format language lang locale status
+    mode carrier column field table sort order priority level""".split())
 #: languages and nationalities (their adjectives and nouns), which a capital does not make a name
 LANGUAGES_AND_NATIONALITIES = frozenset("""
     english british american canadian australian irish scottish welsh german germans french spanish
@@ -83,14 +86,12 @@ def run_names(run: Run, private: Iterable[str]) -> set[str]:
         names |= {word, word.rsplit(":", 1)[-1]} | set(word.split() if " " in word else ())
     for stored in run.messages:
         message = stored.message
-        if message.tool_call is not None:
-            names |= {value for key, value in message.tool_call.arguments.items()
-                      if _person_key(message.tool_call.name, key) and isinstance(value, str)}
-        elif message.role in ("user", "assistant"):
+        if message.tool_call is None and message.role in ("user", "assistant"):
             names |= _written_names(message.content)
             names |= _tagged_chinese_names(message.content)
-    values = _parameter_values(run)
-    return {name for name in names if _may_be_a_name(name, run) and name.casefold() not in values}
+    terms = _vocabulary(run)
+    names = {name for name in names if name.casefold() not in terms}
+    return {name for name in names | _person_values(run) if _may_be_a_name(name, run)}
 
 
 def copied_name(text: str, run: Run, names: set[str]) -> str | None:
@@ -124,14 +125,30 @@ def _person_key(tool: str, key: str) -> bool:
 
 
 def _words(identifier: str) -> set[str]:
-    return set(re.split(r"[_\-\s.]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", identifier).lower()))
+    """The words of an identifier, lower case and singular (``guestNames`` -> guest, name)."""
+    words = re.split(r"[_\-\s.]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", identifier).lower())
+    return {word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+            for word in words if word}
 
 
-def _parameter_values(run: Run) -> set[str]:
-    """The whole values of the calls' arguments that are no person's (a category, a city)."""
-    return {value.casefold() for m in run.calls if m.message.tool_call is not None
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    return [item for item in value if isinstance(item, str)] if isinstance(value, (list, tuple)) else []
+
+
+def _person_values(run: Run) -> set[str]:
+    return {text for m in run.calls if m.message.tool_call is not None
             for key, value in m.message.tool_call.arguments.items()
-            if isinstance(value, str) and not _person_key(m.message.tool_call.name, key)}
+            if _person_key(m.message.tool_call.name, key) for text in _strings(value)}
+
+
+def _vocabulary(run: Run) -> set[str]:
+    """The whole values of the calls' arguments that name one of a tool's own terms (a category, a
+    label, a unit: "Meals"), casefolded."""
+    return {text.casefold() for m in run.calls if m.message.tool_call is not None
+            for key, value in m.message.tool_call.arguments.items()
+            if _words(key) & _VOCABULARY_KEY_WORDS for text in _strings(value)}
 
 
 def _written_names(text: str) -> set[str]:

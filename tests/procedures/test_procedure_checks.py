@@ -101,21 +101,22 @@ def test_telling_the_failed_call_again_is_refused(do):
 
 def test_the_last_call_of_a_failed_run_is_a_failed_call_and_a_succeeded_retry_is_not():
     failed = make_run([
-        {"role": "user", "content": "Weather for Porto please"},
-        {"role": "tool", "tool_call": {"name": "get_forecast", "arguments": {"location": "Porto"}, "result": "[]"}},
+        {"role": "user", "content": "Weather for the old harbour please"},
+        {"role": "tool", "tool_call": {"name": "get_forecast", "arguments": {"location": "old harbour"},
+                                       "result": "[]"}},
         {"role": "assistant", "content": "I found nothing."},
     ], outcome="failed")
-    assert check(failed, "call get_forecast with location Porto", tools=("get_forecast",), calls=(1,)) == \
+    assert check(failed, "call get_forecast with location old harbour", tools=("get_forecast",), calls=(1,)) == \
         "repeats a failed call"
-    assert check(failed, "call get_forecast with a numeric location id, not the city name Porto",
+    assert check(failed, "call get_forecast with a numeric location id, not a place name like old harbour",
                  tools=("get_forecast",), calls=(1,)) is None
     retried = make_run([
-        {"role": "tool", "tool_call": {"name": "get_forecast", "arguments": {"location": "Porto"},
+        {"role": "tool", "tool_call": {"name": "get_forecast", "arguments": {"location": "old harbour"},
                                        "error": "timeout"}},
-        {"role": "tool", "tool_call": {"name": "get_forecast", "arguments": {"location": "Porto"},
+        {"role": "tool", "tool_call": {"name": "get_forecast", "arguments": {"location": "old harbour"},
                                        "result": "sunny"}},
     ])  # the same value worked later: the error was not about it
-    assert check(retried, "call get_forecast with location Porto again after a timeout",
+    assert check(retried, "call get_forecast with location old harbour again after a timeout",
                  tools=("get_forecast",), calls=(1, 2)) is None
 
 
@@ -179,6 +180,17 @@ def test_the_failed_call_the_small_model_wrote_as_a_procedure_is_refused():
     assert check(run, written, when="给房东转 3500 块房租", tools=("transfer",), calls=(1,)) == "repeats a failed call"
     assert check(run, "调用 transfer 时 amount 写 350000（以分为单位的整数）", when="转账", tools=("transfer",),
                  calls=(1, 2)) is None
+
+
+def test_a_tools_own_terms_are_no_names_and_a_list_of_guests_is():
+    run = make_run([
+        {"role": "user", "content": "Log 38 euros for dinner with two friends. Dinner goes under Meals."},
+        {"role": "tool", "tool_call": {"name": "add_expense", "arguments": {
+            "amount": 38, "category": "Meals", "attendees": ["priya", "tom"]}, "result": "logged"}},
+    ])
+    assert check(run, "call add_expense with category Meals for a dinner", tools=("add_expense",), calls=(1,)) is None
+    assert check(run, "call add_expense and list tom among the attendees", tools=("add_expense",),
+                 calls=(1,)) == "copies personal data"
 
 
 def test_a_user_id_that_is_a_role_word_is_no_name():
