@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import ValidationError
 from ..types import Memory, MemoryStatus, utc_now
 from ..validation import check_text
-from .run import CODE_WORD, EMAIL, MARKUP, MAX_FIELD_CHARS, PHONE, QUOTED, Proposed
+from .run import EMAIL, MARKUP, MAX_FIELD_CHARS, MIN_QUOTED, QUOTED, Proposed, code_words, phone_like
 from .step import content_of
 
 
@@ -87,12 +87,12 @@ def refusal(when: str, do: str, why: str, tools: list[str], *, old_tools: list[s
         return "names a tool the procedure's runs never called"
     if MARKUP.search(joined):
         return "holds prompt markup"
-    if EMAIL.search(joined) or PHONE.search(joined):
+    if EMAIL.search(joined) or phone_like(joined):
         return "holds personal data (an e-mail address or a phone number)"
-    for word in CODE_WORD.findall(joined):
+    for word in code_words(joined):
         if word not in old_tools and word not in old_text:
             return "names a tool or argument the procedure does not hold"
-    for quoted in QUOTED.findall(joined):
+    for quoted in (q for text in (when, do, why) for q in QUOTED.findall(text) if len(q) >= MIN_QUOTED):
         if quoted.casefold() not in old_text.casefold():
             return "quotes a text the procedure does not hold"
     return None

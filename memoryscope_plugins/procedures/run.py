@@ -5,10 +5,12 @@ and its result or error, and the outcome. A procedure is refused (reported, neve
 
 * it holds prompt markup (``P2``, ``[call 3]``, ``$placeholders``);
 * it names a tool the run never called, or cites a call the run does not hold;
+* it copies personal data of the run: an e-mail address, a phone-like number, or one of the run's
+  personal names (`personal`: the user's id, the speakers' names, the names the messages write by
+  the record-time rules, the values of person arguments);
 * it holds a code-like word (``snake_case``, ``dotted.name``) that is neither a called tool, nor an
   argument name of a call, nor in the run's text; or a quoted text the run does not hold;
-* it copies personal data of the run: the user's id or name, an e-mail address, a phone-like
-  number, or a name (a capitalised word inside a sentence) the user said.
+* it tells the agent to repeat a failed call (`failures`).
 """
 
 from __future__ import annotations
@@ -19,18 +21,33 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..storage.base import StoredMessage
+from .failures import repeats_failure
+from .personal import copied_name, run_names
 
 MAX_SHOWN_OUTPUT = 300  # characters of a call's result or error shown in the prompt
 MAX_SHOWN_TEXT = 1_000  # characters of a message shown in the prompt (a run is read for its lessons, not its text)
 MAX_FIELD_CHARS = 400
 MARKUP = re.compile(r"(?<![A-Za-z0-9])P\d{1,2}(?![A-Za-z0-9])|\[call \d+\]|\[调用 \d+\]|\$[a-z_]+")
 CODE_WORD = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9]*(?:[_.][A-Za-z0-9]+)+(?![\w])")
+_ABBREVIATION = re.compile(r"(?:[A-Za-z]{1,2}\.)+[A-Za-z]{1,2}")  # "e.g", "i.e", "a.m", "U.S": no code
+
+
+def code_words(text: str) -> list[str]:
+    """The code-like words of `text` (``snake_case``, ``dotted.name``), abbreviations ("e.g.") left out."""
+    return [word for word in CODE_WORD.findall(text) if not _ABBREVIATION.fullmatch(word)]
 # a quote: an ASCII quote mark that is no apostrophe (not after a letter or digit: "what's", "Rosa's"),
-# or a typographic one, up to the first closing mark that is none either (a quote may hold a quote)
-QUOTED = re.compile(r"(?:(?<![A-Za-z0-9])[\"']|[“‘「])(.{3,80}?)(?:[\"'](?![A-Za-z0-9])|[”’」])")
+# or a typographic one, up to the first closing mark that is none either (a quote may hold a quote);
+# one of fewer than 3 characters (“周五”) is too short to check, never the start of a longer one
+QUOTED = re.compile(r"(?:(?<![A-Za-z0-9])[\"']|[“‘「])(.{1,80}?)(?:[\"'](?![A-Za-z0-9])|[”’」])")
+MIN_QUOTED = 3
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
 PHONE = re.compile(r"\+?\d[\d ()-]{6,}\d")
-_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z][\w'’-]*")
+_DATE_OR_TIME = re.compile(r"\d{4}-\d{1,2}-\d{1,2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?)?|\d{1,2}:\d{2}(?::\d{2})?")
+
+
+def phone_like(text: str) -> bool:
+    """Whether `text` holds a phone-like number (an ISO date or a time is none: 2026-05-08 19:00)."""
+    return PHONE.search(_DATE_OR_TIME.sub(" ", text)) is not None
 
 
 @dataclass(slots=True)
@@ -143,31 +160,19 @@ def refusal(proposed: Proposed, run: Run, private: Sequence[str]) -> str | None:
         return "cites a call the run does not hold"
     if not proposed.tools and not proposed.calls:
         return "rests on no call of the run"
+    if EMAIL.search(joined) or phone_like(joined) or copied_name(joined, run, run_names(run, private)):
+        return "copies personal data"
     source = run.text()
     arguments = {key for m in run.calls if m.message.tool_call is not None for key in m.message.tool_call.arguments}
-    for word in CODE_WORD.findall(joined):
+    for word in code_words(joined):
         if word not in called and word not in arguments and word not in source:
             return "names a tool or argument the run does not hold"
-    for quoted in QUOTED.findall(joined):
+    quotes = [quoted for text in texts for quoted in QUOTED.findall(text) if len(quoted) >= MIN_QUOTED]
+    for quoted in quotes:
         if quoted.casefold() not in source.casefold():
             return "quotes a text the run does not hold"
-    return _personal(joined, run, private)
-
-
-def _personal(text: str, run: Run, private: Sequence[str]) -> str | None:
-    folded = text.casefold()
-    if EMAIL.search(text) or PHONE.search(text):
-        return "copies personal data"
-    words = set(re.findall(r"[\w'’-]+", folded))
-    for name in private:
-        if name and (name.casefold() in words or (" " in name and name.casefold() in folded)):
-            return "copies personal data"
-    for stored in run.messages:
-        if stored.message.role != "user":
-            continue
-        for name in _NAME.findall(stored.message.content):
-            if name.casefold() in words:
-                return "copies personal data"
+    if repeats_failure(proposed, run):
+        return "repeats a failed call"
     return None
 
 

@@ -6,7 +6,8 @@
 3. **Ask** (one LLM call): the run and the related procedures the agent already has (P1, P2, ...)
    -> ``{"procedures": [...]}``. An answer cut off at the token cap, or without that list, does not
    account for the run: the marker stays pending (its attempt counted) and is asked again.
-4. **Check** (`run.refusal`): grounded in the run, no personal data; a refused one is reported.
+4. **Check** (`run.refusal`): grounded in the run, no personal data (the run's names, and the people
+   and pets its users' ledgers know), no failed call told again; a refused one is reported.
 5. **Repeats and contradictions**: a proposal that says the same as a shown procedure (the model's
    ``same_as``, or the same text) adds a run to it instead of being stored; one that ``replaces`` a
    shown procedure expires it with ``superseded_by`` the new one. A label the prompt did not show,
@@ -143,7 +144,7 @@ def _apply(scope: str, stored: StoredMessage, run: Run, proposals: Sequence[Prop
            changed: dict[str, Memory], language: str, report: ConsolidationReport, env: StepEnv) -> list[Memory]:
     labels = {f"P{i}": m for i, m in enumerate(shown, start=1)}
     by_text = {normalise(m.content): m for m in shown}
-    private = private_words(run)
+    private = private_words(run) + _known_people(env, run)
     created: list[Memory] = []
     seen: set[str] = set()
     now = utc_now()
@@ -185,6 +186,14 @@ def _apply(scope: str, stored: StoredMessage, run: Run, proposals: Sequence[Prop
     if report.rejected:
         log.info("%d procedure(s) of a run were refused by the checks", len(report.rejected))
     return created
+
+
+def _known_people(env: StepEnv, run: Run) -> list[str]:
+    """The names and aliases of the people and pets the run's users' ledgers know: what shows a name
+    the run writes in lower case only ("call mira back") to be one."""
+    users = sorted({m.user_id for m in run.messages})
+    return [name for user in users for kind in ("person", "pet")
+            for entity in env.backend.store.entities(user, kind=kind) for name in entity.names]
 
 
 def _referenced(labels: dict[str, Memory], label: str | None, tools: set[str]) -> Memory | None:

@@ -534,3 +534,76 @@ def test_an_apostrophe_is_no_quote_and_a_quote_may_hold_one(tmp_path, server, te
         assert [line.split(":")[0] for line in report.rejected] == ["quotes a text the run does not hold"]
     finally:
         engine.close()
+
+
+def test_a_small_models_answer_is_checked_end_to_end(tmp_path, server, teacher, local_embedder):
+    """What the 1.5B model wrote (`bench procedural`), scripted at the HTTP boundary: prose around
+    the JSON, a procedure that tells the failed call again, names in lower case, a reference by a
+    stored id instead of a label, calls as strings, a tool in other case, a repeat in one answer;
+    and the fair ones with capitalised words that are no names ("German", "Friday", "ISO")."""
+    fair = {**GOOD, "when": "a German guest books for Friday",
+            "do": "call book_table with day as an ISO date, e.g. 2026-05-08 instead of Friday",
+            "why": "call 2 failed: Invalid date; the user asked for ISO dates"}
+    repeat = {**GOOD, "do": "call book_table with day Friday", "why": "the user asked for Friday"}
+    lower_name = {**GOOD, "do": "call book_table, then call anna back"}
+    wrong_ref = {**GOOD, "when": "booking any table", "replaces": "procedure-7f3a", "same_as": "P3"}
+    strings = {**GOOD, "when": "a table on a day", "calls": ["2"], "tools": "book_table"}
+    other_case = {**GOOD, "when": "a table for a day", "tools": ["Book_Table"], "calls": []}
+    text = ("Here are the lessons:\n```json\n" + json.dumps({"procedures": [
+        fair, repeat, lower_name, wrong_ref, strings, other_case, fair]}) + "\n```\nHope this helps!")
+    teacher.queue = [(text, "stop")]
+    engine = make(tmp_path, server, local_embedder, max_per_run=8)
+    try:
+        engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
+        report = engine.consolidate()
+        stored = procedures_of(engine)
+        assert sorted(p.metadata["when"] for p in stored) == ["a German guest books for Friday", "booking any table"]
+        assert all(p.status is MemoryStatus.ACTIVE and "replaces" not in p.metadata for p in stored)
+        assert [line.split(":")[0] for line in report.rejected] == [
+            "repeats a failed call", "copies personal data", "rests on no call of the run",
+            "names a tool the run never called"]
+        assert {m.state for m in pending_runs(engine)} == {"done"}
+    finally:
+        engine.close()
+
+
+def test_a_chinese_run_keeps_its_names_out_of_the_agents_procedures(tmp_path, server, teacher, local_embedder):
+    fair = {"when": "按日期订餐桌", "do": "调用 book_table 时 day 用 ISO 日期（YYYY-MM-DD），不要写“周五”",
+            "why": "第 2 次调用因“周五”失败", "tools": ["book_table"], "calls": [2, 3]}
+    named = {**fair, "do": "给王芳订座时调用 book_table，day 用 ISO 日期"}
+    repeat = {**fair, "do": "调用 book_table 时 day 写周五", "why": "用户说周五"}
+    teacher.queue = [answer(named, repeat, fair)]
+    engine = make(tmp_path, server, local_embedder)
+    engine.settings.consolidation.language = "auto"
+    try:
+        run = booking_run()
+        run[0] = {"role": "user", "content": "帮我给王芳订一张周五的桌子", "name": "安娜", "timestamp": at(4)}
+        run[2]["tool_call"]["arguments"]["day"] = "周五"
+        run[2]["tool_call"]["error"] = "日期格式错误：周五"
+        run[3] = {"role": "user", "content": "不对，用 ISO 日期", "name": "安娜", "timestamp": at(4, 11)}
+        run[5] = {"role": "assistant", "content": "订好了。", "timestamp": at(4, 11)}
+        engine.record("anna", run, agent_id=AGENT, run_outcome="succeeded")
+        report = engine.consolidate()
+        assert [p.metadata["do"] for p in procedures_of(engine)] == [fair["do"]]
+        assert [line.split(":")[0] for line in report.rejected] == ["copies personal data", "repeats a failed call"]
+    finally:
+        engine.close()
+
+
+def test_a_name_written_in_lower_case_is_known_from_the_users_ledger(tmp_path, server, teacher, local_embedder):
+    """The run writes "mira" in lower case only; the user named her sister Mira before (the ledger
+    `record` keeps without a model), so a procedure that tells the agent to text mira is refused."""
+    texted = {**GOOD, "do": "call book_table with an ISO date, then text mira the time"}
+    teacher.queue = [answer(texted, GOOD)]
+    engine = make(tmp_path, server, local_embedder)
+    try:
+        engine.record("kim", [{"role": "user", "content": "My sister Mira is visiting next week.", "name": "Kim",
+                               "timestamp": at(3)}])
+        run = booking_run("kim", "Kim")
+        run[3] = {**run[3], "content": "no, use ISO dates, and text mira when it's booked"}
+        engine.record("kim", run, agent_id=AGENT, run_outcome="succeeded")
+        report = engine.consolidate()
+        assert [p.metadata["do"] for p in procedures_of(engine, "kim")] == [GOOD["do"]]
+        assert [line.split(":")[0] for line in report.rejected] == ["copies personal data"]
+    finally:
+        engine.close()
