@@ -87,6 +87,13 @@ def _stored_id(value: Any, what: str) -> str:
     return validation.check_stored_id(value, what)
 
 
+def _check_team(team: Any) -> str:
+    """A team (tenant) as the part of a user id before its first ``:``, or "" for ids without one."""
+    if not isinstance(team, str) or ":" in team or (team and validation.id_problem(team) is not None):
+        raise ValidationError("team must be \"\" or an id without ':' (the part of a user id before its first ':')")
+    return team
+
+
 class MemoryScope:
     """A long-term memory for LLM agents.
 
@@ -1098,21 +1105,26 @@ class MemoryScope:
         return True
 
     def tool_stats(self, agent_id: str, tool: str | None = None, *, user_id: str | None = None,
-                   top: int = 10) -> builtins.list[ToolStats]:
+                   team: str | None = None, top: int = 10) -> builtins.list[ToolStats]:
         """The statistics of an agent's recorded tool calls, one `ToolStats` per tool (by name; only
         `tool`, when given; none for a tool never recorded): calls, failures, the `top` most frequent
         normalised errors and argument shapes, latency p50/p95 and first and last use.
 
         An agent's calls are counted over every user it worked for (with `user_id`: that user's
-        calls only); what is counted holds no argument value and only normalised error texts, so
-        no user's data reaches another's (docs/procedural.md)."""
+        calls only; with `team`: those of the team's users, the ids starting ``<team>:``, or for
+        ``team=""`` the ids without ``:``); what is counted holds no argument value and only
+        normalised error texts (docs/procedural.md, "Scope and privacy")."""
         agent_id = _check_id(agent_id, "agent_id")
         if tool is not None and (not isinstance(tool, str) or tool_calls.TOOL_NAME_PATTERN.fullmatch(tool) is None):
             raise ValidationError(f"tool must be a tool name ({tool_calls.TOOL_NAME_RULE}) or None")
         if user_id is not None:
             user_id = _stored_id(user_id, "user_id")
+        if team is not None:
+            if user_id is not None:
+                raise ValidationError("give user_id or team, not both (a user is of one team)")
+            _check_team(team)
         top = validation.check_int(top, "top", 1, validation.MAX_LIMIT)
-        counters = self.store.tool_counters(agent_id, tool=tool, user_id=user_id)
+        counters = self.store.tool_counters(agent_id, tool=tool, user_id=user_id, team=team)
         return tool_stats.fold(agent_id, counters, top)
 
     def procedures(self, agent_id: str, *, team: str = "", include_expired: bool = False, limit: int = 100,
@@ -1179,8 +1191,7 @@ class MemoryScope:
 
     def _procedure_scope(self, agent_id: str, team: Any) -> str:
         agent_id = _check_id(agent_id, "agent_id")
-        if not isinstance(team, str) or ":" in team or (team and validation.id_problem(team) is not None):
-            raise ValidationError("team must be \"\" or an id without ':' (the part of a user id before its first ':')")
+        _check_team(team)
         return procedure_scope.procedure_scope(f"{team}:x" if team else "x", agent_id)
 
     def usage(self, user_id: str | None = None, operation: str | None = None):
