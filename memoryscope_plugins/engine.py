@@ -28,7 +28,7 @@ from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, St
 from .models.base import ChatModel, Embedder, Reranker
 from .person import name_rules, record_names
 from .person.short_forms import addressed_aliases
-from .procedures import edit as procedure_edit, scope as procedure_scope
+from .procedures import edit as procedure_edit, scope as procedure_scope, transfer as procedure_transfer
 from .retrieval import ledger_cache, pipeline, procedures as procedure_retrieval
 from .settings import Settings
 from .storage import read_consistency
@@ -1172,6 +1172,44 @@ class MemoryScope:
             self.store.commit_consolidation([memory], vectors, (), lease=lease)
         return memory
 
+    def export_procedures(self, agent_id: str, destination: str | os.PathLike[str] | IO[str] | IO[bytes], *,
+                          team: str = "") -> int:
+        """Write an agent's procedures (of ``team``: the users whose id starts ``<team>:``; "" for ids
+        without ``:``), active and expired, as JSON Lines, one procedure a line; returns how many. A
+        path is written as `export` writes it (never a truncated file); a stream as it goes."""
+        scope = self._procedure_scope(agent_id, team)
+        lines = procedure_transfer.export_lines(self.store, scope)
+        if isinstance(destination, (str, os.PathLike)):
+            return transfer.write_to_path(lines, destination)
+        return transfer.write_to_stream(lines, destination)
+
+    def import_procedures(self, agent_id: str, source: str | os.PathLike[str] | IO[str] | IO[bytes], *,
+                          team: str = "") -> int:
+        """Read an agent's procedures (of ``team``) from JSON Lines, as `export_procedures` writes them;
+        returns how many were stored. All or nothing: every line is checked first (a procedure of this
+        agent and team, each id once, fields as learning and an edit allow, docs/procedural.md), and a
+        bad line raises `ValidationError` naming it, with nothing stored; the procedures are stored in
+        one transaction, under the scope's lease (`ValidationError` while a learning step holds it).
+        An id already the agent's is kept (updated in place: importing twice is once); any other is
+        stored as a stable id derived from the agent's scope and the id."""
+        scope = self._procedure_scope(agent_id, team)
+        found = procedure_transfer.read_procedures(
+            source, scope, agent_id, max_content_chars=self.settings.max_content_chars,
+            max_metadata_chars=self.settings.max_metadata_chars)
+        if not found:
+            return 0
+        named = procedure_transfer.named_ids(found)
+        own = {m.id for start in range(0, len(named), 500) for m in self.store.get(scope, named[start:start + 500])
+               if m.type is MemoryType.PROCEDURE}
+        procedure_transfer.import_ids(found, scope, own)
+        vectors = self._embed_documents(found)
+        with self._scope_lease(scope) as lease:
+            try:
+                self.store.commit_consolidation(found, None if vectors is None else list(vectors), (), lease=lease)
+            except ValueError:  # a derived id someone stored verbatim elsewhere
+                raise ValidationError("import refused, nothing stored: an id clashes with a stored memory") from None
+        return len(found)
+
     def _procedure(self, scope: str, agent_id: str, procedure_id: str) -> Memory:
         found = [m for m in self.store.get(scope, [procedure_id]) if m.type is MemoryType.PROCEDURE]
         if not found:
@@ -1296,6 +1334,8 @@ class MemoryScope:
     aprocedures = _async_twin(procedures)
     adelete_procedure = _async_twin(delete_procedure)
     aupdate_procedure = _async_twin(update_procedure)
+    aexport_procedures = _async_twin(export_procedures)
+    aimport_procedures = _async_twin(import_procedures)
     aadd = _async_twin(add)
     aretrieve = _async_twin(retrieve)
     awarm_up = _async_twin(warm_up)
