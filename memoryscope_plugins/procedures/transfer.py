@@ -3,7 +3,8 @@
 
 A line is a procedure as `Memory.to_dict` writes it, marked ``"record": "procedure"`` (a user's
 import refuses such a line, and this import refuses a user's lines): active and expired ones, so the
-``superseded_by`` links come along. Its ``user_id`` is the agent's scope (``~procedures~<team>:<agent>``).
+``superseded_by`` links come along. Its ``user_id`` is the agent's scope (``~procedures~<team>:<agent>``);
+the server's export leaves it out (a line without it is of the scope it is imported into).
 
 Import checks every line before anything is written, and refuses the whole file (`ValidationError`
 naming the line) when a line is not a procedure, is of another agent or team, repeats an id of the
@@ -38,12 +39,16 @@ RECORD = "procedure"
 COUNTERS = ("runs", "uses", "successes", "failures")
 
 
-def export_lines(store: MemoryStore, scope: str) -> Iterator[tuple[bool, str]]:
-    """(True, line) for every procedure of the scope, active and expired, in the store's order."""
+def export_lines(store: MemoryStore, scope: str, *, with_scope: bool = True) -> Iterator[tuple[bool, str]]:
+    """(True, line) for every procedure of the scope, active and expired, in the store's order; without
+    its ``user_id`` (the scope, which names the team) unless `with_scope` (the server hides it)."""
     for batch in store.iter_memories(scope):
         for memory in batch:
             if memory.type is MemoryType.PROCEDURE:
-                yield True, json_line({"record": RECORD, **memory.to_dict()})
+                data = memory.to_dict()
+                if not with_scope:
+                    del data["user_id"]
+                yield True, json_line({"record": RECORD, **data})
 
 
 def read_procedures(source: Any, scope: str, agent_id: str, *, max_content_chars: int,
