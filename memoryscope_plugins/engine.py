@@ -23,12 +23,23 @@ from typing import IO, Any, AsyncIterator, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from . import log_hygiene, metrics, person, tool_calls, tool_stats, tracing, transfer, transfer_tools, validation
+from . import (
+    log_hygiene,
+    metrics,
+    person,
+    tool_calls,
+    tool_stats,
+    tracing,
+    transfer,
+    transfer_procedures as procedure_transfer,
+    transfer_tools,
+    validation,
+)
 from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, StoreError, ValidationError
 from .models.base import ChatModel, Embedder, Reranker
 from .person import name_rules, record_names
 from .person.short_forms import addressed_aliases
-from .procedures import edit as procedure_edit, scope as procedure_scope, transfer as procedure_transfer
+from .procedures import edit as procedure_edit, scope as procedure_scope
 from .retrieval import ledger_cache, pipeline, procedures as procedure_retrieval
 from .settings import Settings
 from .storage import read_consistency

@@ -15,8 +15,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from .. import transfer_procedures as procedure_transfer
 from ..engine import MemoryScope
-from ..procedures import transfer as procedure_transfer
 from ..procedures.scope import procedure_scope
 from .auth import ApiKey
 from .procedure_json import procedure_record

@@ -9,7 +9,7 @@ the server's export leaves it out (a line without it is of the scope it is impor
 Import checks every line before anything is written, and refuses the whole file (`ValidationError`
 naming the line) when a line is not a procedure, is of another agent or team, repeats an id of the
 file, or holds fields a procedure cannot hold: ``when`` and ``do`` not blank, each text at most
-`run.MAX_FIELD_CHARS` characters, ``tools`` a non-empty list of tool names, the counters whole numbers
+`procedures.run.MAX_FIELD_CHARS` characters, ``tools`` a non-empty list of tool names, the counters whole numbers
 from 0, and no prompt markup, e-mail address or phone-like number (as an edit is checked). The content is
 rewritten from the fields (as learning and an edit write it) and the weight from the counters, so no
 text reaches retrieval that the fields do not hold.
@@ -25,15 +25,15 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
-from .. import tool_calls
-from ..errors import ValidationError
-from ..storage.base import MemoryStore
-from ..transfer import MAX_LINE_CHARS, derived_id, json_line, read_text
-from ..types import Memory, MemoryStatus, MemoryType
-from ..validation import check_text, memory_from_record
-from .edit import refusal
-from .run import MAX_FIELD_CHARS, Proposed
-from .step import content_of, weight
+from . import tool_calls
+from .errors import ValidationError
+from .procedures.edit import refusal
+from .procedures.run import MAX_FIELD_CHARS, Proposed
+from .procedures.step import content_of, weight
+from .storage.base import MemoryStore
+from .transfer import MAX_LINE_CHARS, derived_id, json_line, read_text
+from .types import Memory, MemoryStatus, MemoryType
+from .validation import check_text, memory_from_record
 
 RECORD = "procedure"
 COUNTERS = ("runs", "uses", "successes", "failures")
