@@ -583,7 +583,8 @@ class MemoryScope:
                 in the time the query names, or stand next to such a turn, are returned; -1 turns
                 the floor off.
             tools: the tools the agent is about to use: with ``procedures.enabled``, the figures of
-                those that failed before are added (``tool_notes``).
+                those that failed before are added (``tool_notes``), summed over the agent's calls for
+                the users of the user's team (never another team's; none are read without tools).
             procedures_of: with ``procedures.enabled``, the agent whose procedures (and tool figures)
                 are returned, without filtering the user's memories by agent: what an agent passes
                 that records its runs under its own id but reads every memory of the user. Default:
