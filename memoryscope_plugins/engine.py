@@ -23,7 +23,18 @@ from typing import IO, Any, AsyncIterator, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from . import log_hygiene, metrics, person, tool_calls, tool_stats, tracing, transfer, transfer_tools, validation
+from . import (
+    log_hygiene,
+    metrics,
+    person,
+    tool_calls,
+    tool_stats,
+    tracing,
+    transfer,
+    transfer_procedures as procedure_transfer,
+    transfer_tools,
+    validation,
+)
 from .errors import ConfigError, ModelError, NotFoundError, StaleLedgerError, StoreError, ValidationError
 from .models.base import ChatModel, Embedder, Reranker
 from .person import name_rules, record_names
@@ -85,6 +96,13 @@ def _check_id(value: Any, what: str) -> str:
 def _stored_id(value: Any, what: str) -> str:
     """An id to read or remove by: also one stored before the identifier rule (see `check_stored_id`)."""
     return validation.check_stored_id(value, what)
+
+
+def _check_team(team: Any) -> str:
+    """A team (tenant) as the part of a user id before its first ``:``, or "" for ids without one."""
+    if not isinstance(team, str) or ":" in team or (team and validation.id_problem(team) is not None):
+        raise ValidationError("team must be \"\" or an id without ':' (the part of a user id before its first ':')")
+    return team
 
 
 class MemoryScope:
@@ -565,7 +583,8 @@ class MemoryScope:
                 in the time the query names, or stand next to such a turn, are returned; -1 turns
                 the floor off.
             tools: the tools the agent is about to use: with ``procedures.enabled``, the figures of
-                those that failed before are added (``tool_notes``).
+                those that failed before are added (``tool_notes``), summed over the agent's calls for
+                the users of the user's team (never another team's; none are read without tools).
             procedures_of: with ``procedures.enabled``, the agent whose procedures (and tool figures)
                 are returned, without filtering the user's memories by agent: what an agent passes
                 that records its runs under its own id but reads every memory of the user. Default:
@@ -1098,21 +1117,26 @@ class MemoryScope:
         return True
 
     def tool_stats(self, agent_id: str, tool: str | None = None, *, user_id: str | None = None,
-                   top: int = 10) -> builtins.list[ToolStats]:
+                   team: str | None = None, top: int = 10) -> builtins.list[ToolStats]:
         """The statistics of an agent's recorded tool calls, one `ToolStats` per tool (by name; only
         `tool`, when given; none for a tool never recorded): calls, failures, the `top` most frequent
         normalised errors and argument shapes, latency p50/p95 and first and last use.
 
         An agent's calls are counted over every user it worked for (with `user_id`: that user's
-        calls only); what is counted holds no argument value and only normalised error texts, so
-        no user's data reaches another's (docs/procedural.md)."""
+        calls only; with `team`: those of the team's users, the ids starting ``<team>:``, or for
+        ``team=""`` the ids without ``:``); what is counted holds no argument value and only
+        normalised error texts (docs/procedural.md, "Scope and privacy")."""
         agent_id = _check_id(agent_id, "agent_id")
         if tool is not None and (not isinstance(tool, str) or tool_calls.TOOL_NAME_PATTERN.fullmatch(tool) is None):
             raise ValidationError(f"tool must be a tool name ({tool_calls.TOOL_NAME_RULE}) or None")
         if user_id is not None:
             user_id = _stored_id(user_id, "user_id")
+        if team is not None:
+            if user_id is not None:
+                raise ValidationError("give user_id or team, not both (a user is of one team)")
+            _check_team(team)
         top = validation.check_int(top, "top", 1, validation.MAX_LIMIT)
-        counters = self.store.tool_counters(agent_id, tool=tool, user_id=user_id)
+        counters = self.store.tool_counters(agent_id, tool=tool, user_id=user_id, team=team)
         return tool_stats.fold(agent_id, counters, top)
 
     def procedures(self, agent_id: str, *, team: str = "", include_expired: bool = False, limit: int = 100,
@@ -1160,6 +1184,44 @@ class MemoryScope:
             self.store.commit_consolidation([memory], vectors, (), lease=lease)
         return memory
 
+    def export_procedures(self, agent_id: str, destination: str | os.PathLike[str] | IO[str] | IO[bytes], *,
+                          team: str = "") -> int:
+        """Write an agent's procedures (of ``team``: the users whose id starts ``<team>:``; "" for ids
+        without ``:``), active and expired, as JSON Lines, one procedure a line; returns how many. A
+        path is written as `export` writes it (never a truncated file); a stream as it goes."""
+        scope = self._procedure_scope(agent_id, team)
+        lines = procedure_transfer.export_lines(self.store, scope)
+        if isinstance(destination, (str, os.PathLike)):
+            return transfer.write_to_path(lines, destination)
+        return transfer.write_to_stream(lines, destination)
+
+    def import_procedures(self, agent_id: str, source: str | os.PathLike[str] | IO[str] | IO[bytes], *,
+                          team: str = "") -> int:
+        """Read an agent's procedures (of ``team``) from JSON Lines, as `export_procedures` writes them;
+        returns how many were stored. All or nothing: every line is checked first (a procedure of this
+        agent and team, each id once, fields as learning and an edit allow, docs/procedural.md), and a
+        bad line raises `ValidationError` naming it, with nothing stored; the procedures are stored in
+        one transaction, under the scope's lease (`ValidationError` while a learning step holds it).
+        An id already the agent's is kept (updated in place: importing twice is once); any other is
+        stored as a stable id derived from the agent's scope and the id."""
+        scope = self._procedure_scope(agent_id, team)
+        found = procedure_transfer.read_procedures(
+            source, scope, agent_id, max_content_chars=self.settings.max_content_chars,
+            max_metadata_chars=self.settings.max_metadata_chars)
+        if not found:
+            return 0
+        named = procedure_transfer.named_ids(found)
+        own = {m.id for start in range(0, len(named), 500) for m in self.store.get(scope, named[start:start + 500])
+               if m.type is MemoryType.PROCEDURE}
+        procedure_transfer.import_ids(found, scope, own)
+        vectors = self._embed_documents(found)
+        with self._scope_lease(scope) as lease:
+            try:
+                self.store.commit_consolidation(found, None if vectors is None else list(vectors), (), lease=lease)
+            except ValueError:  # a derived id someone stored verbatim elsewhere
+                raise ValidationError("import refused, nothing stored: an id clashes with a stored memory") from None
+        return len(found)
+
     def _procedure(self, scope: str, agent_id: str, procedure_id: str) -> Memory:
         found = [m for m in self.store.get(scope, [procedure_id]) if m.type is MemoryType.PROCEDURE]
         if not found:
@@ -1179,8 +1241,7 @@ class MemoryScope:
 
     def _procedure_scope(self, agent_id: str, team: Any) -> str:
         agent_id = _check_id(agent_id, "agent_id")
-        if not isinstance(team, str) or ":" in team or (team and validation.id_problem(team) is not None):
-            raise ValidationError("team must be \"\" or an id without ':' (the part of a user id before its first ':')")
+        _check_team(team)
         return procedure_scope.procedure_scope(f"{team}:x" if team else "x", agent_id)
 
     def usage(self, user_id: str | None = None, operation: str | None = None):
@@ -1285,6 +1346,8 @@ class MemoryScope:
     aprocedures = _async_twin(procedures)
     adelete_procedure = _async_twin(delete_procedure)
     aupdate_procedure = _async_twin(update_procedure)
+    aexport_procedures = _async_twin(export_procedures)
+    aimport_procedures = _async_twin(import_procedures)
     aadd = _async_twin(add)
     aretrieve = _async_twin(retrieve)
     awarm_up = _async_twin(warm_up)

@@ -95,23 +95,33 @@ def _lines(store: MemoryStore, user_id: str) -> Iterator[tuple[bool, str]]:
 def export_to_path(store: MemoryStore, user_id: str, destination: str | os.PathLike[str]) -> int:
     """Write a user's memories (then ledger and profile) to a path by the rules of `safe_write`
     (``-`` is standard output); returns how many memories."""
-    count = 0
-    with open_for_writing(destination, what="export") as handle:
-        for is_memory, line in _lines(store, user_id):
-            handle.write(line)
-            count += is_memory
-    return count
+    return write_to_path(_lines(store, user_id), destination)
 
 
 def export_to_stream(store: MemoryStore, user_id: str, stream: Any) -> int:
+    return write_to_stream(_lines(store, user_id), stream)
+
+
+def write_to_path(lines: Iterable[tuple[bool, str]], destination: str | os.PathLike[str]) -> int:
+    """Write (counted, line) pairs to a path by the rules of `safe_write`; returns how many were counted."""
+    count = 0
+    with open_for_writing(destination, what="export") as handle:
+        for counted, line in lines:
+            handle.write(line)
+            count += counted
+    return count
+
+
+def write_to_stream(lines: Iterable[tuple[bool, str]], stream: Any) -> int:
+    """Write (counted, line) pairs to a text or binary stream (UTF-8); returns how many were counted."""
     if not hasattr(stream, "write"):
         raise ValidationError("export destination must be a path or a writable file object")
     binary = _is_binary(stream, "w")
     count = 0
     try:
-        for is_memory, line in _lines(store, user_id):
+        for counted, line in lines:
             stream.write(line.encode("utf-8") if binary else line)
-            count += is_memory
+            count += counted
     except (OSError, ValueError) as exc:  # closed or read-only streams
         raise ValidationError(f"cannot write to the export stream: {type(exc).__name__}") from None
     return count
@@ -123,6 +133,17 @@ def _is_binary(stream: Any, mode: str) -> bool:
     if isinstance(stream, (io.RawIOBase, io.BufferedIOBase)):
         return True
     return "b" in str(getattr(stream, "mode", ""))
+
+
+def read_text(source: Any) -> str:
+    """The text of an import source (a path or a readable text or binary stream, UTF-8); `ValidationError`
+    when it cannot be read."""
+    return _read_text(source)
+
+
+def json_line(data: dict[str, Any]) -> str:
+    """One JSON line (with its newline), always encodable as UTF-8 and never split by other line breaks."""
+    return _json_line(data)
 
 
 def _read_text(source: Any) -> str:
@@ -364,5 +385,5 @@ def store_import(store: MemoryStore, memories: list[Memory], vectors: VectorRows
 
 
 __all__ = ["ExportContents", "ImportResult", "derived_id", "export_to_path", "export_to_stream", "import_ids",
-           "import_ledger_ids", "ledger_lines", "memory_line", "named_ids", "read_export", "read_memories",
-           "store_import"]
+           "import_ledger_ids", "json_line", "ledger_lines", "memory_line", "named_ids", "read_export",
+           "read_memories", "read_text", "store_import", "write_to_path", "write_to_stream"]

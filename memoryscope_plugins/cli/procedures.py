@@ -1,7 +1,8 @@
 """The commands over an agent's procedures (task memory, docs/procedural.md): ``procedures`` lists them,
 ``edit-procedure`` corrects one (checked as the engine's `update_procedure` checks it) and
-``delete-procedure`` removes one. Like ``delete`` (one memory), deleting one procedure does not ask;
-only ``delete-all`` does."""
+``delete-procedure`` removes one, ``export-procedures`` and ``import-procedures`` move an agent's
+procedures of one team to and from JSON Lines. Like ``delete`` (one memory), deleting one procedure
+does not ask; only ``delete-all`` does."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import sys
 
 from ..types import Memory
-from .engine_args import CommandGroup, existing_engine, int_between
+from .engine_args import CommandGroup, engine_from_args, existing_engine, int_between
 
 TEAM_HELP = "the team (tenant) whose runs taught them: a user id's part before ':' (default: none)"
 
@@ -60,8 +61,28 @@ def cmd_delete_procedure(args: argparse.Namespace) -> int:
     return 0
 
 
+def _counted(count: int) -> str:
+    return f"{count} procedure" + ("" if count == 1 else "s")
+
+
+def cmd_export_procedures(args: argparse.Namespace) -> int:
+    with existing_engine(args) as memory:
+        count = memory.export_procedures(args.agent, args.file, team=args.team)
+    # with FILE "-" the procedures went to standard output: the count goes to stderr, apart from them
+    print(f"exported {_counted(count)} to {'standard output' if args.file == '-' else args.file}",
+          file=sys.stderr if args.file == "-" else sys.stdout)
+    return 0
+
+
+def cmd_import_procedures(args: argparse.Namespace) -> int:
+    with engine_from_args(args) as memory:
+        print(f"imported {_counted(memory.import_procedures(args.agent, args.file, team=args.team))}")
+    return 0
+
+
 def add_parsers(sub: CommandGroup) -> None:
-    """Add ``procedures``, ``edit-procedure`` and ``delete-procedure`` to the CLI's subparsers."""
+    """Add ``procedures``, ``edit-procedure``, ``delete-procedure``, ``export-procedures`` and
+    ``import-procedures`` to the CLI's subparsers."""
     p = sub.add_parser("procedures", help="an agent's procedures learnt from its runs (procedures.enabled)")
     p.add_argument("agent", help="the agent id")
     p.add_argument("--team", default="", help=TEAM_HELP)
@@ -87,3 +108,17 @@ def add_parsers(sub: CommandGroup) -> None:
     p.add_argument("id", help="the procedure's id")
     p.add_argument("--team", default="", help=TEAM_HELP)
     p.set_defaults(func=cmd_delete_procedure)
+
+    p = sub.add_parser("export-procedures", help="export an agent's procedures (of one team) as JSON Lines")
+    p.add_argument("agent", help="the agent id")
+    p.add_argument("file", help="a file (replaced atomically), a symbolic link (written through), a FIFO or "
+                                "device (written directly), or - for standard output")
+    p.add_argument("--team", default="", help=TEAM_HELP)
+    p.set_defaults(func=cmd_export_procedures)
+
+    p = sub.add_parser("import-procedures", help="import an agent's procedures (of one team) from JSON Lines "
+                                                 "(all or nothing)")
+    p.add_argument("agent", help="the agent id: every line must be its procedure")
+    p.add_argument("file")
+    p.add_argument("--team", default="", help=TEAM_HELP + "; every line must be of it")
+    p.set_defaults(func=cmd_import_procedures)

@@ -113,14 +113,13 @@ def rank_key(scored: ScoredMemory) -> float:
 
 
 def _tool_notes(engine: Any, user_id: str, agent_id: str, tools: Sequence[str]) -> list[ToolStats]:
-    """The figures of the given tools that failed before: the agent's over all users, or, for a user
-    of a team (tenant), that user's own (the counters are kept per user, never summed across teams)."""
+    """The figures of the given tools that failed before, summed over the agent's calls for the users
+    of the user's team (tenant: the ids starting ``<team>:``, or for a user without one the ids
+    without ``:``), never another team's; one indexed read per tool (docs/procedural.md)."""
+    team = team_of(user_id)
     notes = []
-    for tool in tools:
-        per_user = user_id if team_of(user_id) else None
-        for stats in engine.tool_stats(agent_id, tool, user_id=per_user, top=1):
-            if stats.failures:
-                notes.append(stats)
+    for tool in dict.fromkeys(tools):
+        notes += [stats for stats in engine.tool_stats(agent_id, tool, team=team, top=1) if stats.failures]
     return notes
 
 

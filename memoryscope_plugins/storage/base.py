@@ -195,10 +195,11 @@ class MemoryStore(Protocol):
     def recent_messages(self, user_id: str, agent_id: str | None, before_seq: int | None,
                         limit: int) -> builtins.list[StoredMessage]: ...
 
-    def tool_counters(self, agent_id: str, *, tool: str | None = None,
-                      user_id: str | None = None) -> builtins.list[Counter]:
+    def tool_counters(self, agent_id: str, *, tool: str | None = None, user_id: str | None = None,
+                      team: str | None = None) -> builtins.list[Counter]:
         """The counters of the agent's logged tool calls (storage.tool_counters), summed over its
-        users (or of one user's calls), in (tool, kind, key) order."""
+        users (or of one user's calls, or over the users of one team: ids starting ``<team>:``,
+        for team "" the ids without ``:``), in (tool, kind, key) order."""
 
     # -- the entity ledger and the profile ---------------------------------------------------------
     def put_ledger(self, changes: LedgerChanges) -> None:

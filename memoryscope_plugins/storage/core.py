@@ -179,10 +179,11 @@ class StoreBase(ABC):
         optimistic check that runs `edit` again after a concurrent edit); returns what was written."""
 
     @abstractmethod
-    def tool_counters(self, agent_id: str, *, tool: str | None = None,
-                      user_id: str | None = None) -> builtins.list[Counter]:
-        """The tool statistics' counters of an agent (of one tool, of one user's calls, when
-        given), summed over the users, in (tool, kind, key) order (`tool_counters.summed`)."""
+    def tool_counters(self, agent_id: str, *, tool: str | None = None, user_id: str | None = None,
+                      team: str | None = None) -> builtins.list[Counter]:
+        """The tool statistics' counters of an agent (of one tool, of one user's calls, of the
+        calls of one team's users: ids starting ``<team>:``, or for team "" the ids without ``:``,
+        when given), summed over the users, in (tool, kind, key) order (`tool_counters.summed`)."""
 
     @abstractmethod
     def _read_messages(self, user_id: str, *, agent_id: str | None = None, state: str | None = None,

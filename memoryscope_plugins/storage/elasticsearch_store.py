@@ -732,9 +732,9 @@ class ElasticsearchStore(StoreBase):
         tool_ops, tool_undo = elasticsearch_tools.ops(self.tools_index, tool_counters.increments(rows))
         self._bulk(ops + tool_ops + mem_ops, undo + tool_undo + mem_undo, "append_messages")
 
-    def tool_counters(self, agent_id: str, *, tool: str | None = None,
-                      user_id: str | None = None) -> builtins.list[tool_counters.Counter]:
-        hits = [hit for page in self._scan(self.tools_index, elasticsearch_tools.query(agent_id, tool, user_id),
+    def tool_counters(self, agent_id: str, *, tool: str | None = None, user_id: str | None = None,
+                      team: str | None = None) -> builtins.list[tool_counters.Counter]:
+        hits = [hit for page in self._scan(self.tools_index, elasticsearch_tools.query(agent_id, tool, user_id, team),
                                            [{"slot": "asc"}]) for hit in page]
         return elasticsearch_tools.counters(hits)
 

@@ -48,13 +48,19 @@ def ops(index: str, increments: Sequence[Increment]) -> tuple[list[dict[str, Any
     return out, undo
 
 
-def query(agent_id: str, tool: str | None, user_id: str | None) -> dict[str, Any]:
-    """The counters of a read: the agent's (one tool's, one user's), skipping those undone to 0."""
+def query(agent_id: str, tool: str | None, user_id: str | None, team: str | None = None) -> dict[str, Any]:
+    """The counters of a read: the agent's (one tool's, one user's, those of the users of one team),
+    skipping those undone to 0. A team's users are the ids starting ``<team>:`` (a prefix of the
+    keyword, read from its terms); team "" is the ids without ``:``."""
     clauses: list[dict[str, Any]] = [{"term": {"agent_id": agent_id}}, {"range": {"n": {"gt": 0}}}]
     if tool is not None:
         clauses.append({"term": {"tool": tool}})
     if user_id is not None:
         clauses.append({"term": {"user_id": user_id}})
+    if team == "":
+        return {"bool": {"filter": clauses, "must_not": [{"wildcard": {"user_id": {"value": "*:*"}}}]}}
+    if team is not None:
+        clauses.append({"prefix": {"user_id": f"{team}:"}})
     return {"bool": {"filter": clauses}}
 
 

@@ -87,7 +87,7 @@ from .timecodes import aware
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Each entry: (version it brings the schema to, SQL steps). `{p}` is the table prefix, `{cfg}` the
 # text search configuration of version 1's column (a quoted literal). Steps run in order in one
@@ -187,6 +187,7 @@ _MIGRATIONS: list[tuple[int, list[str]]] = [
         "FOR EACH ROW EXECUTE FUNCTION {p}write_seq()",
     ]),
     (5, tool_counters.POSTGRES_DDL),  # the tool statistics' counters
+    (6, tool_counters.POSTGRES_TEAM_INDEX),  # a team's tool counters read by a range of user ids
 ]
 
 _MEMORY_COLUMNS = ", ".join(records.MEMORY_COLUMNS)
@@ -1222,9 +1223,9 @@ class PostgresStore(StoreBase):
             if ledger is not None:
                 self._ledger.apply(conn, ledger)
 
-    def tool_counters(self, agent_id: str, *, tool: str | None = None,
-                      user_id: str | None = None) -> builtins.list[tool_counters.Counter]:
-        where, values = tool_counters.read_clauses(agent_id, tool, user_id, "%s")
+    def tool_counters(self, agent_id: str, *, tool: str | None = None, user_id: str | None = None,
+                      team: str | None = None) -> builtins.list[tool_counters.Counter]:
+        where, values = tool_counters.read_clauses(agent_id, tool, user_id, "%s", team, postgres=True)
         with self._reading() as conn:
             rows = conn.execute(self._q(f"SELECT tool, kind, key, sum(n), min(first_us), max(last_us) FROM {{t}} "
                                         f"WHERE {where} GROUP BY tool, kind, key", t=self._t("tool_counters")),

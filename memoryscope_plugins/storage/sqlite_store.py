@@ -305,6 +305,9 @@ class SQLiteStore(StoreBase):
                 wanted = {"meta", "users", "memories", "messages", "leases", "tool_counters", *sqlite_ledger.TABLES}
                 if not wanted <= tables:
                     return False
+                if conn.execute("SELECT 1 FROM sqlite_master WHERE type='index' AND name=?",
+                                (tool_counters.SQLITE_INDEX,)).fetchone() is None:
+                    return False
                 row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         except StoreLockedError:
             return False
@@ -682,9 +685,9 @@ class SQLiteStore(StoreBase):
             if ledger is not None:
                 sqlite_ledger.apply(conn, ledger)
 
-    def tool_counters(self, agent_id: str, *, tool: str | None = None,
-                      user_id: str | None = None) -> builtins.list[tool_counters.Counter]:
-        where, values = tool_counters.read_clauses(agent_id, tool, user_id, "?")
+    def tool_counters(self, agent_id: str, *, tool: str | None = None, user_id: str | None = None,
+                      team: str | None = None) -> builtins.list[tool_counters.Counter]:
+        where, values = tool_counters.read_clauses(agent_id, tool, user_id, "?", team)
         with self._read() as conn:
             rows = conn.execute(f"SELECT tool, kind, key, sum(n), min(first_us), max(last_us) FROM tool_counters "
                                 f"WHERE {where} GROUP BY tool, kind, key", values).fetchall()

@@ -43,7 +43,9 @@ SQLITE_DDL = """CREATE TABLE IF NOT EXISTS tool_counters (
     last_us INTEGER NOT NULL,
     PRIMARY KEY (user_id, agent_id, tool, kind, key)
 );
-CREATE INDEX IF NOT EXISTS tool_counters_agent ON tool_counters(agent_id, tool)"""
+CREATE INDEX IF NOT EXISTS tool_counters_team ON tool_counters(agent_id, tool, user_id);
+DROP INDEX IF EXISTS tool_counters_agent"""
+SQLITE_INDEX = "tool_counters_team"  # a file without it is brought up to date when opened
 SQLITE_UPSERT = ("INSERT INTO tool_counters(user_id, agent_id, tool, kind, key, n, first_us, last_us) "
                  "VALUES(?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(user_id, agent_id, tool, kind, key) DO UPDATE SET "
                  "n = n + excluded.n, first_us = min(first_us, excluded.first_us), "
@@ -62,6 +64,12 @@ POSTGRES_DDL = [
         PRIMARY KEY (user_id, agent_id, tool, kind, key)
     )""",
     "CREATE INDEX IF NOT EXISTS {p}tool_counters_agent ON {p}tool_counters (agent_id, tool)",
+]
+# version 6: a team's read (`read_clauses`) is a range of user ids under the agent's tool; the index
+# compares them byte by byte ("C"), as the read does, whatever the database's collation
+POSTGRES_TEAM_INDEX = [
+    'CREATE INDEX IF NOT EXISTS {p}tool_counters_team ON {p}tool_counters (agent_id, tool, user_id COLLATE "C")',
+    "DROP INDEX IF EXISTS {p}tool_counters_agent",
 ]
 POSTGRES_UPSERT = ("INSERT INTO {tool_counters} AS c (user_id, agent_id, tool, kind, key, n, first_us, last_us) "
                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (user_id, agent_id, tool, kind, key) "
@@ -135,8 +143,14 @@ def increments(rows: Sequence[Sequence[Any]]) -> list[Increment]:
     return [Increment(*slot, *values) for slot, values in sorted(merged.items())]
 
 
-def read_clauses(agent_id: str, tool: str | None, user_id: str | None, marker: str) -> tuple[str, list[str]]:
-    """The WHERE clause (with `marker` as the SQL parameter marker) and its values of a counter read."""
+def read_clauses(agent_id: str, tool: str | None, user_id: str | None, marker: str,
+                 team: str | None = None, *, postgres: bool = False) -> tuple[str, list[str]]:
+    """The WHERE clause (with `marker` as the SQL parameter marker) and its values of a counter read:
+    the agent's counters (of one tool, of one user, of the users of one `team`, when given).
+
+    A team's users are those whose id starts with ``<team>:``: a range of ids, ``<team>:`` to
+    ``<team>;`` (``;`` follows ``:``), compared byte by byte, which the index on (agent_id, tool,
+    user_id) answers; team "" is the ids without ``:``, read from the agent's tool's counters."""
     clauses, values = [f"agent_id = {marker}"], [agent_id]
     if tool is not None:
         clauses.append(f"tool = {marker}")
@@ -144,7 +158,18 @@ def read_clauses(agent_id: str, tool: str | None, user_id: str | None, marker: s
     if user_id is not None:
         clauses.append(f"user_id = {marker}")
         values.append(user_id)
+    if team == "":
+        clauses.append("strpos(user_id, ':') = 0" if postgres else "instr(user_id, ':') = 0")
+    elif team is not None:
+        column = 'user_id COLLATE "C"' if postgres else "user_id"
+        clauses.append(f"{column} >= {marker} AND {column} < {marker}")
+        values += list(team_range(team))
     return " AND ".join(clauses), values
+
+
+def team_range(team: str) -> tuple[str, str]:
+    """The user ids of a team (not ""): those from the first bound (included) to the second (not)."""
+    return f"{team}:", f"{team};"
 
 
 def summed(rows: Sequence[Sequence[Any]]) -> list[Counter]:

@@ -95,3 +95,28 @@ def test_delete_removes_the_teams_procedure_only(store, capsys):
     assert [p.id for p in stored(store, "globex")] == ["p-globex"]
     assert main(["delete-procedure", "travel", "p-acme", "--team", "acme", "--store", store]) == 1
     assert "has no procedure" in capsys.readouterr().err
+
+
+def test_export_and_import_move_a_teams_procedures_to_another_store(store, tmp_path, capsys):
+    path = tmp_path / "acme.jsonl"
+    assert main(["export-procedures", "travel", str(path), "--team", "acme", "--store", store]) == 0
+    assert capsys.readouterr().out == f"exported 1 procedure to {path}\n"
+    assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == ["p-acme"]
+    assert main(["export-procedures", "travel", "-", "--team", "acme", "--store", store]) == 0
+    out = capsys.readouterr()
+    assert out.out == path.read_text() and out.err == "exported 1 procedure to standard output\n"
+    target = str(tmp_path / "target.db")
+    assert main(["import-procedures", "travel", str(path), "--team", "acme", "--store", target]) == 0
+    assert capsys.readouterr().out == "imported 1 procedure\n"
+    [moved] = stored(target, "acme")
+    [before] = stored(store, "acme")
+    assert (moved.content, moved.metadata["uses"], moved.source_ids) == (before.content, 3, before.source_ids)
+    assert stored(target, "globex") == [] and stored(target, "") == []
+    # another team's file, or a broken one: one error line, exit status 1, nothing written
+    assert main(["import-procedures", "travel", str(path), "--team", "globex", "--store", target]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: line 1: a procedure of another agent or team; nothing was imported\n"
+    path.write_text(path.read_text() + "{broken\n")
+    assert main(["import-procedures", "travel", str(path), "--team", "acme", "--store", target]) == 1
+    assert "line 2: not valid JSON" in capsys.readouterr().err
+    assert stored(target, "globex") == [] and len(stored(target, "acme")) == 1

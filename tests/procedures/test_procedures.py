@@ -274,8 +274,11 @@ def test_teams_never_share_procedures(tmp_path, server, teacher, local_embedder)
         result = engine.retrieve("globex:bob", "reserve a restaurant table", agent_id=AGENT, tools=["book_table"])
         assert result.procedures == [] and "What worked before" not in result.context
         assert "Tools that failed before" not in result.context  # acme's failures are acme's
-        mine = engine.retrieve("acme:zoe", "reserve a restaurant table", agent_id=AGENT)
+        mine = engine.retrieve("acme:zoe", "reserve a restaurant table", agent_id=AGENT, tools=["book_table"])
         assert len(mine.procedures) == 1
+        assert [(n.calls, n.failures) for n in mine.tool_notes] == [(2, 1)]  # anna's, of zoe's team
+        plain = engine.retrieve("bob", "reserve a restaurant table", agent_id=AGENT, tools=["book_table"])
+        assert plain.tool_notes == [] and "Tools that failed before" not in plain.context
     finally:
         engine.close()
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -39,10 +41,10 @@ def test_a_tenants_run_teaches_its_agent_and_no_other_tenant(tmp_path, server, t
             [procedure] = found["procedures"]
             assert procedure["tools"] == ["book_table"] and "~procedures~" not in str(found)
             assert "What worked before" in found["context"]
-            # a tenant's figures are per user (the counters are never summed across tenants): anna's calls failed
-            assert found["tool_notes"] == []
-            [note] = acme.post("/v1/users/anna/retrieve", json=query).json()["tool_notes"]
+            # a tenant's figures are summed over its users (never across tenants): ben is warned of anna's failure
+            [note] = found["tool_notes"]
             assert (note["tool"], note["calls"], note["failures"]) == ("book_table", 2, 1)
+            assert acme.post("/v1/users/anna/retrieve", json=query).json()["tool_notes"] == [note]
             other = globex.post("/v1/users/ben/retrieve", json=query).json()
             assert other["procedures"] == [] and other["tool_notes"] == []
             later = acme.post("/v1/users/ben/record", json={
@@ -103,5 +105,48 @@ def test_a_tenant_lists_edits_and_deletes_its_agents_procedures_and_no_other_ten
         assert [p.id for p in procedures_of(engine, "globex:anna")] == [globex_p.id]
         assert procedures_of(engine, "globex:anna")[0].content == globex_p.content
         assert procedures_of(engine, "anna")[0].content == own_p.content
+    finally:
+        engine.close()
+
+
+def test_a_tenant_exports_and_imports_its_agents_procedures_and_no_other_tenants(tmp_path, server, teacher,
+                                                                                 local_embedder):
+    teacher.queue = [answer(GOOD), answer(GOOD)]
+    engine = make(tmp_path, server, local_embedder)
+    for user in ("acme:anna", "globex:anna"):
+        engine.record(user, booking_run(user), agent_id=AGENT, run_outcome="succeeded")
+    engine.consolidate()
+    [acme_p], [globex_p] = (procedures_of(engine, u) for u in ("acme:anna", "globex:anna"))
+    keys = make_keys()
+    base = f"/v1/agents/{AGENT}/procedures"
+    try:
+        with RunningServer(engine, keys.ring, ServerConfig(rate_per_second=0)) as srv, \
+                client(srv, keys.admin) as admin, client(srv, keys.acme) as acme, \
+                client(srv, keys.other) as globex, client(srv, keys.anna_only) as anna_only:
+            exported = acme.get(f"{base}/export")
+            assert exported.status_code == 200 and exported.headers["content-type"] == "application/x-ndjson"
+            [line] = exported.text.splitlines()
+            assert json.loads(line)["id"] == acme_p.id and "~procedures~" not in line and "acme" not in line
+            # globex's admin imports acme's file (it holds it): into globex's agent, under new ids
+            imported = globex.post(f"{base}/import", content=exported.content)
+            assert imported.status_code == 200 and imported.json() == {"imported": 1}, imported.text
+            assert len(procedures_of(engine, "globex:anna")) == 2 and procedures_of(engine, "acme:anna") == [acme_p]
+            assert globex.post(f"{base}/import", content=exported.content).json() == {"imported": 1}  # idempotent
+            assert len(procedures_of(engine, "globex:anna")) == 2
+            # a key that is not admin, or bound to users, imports nothing; a bad line is a 400, nothing written
+            assert acme.post(f"{base}/import", content=exported.content).status_code == 403
+            assert anna_only.post(f"{base}/import", content=exported.content).status_code == 403
+            assert anna_only.get(f"{base}/export").status_code == 403
+            bad = admin.post(f"{base}/import", content=exported.content.replace(b'"procedure"', b'"fact"', 1))
+            assert bad.status_code == 400 and "line 1" in bad.json()["error"]
+            other = admin.post("/v1/agents/other-agent/procedures/import", content=exported.content)
+            assert other.status_code == 400 and "another agent" in other.json()["error"]
+            assert admin.post(f"{base}/import", content=b"\xff").status_code == 400
+            assert procedures_of(engine, "acme:anna") == [acme_p]
+            assert [p.id for p in procedures_of(engine, "globex:anna")].count(globex_p.id) == 1
+            theirs = [json.loads(x)["id"] for x in globex.get(f"{base}/export").text.splitlines()]
+            assert globex_p.id in theirs and acme_p.id not in theirs and len(theirs) == 2  # its own tenant's
+            for path in (f"{base}/export", f"{base}/import"):
+                assert httpx.request("GET" if path.endswith("export") else "POST", srv.url + path).status_code == 401
     finally:
         engine.close()

@@ -55,9 +55,11 @@ async def test_a_run_ended_over_mcp_is_learnt_and_found_by_its_tenants_agent_onl
             found = payload(await call(srv, ben, "search_memories", TASK))
             [procedure] = found["procedures"]
             assert procedure["tools"] == ["book_table"] and "~procedures~" not in json.dumps(found)
-            assert "What worked before" in found["context"] and found["tool_notes"] == []  # ben's calls: none
-            [note] = payload(await call(srv, anna, "search_memories", TASK))["tool_notes"]
+            assert "What worked before" in found["context"]
+            [note] = found["tool_notes"]  # anna's failure, in ben's tenant
             assert (note["tool"], note["calls"], note["failures"]) == ("book_table", 2, 1)
+            assert payload(await call(srv, anna, "search_memories", TASK))["tool_notes"] == [note]
+            assert payload(await call(srv, globex, "search_memories", TASK))["tool_notes"] == []
             # another tenant's agent of the same name, and another agent of this tenant: none
             assert payload(await call(srv, globex, "search_memories", TASK))["procedures"] == []
             wrong = await call(srv, ben, "search_memories", {**TASK, "tools": ["book table!"]})

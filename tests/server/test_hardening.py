@@ -57,6 +57,7 @@ def assert_json_error(response, status):
 JSON_ROUTES = [("POST", "/v1/users/anna/memories"), ("PATCH", "/v1/users/anna/memories/m1"),
                ("POST", "/v1/users/anna/record"), ("POST", "/v1/users/anna/retrieve"),
                ("POST", "/v1/users/anna/import"), ("PATCH", "/v1/agents/concierge/procedures/p1"),
+               ("POST", "/v1/agents/concierge/procedures/import"),
                ("POST", "/mcp")]
 
 

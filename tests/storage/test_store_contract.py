@@ -25,7 +25,7 @@ from tests.support.ledger_contract import *  # noqa: E402,F401,F403
 from tests.support.store_contract import *  # noqa: E402,F401,F403
 from tests.support.store_contract import ids, mem, unit, vector_search  # noqa: E402
 from tests.support.tool_contract import *  # noqa: E402,F401,F403
-from tests.support.tool_contract import EXPECTED, record_run, stats as tool_stats_of  # noqa: E402
+from tests.support.tool_contract import ACME, EXPECTED, record_run, record_teams, stats as tool_stats_of  # noqa: E402
 
 ES_ID = "elasticsearch" if os.environ.get(servers.ES_URL_ENV) else "elasticsearch-noida-emulator"
 BACKENDS = ["sqlite", "postgres", "postgres-partitioned", ES_ID]
@@ -181,10 +181,42 @@ def test_an_older_store_opens_and_gains_the_ledger(store_factory):
     assert [e.mention_count for e in again.entities("alice")] == [1]
     assert ids(vector_search(again, "alice", unit(1))) == ["m1"]
     if store_factory.backend != ES_ID:
-        assert again.get_meta("schema_version") == {"sqlite": "3", "postgres": "5"}[store_factory.backend]
+        assert again.get_meta("schema_version") == {"sqlite": "3", "postgres": "6"}[store_factory.backend]
     record_run(again)  # and the tool statistics' counters
     assert tool_stats_of(again) == EXPECTED
     store_factory("model-a")  # a third opening finds the schema current
+
+
+@pytest.mark.parametrize("store_factory", ["sqlite", "postgres", "postgres-partitioned"], indirect=True)
+def test_a_store_of_the_previous_release_gains_the_team_index_of_the_tool_counters(store_factory):
+    store = store_factory("model-a")
+    record_teams(store)
+    if store_factory.backend == "sqlite":  # the previous release: an index on (agent_id, tool) only
+        with store._write() as conn:
+            conn.execute("DROP INDEX tool_counters_team")
+            conn.execute("CREATE INDEX tool_counters_agent ON tool_counters(agent_id, tool)")
+        indexes = "SELECT name FROM sqlite_master WHERE type='index' AND tbl_name='tool_counters' AND sql IS NOT NULL"
+    else:
+        import psycopg
+        with psycopg.connect(store._conninfo, autocommit=True) as conn:
+            conn.execute(f"DROP INDEX {store.prefix}tool_counters_team")
+            prefix = store.prefix
+            conn.execute(f"CREATE INDEX {prefix}tool_counters_agent ON {prefix}tool_counters (agent_id, tool)")
+        store.set_meta("schema_version", "5")
+        indexes = (f"SELECT indexname FROM pg_indexes WHERE tablename = '{store.prefix}tool_counters' "
+                   "AND indexname NOT LIKE '%pkey'")
+    store.close()
+    again = store_factory("model-a")
+    assert tool_stats_of(again, team="acme") == ACME
+    if store_factory.backend == "sqlite":
+        with again._read() as conn:
+            names = [row[0] for row in conn.execute(indexes)]
+    else:
+        import psycopg
+        with psycopg.connect(again._conninfo, autocommit=True) as conn:
+            names = [row[0].removeprefix(again.prefix) for row in conn.execute(indexes)]
+        assert again.get_meta("schema_version") == "6"
+    assert names == ["tool_counters_team"]
 
 
 def _write_raw_kind(store, backend: str, entity_id: str, kind: str) -> None:

@@ -173,3 +173,68 @@ def test_a_call_without_an_outcome_counts_as_a_call_neither_failed_nor_succeeded
     assert book.last_used == T0 + timedelta(minutes=40)
     assert store.recent_messages("alice", "planner", None, 1)[0].message == unseen  # reads back whole
     assert [s.unknown for s in stats(store, user_id="bob")] == [0, 0]
+
+
+def record_teams(store) -> None:
+    """Agent "planner"'s calls for users of teams (tenants: the user id's part before its first ':')
+    "acme", "globex", "zürich" and "" (ids without ':'), with ids that share a team's letters
+    without being of it ("acme", "acmex:carl", "acme;x"), and one call of another agent."""
+    store.append_messages("acme:anna", "planner", [
+        call("search", 1, args={"q": "train"}, ms=100, result="3 trains"),
+        call("search", 2, args={"q": "train", "limit": 5}, ms=2500, error="Timeout after 2500 ms"),
+        call("book", 3, args={"train_id": "T-1"}, ms=40, error="Seat 'A1' already taken")])
+    store.append_messages("acme:ben", "planner", [
+        call("search", 4, args={"q": "hotel"}, ms=300, result="2 hotels"),
+        call("book", 5, args={"train_id": "T-2"}, ms=50, result="booked")])
+    store.append_messages("acme:", "planner", [call("book", 6, args={"train_id": "T-3"}, result="booked")])
+    for user in ("acme", "acmex:carl", "acme;x"):
+        store.append_messages(user, "planner", [call("search", 7, args={"q": "x"}, error="Quota exceeded")])
+    store.append_messages("globex:dan", "planner", [
+        call("search", 8, args={"q": "y"}, error="Quota exceeded"),
+        call("search", 9, args={"q": "y"}, error="Quota exceeded")])
+    store.append_messages("zürich:eva", "planner", [call("search", 10, args={"q": "z"}, ms=7, result="1")])
+    store.append_messages("plain", "planner", [call("search", 11, args={"q": "p"}, ms=9, result="1")])
+    store.append_messages("acme:anna", "other-agent", [call("search", 12, args={"q": "o"}, error="Quota exceeded")])
+
+
+# counted by hand from `record_teams`: team "acme" is acme:anna, acme:ben and acme: (not "acme",
+# "acmex:carl", "acme;x", nor another agent's call)
+ACME = [
+    ToolStats(agent_id="planner", tool="book", calls=3, failures=1, errors=[("Seat <str> already taken", 1)],
+              error_kinds=1, timed_calls=2, p50_ms=latency_bound(40), p95_ms=latency_bound(50),
+              shapes=[("{train_id:str}", 2, 1)], shape_kinds=1,
+              first_used=T0 + timedelta(minutes=3), last_used=T0 + timedelta(minutes=6)),
+    ToolStats(agent_id="planner", tool="search", calls=3, failures=1, errors=[("Timeout after <n> ms", 1)],
+              error_kinds=1, timed_calls=3, p50_ms=latency_bound(300), p95_ms=latency_bound(2500),
+              shapes=[("{q:str}", 2, 0), ("{limit:int,q:str}", 0, 1)], shape_kinds=2,
+              first_used=T0 + timedelta(minutes=1), last_used=T0 + timedelta(minutes=4)),
+]
+
+
+def test_a_teams_tool_statistics_sum_its_users_calls_and_no_other_teams(store):
+    record_teams(store)
+    assert stats(store, team="acme") == ACME
+    assert stats(store, tool="search", team="acme") == ACME[1:]
+    brief = {team: [(s.tool, s.calls, s.failures, s.errors) for s in stats(store, tool="search", team=team)]
+             for team in ("", "acmex", "acme;x", "globex", "zürich", "nobody")}
+    assert brief == {
+        "": [("search", 3, 2, [("Quota exceeded", 2)])],  # "acme", "acme;x" and "plain": the ids without ':'
+        "acmex": [("search", 1, 1, [("Quota exceeded", 1)])],
+        "acme;x": [],  # no user id starts with "acme;x:"
+        "globex": [("search", 2, 2, [("Quota exceeded", 2)])],
+        "zürich": [("search", 1, 0, [])],
+        "nobody": [],
+    }
+    assert [(s.tool, s.calls) for s in stats(store, "other-agent", team="acme")] == [("search", 1)]
+    # the teams' figures add up to the agent's: every user is of exactly one team
+    teams = ("", "acme", "acmex", "globex", "zürich")
+    assert sum(s.calls for team in teams for s in stats(store, team=team)) == sum(s.calls for s in stats(store))
+
+
+def test_a_teams_tool_statistics_follow_deletes_and_renames(store):
+    record_teams(store)
+    store.delete_user("acme:ben")
+    assert [(s.tool, s.calls) for s in stats(store, team="acme")] == [("book", 2), ("search", 2)]
+    store.rename_user("acme:anna", "globex:anna")  # moved to another team: counted there only
+    assert [(s.tool, s.calls) for s in stats(store, team="acme")] == [("book", 1)]
+    assert [(s.tool, s.calls, s.failures) for s in stats(store, team="globex")] == [("book", 1, 1), ("search", 4, 3)]
