@@ -255,6 +255,8 @@ def candidate_vectors(store: MemoryStore, user_id: str, candidates: Sequence[Can
 
 def merge_candidates(found: Sequence[Sequence[Candidate]]) -> list[Candidate]:
     """The candidates of every search, each memory once (as the first search found it)."""
+    if len(found) == 1 and len({c.memory.id for c in found[0]}) == len(found[0]):
+        return list(found[0])  # one search, each memory once already (the common case)
     seen: dict[str, Candidate] = {}
     for candidates in found:
         for candidate in candidates:

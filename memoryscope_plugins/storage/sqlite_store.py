@@ -621,10 +621,16 @@ class SQLiteStore(StoreBase):
         result: dict[int, Memory] = {}
         if index is not None:
             known = index.records
-            result = {r: known[r] for r in rowids if r in known}
-            rowids = [r for r in rowids if r not in known]
-            if not rowids:
+            unread = []
+            for rowid in rowids:
+                memory = known.get(rowid)
+                if memory is None:
+                    unread.append(rowid)
+                else:
+                    result[rowid] = memory
+            if not unread:
                 return result
+            rowids = unread
         with self._read() as conn:
             for start in range(0, len(rowids), 500):
                 chunk = rowids[start:start + 500]
