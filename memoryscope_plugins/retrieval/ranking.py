@@ -167,7 +167,15 @@ def widen(time_range: TimeRange, days: float) -> TimeRange:
 def meets(memory_start: datetime | None, memory_end: datetime | None, created: datetime,
           time_range: TimeRange) -> bool:
     """Whether the memory's event time overlaps the range, or its message time falls inside it."""
-    rng = TimeRange(_aware(time_range.start), _aware(time_range.end))
+    return _meets(memory_start, memory_end, created, _aware_range(time_range))
+
+
+def _aware_range(time_range: TimeRange) -> TimeRange:
+    return TimeRange(_aware(time_range.start), _aware(time_range.end))
+
+
+def _meets(memory_start: datetime | None, memory_end: datetime | None, created: datetime, rng: TimeRange) -> bool:
+    """`meets`, with the range's sides made timezone-aware already (once per ranking, not per memory)."""
     if memory_start is not None and rng.overlaps(as_aware(memory_start),
                                                   None if memory_end is None else as_aware(memory_end)):
         return True
@@ -185,15 +193,23 @@ def adjust(ranked: list[ScoredMemory], cfg: RetrievalSettings, *, time_range: Ti
     fuzzy = widen(time_range, cfg.time_fuzz_days) if boosting and time_range is not None else None
     now = as_aware(now)
     type_weight = {kind: cfg.type_weights.get(kind.value, 1.0) for kind in MemoryType}
+    if fuzzy is None and not cfg.recency_half_life_days:  # the type weights alone (the usual case)
+        for item in ranked:
+            item.score *= type_weight[item.memory.type]
+            item.scores["final"] = item.score
+        ranked.sort(key=_SCORE, reverse=True)
+        return ranked
+    inside = _aware_range(time_range) if time_range is not None and fuzzy is not None else None
+    near = _aware_range(fuzzy) if fuzzy is not None else None
     for item in ranked:
         memory = item.memory
         factor = type_weight[memory.type]
-        if time_range is not None and fuzzy is not None:  # i.e. boosting
+        if inside is not None and near is not None:  # i.e. boosting
             # the full boost inside the range, half of it in the fuzzy margin around it
-            if meets(memory.event_start, memory.event_end, memory.created_at, time_range):
+            if _meets(memory.event_start, memory.event_end, memory.created_at, inside):
                 factor *= 1.0 + cfg.time_boost
                 item.scores["time_match"] = 1.0
-            elif meets(memory.event_start, memory.event_end, memory.created_at, fuzzy):
+            elif _meets(memory.event_start, memory.event_end, memory.created_at, near):
                 factor *= 1.0 + cfg.time_boost / 2
                 item.scores["time_match"] = 0.5
         if cfg.recency_half_life_days:
@@ -280,14 +296,13 @@ def relevant(ranked: list[ScoredMemory], min_relevance: float, *,
         # in between: the memory's language decides (the regex runs for these few only)
         return calibrated(cosine, floors[detect_language(item.memory.content)]) >= min_relevance
 
-    def own(item: ScoredMemory) -> bool:
+    passing = set()
+    for item in ranked:  # what the memory itself shows: close in meaning, in the time asked, a shared word
         scores = item.scores
         cosine = scores.get("cosine")
-        if cosine is not None and close_enough(item, cosine):
-            return True
-        return scores.get("time_match", 0.0) >= 1.0 or shares_a_word(item)
-
-    passing = {item.memory.id for item in ranked if own(item)}
+        if ((cosine is not None and close_enough(item, cosine)) or scores.get("time_match", 0.0) >= 1.0
+                or shares_a_word(item)):
+            passing.add(item.memory.id)
     beside = {item.memory.previous_id for item in ranked if item.memory.id in passing and item.memory.previous_id}
     return [item for item in ranked if item.memory.id in passing or item.memory.id in beside
             or (item.memory.previous_id is not None and item.memory.previous_id in passing)]

@@ -612,7 +612,7 @@ class SQLiteStore(StoreBase):
             return []
         rows = self._rows_by_rowid(request.user_id, list(found), index)
         # a row deleted between the two reads is left out
-        return [Candidate(memory=rows[rowid], **fields) for rowid, fields in found.items() if rowid in rows]
+        return [Candidate(rows[rowid], *fields) for rowid, fields in found.items() if rowid in rows]
 
     def _rows_by_rowid(self, user_id: str, rowids: builtins.list[int],
                        index: UserIndex | None = None) -> dict[int, Memory]:

@@ -215,34 +215,35 @@ def _appended(cached: UserIndex, changed: Sequence[IndexRow], model: str | None,
 
 
 # -- search -------------------------------------------------------------------------------------------
-def search(index: UserIndex, request: SearchRequest, query_terms: Sequence[str]) -> dict[int, dict[str, Any]]:
-    """Both channels over the index: rowid -> its `Candidate` ranks, scores and stored vector, text
-    hits first."""
-    found: dict[int, dict[str, Any]] = {}
+def search(index: UserIndex, request: SearchRequest, query_terms: Sequence[str]) -> dict[int, builtins.list[Any]]:
+    """Both channels over the index: rowid -> the rest of its `Candidate`'s fields, in their order
+    (text rank, text score, vector rank, vector score, stored vector; None where a channel did not
+    find it), text hits first."""
+    found: dict[int, builtins.list[Any]] = {}
     if len(index.rowids) == 0:
         return found
     keep = mask(index, request.filter)
-    positions: list[int] = []
+    positions: builtins.list[int] = []
     if request.text and query_terms:
         rows, scores = _text_hits(index, query_terms, keep, request.limit)
         for rank, (row, rowid, score) in enumerate(zip(rows.tolist(), index.rowids[rows].tolist(), scores), start=1):
-            found[rowid] = {"text_rank": rank, "text_score": score}
+            found[rowid] = [rank, score, None, None, None]
             positions.append(row)
     if request.vector is not None:
         rows, scores = _vector_hits(index, request, keep)
         for rank, (row, rowid, score) in enumerate(zip(rows.tolist(), index.rowids[rows].tolist(), scores), start=1):
             fields = found.get(rowid)
             if fields is None:
-                found[rowid] = {"vector_rank": rank, "vector_score": score}
+                found[rowid] = [None, None, rank, score, None]
                 positions.append(row)
             else:
-                fields["vector_rank"] = rank
-                fields["vector_score"] = score
+                fields[2] = rank
+                fields[3] = score
     # every candidate's stored vector, read where it already is (`found` holds them in `positions`' order)
     matrix = index.matrix
     for fields, row, stored in zip(found.values(), positions, index.has_vector[positions].tolist()):
         if stored:
-            fields["vector"] = matrix[row]
+            fields[4] = matrix[row]
     return found
 
 
