@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+import operator
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
 
@@ -124,10 +125,11 @@ class Memory:
 
     def copy(self) -> "Memory":
         """An independent copy (its metadata and source list are copied too)."""
-        values = {name: getattr(self, name) for name in self.__slots__}
-        values["metadata"] = dict(self.metadata)
-        values["source_ids"] = list(self.source_ids)
-        return Memory(**values)
+        # every field in declaration order, positionally: retrieval copies each memory it returns
+        copied = Memory(*_memory_fields(self))
+        copied.metadata = dict(self.metadata)
+        copied.source_ids = list(self.source_ids)
+        return copied
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (times as ISO 8601), the shape used by export and import."""
@@ -144,6 +146,9 @@ class Memory:
                 value = dict(value)
             out[name] = value
         return out
+
+
+_memory_fields = operator.attrgetter(*(f.name for f in fields(Memory)))
 
 
 @dataclass(slots=True)

@@ -34,14 +34,23 @@ def vector_scores(query: np.ndarray, candidates: Sequence[Candidate], vectors: M
     channel's candidates (the cosine itself when `correction` is 0 or that channel found fewer than
     `MIN_NEIGHBOURHOOD`)."""
     query = np.asarray(query, dtype=np.float64).reshape(-1)
-    # a vector of another width (stored by another model, being re-embedded) is not comparable
-    usable = [c for c in candidates if c.memory.id in vectors and len(vectors[c.memory.id]) == len(query)]
-    if not usable:
+    width = len(query)
+    ids: list[str] = []
+    rows: list[np.ndarray] = []
+    pool: list[int] = []  # the rows of the vector channel's candidates
+    for candidate in candidates:
+        memory_id = candidate.memory.id
+        vector = vectors.get(memory_id)
+        # a vector of another width (stored by another model, being re-embedded) is not comparable
+        if vector is not None and len(vector) == width:
+            if candidate.vector_rank is not None:
+                pool.append(len(ids))
+            ids.append(memory_id)
+            rows.append(vector)
+    if not ids:
         return {}, {}
-    ids = [c.memory.id for c in usable]
-    matrix = np.asarray([vectors[i] for i in ids], dtype=np.float64)
+    matrix = np.asarray(rows, dtype=np.float64)
     cosines = matrix @ query
-    pool = [k for k, c in enumerate(usable) if c.vector_rank is not None]
     scores = cosines
     if correction > 0 and len(pool) >= MIN_NEIGHBOURHOOD:
         centre = matrix[pool].mean(axis=0)

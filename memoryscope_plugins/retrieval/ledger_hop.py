@@ -62,9 +62,12 @@ def ledger_hop(chosen: Sequence[ScoredMemory], shown: Sequence[Memory], query: s
         return []
     if index is None:
         index = for_store(store).mention_index(store, ledger)
+    hit_memories = [item.memory for item in chosen[:hits]]
+    if not any(index.by_memory.get(memory.id) for memory in hit_memories):
+        return []  # the hits name no entity (as `hop_entities` finds): no need to gather the speakers
     speakers = {c.memory.speaker for c in candidates if c.memory.speaker}
     speakers |= {item.memory.speaker for item in chosen if item.memory.speaker}
-    entities = hop_entities(ledger, index, [item.memory for item in chosen[:hits]], query, speakers)
+    entities = hop_entities(ledger, index, hit_memories, query, speakers)
     if not entities:
         return []
     pool = {c.memory.id: c for c in candidates}

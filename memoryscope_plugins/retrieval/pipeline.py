@@ -241,8 +241,13 @@ def candidate_vectors(store: MemoryStore, user_id: str, candidates: Sequence[Can
     search returned it, else read by id: `hubness.vector_scores`); None without a query vector."""
     if vector is None or not candidates:
         return None
-    stored = {c.memory.id: c.vector for c in candidates if c.vector is not None}
-    missing = [c.memory.id for c in candidates if c.vector is None]
+    stored: dict[str, np.ndarray] = {}
+    missing: list[str] = []
+    for candidate in candidates:
+        if candidate.vector is None:
+            missing.append(candidate.memory.id)
+        else:
+            stored[candidate.memory.id] = candidate.vector
     if missing:
         stored.update(store.vectors_of(user_id, missing))
     return vector_scores(vector, candidates, stored, correction)
@@ -250,6 +255,8 @@ def candidate_vectors(store: MemoryStore, user_id: str, candidates: Sequence[Can
 
 def merge_candidates(found: Sequence[Sequence[Candidate]]) -> list[Candidate]:
     """The candidates of every search, each memory once (as the first search found it)."""
+    if len(found) == 1 and len({c.memory.id for c in found[0]}) == len(found[0]):
+        return list(found[0])  # one search, each memory once already (the common case)
     seen: dict[str, Candidate] = {}
     for candidates in found:
         for candidate in candidates:

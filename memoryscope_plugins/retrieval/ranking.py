@@ -15,6 +15,7 @@ Order of operations (each step documented in docs/retrieval.md):
 from __future__ import annotations
 
 import math
+import operator
 import re
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -28,6 +29,9 @@ from ..timeparse import detect_language
 from ..types import MemoryType, ScoredMemory, TimeRange, as_aware
 from .noise_floor import calibrated
 from .query_analysis import mostly_asks
+
+#: the sort key of every ranking here (best first with reverse=True; a stable sort keeps ties in order)
+_SCORE = operator.attrgetter("score")
 
 
 def fuse(candidates: Sequence[Candidate], cfg: RetrievalSettings, *,
@@ -81,14 +85,23 @@ def _linear(candidates: Sequence[Candidate], cfg: RetrievalSettings, cosines: Ma
     text_scale = cfg.text_weight / best_text if best_text > 0 else 0.0
     vector_scale = cfg.vector_weight / (hi - lo) if hi > lo else 0.0
     out = []
-    for cand in candidates:
+    ranking_of, cosine_of = ranking.get, cosines.get
+    for cand in candidates:  # `_channel_scores` inlined: the same scores, in the same order
+        memory_id = cand.memory.id
+        text_score = cand.text_score
         fused = 0.0
-        if cand.text_score is not None:
-            fused += cand.text_score * text_scale
-        score = ranking.get(cand.memory.id)
+        if text_score is not None:
+            fused += text_score * text_scale
+        score = ranking_of(memory_id)
         if score is not None and score > lo:
             fused += (score - lo) * vector_scale
-        out.append(ScoredMemory(memory=cand.memory, score=fused, scores=_channel_scores(cand, cosines, fused)))
+        scores = {"fused": fused}
+        if text_score is not None:
+            scores["bm25"] = text_score
+        cosine = cosine_of(memory_id)
+        if cosine is not None:
+            scores["cosine"] = cosine
+        out.append(ScoredMemory(cand.memory, fused, scores))
     return out
 
 
@@ -106,10 +119,13 @@ def propagate_neighbours(ranked: list[ScoredMemory], weight: float) -> list[Scor
             if score > after.get(previous, 0.0):
                 after[previous] = score
     for item in ranked:
-        previous = item.memory.previous_id
-        near = after.get(item.memory.id, 0.0)
+        memory = item.memory
+        previous = memory.previous_id
+        near = after.get(memory.id, 0.0)
         if previous is not None:
-            near = max(near, before.get(previous, 0.0))
+            other = before.get(previous, 0.0)
+            if other > near:  # max(near, other): near on a tie, as max keeps the first
+                near = other
         if near > 0:
             item.score += weight * near
             item.scores["neighbour"] = weight * near
@@ -151,7 +167,15 @@ def widen(time_range: TimeRange, days: float) -> TimeRange:
 def meets(memory_start: datetime | None, memory_end: datetime | None, created: datetime,
           time_range: TimeRange) -> bool:
     """Whether the memory's event time overlaps the range, or its message time falls inside it."""
-    rng = TimeRange(_aware(time_range.start), _aware(time_range.end))
+    return _meets(memory_start, memory_end, created, _aware_range(time_range))
+
+
+def _aware_range(time_range: TimeRange) -> TimeRange:
+    return TimeRange(_aware(time_range.start), _aware(time_range.end))
+
+
+def _meets(memory_start: datetime | None, memory_end: datetime | None, created: datetime, rng: TimeRange) -> bool:
+    """`meets`, with the range's sides made timezone-aware already (once per ranking, not per memory)."""
     if memory_start is not None and rng.overlaps(as_aware(memory_start),
                                                   None if memory_end is None else as_aware(memory_end)):
         return True
@@ -169,15 +193,23 @@ def adjust(ranked: list[ScoredMemory], cfg: RetrievalSettings, *, time_range: Ti
     fuzzy = widen(time_range, cfg.time_fuzz_days) if boosting and time_range is not None else None
     now = as_aware(now)
     type_weight = {kind: cfg.type_weights.get(kind.value, 1.0) for kind in MemoryType}
+    if fuzzy is None and not cfg.recency_half_life_days:  # the type weights alone (the usual case)
+        for item in ranked:
+            item.score *= type_weight[item.memory.type]
+            item.scores["final"] = item.score
+        ranked.sort(key=_SCORE, reverse=True)
+        return ranked
+    inside = _aware_range(time_range) if time_range is not None and fuzzy is not None else None
+    near = _aware_range(fuzzy) if fuzzy is not None else None
     for item in ranked:
         memory = item.memory
         factor = type_weight[memory.type]
-        if time_range is not None and fuzzy is not None:  # i.e. boosting
+        if inside is not None and near is not None:  # i.e. boosting
             # the full boost inside the range, half of it in the fuzzy margin around it
-            if meets(memory.event_start, memory.event_end, memory.created_at, time_range):
+            if _meets(memory.event_start, memory.event_end, memory.created_at, inside):
                 factor *= 1.0 + cfg.time_boost
                 item.scores["time_match"] = 1.0
-            elif meets(memory.event_start, memory.event_end, memory.created_at, fuzzy):
+            elif _meets(memory.event_start, memory.event_end, memory.created_at, near):
                 factor *= 1.0 + cfg.time_boost / 2
                 item.scores["time_match"] = 0.5
         if cfg.recency_half_life_days:
@@ -186,7 +218,7 @@ def adjust(ranked: list[ScoredMemory], cfg: RetrievalSettings, *, time_range: Ti
             factor *= (1.0 - cfg.recency_weight) + cfg.recency_weight * decay
         item.score *= factor
         item.scores["final"] = item.score
-    ranked.sort(key=lambda s: s.score, reverse=True)
+    ranked.sort(key=_SCORE, reverse=True)
     return ranked
 
 
@@ -203,7 +235,7 @@ def prefer_recent(ranked: list[ScoredMemory], half_life_days: float, weight: flo
         item.score *= factor
         item.scores["present"] = factor
         item.scores["final"] = item.score
-    ranked.sort(key=lambda s: s.score, reverse=True)
+    ranked.sort(key=_SCORE, reverse=True)
     return ranked
 
 
@@ -216,11 +248,11 @@ def demote_asking_lines(ranked: list[ScoredMemory], weight: float) -> list[Score
     if weight >= 1:
         return ranked
     for item in ranked:
-        if mostly_asks(item.memory.content):
+        if _mostly_asks(item.memory.content):
             item.score *= weight
             item.scores["asking"] = weight
             item.scores["final"] = item.score
-    ranked.sort(key=lambda s: s.score, reverse=True)
+    ranked.sort(key=_SCORE, reverse=True)
     return ranked
 
 
@@ -250,22 +282,27 @@ def relevant(ranked: list[ScoredMemory], min_relevance: float, *,
 
     floors = noise_floor if isinstance(noise_floor, Mapping) else {"en": noise_floor, "zh": noise_floor}
     lowest, highest = min(floors.values()), max(floors.values())
+    # `calibrated(cosine, floor)` inlined for the two bounds (the same arithmetic): this runs for
+    # every candidate of every query
+    span_low, span_high = 1.0 - lowest, 1.0 - highest
 
     def close_enough(item: ScoredMemory, cosine: float) -> bool:
-        if calibrated(cosine, highest) >= min_relevance:
+        high = (cosine - highest) / span_high
+        if (high if high > 0.0 else 0.0) >= min_relevance:
             return True
-        if calibrated(cosine, lowest) < min_relevance:
+        low = (cosine - lowest) / span_low
+        if (low if low > 0.0 else 0.0) < min_relevance:
             return False
         # in between: the memory's language decides (the regex runs for these few only)
         return calibrated(cosine, floors[detect_language(item.memory.content)]) >= min_relevance
 
-    def own(item: ScoredMemory) -> bool:
-        cosine = item.scores.get("cosine")
-        if cosine is not None and close_enough(item, cosine):
-            return True
-        return item.scores.get("time_match", 0.0) >= 1.0 or shares_a_word(item)
-
-    passing = {item.memory.id for item in ranked if own(item)}
+    passing = set()
+    for item in ranked:  # what the memory itself shows: close in meaning, in the time asked, a shared word
+        scores = item.scores
+        cosine = scores.get("cosine")
+        if ((cosine is not None and close_enough(item, cosine)) or scores.get("time_match", 0.0) >= 1.0
+                or shares_a_word(item)):
+            passing.add(item.memory.id)
     beside = {item.memory.previous_id for item in ranked if item.memory.id in passing and item.memory.previous_id}
     return [item for item in ranked if item.memory.id in passing or item.memory.id in beside
             or (item.memory.previous_id is not None and item.memory.previous_id in passing)]
@@ -293,6 +330,12 @@ def _shares_cjk_word(query_terms: frozenset[str], text: str) -> bool:
         elif len(term) > 1 and term in text:
             return True  # a bigram, or an English word in a mixed query: its stem may be longer
     return chars == 1 and query_chars < 2  # a one-character question ("猫？") has nothing more to share
+
+
+@lru_cache(maxsize=65536)
+def _mostly_asks(content: str) -> bool:
+    """`mostly_asks`, once per text: the same memories come back as candidates query after query."""
+    return mostly_asks(content)
 
 
 _NORMALISE = re.compile(r"[\W_]+", re.UNICODE)

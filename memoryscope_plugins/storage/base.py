@@ -58,6 +58,7 @@ class SearchRequest:
 class Candidate:
     """One memory found by either channel, with its rank (1 = best) and raw score in each."""
 
+    # the stores build candidates positionally from `user_index.search`'s fields: keep this order
     memory: Memory
     text_rank: int | None = None
     text_score: float | None = None

@@ -1083,7 +1083,7 @@ class PostgresStore(StoreBase):
             return []
         rows = self._held_records(conn, user_id, list(found), index)
         # a row deleted since the index was read is left out
-        return [Candidate(memory=rows[rowid], **fields) for rowid, fields in found.items() if rowid in rows]
+        return [Candidate(rows[rowid], *fields) for rowid, fields in found.items() if rowid in rows]
 
     def _current_index(self, conn: psycopg.Connection, user_id: str, n: int, max_seq: int) -> user_index.UserIndex:
         """The user's index as of `n` memories and newest write `max_seq`: the cached one, the cached

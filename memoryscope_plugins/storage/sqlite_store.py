@@ -615,7 +615,7 @@ class SQLiteStore(StoreBase):
             return []
         rows = self._rows_by_rowid(request.user_id, list(found), index)
         # a row deleted between the two reads is left out
-        return [Candidate(memory=rows[rowid], **fields) for rowid, fields in found.items() if rowid in rows]
+        return [Candidate(rows[rowid], *fields) for rowid, fields in found.items() if rowid in rows]
 
     def _rows_by_rowid(self, user_id: str, rowids: builtins.list[int],
                        index: UserIndex | None = None) -> dict[int, Memory]:
@@ -624,10 +624,16 @@ class SQLiteStore(StoreBase):
         result: dict[int, Memory] = {}
         if index is not None:
             known = index.records
-            result = {r: known[r] for r in rowids if r in known}
-            rowids = [r for r in rowids if r not in known]
-            if not rowids:
+            unread = []
+            for rowid in rowids:
+                memory = known.get(rowid)
+                if memory is None:
+                    unread.append(rowid)
+                else:
+                    result[rowid] = memory
+            if not unread:
                 return result
+            rowids = unread
         with self._read() as conn:
             for start in range(0, len(rowids), 500):
                 chunk = rowids[start:start + 500]

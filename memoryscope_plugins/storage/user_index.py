@@ -61,6 +61,10 @@ class UserIndex:
     # deletion rebuilds this object; new rows only add to it)
     records: dict[int, Memory] = field(default_factory=dict)
     rowid_of: dict[str, int] = field(default_factory=dict)  # memory id -> rowid, of the records above
+    # `mask`'s answers by filter: valid for these rows only (a copy made by `dataclasses.replace` or
+    # built anew starts empty: the field is not an argument of __init__)
+    masks: dict[tuple[Any, ...], np.ndarray | None] = field(default_factory=dict, init=False, repr=False,
+                                                            compare=False)
 
     def __len__(self) -> int:
         return len(self.rowids)
@@ -211,33 +215,46 @@ def _appended(cached: UserIndex, changed: Sequence[IndexRow], model: str | None,
 
 
 # -- search -------------------------------------------------------------------------------------------
-def search(index: UserIndex, request: SearchRequest, query_terms: Sequence[str]) -> dict[int, dict[str, Any]]:
-    """Both channels over the index: rowid -> its `Candidate` ranks, scores and stored vector, text
-    hits first."""
-    found: dict[int, dict[str, Any]] = {}
+def search(index: UserIndex, request: SearchRequest, query_terms: Sequence[str]) -> dict[int, builtins.list[Any]]:
+    """Both channels over the index: rowid -> the rest of its `Candidate`'s fields, in their order
+    (text rank, text score, vector rank, vector score, stored vector; None where a channel did not
+    find it), text hits first."""
+    found: dict[int, builtins.list[Any]] = {}
     if len(index.rowids) == 0:
         return found
     keep = mask(index, request.filter)
+    positions: builtins.list[int] = []
     if request.text and query_terms:
-        for rank, (rowid, score) in enumerate(_text_hits(index, query_terms, keep, request.limit), start=1):
-            found[rowid] = {"text_rank": rank, "text_score": score}
+        rows, scores = _text_hits(index, query_terms, keep, request.limit)
+        for rank, (row, rowid, score) in enumerate(zip(rows.tolist(), index.rowids[rows].tolist(), scores), start=1):
+            found[rowid] = [rank, score, None, None, None]
+            positions.append(row)
     if request.vector is not None:
-        for rank, (rowid, score) in enumerate(_vector_hits(index, request, keep), start=1):
-            found.setdefault(rowid, {}).update(vector_rank=rank, vector_score=score)
-    for rowid, fields in found.items():  # every candidate's stored vector, read where it already is
-        row = index.position[rowid]
-        if index.has_vector[row]:
-            fields["vector"] = index.matrix[row]
+        rows, scores = _vector_hits(index, request, keep)
+        for rank, (row, rowid, score) in enumerate(zip(rows.tolist(), index.rowids[rows].tolist(), scores), start=1):
+            fields = found.get(rowid)
+            if fields is None:
+                found[rowid] = [None, None, rank, score, None]
+                positions.append(row)
+            else:
+                fields[2] = rank
+                fields[3] = score
+    # every candidate's stored vector, read where it already is (`found` holds them in `positions`' order)
+    matrix = index.matrix
+    for fields, row, stored in zip(found.values(), positions, index.has_vector[positions].tolist()):
+        if stored:
+            fields[4] = matrix[row]
     return found
 
 
 def top(scores: np.ndarray, limit: int, rowids: np.ndarray) -> np.ndarray:
     """Positions of the `limit` best finite scores, best first, ties by rowid (the same rows as
     PostgreSQL's ORDER BY score, rowid, whatever order the index holds its rows in)."""
-    k = min(limit, int(np.isfinite(scores).sum()))
+    finite = np.flatnonzero(np.isfinite(scores))
+    k = min(limit, len(finite))
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
-    if k < len(scores):
+    if k < len(finite):
         # the k-th best score, then the ties at the cut with the lowest rowids (argpartition would
         # take an arbitrary subset of them)
         kth = -np.partition(-scores, k - 1)[k - 1]
@@ -245,25 +262,27 @@ def top(scores: np.ndarray, limit: int, rowids: np.ndarray) -> np.ndarray:
         ties = np.flatnonzero(scores == kth)
         ties = ties[np.argsort(rowids[ties], kind="stable")][:k - len(above)]
         chosen = np.concatenate([above, ties])
-    else:
-        chosen = np.arange(len(scores))
+    else:  # every finite score is taken
+        chosen = finite
     return chosen[np.lexsort((rowids[chosen], -scores[chosen]))]
 
 
 def _text_hits(index: UserIndex, query_terms: Sequence[str], keep: np.ndarray | None,
-               limit: int) -> builtins.list[tuple[int, float]]:
+               limit: int) -> tuple[np.ndarray, builtins.list[float]]:
+    """The best rows by BM25 (positions, best first) and their scores."""
     scores = index.terms.scores(query_terms)
     matched = scores > 0
     if keep is not None:
         matched &= keep
     best = top(np.where(matched, scores, -np.inf), limit, index.rowids)
-    return [(int(index.rowids[i]), float(scores[i])) for i in best]
+    return best, scores[best].tolist()
 
 
 def _vector_hits(index: UserIndex, request: SearchRequest,
-                 keep: np.ndarray | None) -> builtins.list[tuple[int, float]]:
+                 keep: np.ndarray | None) -> tuple[np.ndarray, builtins.list[float]]:
+    """The rows nearest the query vector (positions, best first) and their cosines."""
     if not index.has_vector.any():
-        return []
+        return np.zeros(0, dtype=np.int64), []
     query = np.asarray(request.vector, dtype=np.float32).reshape(-1)
     if query.shape[0] != index.matrix.shape[1]:
         raise ValueError(f"query vector has {query.shape[0]} dimensions; the store's vectors have "
@@ -271,11 +290,30 @@ def _vector_hits(index: UserIndex, request: SearchRequest,
     scores = index.matrix @ query
     usable = index.has_vector if keep is None else index.has_vector & keep
     best = top(np.where(usable, scores, -np.inf), request.limit, index.rowids)
-    return [(int(index.rowids[i]), float(scores[i])) for i in best]
+    return best, scores[best].tolist()
+
+
+#: how many filters' masks an index keeps (a query's own time range makes a filter of its own)
+_MASKS_KEPT = 16
 
 
 def mask(index: UserIndex, flt: MemoryFilter) -> np.ndarray | None:
-    """Which rows the filter lets through (None: all of them)."""
+    """Which rows the filter lets through (None: all of them); read-only, kept per filter with the index."""
+    key = (flt.types, flt.statuses, flt.agent_id, flt.session_id, flt.time_range)
+    try:
+        return index.masks[key]
+    except KeyError:
+        pass
+    keep = _mask(index, flt)
+    if keep is not None:
+        keep.flags.writeable = False
+    if len(index.masks) >= _MASKS_KEPT:
+        index.masks.clear()
+    index.masks[key] = keep
+    return keep
+
+
+def _mask(index: UserIndex, flt: MemoryFilter) -> np.ndarray | None:
     keep = np.ones(len(index.rowids), dtype=bool)
     if flt.types:
         keep &= np.isin(index.type_codes, [TYPE_CODE[t.value] for t in flt.types])

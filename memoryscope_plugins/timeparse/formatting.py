@@ -6,7 +6,8 @@ Chinese: "2023年5月8日 周一", "2023年5月8日 周一 14:30", spans "2023�
 
 from __future__ import annotations
 
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
+from functools import lru_cache
 
 _EN_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _ZH_WEEKDAYS = ("周一", "周二", "周三", "周四", "周五", "周六", "周日")
@@ -29,8 +30,14 @@ def _date_text(moment: datetime, zh: bool, *, with_year: bool = True, with_weekd
     if zh:
         text = f"{moment.year}年{moment.month}月{moment.day}日" if with_year else f"{moment.month}月{moment.day}日"
         return f"{text} {_ZH_WEEKDAYS[moment.weekday()]}" if with_weekday else text
-    text = moment.strftime("%Y-%m-%d")
+    text = _iso_day(moment.year, moment.month, moment.day)
     return f"{text} {_EN_WEEKDAYS[moment.weekday()]}" if with_weekday else text
+
+
+@lru_cache(maxsize=8192)
+def _iso_day(year: int, month: int, day: int) -> str:
+    """"2023-05-08", as strftime writes it here (a context shows many lines of the same few days)."""
+    return date(year, month, day).strftime("%Y-%m-%d")
 
 
 def format_memory_time(moment: datetime, language: str = "en", *, with_time: bool = False) -> str:

@@ -40,7 +40,7 @@ def answers(index: user_index.UserIndex) -> list:
                 request = SearchRequest(user_id="u", text=text, vector=vector, filter=flt, limit=3)
                 found = user_index.search(index, request, text.split())
                 # each candidate's stored vector is compared by value (an array has no plain ==)
-                out.append(sorted((rowid, {k: (v.tolist() if k == "vector" else v) for k, v in fields.items()})
+                out.append(sorted((rowid, [*fields[:4], None if fields[4] is None else fields[4].tolist()])
                                   for rowid, fields in found.items()))
     return out
 
