@@ -4,6 +4,8 @@ The prompt sees the run only: the user's and the agent's words, each tool call w
 and its result or error, and the outcome. A procedure is refused (reported, never stored) when:
 
 * it holds prompt markup (``P2``, ``[call 3]``, ``$placeholders``);
+* a field of it is cut off: its brackets do not close (``"do": "resize_image {"``, a small model's
+  call written half);
 * it names a tool the run never called, or cites a call the run does not hold;
 * it copies personal data of the run: an e-mail address, a phone-like number, or one of the run's
   personal names (`personal`: the user's id, the speakers' names, the names the messages write by
@@ -43,6 +45,22 @@ MIN_QUOTED = 3
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
 PHONE = re.compile(r"\+?\d[\d ()-]{6,}\d")
 _DATE_OR_TIME = re.compile(r"\d{4}-\d{1,2}-\d{1,2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?)?|\d{1,2}:\d{2}(?::\d{2})?")
+
+
+_CLOSING = {")": "(", "]": "[", "}": "{"}
+
+
+def brackets_close(text: str) -> bool:
+    """Whether every ASCII bracket of `text` opened is closed, in order (outside quotes too: a cut-off
+    call leaves one open)."""
+    opened: list[str] = []
+    for char in text:
+        if char in "([{":
+            opened.append(char)
+        elif char in _CLOSING:
+            if not opened or opened.pop() != _CLOSING[char]:
+                return False
+    return not opened
 
 
 def phone_like(text: str) -> bool:
@@ -153,6 +171,8 @@ def refusal(proposed: Proposed, run: Run, private: Sequence[str]) -> str | None:
         return "too long"
     if MARKUP.search(joined):
         return "prompt markup"
+    if any(not brackets_close(t) for t in texts):
+        return "is cut off"
     called = run.tool_names()
     if any(tool not in called for tool in proposed.tools):
         return "names a tool the run never called"

@@ -217,3 +217,22 @@ def test_a_failed_call_copied_as_the_run_shows_it_is_refused():
     assert check(run, copied, tools=("read_file",), calls=(1,)) == "repeats a failed call"
     fixed = "pass read_file an absolute path like /srv/app/config/app.toml, not config/app.toml"
     assert check(run, fixed, tools=("read_file",), calls=(1, 2)) is None
+
+
+@pytest.mark.parametrize("do, run", [
+    ("resize_image {", EN_RUN),  # the 1.5B model's answer, verbatim, in the English bench run
+    ("call book_table with {'day': '2026-05-08', 'people': 2", EN_RUN),
+    ("call book_table (with an ISO date", EN_RUN),
+    ("call book_table ] with an ISO date [", EN_RUN),
+    ("add_expense {（原因：用户说类别只有餐饮、交通、办公这三个", ZH_RUN),  # the same in the Chinese run
+])
+def test_a_field_whose_brackets_do_not_close_is_cut_off(do, run):
+    assert check(run, do) == "is cut off"
+
+
+@pytest.mark.parametrize("do", [
+    "call book_table with {'day': '2026-05-08', 'people': 2} (an ISO date)",
+    "call book_table with day [YYYY-MM-DD]; the restaurant id from find_restaurant (not its name)",
+])
+def test_brackets_that_close_pass(do):
+    assert check(EN_RUN, do) is None
