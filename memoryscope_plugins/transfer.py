@@ -135,10 +135,18 @@ def _is_binary(stream: Any, mode: str) -> bool:
     return "b" in str(getattr(stream, "mode", ""))
 
 
-def read_text(source: Any) -> str:
-    """The text of an import source (a path or a readable text or binary stream, UTF-8); `ValidationError`
-    when it cannot be read."""
-    return _read_text(source)
+def json_records(source: Any) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) of each non-blank line of a JSON Lines source; `ValidationError`
+    naming the line when one is too long or not JSON."""
+    for number, line in enumerate(_read_text(source).split("\n"), start=1):  # not splitlines: see memory_line
+        if not line.strip():
+            continue
+        if len(line) > MAX_LINE_CHARS:
+            raise ValidationError(f"line {number}: longer than {MAX_LINE_CHARS} characters; nothing was imported")
+        try:
+            yield number, json.loads(line)
+        except (ValueError, RecursionError):
+            raise ValidationError(f"line {number}: not valid JSON; nothing was imported") from None
 
 
 def json_line(data: dict[str, Any]) -> str:
@@ -195,15 +203,7 @@ def read_export(source: Any, user_id: str, *, max_content_chars: int, max_metada
     memories: list[Memory] = []
     ledger = LedgerChanges(user_id, entities=[], mentions=[], profile=[])
     calls: list[StoredMessage] = []
-    for number, line in enumerate(_read_text(source).split("\n"), start=1):  # not splitlines: see memory_line
-        if not line.strip():
-            continue
-        if len(line) > MAX_LINE_CHARS:
-            raise ValidationError(f"line {number}: longer than {MAX_LINE_CHARS} characters; nothing was imported")
-        try:
-            data = json.loads(line)
-        except (ValueError, RecursionError):
-            raise ValidationError(f"line {number}: not valid JSON; nothing was imported") from None
+    for number, data in json_records(source):
         try:
             if isinstance(data, dict) and data.get("record") == "tool_call":
                 calls.append(transfer_tools.read_tool_call(data, user_id, max_content_chars=max_content_chars,
@@ -385,5 +385,5 @@ def store_import(store: MemoryStore, memories: list[Memory], vectors: VectorRows
 
 
 __all__ = ["ExportContents", "ImportResult", "derived_id", "export_to_path", "export_to_stream", "import_ids",
-           "import_ledger_ids", "json_line", "ledger_lines", "memory_line", "named_ids", "read_export",
-           "read_memories", "read_text", "store_import", "write_to_path", "write_to_stream"]
+           "import_ledger_ids", "json_line", "json_records", "ledger_lines", "memory_line", "named_ids", "read_export",
+           "read_memories", "store_import", "write_to_path", "write_to_stream"]

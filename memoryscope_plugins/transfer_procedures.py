@@ -22,7 +22,6 @@ derived from the scope and the id; ``superseded_by`` and ``metadata["replaces"]`
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterator
 
 from . import tool_calls
@@ -31,7 +30,7 @@ from .procedures.edit import refusal
 from .procedures.run import MAX_FIELD_CHARS, Proposed
 from .procedures.step import content_of, weight
 from .storage.base import MemoryStore
-from .transfer import MAX_LINE_CHARS, derived_id, json_line, read_text
+from .transfer import derived_id, json_line, json_records
 from .types import Memory, MemoryStatus, MemoryType
 from .validation import check_text, memory_from_record
 
@@ -57,15 +56,7 @@ def read_procedures(source: Any, scope: str, agent_id: str, *, max_content_chars
     the file gives them; `ValidationError` naming the first bad line (see the module docstring)."""
     out: list[Memory] = []
     seen: set[str] = set()
-    for number, line in enumerate(read_text(source).split("\n"), start=1):  # not splitlines: see json_line
-        if not line.strip():
-            continue
-        if len(line) > MAX_LINE_CHARS:
-            raise ValidationError(f"line {number}: longer than {MAX_LINE_CHARS} characters; nothing was imported")
-        try:
-            data = json.loads(line)
-        except (ValueError, RecursionError):
-            raise ValidationError(f"line {number}: not valid JSON; nothing was imported") from None
+    for number, data in json_records(source):
         try:
             memory = _procedure(data, scope, agent_id, max_content_chars, max_metadata_chars)
             if memory.id in seen:

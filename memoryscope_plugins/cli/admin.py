@@ -8,7 +8,7 @@ import json
 import sys
 
 from .engine_args import CommandGroup, engine_from_args, existing_engine
-from .wording import memories
+from .wording import memories, say_exported
 
 
 def _print_memory(memory, out=None) -> None:
@@ -71,9 +71,7 @@ def cmd_delete_all(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     with existing_engine(args, user=args.user) as memory:
         count = memory.export(args.user, args.file)
-    # with FILE "-" the memories went to standard output: the count goes to stderr, apart from them
-    print(f"exported {memories(count)} to {'standard output' if args.file == '-' else args.file}",
-          file=sys.stderr if args.file == "-" else sys.stdout)
+    say_exported(memories(count), args.file)
     return 0
 
 

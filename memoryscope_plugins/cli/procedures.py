@@ -12,6 +12,7 @@ import sys
 
 from ..types import Memory
 from .engine_args import CommandGroup, engine_from_args, existing_engine, int_between
+from .wording import count_of, say_exported
 
 TEAM_HELP = "the team (tenant) whose runs taught them: a user id's part before ':' (default: none)"
 
@@ -62,15 +63,13 @@ def cmd_delete_procedure(args: argparse.Namespace) -> int:
 
 
 def _counted(count: int) -> str:
-    return f"{count} procedure" + ("" if count == 1 else "s")
+    return count_of(count, "procedure")
 
 
 def cmd_export_procedures(args: argparse.Namespace) -> int:
     with existing_engine(args) as memory:
         count = memory.export_procedures(args.agent, args.file, team=args.team)
-    # with FILE "-" the procedures went to standard output: the count goes to stderr, apart from them
-    print(f"exported {_counted(count)} to {'standard output' if args.file == '-' else args.file}",
-          file=sys.stderr if args.file == "-" else sys.stdout)
+    say_exported(_counted(count), args.file)
     return 0
 
 
