@@ -268,9 +268,16 @@ def run_learning(scenario: dict[str, Any], settings: Settings, workdir: Path, *,
                                  tools=list(task.get("tools") or []))
         retrieved = [scored.memory.content for scored in result.procedures]
         results = [(check, evaluate(check, procedures, retrieved)) for check in scenario["checks"]]
+        # the same checks on the model's procedures alone (the run's own lessons left out: `procedures.lessons`)
+        by_model = [m for m in procedures if m.metadata.get("by") != "engine"]
+        model_texts = {m.content for m in by_model}
+        model_only = [evaluate(check, by_model, [t for t in retrieved if t in model_texts])
+                      for check in scenario["checks"]]
         part: dict[str, Any] = {
             "name": scenario["name"], "language": scenario.get("language", "en"),
             "checks": {"passed": sum(ok for _, ok in results), "total": len(results)},
+            "checks_model_only": {"passed": sum(model_only), "total": len(model_only)},
+            "stored_by_engine": sum(m.metadata.get("by") == "engine" for m in procedures),
             "failed": [{"type": c["type"], "what": c.get("what", "")} for c, ok in results if not ok],
             "stored": [m.content for m in procedures], "retrieved": retrieved,
             "ungrounded": [m.content for m in procedures if ungrounded(m, call_ids, called)],
@@ -341,7 +348,10 @@ def summarise_learning(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "scenarios": list(parts),
         "checks": {"passed": sum(p["checks"]["passed"] for p in parts),
                    "total": sum(p["checks"]["total"] for p in parts)},
+        "checks_model_only": {"passed": sum(p["checks_model_only"]["passed"] for p in parts),
+                              "total": sum(p["checks_model_only"]["total"] for p in parts)},
         "stored": sum(len(p["stored"]) for p in parts), "ungrounded": sum(len(p["ungrounded"]) for p in parts),
+        "stored_by_engine": sum(p["stored_by_engine"] for p in parts),
         "refused": sum(len(p["refused"]) for p in parts),
         "llm": {"calls": sum(p["llm"]["calls"] for p in parts), "tokens": sum(p["llm"]["tokens"] for p in parts)},
         "seconds": round(sum(p["seconds"] for p in parts), 1)}
@@ -368,7 +378,9 @@ def format_table(report: dict[str, Any]) -> str:
     if learning:
         c = learning["checks"]
         lines += ["", f"part (b), model {report['model']}: {c['passed']}/{c['total']} checks "
-                      f"({c['passed'] / max(1, c['total']):.0%}), {learning['stored']} procedures stored, "
+                      f"({c['passed'] / max(1, c['total']):.0%}; the model's procedures alone "
+                      f"{learning['checks_model_only']['passed']}/{learning['checks_model_only']['total']}), "
+                      f"{learning['stored']} procedures stored ({learning['stored_by_engine']} the runs' own lessons), "
                       f"{learning['ungrounded']} ungrounded, {learning['refused']} refused by the engine; "
                       f"{learning['llm']['calls']} LLM calls, {learning['seconds']} s", "",
                   "| scenario | checks | stored | refused | failed checks |", "|---|---|---|---|---|"]

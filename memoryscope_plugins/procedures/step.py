@@ -7,7 +7,10 @@
    -> ``{"procedures": [...]}``. An answer cut off at the token cap, or without that list, does not
    account for the run: the marker stays pending (its attempt counted) and is asked again.
 4. **Check** (`run.refusal`): grounded in the run, no personal data (the run's names, and the people
-   and pets its users' ledgers know), no failed call told again; a refused one is reported.
+   and pets its users' ledgers know), no failed call told again; a refused one is reported. A tool
+   whose call failed and that no stored procedure of the answer is about gets the run's own lesson
+   (`lessons`: the failed call and the call that then worked, by shapes), checked alike
+   (``procedures.engine_lessons``).
 5. **Repeats and contradictions**: a proposal that says the same as a shown procedure (the model's
    ``same_as``, or the same text) adds a run to it instead of being stored; one that ``replaces`` a
    shown procedure expires it with ``superseded_by`` the new one. A label the prompt did not show,
@@ -29,6 +32,7 @@ from ..consolidation.steps import MAX_SOURCE_IDS, StepEnv, derived_id, embed_tex
 from ..models.structured import IncompleteAnswerError
 from ..storage.base import StoredMessage
 from ..types import Memory, MemoryStatus, MemoryType, as_aware, utc_now
+from .lessons import lessons
 from .run import AnswerError, Proposed, Run, parse_answer, private_words, refusal, render_run
 from .scope import RunMarker, parse_marker
 
@@ -148,24 +152,27 @@ def _apply(scope: str, stored: StoredMessage, run: Run, proposals: Sequence[Prop
     created: list[Memory] = []
     seen: set[str] = set()
     now = utc_now()
-    for proposed in proposals[:env.backend.settings.procedures.max_per_run]:
+    covered: set[str] = set()  # the tools the model's procedures of this run are about
+
+    def take(proposed: Proposed, by_engine: bool) -> None:
         reason = refusal(proposed, run, private)
         content = content_of(proposed, language)
         if reason is not None:
             report.rejected.append(f"{reason}: {content}")
-            continue
+            return
         key = normalise(content)
         if key in seen:
-            continue
+            return
         seen.add(key)
         sources = _sources(run, proposed)
         tools = set(proposed.tools) | _tools_of(run, proposed)
+        covered.update(tools)
         same = _referenced(labels, proposed.same_as, tools) or by_text.get(key)
         if same is not None and same.status is MemoryStatus.ACTIVE:
             target = changed.setdefault(same.id, same)
             _add_run(target, sources, stored, now)
             report.merged.append(target.content)
-            continue
+            return
         memory = Memory(
             id=derived_id("procedure", scope, [stored.id], len(created)), user_id=scope, agent_id=stored.agent_id,
             content=content, type=MemoryType.PROCEDURE, created_at=as_aware(stored.message.timestamp or now),
@@ -173,7 +180,7 @@ def _apply(scope: str, stored: StoredMessage, run: Run, proposals: Sequence[Prop
             metadata={"when": proposed.when, "do": proposed.do, "why": proposed.why,
                       "tools": sorted(tools), "outcome": run.outcome,
                       "runs": 1, "uses": 0, "successes": 0, "failures": 0, "weight": 1.0, "language": language,
-                      "origin": "procedure"})
+                      "origin": "procedure", "by": "engine" if by_engine else "model"})
         old = _referenced(labels, proposed.replaces, tools)
         if old is not None and old.status is MemoryStatus.ACTIVE and old.id not in {m.id for m in created}:
             old = changed.setdefault(old.id, old)
@@ -183,6 +190,15 @@ def _apply(scope: str, stored: StoredMessage, run: Run, proposals: Sequence[Prop
             report.expired.append(old.content)
             report.expired_ids.append(old.id)
         created.append(memory)
+
+    limit = env.backend.settings.procedures.max_per_run
+    for proposed in proposals[:limit]:
+        take(proposed, by_engine=False)
+    if env.backend.settings.procedures.engine_lessons:
+        for lesson in lessons(run, language):
+            # the failed tool (first of a lesson's tools) is what it teaches about
+            if lesson.tools[0] not in covered and len(created) < limit:
+                take(lesson, by_engine=True)
     if report.rejected:
         log.info("%d procedure(s) of a run were refused by the checks", len(report.rejected))
     return created

@@ -87,6 +87,8 @@ def test_learning_and_agent_with_a_model(tmp_path, server, capsys):
     assert learning["checks"] == {"passed": 4, "total": 4}
     assert learning["stored"] == 2 and learning["ungrounded"] == 0 and learning["refused"] == 2
     assert all("never called" in line for part in learning["scenarios"] for line in part["refused"])
+    # the model's procedures cover both failed tools: no lesson of the engine's, the same checks alone
+    assert learning["stored_by_engine"] == 0 and learning["checks_model_only"] == {"passed": 4, "total": 4}
     assert learning["agent"] == {"scenarios": 2, "avoided_with_memory": 2, "avoided_without_memory": 0, "calls": 4}
     # the agent saw the procedure learnt, never the user's own words
     [shown] = [p for p in fake.agent_prompts if "What worked before" in p]
@@ -165,3 +167,21 @@ def test_checks_grounding_and_calls_are_scored_as_documented():
     assert not avoids({"tool": "close_issue"}, expect) and not avoids("book it", expect)
     context = "- Anna likes jazz\n\nWhat worked before:\n- When x: y"
     assert memory_block(context, "en") == "What worked before:\n- When x: y" and memory_block("- a", "en") == ""
+
+
+def test_a_model_that_learns_nothing_leaves_the_runs_own_lessons_counted_apart(tmp_path, server, capsys):
+    def nothing(server, request) -> Reply:
+        return Reply(json=openai_completion(json.dumps({"procedures": []})))
+
+    server.route(OPENAI_CHAT, nothing)
+    config = tmp_path / "settings.yaml"
+    config.write_text(f"llm: {{provider: openai, model: fake, base_url: '{server.url}/v1', api_key: sk-test-000}}\n",
+                      encoding="utf-8")
+    out = tmp_path / "report.json"
+    assert main(["--config", str(config), "bench", "procedural", "--data", str(SCENARIOS), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    learning = json.loads(out.read_text(encoding="utf-8"))["learning"]
+    assert learning["stored"] == learning["stored_by_engine"] == 2 and learning["ungrounded"] == 0
+    assert learning["checks"] == {"passed": 4, "total": 4}
+    assert learning["checks_model_only"] == {"passed": 0, "total": 4}
+    assert "the model's procedures alone 0/4" in printed and "(2 the runs' own lessons)" in printed

@@ -102,7 +102,8 @@ def test_personal_data_and_wrong_quotes_are_refused(tmp_path, server, teacher, l
     place = {**GOOD, "do": "call book_table for Rosa's with an ISO date"}
     quote = {**GOOD, "why": "the tool said 'No table free tonight'"}
     teacher.queue = [answer(named, place, quote)]
-    engine = make(tmp_path, server, local_embedder)
+    # the model's proposals alone (the run's own lesson would fill the gap: test_engine_lessons.py)
+    engine = make(tmp_path, server, local_embedder, engine_lessons=False)
     try:
         engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
         report = engine.consolidate()
@@ -156,7 +157,7 @@ def test_a_repeat_is_merged_and_a_contradiction_expires_the_old_one_with_a_link(
                      answer({**GOOD, "when": "a table on some day", "same_as": "P7"}),
                      answer({**GOOD, "when": "finding a restaurant", "do": "call find_restaurant with the name",
                              "tools": ["find_restaurant"], "calls": [1], "replaces": "P1"}), answer(better)]
-    engine = make(tmp_path, server, local_embedder)
+    engine = make(tmp_path, server, local_embedder, engine_lessons=False)  # the model's references only
     try:
         engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
         engine.consolidate()
