@@ -163,21 +163,57 @@ _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 _CLAUSE_START = re.compile(r"(?:^|[:.!?;]\s+|\(\s*|\n)$")
 
 
-def normalise_error(text: str | None) -> str:
+def normalise_error(text: str | None, arguments: Mapping[str, Any] | None = None) -> str:
     """An error text with what names a thing replaced by placeholders, whitespace collapsed and cut
     to `MAX_ERROR_CHARS`: "Contact 'Ann Lee' not found (id 4411)" -> "Contact <str> not found (id <n>)".
 
     A capitalised word inside a clause ("no route to Leeds") becomes ``<name>``; the clause's first
-    word and words in capitals ("HTTP", "ValueError: Invalid") stay. Empty: "<no message>"."""
+    word and words in capitals ("HTTP", "ValueError: Invalid") stay. With the call's `arguments`, the
+    text values it was given (two characters or more, at any depth) become ``<str>`` first, wherever
+    the error repeats them unquoted ("未知的城市编码：成都", "no flights to oslo"). Empty: "<no message>"."""
     if text is None or not text.strip():
         return "<no message>"
     out = " ".join(text[:MAX_ERROR_INPUT_CHARS].split())
+    if arguments:
+        out = _without_values(out, arguments)
     for pattern, placeholder in _PLACEHOLDERS:
         out = pattern.sub(placeholder, out)
     out = _replace_names(out)
     if len(out) > MAX_ERROR_CHARS:
         out = out[:MAX_ERROR_CHARS - 3].rstrip() + "..."
     return out
+
+
+_CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+MAX_VALUES_MASKED = 64  # a call's text values looked for in its error, at most (the longest first)
+
+
+def _without_values(text: str, arguments: Mapping[str, Any]) -> str:
+    """`text` with each text value of `arguments` replaced by ``<str>``: as a whole word, or anywhere
+    for a value in CJK script (which has no spaces between words)."""
+    values = sorted({v for v in _text_values(arguments, MAX_ARGUMENT_DEPTH) if len(v.strip()) >= 2},
+                    key=len, reverse=True)[:MAX_VALUES_MASKED]
+    for value in values:
+        value = " ".join(value.split())
+        if value not in text:
+            continue
+        if _CJK_CHAR.search(value):
+            text = text.replace(value, "<str>")
+        else:
+            text = re.sub(rf"(?<![\w<]){re.escape(value)}(?![\w>])", "<str>", text)
+    return text
+
+
+def _text_values(value: Any, depth: int) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if depth <= 0:
+        return []
+    if isinstance(value, Mapping):
+        return [t for item in value.values() for t in _text_values(item, depth - 1)]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _text_values(item, depth - 1)]
+    return []
 
 
 def _replace_names(text: str) -> str:

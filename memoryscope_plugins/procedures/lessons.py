@@ -226,22 +226,8 @@ def _picture(text: str) -> str:
 
 
 def _error_without_values(error: str, arguments: dict[str, Any]) -> str:
-    """The error as the tool statistics keep it, the call's own values replaced first (the
-    normalisation misses a value written without quotes in Chinese: "未知的城市编码：成都")."""
-    text = error
-    for value in sorted(_leaves(arguments), key=len, reverse=True):
-        if len(value) >= MIN_VALUE:
-            text = text.replace(value, "<str>")
-    return normalise_error(text)
-
-
-def _leaves(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        return [leaf for item in value.values() for leaf in _leaves(item)]
-    if isinstance(value, list):
-        return [leaf for item in value for leaf in _leaves(item)]
-    text = _text(value)
-    return [] if text is None else [text]
+    """The error as the tool statistics keep it (the call's own text values taken out too)."""
+    return normalise_error(error, arguments)
 
 
 def _text(value: Any) -> str | None:

@@ -111,7 +111,7 @@ def call_counters(call: dict[str, Any]) -> list[tuple[str, str]]:
     failed = call.get("status") == "error"
     out = [(CALL, "")]
     if failed:
-        out += [(FAIL, ""), (ERROR, tool_calls.normalise_error(call.get("error")))]
+        out += [(FAIL, ""), (ERROR, tool_calls.normalise_error(call.get("error"), call.get("arguments")))]
     if call.get("duration_ms") is not None:
         out.append((LATENCY, str(tool_calls.latency_bucket(float(call["duration_ms"])))))
     if call.get("status") == "unknown":  # neither succeeded nor failed: no shape's side to count it on

@@ -179,6 +179,19 @@ def test_errors_are_normalised(text, expected):
     assert normalise_error(text) == expected
 
 
+@pytest.mark.parametrize(("text", "arguments", "expected"), [
+    ("未知的城市编码：成都", {"city": "成都"}, "未知的城市编码：<str>"),
+    ("no flights to oslo on monday", {"to": "oslo", "day": "monday"}, "no flights to <str> on <str>"),
+    ("code de is not supported", {"target": "de"}, "code <str> is not supported"),  # not inside "code"
+    ("unknown carrier dhl express; carriers: DHL", {"carrier": "dhl express"}, "unknown carrier <str>; carriers: DHL"),
+    ("no room for anna", {"guests": [{"name": "anna"}]}, "no room for <str>"),  # at any depth
+    ("limit x too high", {"limit": "x"}, "limit x too high"),  # one character: no value to hide
+    ("timeout", {}, "timeout"),
+])
+def test_an_error_loses_the_values_the_call_was_given(text, arguments, expected):
+    assert normalise_error(text, arguments) == expected
+
+
 def test_a_long_error_is_cut():
     out = normalise_error("word " * 100)
     assert len(out) == MAX_ERROR_CHARS and out.endswith("...")

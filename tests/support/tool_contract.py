@@ -82,6 +82,18 @@ def test_tool_statistics_match_a_hand_count(store):
     assert 120 <= EXPECTED[1].p50_ms < 120 * 1.045 and 3000 <= EXPECTED[1].p95_ms < 3000 * 1.045
 
 
+def test_an_error_never_keeps_a_value_the_call_was_given(store):
+    """A value the error repeats without quotes (lower case, or Chinese, which the placeholders alone
+    keep) is counted as ``<str>``: the statistics an agent shares across a team carry no user's value."""
+    store.append_messages("alice", "planner", [
+        call("weather", 1, args={"city": "成都"}, error="未知的城市编码：成都"),
+        call("weather", 2, args={"city": "oslo", "opts": {"near": ["bergen"]}}, error="unknown city oslo near bergen"),
+        call("weather", 3, args={"city": "成都"}, error="未知的城市编码：成都"),
+    ])
+    [weather] = stats(store, tool="weather")
+    assert weather.errors == [("未知的城市编码：<str>", 2), ("unknown city <str> near <str>", 1)]
+
+
 def test_tool_statistics_are_per_agent_and_per_user_on_request(store):
     record_run(store)
     other = stats(store, "other-agent")

@@ -44,6 +44,8 @@ def check_run(engine: MemoryScope, user_id: str, agent_id: str, *, timed: bool,
     assert (ok.calls, ok.failures, ok.shapes) == (1, 0, [("{city:str}", 1, 0)])
     assert (failed.calls, failed.failures, failed.shapes) == (1, 1, [("{day:str,restaurant:str}", 0, 1)])
     assert len(failed.errors) == 1 and failed.errors[0][1] == 1
+    # the error repeats the call's values ("at Rosa on Friday"): counted without them
+    assert "<str>" in failed.errors[0][0] and "Rosa" not in failed.errors[0][0] and "Friday" not in failed.errors[0][0]
     if timed:
         assert ok.timed_calls == 1 and failed.timed_calls == 1
     memories = engine.list(user_id)
