@@ -308,9 +308,9 @@ class ProceduresSettings(Section):
     top_k: int = Field(3, ge=1, le=50, description="procedures retrieve returns at most")
     context_tokens: int = Field(300, ge=20, le=20_000, description="token budget of the 'What worked before' part")
     max_output_tokens: int = Field(1200, ge=64, description="max_tokens of a procedure call")
-    engine_lessons: bool = Field(True, description="where the model's answer leaves a failed tool without a "
-                                                   "procedure, store what the run's own calls show (a failed call "
-                                                   "and the one that then worked), told by shapes, never values")
+    engine_lessons: bool = Field(True, description="beside the model's procedures, store what the run's own "
+                                                   "calls show (a failed call and the one that then worked), told "
+                                                   "by shapes, never values")
 
 
 class Settings(BaseSettings):

@@ -1,9 +1,9 @@
 """What a run's own calls teach, read without a model: a failed call and the call that then worked.
 
 A small model often fails to write this down (it copies the user's request as the situation, or the
-failed call as what to do: docs/benchmarks.md, "Procedures"), yet the run shows it plainly. The
-learning step stores these *engine lessons* where the model's answer left a failed tool without a
-procedure that passed the checks (`step`); they are marked ``metadata["by"] = "engine"``.
+failed call as what to do: docs/benchmarks.md, "Procedures"), and what it writes may pass the checks
+and still miss the fix; yet the run shows it plainly. The learning step stores these *engine lessons*
+beside the model's procedures (`step`), marked ``metadata["by"] = "engine"``.
 
 The rules, for each tool whose call failed (status ``error``), its first failure only:
 

@@ -7,10 +7,9 @@
    -> ``{"procedures": [...]}``. An answer cut off at the token cap, or without that list, does not
    account for the run: the marker stays pending (its attempt counted) and is asked again.
 4. **Check** (`run.refusal`): grounded in the run, no personal data (the run's names, and the people
-   and pets its users' ledgers know), no failed call told again; a refused one is reported. A tool
-   whose call failed and that no stored procedure of the answer is about gets the run's own lesson
-   (`lessons`: the failed call and the call that then worked, by shapes), checked alike
-   (``procedures.engine_lessons``).
+   and pets its users' ledgers know), no failed call told again; a refused one is reported. Beside
+   the model's, each failed tool's lesson the run itself shows (`lessons`: the failed call and the
+   call that then worked, told by shapes) is checked alike and stored (``procedures.engine_lessons``).
 5. **Repeats and contradictions**: a proposal that says the same as a shown procedure (the model's
    ``same_as``, or the same text) adds a run to it instead of being stored; one that ``replaces`` a
    shown procedure expires it with ``superseded_by`` the new one. A label the prompt did not show,
@@ -152,7 +151,6 @@ def _apply(scope: str, stored: StoredMessage, run: Run, proposals: Sequence[Prop
     created: list[Memory] = []
     seen: set[str] = set()
     now = utc_now()
-    covered: set[str] = set()  # the tools the model's procedures of this run are about
 
     def take(proposed: Proposed, by_engine: bool) -> None:
         reason = refusal(proposed, run, private)
@@ -166,7 +164,6 @@ def _apply(scope: str, stored: StoredMessage, run: Run, proposals: Sequence[Prop
         seen.add(key)
         sources = _sources(run, proposed)
         tools = set(proposed.tools) | _tools_of(run, proposed)
-        covered.update(tools)
         same = _referenced(labels, proposed.same_as, tools) or by_text.get(key)
         if same is not None and same.status is MemoryStatus.ACTIVE:
             target = changed.setdefault(same.id, same)
@@ -196,8 +193,7 @@ def _apply(scope: str, stored: StoredMessage, run: Run, proposals: Sequence[Prop
         take(proposed, by_engine=False)
     if env.backend.settings.procedures.engine_lessons:
         for lesson in lessons(run, language):
-            # the failed tool (first of a lesson's tools) is what it teaches about
-            if lesson.tools[0] not in covered and len(created) < limit:
+            if len(created) < limit:
                 take(lesson, by_engine=True)
     if report.rejected:
         log.info("%d procedure(s) of a run were refused by the checks", len(report.rejected))

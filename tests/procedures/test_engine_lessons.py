@@ -137,7 +137,7 @@ def test_chinese_wording_and_values_taken_out_of_the_error():
 
 def test_a_refused_answer_leaves_the_runs_own_lesson(tmp_path, server, teacher, local_embedder):
     teacher.queue = [answer({**GOOD, "when": "Anna books a table"})]  # personal data: refused
-    engine = make(tmp_path, server, local_embedder)
+    engine = make(tmp_path, server, local_embedder, engine_lessons=True)
     try:
         ids = engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
         report = engine.consolidate()
@@ -158,14 +158,31 @@ def test_a_refused_answer_leaves_the_runs_own_lesson(tmp_path, server, teacher, 
         engine.close()
 
 
-def test_the_models_own_procedure_about_the_tool_stands_alone(tmp_path, server, teacher, local_embedder):
-    teacher.queue = [answer(GOOD)]
-    engine = make(tmp_path, server, local_embedder)
+def test_the_models_procedure_and_the_runs_lesson_stand_side_by_side(tmp_path, server, teacher, local_embedder):
+    teacher.queue = [answer(GOOD), answer(GOOD)]
+    engine = make(tmp_path, server, local_embedder, engine_lessons=True)
     try:
         engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
         engine.consolidate()
-        [procedure] = procedures_of(engine)
-        assert procedure.metadata["by"] == "model" and procedure.content.startswith("When booking a table")
+        stored = procedures_of(engine)
+        assert sorted(m.metadata["by"] for m in stored) == ["engine", "model"]
+        [model] = [m for m in stored if m.metadata["by"] == "model"]
+        assert model.content.startswith("When booking a table")
+        # a second run teaching the same: each of the two gains a run, nothing new
+        engine.record("bob", booking_run("bob", "Bob", 5), agent_id=AGENT, run_outcome="succeeded")
+        engine.consolidate()
+        assert [m.metadata["runs"] for m in procedures_of(engine)] == [2, 2]
+    finally:
+        engine.close()
+
+
+def test_the_lessons_count_toward_max_per_run_after_the_models(tmp_path, server, teacher, local_embedder):
+    teacher.queue = [answer(GOOD)]
+    engine = make(tmp_path, server, local_embedder, engine_lessons=True, max_per_run=1)
+    try:
+        engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
+        engine.consolidate()
+        assert [m.metadata["by"] for m in procedures_of(engine)] == ["model"]
     finally:
         engine.close()
 
@@ -175,7 +192,7 @@ def test_no_lesson_while_the_answer_does_not_account_for_the_run(tmp_path, serve
     bad = [("I think the agent should use ISO dates.", "stop"), ('{"procedures": [{"when": "bo', "length"),
            ('{"lessons": ["use ISO dates"]}', "stop")]
     teacher.queue = bad * 3
-    engine = make(tmp_path, server, local_embedder)
+    engine = make(tmp_path, server, local_embedder, engine_lessons=True)
     try:
         engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
         for _ in range(4):  # up to max_attempts and past it: given up on, never stored half

@@ -34,6 +34,8 @@ def make(tmp_path, server, embedder, *, enabled: bool = True, store: dict | None
          **procedures: Any) -> MemoryScope:
     llm = OpenAIChatModel("fake-llm", base_url=server.url + "/v1", api_key="sk-test-0123456789",
                           retry_policy=fast_policy(2))
+    # the model's path alone unless asked: the run's own lessons are tested in test_engine_lessons.py
+    procedures = {"engine_lessons": False, **procedures}
     settings = Settings(store=store or {"path": tmp_path / "memory.db"}, procedures={"enabled": enabled, **procedures},
                         consolidation={"worker": "none", "every_messages": 1, "every_seconds": 0.05,
                                        "reflect_every_observations": 100, "language": "en", "max_attempts": 3})
@@ -102,8 +104,7 @@ def test_personal_data_and_wrong_quotes_are_refused(tmp_path, server, teacher, l
     place = {**GOOD, "do": "call book_table for Rosa's with an ISO date"}
     quote = {**GOOD, "why": "the tool said 'No table free tonight'"}
     teacher.queue = [answer(named, place, quote)]
-    # the model's proposals alone (the run's own lesson would fill the gap: test_engine_lessons.py)
-    engine = make(tmp_path, server, local_embedder, engine_lessons=False)
+    engine = make(tmp_path, server, local_embedder)
     try:
         engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
         report = engine.consolidate()
@@ -157,7 +158,7 @@ def test_a_repeat_is_merged_and_a_contradiction_expires_the_old_one_with_a_link(
                      answer({**GOOD, "when": "a table on some day", "same_as": "P7"}),
                      answer({**GOOD, "when": "finding a restaurant", "do": "call find_restaurant with the name",
                              "tools": ["find_restaurant"], "calls": [1], "replaces": "P1"}), answer(better)]
-    engine = make(tmp_path, server, local_embedder, engine_lessons=False)  # the model's references only
+    engine = make(tmp_path, server, local_embedder)
     try:
         engine.record("anna", booking_run(), agent_id=AGENT, run_outcome="succeeded")
         engine.consolidate()
