@@ -7,7 +7,8 @@ and its result or error, and the outcome. A procedure is refused (reported, neve
 * a field of it is cut off: its brackets do not close (``"do": "resize_image {"``, a small model's
   call written half);
 * it names a tool the run never called, or cites a call the run does not hold;
-* it copies personal data of the run: an e-mail address, a phone-like number, or one of the run's
+* it copies personal data of the run: an e-mail address, a phone-like number, a number of four
+  digits or more a user wrote (an amount, coordinates; not a date or a time), or one of the run's
   personal names (`personal`: the user's id, the speakers' names, the names the messages write by
   the record-time rules, the values of person arguments);
 * it holds a code-like word (``snake_case``, ``dotted.name``) that is neither a called tool, nor an
@@ -66,6 +67,27 @@ def brackets_close(text: str) -> bool:
 def phone_like(text: str) -> bool:
     """Whether `text` holds a phone-like number (an ISO date or a time is none: 2026-05-08 19:00)."""
     return PHONE.search(_DATE_OR_TIME.sub(" ", text)) is not None
+
+
+MIN_PRIVATE_DIGITS = 4  # a number the user wrote with this many digits or more is theirs (an amount, a place)
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")  # "116.3975,39.9087": two numbers
+
+
+def users_numbers(run: Run) -> set[str]:
+    """The numbers the run's users wrote with `MIN_PRIVATE_DIGITS` digits or more (a rent of 3500, an
+    office at 39.9087, 116.3975), dates and times left out: what a procedure must not copy."""
+    numbers: set[str] = set()
+    for stored in run.messages:
+        if stored.message.role == "user" and stored.message.tool_call is None:
+            text = _DATE_OR_TIME.sub(" ", stored.message.content)
+            numbers |= {n for n in _NUMBER.findall(text) if sum(c.isdigit() for c in n) >= MIN_PRIVATE_DIGITS}
+    return numbers
+
+
+def copies_users_number(text: str, run: Run) -> bool:
+    """Whether `text` holds one of `users_numbers` (as a whole number, dates and times left out)."""
+    mine = users_numbers(run)
+    return bool(mine) and any(n in mine for n in _NUMBER.findall(_DATE_OR_TIME.sub(" ", text)))
 
 
 @dataclass(slots=True)
@@ -180,7 +202,8 @@ def refusal(proposed: Proposed, run: Run, private: Sequence[str]) -> str | None:
         return "cites a call the run does not hold"
     if not proposed.tools and not proposed.calls:
         return "rests on no call of the run"
-    if EMAIL.search(joined) or phone_like(joined) or copied_name(joined, run, run_names(run, private)):
+    if EMAIL.search(joined) or phone_like(joined) or copies_users_number(joined, run) \
+            or copied_name(joined, run, run_names(run, private)):
         return "copies personal data"
     source = run.text()
     arguments = {key for m in run.calls if m.message.tool_call is not None for key in m.message.tool_call.arguments}

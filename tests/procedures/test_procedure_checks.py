@@ -177,7 +177,9 @@ def test_the_failed_call_the_small_model_wrote_as_a_procedure_is_refused():
                   if s["name"] == "zh_transfer_fen"]
     [run] = _runs_of(scenario)
     written = "transfer {'amount': '3500元', ...} -> error: amount 必须是以分为单位的整数"
-    assert check(run, written, when="给房东转 3500 块房租", tools=("transfer",), calls=(1,)) == "repeats a failed call"
+    assert check(run, written, when="转账", tools=("transfer",), calls=(1,)) == "repeats a failed call"
+    # as the model wrote it, its `when` also copies the user's rent: refused for that first
+    assert check(run, written, when="给房东转 3500 块房租", tools=("transfer",), calls=(1,)) == "copies personal data"
     assert check(run, "调用 transfer 时 amount 写 350000（以分为单位的整数）", when="转账", tools=("transfer",),
                  calls=(1, 2)) is None
 
@@ -236,3 +238,24 @@ def test_a_field_whose_brackets_do_not_close_is_cut_off(do, run):
 ])
 def test_brackets_that_close_pass(do):
     assert check(EN_RUN, do) is None
+
+
+@pytest.mark.parametrize(("do", "expected"), [
+    ("call route_plan with origin 116.3975,39.9087", "copies personal data"),  # the office, swapped
+    ("call route_plan with origin as longitude,latitude, e.g. 116.3975,39.9087", "copies personal data"),
+    ("call transfer with amount 350000 for a rent of 3500", "copies personal data"),
+    ("call transfer with amount in fen: 100 yuan is 10000", None),  # numbers of its own
+    ("call route_plan with longitude first, as 999.9999,99.9999", None),
+    ("call route_plan on 2026-05-08 at 19:00", None),  # a date and a time are no user's number
+    ("call route_plan, then wait 350 ms", None),  # fewer than four digits
+])
+def test_a_number_the_user_wrote_is_personal(do, expected):
+    run = make_run([
+        {"role": "user", "content": "How long to the airport? The office is at 39.9087, 116.3975. Rent 3500 too."},
+        {"role": "tool", "tool_call": {"name": "route_plan", "arguments": {"origin": "39.9087,116.3975"},
+                                       "error": "longitude first"}},
+        {"role": "tool", "tool_call": {"name": "route_plan", "arguments": {"origin": "116.3975,39.9087"},
+                                       "result": "42 min"}},
+        {"role": "tool", "tool_call": {"name": "transfer", "arguments": {"amount": 350000}, "result": "ok"}},
+    ])
+    assert check(run, do, when="planning a route", tools=("route_plan",), calls=(2,)) == expected
