@@ -195,13 +195,21 @@ def _without_values(text: str, arguments: Mapping[str, Any]) -> str:
                     key=len, reverse=True)[:MAX_VALUES_MASKED]
     for value in values:
         value = " ".join(value.split())
-        if value not in text:
-            continue
-        if _CJK_CHAR.search(value):
-            text = text.replace(value, "<str>")
-        else:
-            text = re.sub(rf"(?<![\w<]){re.escape(value)}(?![\w>])", "<str>", text)
+        if value in text:
+            text = _value_pattern(value).sub("<str>", text)
     return text
+
+
+def mentions(text: str, value: str) -> bool:
+    """Whether `text` holds `value` as a whole word or number ("de" is not in "code"), or anywhere
+    for a value in CJK script (which has no spaces between words)."""
+    return value in text and _value_pattern(value).search(text) is not None
+
+
+def _value_pattern(value: str) -> re.Pattern[str]:
+    if _CJK_CHAR.search(value):
+        return re.compile(re.escape(value))
+    return re.compile(rf"(?<![\w<]){re.escape(value)}(?![\w>])")  # never inside a placeholder
 
 
 def _text_values(value: Any, depth: int) -> list[str]:

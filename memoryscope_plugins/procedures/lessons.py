@@ -32,14 +32,14 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..tool_calls import normalise_error
+from ..storage.text_analysis import CJK
+from ..tool_calls import mentions, normalise_error
 from ..types import ToolCall
 from .run import Proposed, Run
 
 LONG_TEXT = 40  # characters: a longer text argument is told by the words that changed, not its shape
 SHAPE_TEXT = 24  # characters: a text up to this long is told by its picture ("9999-99-99")
 MIN_VALUE = 2  # characters: a shorter value is not looked for in an error or a result
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[\u4e00-\u9fff]+")
 _MISSING = object()
 
@@ -94,11 +94,11 @@ def lessons(run: Run, language: str) -> list[Proposed]:
 def _lesson(failed: _Call, later: Sequence[_Call], words: dict[str, str]) -> Proposed | None:
     tool = failed.call.name
     error = failed.call.error or ""
-    why = words["why"].format(tool=tool, error=_error_without_values(error, failed.call.arguments))
+    why = words["why"].format(tool=tool, error=normalise_error(error, failed.call.arguments))
     fixed = next((c for c in later if c.call.name == tool and c.call.status == "ok"), None)
     if fixed is None:
         other = next((c for c in later if c.call.status == "ok" and c.call.name != tool
-                      and re.search(rf"(?<![\w.]){re.escape(c.call.name)}(?![\w])", error)), None)
+                      and mentions(error, c.call.name)), None)
         if other is None:
             return None
         return Proposed(when=words["when"].format(tool=tool),
@@ -139,7 +139,7 @@ def _changes(failed: ToolCall, fixed: ToolCall, between: Sequence[_Call], error:
                 parts.append(phrase)
                 helpers.update({c.number: c for c in _showing(phrase, between)})
             continue
-        if isinstance(new, str) and len(new) >= MIN_VALUE and _holds(error, new):
+        if isinstance(new, str) and len(new) >= MIN_VALUE and mentions(error, new):
             parts.append(words["exact"].format(key=key, value=new))
             continue
         new_shape = _shape(new, words)
@@ -162,7 +162,7 @@ def _source_of(value: Any, between: Sequence[_Call]) -> _Call | None:
         result = (candidate.call.result or "").strip()
         if not result:
             continue
-        if all(_holds(result, t) for t in texts if t is not None):
+        if all(mentions(result, t) for t in texts if t is not None):
             return candidate
         if len(texts) == 1 and texts[0] is not None and len(result) >= 3 and "\n" not in result \
                 and texts[0].startswith(result):
@@ -180,7 +180,7 @@ def _word_change(key: str, old: str, new: str, error: str, between: Sequence[_Ca
     if not added or not removed or len(added) > 3 or len(removed) > 3:
         return None
     tool_side = "\n".join([error, *(c.call.result or "" for c in between)])
-    if not all(_holds(tool_side, w) for w in added + removed):
+    if not all(mentions(tool_side, w) for w in added + removed):
         return None
     return words["words"].format(key=key, added=words["list"].join(added), removed=words["list"].join(removed))
 
@@ -190,7 +190,7 @@ def _showing(phrase: str, between: Sequence[_Call]) -> list[_Call]:
     found = []
     for candidate in between:
         result = candidate.call.result or ""
-        if any("_" in w and _holds(result, w) for w in _WORDS.findall(phrase)):
+        if any("_" in w and mentions(result, w) for w in _WORDS.findall(phrase)):
             found.append(candidate)
     return found
 
@@ -210,7 +210,7 @@ def _shape(value: Any, words: dict[str, str]) -> str:
     if value is None:
         return words["null"]
     text = str(value)
-    if _CJK.search(text):
+    if CJK.search(text):
         return words["zh_text"]
     if not any(ch.isdigit() for ch in text) and re.fullmatch(r"[A-Za-z][A-Za-z' -]*", text) and \
             not (text.isupper() and len(text) <= 5) and len(text) > 3:
@@ -225,24 +225,12 @@ def _picture(text: str) -> str:
     return "".join("9" if ch.isdigit() else ("A" if ch.isupper() else "a") if ch.isalpha() else ch for ch in text)
 
 
-def _error_without_values(error: str, arguments: dict[str, Any]) -> str:
-    """The error as the tool statistics keep it (the call's own text values taken out too)."""
-    return normalise_error(error, arguments)
-
-
 def _text(value: Any) -> str | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float, str)):
         return str(value)
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def _holds(text: str, value: str) -> bool:
-    """Whether `text` holds `value` as a whole word or number (not "de" inside "code")."""
-    if _CJK.search(value):
-        return value in text
-    return re.search(rf"(?<![\w]){re.escape(value)}(?![\w])", text) is not None
 
 
 __all__ = ["lessons"]
