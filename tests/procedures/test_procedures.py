@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-from typing import Any
+from typing import Any, Sequence
 
 import pytest
 
@@ -60,6 +60,16 @@ def procedures_of(engine: MemoryScope, user: str = "anna", *, expired: bool = Tr
     flt = MemoryFilter(types=(MemoryType.PROCEDURE,),
                        statuses=None if expired else (MemoryStatus.ACTIVE,))
     return engine.store.list(procedure_scope(user, AGENT), flt, limit=100)
+
+
+def learnt_by_each(engine: MemoryScope, teacher: Any, users: Sequence[str]) -> list[list]:
+    """Each user's booking run recorded and learnt (the model answers `GOOD` for each), then the
+    procedures of each user's team, in the order of `users`."""
+    teacher.queue = [answer(GOOD) for _ in users]
+    for user in users:
+        engine.record(user, booking_run(user), agent_id=AGENT, run_outcome="succeeded")
+    engine.consolidate()
+    return [procedures_of(engine, user) for user in users]
 
 
 def pending_runs(engine: MemoryScope, user: str = "anna") -> list:

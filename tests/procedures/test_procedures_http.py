@@ -13,7 +13,7 @@ pytest.importorskip("uvicorn", reason="the [server] extra is not installed")
 
 from memoryscope_plugins.server import ServerConfig  # noqa: E402
 from tests.procedures.test_procedure_edit import NEW_DO  # noqa: E402
-from tests.procedures.test_procedures import AGENT, GOOD, answer, booking_run, make, procedures_of  # noqa: E402
+from tests.procedures.test_procedures import AGENT, GOOD, answer, booking_run, learnt_by_each, make, procedures_of  # noqa: E402
 from tests.support.server_harness import RunningServer, make_keys  # noqa: E402
 
 
@@ -63,12 +63,8 @@ def test_a_tenants_run_teaches_its_agent_and_no_other_tenant(tmp_path, server, t
 
 def test_a_tenant_lists_edits_and_deletes_its_agents_procedures_and_no_other_tenants(tmp_path, server, teacher,
                                                                                      local_embedder):
-    teacher.queue = [answer(GOOD), answer(GOOD), answer(GOOD)]
     engine = make(tmp_path, server, local_embedder)
-    for user in ("acme:anna", "globex:anna", "anna"):
-        engine.record(user, booking_run(user), agent_id=AGENT, run_outcome="succeeded")
-    engine.consolidate()
-    [acme_p], [globex_p], [own_p] = (procedures_of(engine, u) for u in ("acme:anna", "globex:anna", "anna"))
+    [acme_p], [globex_p], [own_p] = learnt_by_each(engine, teacher, ("acme:anna", "globex:anna", "anna"))
     keys = make_keys()
     base = f"/v1/agents/{AGENT}/procedures"
     try:
@@ -111,12 +107,8 @@ def test_a_tenant_lists_edits_and_deletes_its_agents_procedures_and_no_other_ten
 
 def test_a_tenant_exports_and_imports_its_agents_procedures_and_no_other_tenants(tmp_path, server, teacher,
                                                                                  local_embedder):
-    teacher.queue = [answer(GOOD), answer(GOOD)]
     engine = make(tmp_path, server, local_embedder)
-    for user in ("acme:anna", "globex:anna"):
-        engine.record(user, booking_run(user), agent_id=AGENT, run_outcome="succeeded")
-    engine.consolidate()
-    [acme_p], [globex_p] = (procedures_of(engine, u) for u in ("acme:anna", "globex:anna"))
+    [acme_p], [globex_p] = learnt_by_each(engine, teacher, ("acme:anna", "globex:anna"))
     keys = make_keys()
     base = f"/v1/agents/{AGENT}/procedures"
     try:

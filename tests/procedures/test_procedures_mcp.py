@@ -17,7 +17,7 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from memoryscope_plugins.server import ServerConfig  # noqa: E402
 from memoryscope_plugins.server.mcp_tools import build_mcp  # noqa: E402
 from tests.procedures.test_procedure_edit import NEW_DO  # noqa: E402
-from tests.procedures.test_procedures import AGENT, GOOD, answer, booking_run, make, procedures_of  # noqa: E402
+from tests.procedures.test_procedures import AGENT, GOOD, answer, booking_run, learnt_by_each, make, procedures_of  # noqa: E402
 from tests.procedures.test_procedures_http import as_json  # noqa: E402
 from tests.support.server_harness import RunningServer, make_keys  # noqa: E402
 
@@ -89,12 +89,8 @@ async def test_a_run_ended_over_mcp_is_learnt_and_found_by_its_tenants_agent_onl
 
 async def test_procedure_and_tool_statistics_tools_keep_to_the_callers_tenant(tmp_path, server, teacher,
                                                                              local_embedder):
-    teacher.queue = [answer(GOOD), answer(GOOD)]
     engine = make(tmp_path, server, local_embedder)
-    for user in ("acme:anna", "globex:anna"):
-        engine.record(user, booking_run(user), agent_id=AGENT, run_outcome="succeeded")
-    engine.consolidate()
-    [acme_p], [globex_p] = procedures_of(engine, "acme:anna"), procedures_of(engine, "globex:anna")
+    [acme_p], [globex_p] = learnt_by_each(engine, teacher, ("acme:anna", "globex:anna"))
     keys = make_keys()
     acme = {"Authorization": f"Bearer {keys.acme}", "X-Memory-User": "anna"}
     globex = {"Authorization": f"Bearer {keys.other}", "X-Memory-User": "anna"}
