@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).parent))
 from scale_store import EMBEDDER_NAME, START, Corpus, PrecomputedEmbedder, _batches, _percentiles  # noqa: E402
 
+from memoryscope_plugins.bench.report_file import print_report  # noqa: E402
 from memoryscope_plugins.bench.throwaway_postgres import postgres_server  # noqa: E402
 from memoryscope_plugins.engine import MemoryScope  # noqa: E402
 from memoryscope_plugins.settings import RetrievalSettings, Settings  # noqa: E402
@@ -146,9 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             stack.callback(store.close)
         report["load_s"] = load(stores, args.memories, args.seed, args.dim)
         report.update(measure(stores, args))
-    print(json.dumps(report, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print_report(report, args.json)
     return 0
 
 

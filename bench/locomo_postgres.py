@@ -18,10 +18,10 @@ import statistics
 import time
 import uuid
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from memoryscope_plugins.bench import locomo
+from memoryscope_plugins.bench.report_file import write_report
 from memoryscope_plugins.bench.throwaway_postgres import postgres_server
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.settings import Settings
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         reports["sqlite"] = locomo.run_locomo(args.data, mode=args.mode, limit_conversations=args.limit_conversations)
         print("## SQLite\n" + locomo.format_table(reports["sqlite"]) + "\n", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps(reports, indent=2, default=str) + "\n", encoding="utf-8")
+        write_report(args.json, json.dumps(reports, indent=2, default=str) + "\n")
     return 0
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).parent))
 from scale_store import EMBEDDER_NAME, Corpus, _batches, _percentiles  # noqa: E402
 
+from memoryscope_plugins.bench.report_file import print_report  # noqa: E402
 from memoryscope_plugins.bench.throwaway_postgres import postgres_server  # noqa: E402
 from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest  # noqa: E402
 from memoryscope_plugins.storage.postgres_store import PostgresStore  # noqa: E402
@@ -146,9 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for store in (*stores.values(), *held.values()):
                 store.close()
-    print(json.dumps(report, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print_report(report, args.json)
     return 0
 
 

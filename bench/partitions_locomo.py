@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import time
 import uuid
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from memoryscope_plugins.bench import locomo
+from memoryscope_plugins.bench.report_file import print_report
 from memoryscope_plugins.bench.throwaway_postgres import postgres_server
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.settings import Settings
@@ -110,9 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     report["differing_ids_after_migrate"] = {name: sum(a != b for a, b in zip(ids["unpartitioned"], ids[name]))
                                              for name in ("migrated", "migrated_back")}
     report["empty_answers"] = sum(not a for a in expected)
-    print(json.dumps(report, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print_report(report, args.json)
     differing = [*report["differing_answers"].values(), *report["differing_ids_after_migrate"].values()]
     return 1 if any(differing) else 0
 

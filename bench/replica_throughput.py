@@ -48,6 +48,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).parent))
 from scale_store import EMBEDDER_NAME, Corpus, _batches, _percentiles  # noqa: E402
 
+from memoryscope_plugins.bench.report_file import print_report  # noqa: E402
 from memoryscope_plugins.bench.throwaway_postgres import PostgresServer, postgres_server, standby_server  # noqa: E402
 from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest  # noqa: E402
 from memoryscope_plugins.storage.postgres_store import PostgresStore  # noqa: E402
@@ -285,9 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             figures = write_load(servers, dsns[:k + 1], args, searching=True)
             report["runs"][f"writes and searches, standbys={k}"] = figures
             print(f"writes and searches, standbys={k}: {json.dumps(figures)}", flush=True)
-    print(json.dumps(report, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print_report(report, args.json)
     return 0
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import platform
 import statistics
@@ -37,6 +36,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from memoryscope_plugins.bench.report_file import print_report
 from memoryscope_plugins.storage.base import MemoryFilter, SearchRequest
 from memoryscope_plugins.types import Memory, MemoryType
 
@@ -375,10 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the report here")
     args = parser.parse_args(argv)
     report = run(args)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    print_report(report, args.json)
     return 0
 
 

@@ -15,9 +15,8 @@ from .engine_args import CommandGroup, settings_from_args as _settings
 
 def _write_report(out: str, report: dict) -> None:
     """A benchmark report to --out, by export's rules (a file replaced whole, a link written through)."""
-    from ..safe_write import open_for_writing
-    with open_for_writing(out, what="report") as handle:
-        handle.write(json.dumps(report, indent=1, ensure_ascii=False))
+    from ..bench.report_file import write_report
+    write_report(out, json.dumps(report, indent=1, ensure_ascii=False))
     print(f"report written to {out}", file=sys.stderr)
 
 
