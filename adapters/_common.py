@@ -31,6 +31,7 @@ from memoryscope_plugins.retrieval.injection import (
 from memoryscope_plugins.types import MemoryType, RetrievalResult
 from memoryscope_plugins.validation import check_min_relevance, check_top_k
 
+from . import _team_keys as team_keys
 from ._outcome import Outcome, procedure_ids, turn_outcome
 from ._tool_capture import CallSeen, ResultSeen, tool_messages, unanswered
 
@@ -227,17 +228,21 @@ class MemoryBridge:
     def record(self, user_id: str | None, messages: Iterable[Mapping[str, Any]], *, agent_id: str,
                session_id: str | None = None, run_outcome: Outcome | None = None,
                procedures_used: Sequence[str] = ()) -> list[str]:
-        """Record a turn's messages (dicts with role, content, optional name, or a tool call's
-        message from `_tool_capture.tool_messages`); returns the ids.
+        """Record a turn's messages (dicts with role, content, optional name and `_team_keys.KEY`,
+        or a tool call's message from `_tool_capture.tool_messages`); returns the ids.
 
-        `run_outcome` ends the agent's run with this turn (`_outcome`), `procedures_used` are the
-        procedures the turn's retrieval returned: both only matter with ``procedures.enabled``."""
-        args = self._record_args(user_id, messages, agent_id, session_id, run_outcome, procedures_used)
-        if args is None or user_id is None:
+        A message with a key another member of the team recorded already for this user is left
+        out (`_team_keys`). `run_outcome` ends the agent's run with this turn (`_outcome`),
+        `procedures_used` are the procedures the turn's retrieval returned: both only matter with
+        ``procedures.enabled``."""
+        prepared = self._record_args(user_id, messages, agent_id, session_id, run_outcome, procedures_used)
+        if prepared is None or user_id is None:
             return []
+        args, claim = prepared
         try:
             return self.memory.record(user_id, args.pop("messages"), **args)
         except Exception as exc:  # noqa: BLE001
+            claim.release()
             self.report_failure("recording", user_id, exc)
             return []
 
@@ -245,27 +250,34 @@ class MemoryBridge:
                       session_id: str | None = None, run_outcome: Outcome | None = None,
                       procedures_used: Sequence[str] = ()) -> list[str]:
         """Async twin of `record`."""
-        args = self._record_args(user_id, messages, agent_id, session_id, run_outcome, procedures_used)
-        if args is None or user_id is None:
+        prepared = self._record_args(user_id, messages, agent_id, session_id, run_outcome, procedures_used)
+        if prepared is None or user_id is None:
             return []
+        args, claim = prepared
         try:
             return await self.memory.arecord(user_id, args.pop("messages"), **args)
         except Exception as exc:  # noqa: BLE001
+            claim.release()
             self.report_failure("recording", user_id, exc)
             return []
 
     def _record_args(self, user_id: str | None, messages: Iterable[Mapping[str, Any]], agent_id: str,
                      session_id: str | None, run_outcome: Outcome | None,
-                     procedures_used: Sequence[str]) -> dict[str, Any] | None:
-        """`record`'s arguments, or None when there is nothing to record."""
+                     procedures_used: Sequence[str]) -> tuple[dict[str, Any], team_keys.Claim] | None:
+        """`record`'s arguments and the team keys they claim (`_team_keys`), or None when there is
+        nothing to record."""
         if not self.config.record or not user_id:
             return None
         cleaned = self._clean(messages)
         if not cleaned:
             return None
+        scope = agent_id if self.config.scope_to_agent else None
+        kept, claim = team_keys.unrecorded(self.memory, user_id, scope, cleaned)
+        if not kept:
+            return None  # every message is recorded already, by another member of the team
         used = list(procedures_used)[:MAX_USED] if run_outcome is not None else []
-        return {"messages": cleaned, "agent_id": agent_id, "session_id": session_id or self.config.session,
-                "run_outcome": run_outcome, "procedures_used": used or None}
+        return {"messages": kept, "agent_id": agent_id, "session_id": session_id or self.config.session,
+                "run_outcome": run_outcome, "procedures_used": used or None}, claim
 
     def record_failed(self, user_id: str | None, tools: Sequence[Mapping[str, Any]], *, agent_id: str,
                       session_id: str | None = None, procedures_used: Sequence[str] = ()) -> list[str]:
@@ -353,7 +365,8 @@ class Line(NamedTuple):
     content: str
 
 
-def _is_users(line: Line, humans: Collection[str] | None) -> bool:
+def holds_users_words(line: Line, humans: Collection[str] | None = None) -> bool:
+    """Whether `line` holds the user's words (see `latest_user_index`)."""
     return line.role == "user" and (humans is None or line.name in humans) and bool(line.content.strip())
 
 
@@ -363,7 +376,7 @@ def latest_user_index(lines: Sequence[Line], humans: Collection[str] | None = No
     A line holds the user's words when its role is ``"user"``, its text is not blank and, when
     `humans` is given (a group chat), its sender is one of them: there, another agent's
     message is never the user's."""
-    return next((i for i in range(len(lines) - 1, -1, -1) if _is_users(lines[i], humans)), None)
+    return next((i for i in range(len(lines) - 1, -1, -1) if holds_users_words(lines[i], humans)), None)
 
 
 def latest_user_text(lines: Sequence[Line], humans: Collection[str] | None = None, *,
@@ -374,24 +387,26 @@ def latest_user_text(lines: Sequence[Line], humans: Collection[str] | None = Non
     With `whole_input`, `lines` are one input together (the messages handed to one reply):
     the text of every line holding the user's words, oldest first, one per line."""
     if whole_input:
-        return "\n".join(line.content for line in lines if _is_users(line, humans))
+        return "\n".join(line.content for line in lines if holds_users_words(line, humans))
     index = latest_user_index(lines, humans)
     return "" if index is None else lines[index].content
 
 
 def turn(user_text: str | None, reply_text: str | None, *, user_name: str | None = None,
-         agent_name: str | None = None, tools: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+         agent_name: str | None = None, tools: Sequence[Mapping[str, Any]] = (), user_key: str | None = None,
+         reply_key: str | None = None) -> list[dict[str, Any]]:
     """The messages to record for one exchange (empty sides left out), with the agent's tool
-    calls of the exchange (`MemoryBridge.tool_messages`) between the request and the answer."""
+    calls of the exchange (`MemoryBridge.tool_messages`) between the request and the answer.
+    `user_key` and `reply_key`: the framework's identity of each message in a team (`_team_keys`)."""
     messages: list[dict[str, Any]] = []
     if user_text and user_text.strip():
-        messages.append({"role": "user", "content": user_text, "name": user_name})
+        messages.append({"role": "user", "content": user_text, "name": user_name, team_keys.KEY: user_key})
     messages.extend(dict(message) for message in tools)
     if reply_text and reply_text.strip():
-        messages.append({"role": "assistant", "content": reply_text, "name": agent_name})
+        messages.append({"role": "assistant", "content": reply_text, "name": agent_name, team_keys.KEY: reply_key})
     return messages
 
 
 __all__ = ["DEFAULT_TEMPLATE", "CallSeen", "IdSource", "Line", "MemoryBridge", "MemoryConfig", "OnError", "Outcome",
-           "ResultSeen", "empty_result", "latest_user_index", "latest_user_text", "log", "procedure_ids", "text_of",
-           "turn", "turn_outcome"]
+           "ResultSeen", "empty_result", "holds_users_words", "latest_user_index", "latest_user_text", "log",
+           "procedure_ids", "text_of", "turn", "turn_outcome"]

@@ -56,6 +56,7 @@ from ._common import (
     MemoryConfig,
     Outcome,
     ResultSeen,
+    holds_users_words,
     latest_user_index,
     latest_user_text,
     log,
@@ -64,6 +65,7 @@ from ._common import (
     turn,
     turn_outcome,
 )
+from ._team_keys import ids_key
 from ._tools import TOOL_NAMES, MemoryTools, clamp_limit, tool_spec
 
 if TYPE_CHECKING:
@@ -137,7 +139,8 @@ class MemoryScopeMiddleware(MiddlewareBase):
         self.bridge = MemoryBridge(memory, self.config, "agentscope")
         self._agent_name: str | None = None  # the agent this middleware serves (for the tools)
         # id(agent) -> (input, its speaker, the procedures retrieved for it) of a paused reply
-        self._pending: dict[int, tuple[str, str | None, list[str]]] = {}
+        # a paused reply's input: (its text, who said it when not the user, procedures used, team key)
+        self._pending: dict[int, tuple[str, str | None, list[str], str | None]] = {}
         self.mode: Mode = mode
         if tool_set not in ("long_term_memory", "memory"):
             raise ValueError("tool_set must be 'long_term_memory' or 'memory'")
@@ -170,11 +173,11 @@ class MemoryScopeMiddleware(MiddlewareBase):
             return
         self._agent_name = agent.name
         agent_id = self.config.resolve_agent(default=agent.name)
-        query, input_id = _query_of(input_kwargs.get("inputs"))
+        query, input_id, key = _query_of(input_kwargs.get("inputs"))
         speaker = _team_leader() if query else None
         used: list[str] = []
         if not query and id(agent) in self._pending:  # a paused reply resumes
-            query, speaker, used = self._pending[id(agent)]
+            query, speaker, used, key = self._pending[id(agent)]
             input_id = None
         if query:
             result = await self.bridge.aretrieve(self.user_id, query, agent_id=agent_id)
@@ -196,14 +199,14 @@ class MemoryScopeMiddleware(MiddlewareBase):
             raise
         finally:
             self._blocks.pop(id(agent), None)
-            await self._record(agent, agent_id, (query, speaker, used), final, raised)
+            await self._record(agent, agent_id, (query, speaker, used, key), final, raised)
 
-    async def _record(self, agent: Agent, agent_id: str, asked: tuple[str, str | None, list[str]],
+    async def _record(self, agent: Agent, agent_id: str, asked: tuple[str, str | None, list[str], str | None],
                       final: Msg | None, raised: bool) -> None:
         """Record a finished reply with the agent's tool calls, ending the agent's run (`_outcome`;
         a reply that raised records its calls only); keep the input (and the calls) of a paused
         one for when it resumes."""
-        query, speaker, used = asked
+        query, speaker, used, key = asked
         answer = (final.get_text_content() or "") if final is not None else ""
         if query and final is not None and answer.strip().startswith(PLACEHOLDER_PREFIX):
             self._pending[id(agent)] = asked
@@ -216,10 +219,12 @@ class MemoryScopeMiddleware(MiddlewareBase):
         if not query or final is None:
             return
         self._pending.pop(id(agent), None)
+        answer_key = ids_key("agentscope", [final])
         if speaker is None:
-            rows = turn(query, answer, agent_name=agent_id, tools=tools)
+            rows = turn(query, answer, agent_name=agent_id, tools=tools, user_key=key, reply_key=answer_key)
         else:  # a team member: its input is the leader's instruction, not the user's words
-            rows = [*turn(None, query, agent_name=speaker, tools=tools), *turn(None, answer, agent_name=agent_id)]
+            rows = [*turn(None, query, agent_name=speaker, tools=tools, reply_key=key),
+                    *turn(None, answer, agent_name=agent_id, reply_key=answer_key)]
         await self.bridge.arecord(self.user_id, rows, agent_id=agent_id, run_outcome=_outcome(final, tools),
                                   procedures_used=used)
 
@@ -415,15 +420,17 @@ def _outcome(final: Msg, tools: list[dict[str, Any]]) -> Outcome:
     return turn_outcome(tools, failed=reason in ("error", "exceed_max_iters"))
 
 
-def _query_of(inputs: Any) -> tuple[str, str | None]:
-    """The text of the user's input messages, and the id of the last of them ("" for resumption
-    events and inputs without user text)."""
+def _query_of(inputs: Any) -> tuple[str, str | None, str | None]:
+    """The text of the user's input messages, the id of the last of them ("" for resumption
+    events and inputs without user text), and their team key (`_key`)."""
     if inputs is None:
-        return "", None
+        return "", None, None
     messages = [m for m in (inputs if isinstance(inputs, list) else [inputs]) if isinstance(m, Msg)]
     lines = [Line(m.role, m.name, m.get_text_content() or "") for m in messages]
     last = latest_user_index(lines)
-    return latest_user_text(lines, whole_input=True), None if last is None else messages[last].id
+    said = [m for m, line in zip(messages, lines) if holds_users_words(line)]
+    key = ids_key("agentscope", said)
+    return latest_user_text(lines, whole_input=True), None if last is None else messages[last].id, key
 
 
 def _with_memory(messages: list[Any], block: str, input_id: str | None) -> list[Any]:

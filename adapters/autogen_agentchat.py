@@ -63,6 +63,7 @@ from ._common import (
     turn,
     turn_outcome,
 )
+from ._team_keys import ids_key
 
 __all__ = ["MemoryAssistantAgent", "MemoryScopeMemory", "MemoryScopeMemoryConfig", "memory_tools",
            "run_stream_with_memory", "run_with_memory"]
@@ -259,14 +260,15 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
                 continue
             text = _message_text(message)
             if self.is_human(message.source):
-                rows.extend(turn(text, None))
+                rows.extend(turn(text, None, user_key=ids_key("agentchat", [message])))
             else:
-                rows.extend(turn(None, text, agent_name=message.source))
+                rows.extend(turn(None, text, agent_name=message.source, reply_key=ids_key("agentchat", [message])))
         tools = self._tool_rows(events, {agent_id or agent})
         rows.extend(tools)
         if reply is None:
             return await self._bridge.arecord(self.user_id, rows, agent_id=agent)
-        rows.extend(turn(None, _message_text(reply), agent_name=reply.source or agent))
+        rows.extend(turn(None, _message_text(reply), agent_name=reply.source or agent,
+                         reply_key=ids_key("agentchat", [reply])))
         used, self._used = self._used, []
         return await self._bridge.arecord(self.user_id, rows, agent_id=agent, run_outcome=turn_outcome(tools),
                                           procedures_used=used)

@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import inspect
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -145,7 +147,7 @@ class MemoryCapability:
             self.bridge.record_failed(user_id, self._tool_rows(messages, recipient), agent_id=agent_id,
                                       procedures_used=used)
             raise
-        rows, tools = self._turn(messages, reply, agent_id, recipient, humans)
+        rows, tools = self._turn(messages, reply, agent_id, recipient, humans, sender)
         self.bridge.record(user_id, rows, agent_id=agent_id,
                            run_outcome=self._outcome(recipient, messages, reply, tools), procedures_used=used)
         return final, reply
@@ -169,7 +171,7 @@ class MemoryCapability:
             await self.bridge.arecord_failed(user_id, self._tool_rows(messages, recipient), agent_id=agent_id,
                                              procedures_used=used)
             raise
-        rows, tools = self._turn(messages, reply, agent_id, recipient, humans)
+        rows, tools = self._turn(messages, reply, agent_id, recipient, humans, sender)
         await self.bridge.arecord(user_id, rows, agent_id=agent_id,
                                   run_outcome=self._outcome(recipient, messages, reply, tools), procedures_used=used)
         return final, reply
@@ -203,9 +205,11 @@ class MemoryCapability:
         return {a.name for a in people} | set(self.config.human_names), (people[0] if people else None)
 
     def _turn(self, messages: list[dict[str, Any]], reply: Any, agent_id: str, recipient: ConversableAgent,
-              humans: set[str] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+              humans: set[str] | None, sender: Agent | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """What arrived since this agent last spoke, each speaker as who they are, the agent's
-        tool calls answered since then (`_tool_calls`), and the reply; and those tool calls."""
+        tool calls answered since then (`_tool_calls`), and the reply; and those tool calls. In a
+        group chat each message carries its place in the chat (`_group_keys`), so that another
+        member with memory for the same user does not record it again."""
         received: list[dict[str, Any]] = []
         for message in reversed(messages):
             if message.get("role") == "assistant" or message.get("name") == recipient.name:
@@ -213,18 +217,20 @@ class MemoryCapability:
             if not _is_said(message):
                 continue
             received.append(message)
+        received.reverse()
+        reply_text = text_of(reply.get("content")) if isinstance(reply, dict) else text_of(reply)
+        keys, reply_key = _group_keys(getattr(sender, "groupchat", None), received, recipient.name, reply_text)
         rows: list[dict[str, Any]] = []
-        for message in reversed(received):
+        for message, key in zip(received, keys):
             text = text_of(message.get("content"))
             speaker = message.get("name")
             if humans is None or speaker is None or speaker in humans:
-                rows.extend(turn(text, None))
+                rows.extend(turn(text, None, user_key=key))
             else:
-                rows.extend(turn(None, text, agent_name=speaker))
+                rows.extend(turn(None, text, agent_name=speaker, reply_key=key))
         tools = self._tool_rows(messages, recipient)
         rows.extend(tools)
-        reply_text = text_of(reply.get("content")) if isinstance(reply, dict) else text_of(reply)
-        rows.extend(turn(None, reply_text, agent_name=agent_id))
+        rows.extend(turn(None, reply_text, agent_name=agent_id, reply_key=reply_key))
         return rows, tools
 
     def _outcome(self, recipient: ConversableAgent, messages: list[dict[str, Any]], reply: Any,
@@ -332,6 +338,52 @@ def _tool_calls(messages: list[dict[str, Any]], recipient: ConversableAgent) -> 
         if message.get("role") == "function":
             results.insert(0, _response(None, message.get("content"), message.get("name")))
     return [], []
+
+
+def _group_keys(groupchat: Any, received: list[dict[str, Any]], speaker: str,
+                reply_text: str) -> tuple[list[str | None], str | None]:
+    """The team keys (`_team_keys`) of the messages an agent received in a group chat, and of its
+    reply: each message's position in the chat's log with who said it and its text. The received
+    messages are matched to the log from its end, in order (the same words said twice are two
+    positions); the reply takes the next position, where the manager appends it. Nones outside a
+    group chat, or for a message the log does not hold."""
+    keys: list[str | None] = [None] * len(received)
+    log = getattr(groupchat, "messages", None)
+    chat = _chat_id(groupchat) if isinstance(log, list) else None
+    if chat is None or not isinstance(log, list):
+        return keys, None
+    end = len(log)
+    for index in range(len(received) - 1, -1, -1):
+        name, text = received[index].get("name"), text_of(received[index].get("content"))
+        position = end - 1
+        while position >= 0 and not (isinstance(log[position], dict) and log[position].get("name") == name
+                                     and text_of(log[position].get("content")) == text):
+            position -= 1
+        if position < 0:
+            break  # not in the log: neither are the ones before it, as far as we can tell
+        keys[index] = _position_key(chat, position, name, text)
+        end = position
+    return keys, _position_key(chat, len(log), speaker, reply_text)
+
+
+def _chat_id(groupchat: Any) -> str | None:
+    """An id of this group chat object, given to it on first use (None when it takes none)."""
+    chat = getattr(groupchat, "_memoryscope_chat_id", None)
+    if isinstance(chat, str):
+        return chat
+    try:
+        chat = uuid.uuid4().hex
+        groupchat._memoryscope_chat_id = chat
+    except (AttributeError, TypeError):
+        return None
+    return chat
+
+
+def _position_key(chat: str, position: int, name: Any, text: str) -> str:
+    # who said it and what, with the position: a guess of the reply's position can never stand for
+    # another message
+    digest = hashlib.sha256(f"{name}\x1f{text}".encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return f"autogen:{chat}:{position}:{digest}"
 
 
 def _response(call_id: Any, content: Any, name: Any = None) -> ResultSeen:

@@ -54,6 +54,7 @@ from ._common import (
     MemoryConfig,
     Outcome,
     ResultSeen,
+    holds_users_words,
     latest_user_text,
     log,
     procedure_ids,
@@ -62,6 +63,7 @@ from ._common import (
     turn_outcome,
 )
 from ._outcome import CUT_OFF
+from ._team_keys import ids_key
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -311,17 +313,20 @@ def _run_turn(state: Any, agent_id: str, tools: Sequence[dict[str, Any]] = ()) -
     first = last_human
     while first > 0 and isinstance(messages[first - 1], HumanMessage):
         first -= 1
-    user_text = latest_user_text([_line(m) for m in messages[first:last_human + 1]], whole_input=True)
-    answer = ""
+    inputs = messages[first:last_human + 1]
+    lines = [_line(m) for m in inputs]
+    user_text = latest_user_text(lines, whole_input=True)
+    user_key = ids_key("langchain", [m for m, line in zip(inputs, lines) if holds_users_words(line)])
+    answer, answer_key = "", None
     after = messages[last_human + 1:]
     for message in reversed(after):
         if isinstance(message, AIMessage) and not message.tool_calls and text_of(message.content).strip():
-            answer = text_of(message.content)
+            answer, answer_key = text_of(message.content), ids_key("langchain", [message])
             break
     else:
         if after and isinstance(after[-1], ToolMessage):  # the run ended on a return_direct tool
-            answer = text_of(after[-1].content)
-    return turn(user_text, answer, agent_name=agent_id, tools=tools)
+            answer, answer_key = text_of(after[-1].content), ids_key("langchain", [after[-1]])
+    return turn(user_text, answer, agent_name=agent_id, tools=tools, user_key=user_key, reply_key=answer_key)
 
 
 def _run_outcome(state: Any, tools: Sequence[dict[str, Any]]) -> Outcome:

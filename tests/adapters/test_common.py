@@ -77,9 +77,9 @@ def test_agentscope_joins_the_inputs_user_messages_and_names_the_last():
     first, reply, second = UserMsg("anna", "My dog is Biscuit."), AssistantMsg("Friday", "Noted."), UserMsg(
         "anna", "What is his name?")
     assert _query_of([first, reply, second, UserMsg("anna", " ")]) == (
-        "My dog is Biscuit.\nWhat is his name?", second.id)
-    assert _query_of(first) == ("My dog is Biscuit.", first.id)
-    assert _query_of(None) == ("", None) and _query_of([reply]) == ("", None)
+        "My dog is Biscuit.\nWhat is his name?", second.id, f"agentscope:{first.id},{second.id}")
+    assert _query_of(first) == ("My dog is Biscuit.", first.id, f"agentscope:{first.id}")
+    assert _query_of(None) == ("", None, None) and _query_of([reply]) == ("", None, None)
 
 
 def test_a_failing_memory_is_logged_without_the_users_id(engine, caplog):

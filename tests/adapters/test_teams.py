@@ -239,3 +239,134 @@ def test_langchain_chat_memory_clear_keeps_long_term_memory(engine):
     CombinedMemory(memories=[ConversationBufferMemory(memory_key="history", input_key="input"), long_term]).clear()
     long_term.clear()
     assert before == 2 and engine.count("anna") == before
+
+
+# -- several members with memory for one user: each message recorded once ---------------------------
+
+async def test_agentchat_members_with_memory_record_each_message_once(engine):
+    _agentchat()
+    from autogen_agentchat.conditions import MaxMessageTermination
+    from autogen_agentchat.teams import RoundRobinGroupChat
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    from memoryscope_plugins.adapters.autogen_agentchat import MemoryAssistantAgent, MemoryScopeMemory
+
+    planner = MemoryAssistantAgent("planner", model_client=ReplayChatCompletionClient(["Pasta.", "Pasta and cake."]),
+                                   memory=[MemoryScopeMemory(engine, user_id="anna")])
+    critic = MemoryAssistantAgent("critic", model_client=ReplayChatCompletionClient([CRITIC]),
+                                  memory=[MemoryScopeMemory(engine, user_id="anna")])
+    team = RoundRobinGroupChat([planner, critic], termination_condition=MaxMessageTermination(4))
+    await team.run(task=REQUEST)
+    assert rows(engine) == [(REQUEST, "user", "anna", "planner"), ("Pasta.", "assistant", "planner", "planner"),
+                            (CRITIC, "assistant", "critic", "critic"),
+                            ("Pasta and cake.", "assistant", "planner", "planner")]
+
+
+async def test_agentchat_members_scoped_to_themselves_each_keep_their_own_copy(engine):
+    _agentchat()
+    from autogen_agentchat.conditions import MaxMessageTermination
+    from autogen_agentchat.teams import RoundRobinGroupChat
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    from memoryscope_plugins.adapters.autogen_agentchat import MemoryAssistantAgent, MemoryScopeMemory
+
+    def member(name: str, replies: list[str]) -> MemoryAssistantAgent:
+        return MemoryAssistantAgent(name, model_client=ReplayChatCompletionClient(replies),
+                                    memory=[MemoryScopeMemory(engine, user_id="anna", agent_id=name,
+                                                              scope_to_agent=True)])
+
+    team = RoundRobinGroupChat([member("planner", ["Pasta."]), member("critic", [CRITIC])],
+                               termination_condition=MaxMessageTermination(3))
+    await team.run(task=REQUEST)
+    # each reads only what it recorded itself, so each holds the request and the other's reply
+    assert sorted(rows(engine)) == sorted([
+        (REQUEST, "user", "anna", "planner"), ("Pasta.", "assistant", "planner", "planner"),
+        (REQUEST, "user", "anna", "critic"), ("Pasta.", "assistant", "planner", "critic"),
+        (CRITIC, "assistant", "critic", "critic")])
+
+
+def test_classic_group_members_with_memory_record_each_message_once_and_repeats_twice(engine):
+    autogen = pytest.importorskip("autogen", reason="pip install 'memoryscope-plugins[autogen]'")
+    if not hasattr(autogen, "GroupChat"):
+        pytest.skip("the installed `autogen` is not classic AutoGen")
+    from autogen import ConversableAgent, GroupChat, GroupChatManager, UserProxyAgent
+
+    from memoryscope_plugins.adapters.autogen_classic import MemoryCapability
+
+    # critic, planner, critic, planner: the critic says the same words twice, at two places of the chat
+    FakeClient.replies = ["Noted.", "Pasta.", "Noted.", "Pasta and cake."]
+    config = {"config_list": [{"model": "fake", "model_client_cls": "FakeClient"}], "cache_seed": None}
+
+    def agent(name: str) -> ConversableAgent:
+        made = ConversableAgent(name, llm_config=config, human_input_mode="NEVER")
+        made.register_model_client(model_client_cls=FakeClient)  # type: ignore[arg-type]  # autogen types the class as an instance
+        MemoryCapability(engine, user_id="anna").add_to_agent(made)
+        return made
+
+    human = UserProxyAgent("anna", human_input_mode="NEVER", code_execution_config=False, default_auto_reply="Go on.")
+    chat = GroupChat([human, agent("critic"), agent("planner")], messages=[], max_round=6,
+                     speaker_selection_method="round_robin")
+    human.initiate_chat(GroupChatManager(chat, llm_config=False), message=REQUEST, silent=True)
+    assert [content for content, *_ in rows(engine)] == [REQUEST, "Noted.", "Pasta.", "Go on.", "Noted.",
+                                                         "Pasta and cake."]
+    assert [(role, speaker) for _, role, speaker, _ in rows(engine)] == [
+        ("user", "anna"), ("assistant", "critic"), ("assistant", "planner"), ("user", "anna"),
+        ("assistant", "critic"), ("assistant", "planner")]
+
+
+async def test_agentscope_one_input_handed_to_two_agents_is_recorded_once(engine):
+    FakeModel = _agentscope()
+    from agentscope.agent import Agent
+    from agentscope.message import UserMsg
+
+    from memoryscope_plugins.adapters.agentscope import MemoryScopeMiddleware
+
+    def member(name: str, answer: str) -> Agent:
+        return Agent(name=name, system_prompt="You help.", model=FakeModel(answer),
+                     middlewares=[MemoryScopeMiddleware(engine, user_id="anna")])
+
+    request = UserMsg(name="user", content=REQUEST)
+    for agent in (member("Chef", "Pasta."), member("Baker", "Cake.")):  # a fan-out: one input, two agents
+        await _drain(agent.reply_stream(request))
+    assert user_words(engine) == [REQUEST]
+    assert [(content, agent_id) for content, role, _, agent_id in rows(engine) if role == "assistant"] == [
+        ("Pasta.", "Chef"), ("Cake.", "Baker")]
+
+
+def test_langchain_agent_handed_the_state_records_only_its_own_answer(engine):
+    _langchain()
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from memoryscope_plugins.adapters.langchain import MemoryScopeMiddleware
+
+    def member(name: str, answer: str):
+        return create_agent(FakeListChatModel(responses=[answer]), [], name=name,
+                            middleware=[MemoryScopeMiddleware(engine, user_id="anna")])
+
+    state = member("planner", "Pasta.").invoke({"messages": [{"role": "user", "content": REQUEST}]})
+    member("critic", CRITIC).invoke(state)  # a hand-off: the next agent takes the conversation as it is
+    assert rows(engine) == [(REQUEST, "user", "anna", "planner"), ("Pasta.", "assistant", "planner", "planner"),
+                            (CRITIC, "assistant", "critic", "critic")]
+
+
+def test_a_failed_recording_leaves_the_message_to_the_next_member(engine, monkeypatch):
+    from memoryscope_plugins.adapters._common import MemoryBridge, MemoryConfig, turn
+
+    first, second = (MemoryBridge(engine, MemoryConfig(user_id="anna"), "test") for _ in range(2))
+    said = turn(REQUEST, "Pasta.", agent_name="planner", user_key="m1", reply_key="m2")
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("the store is down")
+
+    monkeypatch.setattr(engine, "record", refuse)
+    assert first.record("anna", said, agent_id="planner") == []
+    monkeypatch.undo()
+    assert len(second.record("anna", said, agent_id="critic")) == 2
+    assert second.record("anna", said, agent_id="critic") == []  # recorded now: not again
+    assert len(first.record("bob", said, agent_id="planner")) == 2  # another user's keys are their own
+    assert [content for content, *_ in rows(engine)] == [REQUEST, "Pasta."]
+    # one message twice in a turn is one message; a message without a key is always recorded
+    again = turn("Thanks!", None, user_key="m3")
+    assert len(first.record("anna", [*again, *again, *turn("Bye.", None)], agent_id="planner")) == 2
+    assert len(second.record("anna", turn("Bye.", None), agent_id="critic")) == 1
