@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 from pydantic import Field
 
@@ -207,25 +207,27 @@ class MemoryScopeMiddleware:
         stream_id = getattr(context.stream, "id", None)
         return str(stream_id) if stream_id else self.config.session
 
-    async def who_said(self, context: Context, said: str) -> tuple[Any, str | None]:
-        """Who said this turn's input, and the human sender's name when the framework knows it.
+    async def who_said(self, context: Context, said: str) -> Said:
+        """Who said this turn's input (`said`), and what exactly (`Said`).
 
-        The first value is `HUMAN`, another agent's name, or None when nobody can tell (a
-        channel message whose sender is not found): such an input is not recorded. The
-        speaker comes from `SPEAKER_VARIABLE`, else, in an ag2.network channel, from the
-        sender's passport (kind ``"human"`` or an agent), else it is the human."""
+        The speaker is `HUMAN`, another agent's name, or None when nobody can tell (a channel
+        message whose sender is not found): such an input is not recorded. It comes from
+        `SPEAKER_VARIABLE`, else, in an ag2.network channel, from the sender's passport (kind
+        ``"human"`` or an agent), else it is the human."""
         named = context.variables.get(SPEAKER_VARIABLE)
         if isinstance(named, str) and named.strip():
-            return (HUMAN if named in self.config.human_names else named), None
+            return Said(HUMAN if named in self.config.human_names else named, None, said)
         if context.dependencies.get(_NETWORK_HUB) is None:
-            return HUMAN, None
-        sender = await _channel_sender(context, said)
-        if sender is None:
-            return None, None
-        name, kind = sender
-        if kind == "human" or name in self.config.human_names:
-            return HUMAN, name
-        return name, None
+            return Said(HUMAN, None, said)
+        posted = await _channel_sender(context, said)
+        if posted is None:
+            return Said(None, None, said)
+        # a channel of three or more shows each message as "[sender]: text": the words are the text
+        words = posted.text if said.strip() in (posted.text.strip(), f"[{posted.name}]: {posted.text.strip()}") \
+            else said
+        if posted.kind == "human" or posted.name in self.config.human_names:
+            return Said(HUMAN, posted.name, words, posted.key)
+        return Said(posted.name, None, words, posted.key)
 
 
 class _MemoryTurn(BaseMiddleware):
@@ -242,8 +244,8 @@ class _MemoryTurn(BaseMiddleware):
 
     async def on_turn(self, call_next: Any, event: BaseEvent, context: Context) -> ModelResponse:
         owner = self.owner
-        said = _request_text(event)  # "" when the turn resumes from tool results
-        speaker, sender = await owner.who_said(context, said)
+        who = await owner.who_said(context, _request_text(event))  # "" when the turn resumes from tool results
+        said, sender = who.words, who.sender
         user_id = await owner.resolve_user(context, sender)
         if user_id is None:
             return await call_next(event, context)
@@ -261,7 +263,7 @@ class _MemoryTurn(BaseMiddleware):
         finally:
             self.block = ""
         tools = self._tool_rows()
-        await owner.bridge.arecord(user_id, self._rows(said, speaker, response, agent_id, tools), agent_id=agent_id,
+        await owner.bridge.arecord(user_id, self._rows(who, response, agent_id, tools), agent_id=agent_id,
                                    session_id=owner.session(context), run_outcome=_outcome(response, tools),
                                    procedures_used=used)
         return response
@@ -271,15 +273,15 @@ class _MemoryTurn(BaseMiddleware):
         calls = [call for call, _ in self.calls]
         return self.owner.bridge.tool_messages(calls, [result for _, result in self.calls]) if calls else []
 
-    def _rows(self, said: str, speaker: Any, response: ModelResponse, agent_id: str,
+    def _rows(self, who: Said, response: ModelResponse, agent_id: str,
               tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The turn, each speaker as who they are: input, mid-turn questions and answers, reply.
         An input nobody can attribute (`speaker` None) is not recorded."""
         rows: list[dict[str, Any]] = []
-        if said and speaker is HUMAN:
-            rows.extend(turn(said, None))
-        elif said and speaker is not None:
-            rows.extend(turn(None, said, agent_name=speaker))
+        if who.words and who.speaker is HUMAN:
+            rows.extend(turn(who.words, None, user_key=who.key))
+        elif who.words and who.speaker is not None:
+            rows.extend(turn(None, who.words, agent_name=who.speaker, reply_key=who.key))
         rows.extend(self.asked)
         rows.extend(tools)
         rows.extend(turn(None, _answer_of(response), agent_name=agent_id))
@@ -340,9 +342,28 @@ class _MemoryTurn(BaseMiddleware):
 _MISSING = object()
 
 
-async def _channel_sender(context: Context, said: str) -> tuple[str, str] | None:
-    """(name, passport kind) of who posted the channel message this ag2.network turn answers:
-    the latest envelope from another participant whose text is the turn's input."""
+class Said(NamedTuple):
+    """Who said a turn's input: `speaker` (`HUMAN`, an agent's name, or None: unknown), the human
+    sender's name when the framework knows it, the `words` as said, and in an ag2.network channel
+    the team key of the message (`_team_keys`: its channel and envelope, which every participant
+    answering it reads)."""
+
+    speaker: Any
+    sender: str | None
+    words: str
+    key: str | None = None
+
+
+class _Posted(NamedTuple):
+    name: str
+    kind: str
+    text: str
+    key: str
+
+
+async def _channel_sender(context: Context, said: str) -> _Posted | None:
+    """Who posted the channel message this ag2.network turn answers (the latest envelope from
+    another participant whose text is the turn's input), its text and its team key."""
     hub = context.dependencies.get(_NETWORK_HUB)
     channel = context.dependencies.get(_NETWORK_CHANNEL)
     me = getattr(context.dependencies.get(_NETWORK_CLIENT), "agent_id", None)
@@ -356,7 +377,8 @@ async def _channel_sender(context: Context, said: str) -> tuple[str, str] | None
             text = data.get("text", data.get("body"))
             if isinstance(text, str) and text.strip() and text.strip() in said:
                 passport = await hub.get_agent(envelope.sender_id)
-                return passport.name, passport.effective_kind
+                return _Posted(passport.name, passport.effective_kind, text,
+                               f"ag2:{channel.channel_id}:{envelope.envelope_id}")
     except Exception as exc:  # noqa: BLE001 - unknown sender: the input is not recorded
         log.warning("ag2: could not read the channel's sender (%s); the input is not recorded", type(exc).__name__)
     return None

@@ -435,6 +435,29 @@ async def test_network_channel_between_agents_records_the_other_agent_as_itself(
                             ("Pasta, then cake.", "assistant", "assistant", "assistant")]
 
 
+async def test_network_discussion_records_the_humans_words_once_without_the_channels_label(engine):
+    from ag2.network import Passport
+    hub, client = await _hub()
+    try:
+        members = []
+        for name, answer in (("chef", "Pasta."), ("baker", "Cake.")):  # both with memory for anna
+            agent = Agent(name, config=_OneScript(answer), plugins=[MemoryScopePlugin(engine, user_id="anna")])
+            members.append(await client.register(agent, Passport(name=name), attach_plugin=False))
+        anna = await client.register_human(Passport(name="anna"))
+        channel = await anna.open(type="discussion", target=["chef", "baker"])  # shows "[anna]: ..." to each
+        await anna.send(channel.channel_id, "Plan my dinner.")
+        for member in members:
+            await _texts_from(client, channel.channel_id, member.agent_id, 1)
+    finally:
+        await client.close()
+        await hub.close()
+    recorded = rows(engine)
+    # under whichever member recorded it first (the two answer at once)
+    assert [row[:3] for row in recorded if row[1] == "user"] == [("Plan my dinner.", "user", "anna")]
+    assert sorted(row for row in recorded if row[1] == "assistant") == [
+        ("Cake.", "assistant", "baker", "baker"), ("Pasta.", "assistant", "chef", "chef")]
+
+
 def test_a_missing_ag2_names_the_extra(monkeypatch):
     import importlib.util
     import sys

@@ -370,3 +370,25 @@ def test_a_failed_recording_leaves_the_message_to_the_next_member(engine, monkey
     again = turn("Thanks!", None, user_key="m3")
     assert len(first.record("anna", [*again, *again, *turn("Bye.", None)], agent_id="planner")) == 2
     assert len(second.record("anna", turn("Bye.", None), agent_id="critic")) == 1
+
+
+async def test_agentchat_team_run_with_memory_and_members_with_memory_record_each_message_once(engine):
+    _agentchat()
+    from autogen_agentchat.conditions import MaxMessageTermination
+    from autogen_agentchat.teams import RoundRobinGroupChat
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    from memoryscope_plugins.adapters.autogen_agentchat import (
+        MemoryAssistantAgent,
+        MemoryScopeMemory,
+        run_with_memory,
+    )
+
+    planner = MemoryAssistantAgent("planner", model_client=ReplayChatCompletionClient(["Pasta."]),
+                                   memory=[MemoryScopeMemory(engine, user_id="anna")])
+    critic = MemoryAssistantAgent("critic", model_client=ReplayChatCompletionClient([CRITIC]),
+                                  memory=[MemoryScopeMemory(engine, user_id="anna")])
+    team = RoundRobinGroupChat([planner, critic], termination_condition=MaxMessageTermination(3))
+    await run_with_memory(team, REQUEST, MemoryScopeMemory(engine, user_id="anna"))
+    assert rows(engine) == [(REQUEST, "user", "anna", "planner"), ("Pasta.", "assistant", "planner", "planner"),
+                            (CRITIC, "assistant", "critic", "critic")]
