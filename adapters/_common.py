@@ -12,7 +12,9 @@ This module imports no agent framework.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -232,48 +234,66 @@ class MemoryBridge:
         or a tool call's message from `_tool_capture.tool_messages`); returns the ids.
 
         A message with a key another member of the team recorded already for this user is left
-        out (`_team_keys`). `run_outcome` ends the agent's run with this turn (`_outcome`),
-        `procedures_used` are the procedures the turn's retrieval returned: both only matter with
-        ``procedures.enabled``."""
-        prepared = self._record_args(user_id, messages, agent_id, session_id, run_outcome, procedures_used)
+        out (`_team_keys`; one that member is recording at this moment is waited for).
+        `run_outcome` ends the agent's run with this turn (`_outcome`), `procedures_used` are the
+        procedures the turn's retrieval returned: both only matter with ``procedures.enabled``."""
+        rows = list(messages)
+        prepared = self._record_args(user_id, rows, agent_id, session_id, run_outcome, procedures_used)
+        deadline = time.monotonic() + team_keys.WAIT_S
+        while prepared is not None and prepared[1].waiting:  # hold no key while waiting for others'
+            prepared[1].finish(recorded=False)
+            settled = prepared[1].wait(deadline - time.monotonic())
+            prepared = self._record_args(user_id, rows, agent_id, session_id, run_outcome, procedures_used,
+                                         force=not settled)
         if prepared is None or user_id is None:
             return []
         args, claim = prepared
         try:
-            return self.memory.record(user_id, args.pop("messages"), **args)
+            ids = self.memory.record(user_id, args.pop("messages"), **args)
         except Exception as exc:  # noqa: BLE001
-            claim.release()
+            claim.finish(recorded=False)
             self.report_failure("recording", user_id, exc)
             return []
+        claim.finish(recorded=True)
+        return ids
 
     async def arecord(self, user_id: str | None, messages: Iterable[Mapping[str, Any]], *, agent_id: str,
                       session_id: str | None = None, run_outcome: Outcome | None = None,
                       procedures_used: Sequence[str] = ()) -> list[str]:
-        """Async twin of `record`."""
-        prepared = self._record_args(user_id, messages, agent_id, session_id, run_outcome, procedures_used)
+        """Async twin of `record` (it waits for another member's recording off the event loop)."""
+        rows = list(messages)
+        prepared = self._record_args(user_id, rows, agent_id, session_id, run_outcome, procedures_used)
+        deadline = time.monotonic() + team_keys.WAIT_S
+        while prepared is not None and prepared[1].waiting:
+            prepared[1].finish(recorded=False)
+            settled = await asyncio.to_thread(prepared[1].wait, deadline - time.monotonic())
+            prepared = self._record_args(user_id, rows, agent_id, session_id, run_outcome, procedures_used,
+                                         force=not settled)
         if prepared is None or user_id is None:
             return []
         args, claim = prepared
         try:
-            return await self.memory.arecord(user_id, args.pop("messages"), **args)
+            ids = await self.memory.arecord(user_id, args.pop("messages"), **args)
         except Exception as exc:  # noqa: BLE001
-            claim.release()
+            claim.finish(recorded=False)
             self.report_failure("recording", user_id, exc)
             return []
+        claim.finish(recorded=True)
+        return ids
 
     def _record_args(self, user_id: str | None, messages: Iterable[Mapping[str, Any]], agent_id: str,
-                     session_id: str | None, run_outcome: Outcome | None,
-                     procedures_used: Sequence[str]) -> tuple[dict[str, Any], team_keys.Claim] | None:
-        """`record`'s arguments and the team keys they claim (`_team_keys`), or None when there is
-        nothing to record."""
+                     session_id: str | None, run_outcome: Outcome | None, procedures_used: Sequence[str], *,
+                     force: bool = False) -> tuple[dict[str, Any], team_keys.Claim] | None:
+        """`record`'s arguments and the team keys they claim (`_team_keys.unrecorded`; `force`: also
+        the messages another member is still recording), or None when there is nothing to record."""
         if not self.config.record or not user_id:
             return None
         cleaned = self._clean(messages)
         if not cleaned:
             return None
         scope = agent_id if self.config.scope_to_agent else None
-        kept, claim = team_keys.unrecorded(self.memory, user_id, scope, cleaned)
-        if not kept:
+        kept, claim = team_keys.unrecorded(self.memory, user_id, scope, cleaned, force=force)
+        if not kept and not claim.waiting:
             return None  # every message is recorded already, by another member of the team
         used = list(procedures_used)[:MAX_USED] if run_outcome is not None else []
         return {"messages": kept, "agent_id": agent_id, "session_id": session_id or self.config.session,

@@ -11,12 +11,15 @@ per user: the first member to record it keeps it, the others leave it out.
 Keys are scoped like retrieval: with ``scope_to_agent`` each agent reads only what it recorded
 itself, so it records its own copy (the key is per agent then). They live in this process (one
 engine object), as the team does; agents of one team in several processes each record theirs.
-A key whose recording failed is released, so the next member records the message after all.
+A member that meets a message another member is recording at that moment waits for that
+recording (up to `WAIT_S`): when it fails, the message is free again and this member records it,
+so deduplication never loses a message (a recording that hangs past the wait gives a duplicate).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,36 +31,69 @@ KEY = "key"
 MAX_KEYS = 20_000
 
 
+class _Entry:
+    """A key being recorded (`done` unset) or recorded (`done` set, `recorded` true)."""
+
+    __slots__ = ("done", "recorded")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.recorded = False
+
+
 class _Keys:
     """The keys recorded through one engine, by (user, scope, key)."""
 
     def __init__(self) -> None:
-        self._seen: OrderedDict[tuple[str, str | None, str], None] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str | None, str], _Entry] = OrderedDict()
         self._lock = threading.Lock()
 
-    def claim(self, user_id: str, scope: str | None, keys: Sequence[str]) -> set[str]:
-        """The keys among `keys` not recorded yet, now marked recorded."""
+    def claim(self, user_id: str, scope: str | None, keys: Sequence[str],
+              force: bool = False) -> tuple[set[str], set[str], list[threading.Event]]:
+        """(the keys this caller now records and must `finish`, the keys it records beside another
+        caller (with `force`: that one's recording is under way), the recordings of others still
+        under way that it waits for). A key recorded already is in none of them."""
         claimed: set[str] = set()
+        beside: set[str] = set()
+        waiting: list[threading.Event] = []
         with self._lock:
             for key in keys:
-                entry = (user_id, scope, key)
-                if entry in self._seen:
-                    self._seen.move_to_end(entry)
+                if key in claimed or key in beside:
                     continue
-                self._seen[entry] = None
-                claimed.add(key)
+                entry = self._seen.get((user_id, scope, key))
+                if entry is None:
+                    self._seen[(user_id, scope, key)] = _Entry()
+                    claimed.add(key)
+                elif entry.recorded:
+                    self._seen.move_to_end((user_id, scope, key))
+                elif force:
+                    beside.add(key)
+                else:
+                    waiting.append(entry.done)
             while len(self._seen) > MAX_KEYS:
-                self._seen.popitem(last=False)
-        return claimed
+                _, evicted = self._seen.popitem(last=False)
+                evicted.done.set()  # whoever waits for it asks again (and records it: a duplicate at worst)
+        return claimed, beside, waiting
 
-    def release(self, user_id: str, scope: str | None, keys: Iterable[str]) -> None:
+    def finish(self, user_id: str, scope: str | None, keys: Iterable[str], recorded: bool) -> None:
+        """The recording of `keys` ended: recorded, or failed (the keys are free again)."""
         with self._lock:
             for key in keys:
-                self._seen.pop((user_id, scope, key), None)
+                entry = self._seen.get((user_id, scope, key))
+                if entry is None:
+                    continue
+                if recorded:
+                    entry.recorded = True
+                else:
+                    del self._seen[(user_id, scope, key)]
+                entry.done.set()
 
 
 _BY_ENGINE: weakref.WeakKeyDictionary[Any, _Keys] = weakref.WeakKeyDictionary()
 _REGISTRY_LOCK = threading.Lock()
+#: How long a member waits for another member recording the same message before recording it too
+#: (a duplicate rather than a message lost, should the other recording hang).
+WAIT_S = 30.0
 
 
 def _keys_of(engine: Any) -> _Keys:
@@ -69,15 +105,22 @@ def _keys_of(engine: Any) -> _Keys:
 
 
 class Claim:
-    """The keys one recording took; `release` them when the recording failed."""
+    """The keys one recording took: `finish` it with whether the recording succeeded. `waiting`:
+    other members' recordings of some of these messages, under way (see `unrecorded`)."""
 
-    def __init__(self, engine: Any, user_id: str, scope: str | None, keys: set[str]) -> None:
-        self._engine, self._user_id, self._scope, self.keys = engine, user_id, scope, keys
+    def __init__(self, engine: Any, user_id: str, scope: str | None, keys: set[str],
+                 waiting: list[threading.Event]) -> None:
+        self._engine, self._user_id, self._scope, self.keys, self.waiting = engine, user_id, scope, keys, waiting
 
-    def release(self) -> None:
+    def finish(self, recorded: bool) -> None:
         if self.keys:
-            _keys_of(self._engine).release(self._user_id, self._scope, self.keys)
+            _keys_of(self._engine).finish(self._user_id, self._scope, self.keys, recorded)
             self.keys = set()
+
+    def wait(self, timeout: float = WAIT_S) -> bool:
+        """Wait for the other members' recordings; False when one is still under way."""
+        deadline = time.monotonic() + timeout
+        return all(event.wait(max(0.0, deadline - time.monotonic())) for event in self.waiting)
 
 
 def ids_key(framework: str, messages: Sequence[Any]) -> str | None:
@@ -93,19 +136,23 @@ def ids_key(framework: str, messages: Sequence[Any]) -> str | None:
     return f"{framework}:{','.join(ids)}" if ids else None
 
 
-def unrecorded(engine: Any, user_id: str, scope: str | None,
-               rows: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], Claim]:
+def unrecorded(engine: Any, user_id: str, scope: str | None, rows: Sequence[Mapping[str, Any]], *,
+               force: bool = False) -> tuple[list[dict[str, Any]], Claim]:
     """`rows` without those whose key a member recorded already for this user and scope (a key
-    twice in `rows` is one message, kept once), each row without its key; and the keys claimed."""
+    twice in `rows` is one message, kept once), each row without its key; and the claim of the
+    keys kept. A row another member is recording at this moment is left out too, and the claim
+    says so (`Claim.waiting`): the caller waits for it (`Claim.wait`), then asks again, since a
+    recording that failed gives its messages back; with `force` (the wait timed out) such a row
+    is kept."""
     keys = [row[KEY] for row in rows if isinstance(row.get(KEY), str)]
-    claimed = _keys_of(engine).claim(user_id, scope, keys) if keys else set()
-    pending = set(claimed)
+    claimed, beside, waiting = _keys_of(engine).claim(user_id, scope, keys, force) if keys else (set(), set(), [])
+    pending = claimed | beside
     kept: list[dict[str, Any]] = []
     for row in rows:
         key = row.get(KEY)
         if isinstance(key, str):
             if key not in pending:
-                continue  # a member recorded it, or it came before in these rows
+                continue  # recorded, being recorded by a member, or it came before in these rows
             pending.discard(key)
         kept.append({k: v for k, v in row.items() if k != KEY})
-    return kept, Claim(engine, user_id, scope, claimed)
+    return kept, Claim(engine, user_id, scope, claimed, waiting)

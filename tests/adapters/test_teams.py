@@ -3,6 +3,7 @@ model client. Only the human's words are the user's; every agent's words are tha
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -392,3 +393,90 @@ async def test_agentchat_team_run_with_memory_and_members_with_memory_record_eac
     await run_with_memory(team, REQUEST, MemoryScopeMemory(engine, user_id="anna"))
     assert rows(engine) == [(REQUEST, "user", "anna", "planner"), ("Pasta.", "assistant", "planner", "planner"),
                             (CRITIC, "assistant", "critic", "critic")]
+
+
+def _recording_in_another_thread(engine, monkeypatch, outcome: str):
+    """A member's recording of REQUEST held under way (its engine call blocks until released),
+    then ending with `outcome` ("fails" or "records"); returns (its thread, the release, an event
+    set once another member waits for it)."""
+    import threading
+
+    from memoryscope_plugins.adapters import _team_keys
+    from memoryscope_plugins.adapters._common import MemoryBridge, MemoryConfig, turn
+
+    entered, release, waited = threading.Event(), threading.Event(), threading.Event()
+    real_record, real_wait = engine.record, _team_keys.Claim.wait
+
+    def held(user_id, messages, **kwargs):
+        if threading.current_thread().name == "first-member":
+            entered.set()
+            release.wait(30)
+            if outcome == "fails":
+                raise RuntimeError("the store is down")
+        return real_record(user_id, messages, **kwargs)
+
+    def wait(claim, timeout=_team_keys.WAIT_S):
+        waited.set()
+        return real_wait(claim, timeout)
+
+    monkeypatch.setattr(engine, "record", held)
+    monkeypatch.setattr(_team_keys.Claim, "wait", wait)
+    first = MemoryBridge(engine, MemoryConfig(user_id="anna"), "test")
+    thread = threading.Thread(name="first-member", target=first.record, args=(
+        "anna", turn(REQUEST, "Pasta.", agent_name="planner", user_key="m1", reply_key="m2")),
+        kwargs={"agent_id": "planner"})
+    thread.start()
+    assert entered.wait(30)
+    return thread, release, waited
+
+
+@pytest.mark.parametrize("outcome", ["fails", "records"])
+def test_a_member_waits_for_another_recording_the_same_message(engine, monkeypatch, outcome):
+    import threading
+
+    from memoryscope_plugins.adapters._common import MemoryBridge, MemoryConfig, turn
+
+    thread, release, waited = _recording_in_another_thread(engine, monkeypatch, outcome)
+    second = MemoryBridge(engine, MemoryConfig(user_id="anna"), "test")
+    done: list[list[str]] = []
+    member = threading.Thread(target=lambda: done.append(second.record(
+        "anna", turn(REQUEST, CRITIC, agent_name="critic", user_key="m1", reply_key="m3"), agent_id="critic")))
+    member.start()
+    assert waited.wait(30)  # the second member waits for the first one's recording of the request
+    release.set()
+    thread.join(30)
+    member.join(30)
+    if outcome == "records":
+        assert [content for content, *_ in rows(engine)] == [REQUEST, "Pasta.", CRITIC] and len(done[0]) == 1
+    else:  # the first member's turn is lost to its failure, as before; the request is not
+        assert [content for content, *_ in rows(engine)] == [REQUEST, CRITIC] and len(done[0]) == 2
+
+
+def test_a_recording_that_hangs_past_the_wait_gives_a_duplicate_not_a_loss(engine, monkeypatch):
+    from memoryscope_plugins.adapters import _team_keys
+    from memoryscope_plugins.adapters._common import MemoryBridge, MemoryConfig, turn
+
+    monkeypatch.setattr(_team_keys, "WAIT_S", 0.2)
+    thread, release, waited = _recording_in_another_thread(engine, monkeypatch, "records")
+    second = MemoryBridge(engine, MemoryConfig(user_id="anna"), "test")
+    try:  # the first member's recording stays under way until the second gave up waiting
+        assert len(second.record("anna", turn(REQUEST, None, user_key="m1"), agent_id="critic")) == 1
+        assert waited.is_set()
+    finally:
+        release.set()
+        thread.join(30)
+    assert [content for content, *_ in rows(engine)].count(REQUEST) == 2
+
+
+async def test_the_async_twin_waits_off_the_event_loop(engine, monkeypatch):
+    from memoryscope_plugins.adapters._common import MemoryBridge, MemoryConfig, turn
+
+    thread, release, waited = _recording_in_another_thread(engine, monkeypatch, "fails")
+    second = MemoryBridge(engine, MemoryConfig(user_id="anna"), "test")
+    pending = asyncio.ensure_future(second.arecord("anna", turn(REQUEST, None, user_key="m1"), agent_id="critic"))
+    assert await asyncio.to_thread(waited.wait, 30)  # the loop runs on while the member waits
+    assert not pending.done()
+    release.set()
+    assert len(await pending) == 1
+    thread.join(30)
+    assert [content for content, *_ in rows(engine)] == [REQUEST]
