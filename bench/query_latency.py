@@ -3,19 +3,19 @@
     OMP_NUM_THREADS=1 taskset -c 1 python bench/query_latency.py ../shared/data/locomo_dev.json
     OMP_NUM_THREADS=1 taskset -c 1 python bench/query_latency.py ../shared/data/zh_memory_dev.json zh
     python bench/query_latency.py ../shared/data/locomo_dev.json auto context_hop=0   # retrieval settings
+    python bench/query_latency.py ../shared/data/locomo_dev.json --conversations 5   # every conversation
 
-Ingests the first two conversations, then times `retrieve` and the query embedding alone for each
+Ingests the first two conversations (or `--conversations`), then times `retrieve` and the query embedding alone for each
 question, in wall time and in the thread's CPU time. On a shared machine the CPU time is the figure
 to read: it leaves out the time spent waiting for a core (not the slowdown of sharing its caches).
-The thread's CPU time leaves out the query's embedding, which runs in a thread of its own while the
-full-text channel is searched (docs/retrieval.md, step 2): compare wall times. The last lines give the
-ratio of retrieve's wall p50 to the embedding's alone, for every question and for the questions
-ranked part by part (`retrieval.query_parts`: their parts are embedded in the same call).
+The last lines give the ratio of retrieve's wall p50 to the embedding's alone, for every question and
+for the questions ranked part by part (`retrieval.query_parts`: each part searched by its own words and
+scored with the question's vector, docs/retrieval.md, step 2).
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import tempfile
 import time
 from datetime import timedelta
@@ -38,10 +38,17 @@ def _ratio(label: str, wall: list[float], embed_wall: list[float]) -> None:
 
 
 def main() -> None:
-    data = sys.argv[1]
-    language = sys.argv[2] if len(sys.argv) > 2 else "auto"
-    retrieval = dict(arg.split("=", 1) for arg in sys.argv[3:])  # e.g. context_hop=0
-    conversations = load_conversations(data)[:2]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", help="a LoCoMo-format file")
+    parser.add_argument("language", nargs="?", default="auto", help="settings' language (default auto)")
+    parser.add_argument("settings", nargs="*", help="retrieval settings as key=value, e.g. context_hop=0")
+    parser.add_argument("--conversations", type=int, default=2, help="how many conversations to ingest (default 2)")
+    args = parser.parse_args()
+    if any("=" not in setting for setting in args.settings) or args.conversations < 1:
+        parser.error("settings are key=value, and --conversations at least 1")
+    language = args.language
+    retrieval = dict(setting.split("=", 1) for setting in args.settings)
+    conversations = load_conversations(args.data)[:args.conversations]
     print("load average", " ".join(Path("/proc/loadavg").read_text().split()[:3]))
     for int8 in (False, True):
         with tempfile.TemporaryDirectory() as folder:

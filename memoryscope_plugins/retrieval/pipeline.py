@@ -5,9 +5,10 @@
 1. `user_ledger`, `analyse_query` and `query_time`: the user's entity ledger (cached), what the query
    is (question, request or statement; its terms, names and parts: `query_analysis`) and the time it
    names ("last weekend", "上周三"), relative to the request's moment;
-2. `embed_queries`: the query and its parts, in one call;
-3. `rank_query`, for the query and each part: `search_candidates` (both channels of the store, the
-   query's time filtering only with ``retrieval.time_mode = "filter"``), `weigh_channels` (this
+2. `embed_query`: the query's vector (a part has none of its own: it narrows the words, not the meaning);
+3. `rank_query`, for the query and each part: `search_candidates` (both channels of the store for the
+   query, full text only for a part; the query's time filtering only with ``retrieval.time_mode =
+   "filter"``), `weigh_channels` (this
    query's weights from its lexical evidence and kind), `candidate_vectors` (every candidate scored
    by both channels, the hubs taken down), `fuse_candidates` (one score per memory, shared with the
    turns next to a match and raised for the speakers the query names), `adjust_scores` (type
@@ -57,7 +58,7 @@ from .ledger_hop import ledger_hop, usable
 from .neighbours import turn_neighbours
 from .noise_floor import noise_floor, query_floor
 from .present import asks_about_present
-from .query_analysis import QueryAnalysis, analyse_query
+from .query_analysis import QueryAnalysis, analyse_query, part_analysis
 from .ranking import (
     adjust,
     boost_named_speakers,
@@ -112,13 +113,16 @@ def retrieve(request: RetrievalRequest, *, settings: Settings, store: MemoryStor
     timings["parse_ms"] = _ms(started)
 
     t = time.perf_counter()
-    vectors = embed_queries(embedder, queries)
+    vector = embed_query(embedder, request.query)
     timings["embed_ms"] = _ms(t)
     t = time.perf_counter()
     flt = memory_filter(request, parsed, cfg)
+    noise = query_noise(embedder, request, parsed, cfg, vector)
     texts = [search_text(request.query, parsed), *queries[1:]]
-    rankings = [rank_query(store, embedder, request, query, text, vector, analysis, parsed, flt, cfg)
-                for query, text, vector in zip(queries, texts, vectors)]
+    # a part is searched by its own words and scored with the whole query's meaning
+    rankings = [rank_query(store, embedder, request, query, text, vector, analysis, parsed, flt, cfg, noise=noise,
+                           by_vector=index == 0)
+                for index, (query, text) in enumerate(zip(queries, texts))]
     candidates = merge_candidates([found for _, found in rankings])
     ranked = merge_rankings([part for part, _ in rankings])
     timings["search_ms"] = _ms(t)
@@ -140,7 +144,7 @@ def retrieve(request: RetrievalRequest, *, settings: Settings, store: MemoryStor
 
     t = time.perf_counter()
     neighbours = neighbour_turns(store, request, chosen, candidates, cfg)
-    extra = hop(store, request, chosen, neighbours, candidates, flt, cfg, vector=vectors[0], ledger=ledger)
+    extra = hop(store, request, chosen, neighbours, candidates, flt, cfg, vector=vector, ledger=ledger)
     notes = context_notes(store, request, ledger, [*chosen, *neighbours, *extra], language, cfg, asked=asked)
     context = format_context([*chosen, *neighbours, *extra], language, with_time=cfg.context_with_time,
                              now=request.now, resolve_times=cfg.context_resolve_times,
@@ -153,15 +157,16 @@ def retrieve(request: RetrievalRequest, *, settings: Settings, store: MemoryStor
 
 def rank_query(store: MemoryStore, embedder: Embedder, request: RetrievalRequest, query: str, text: str,
                vector: np.ndarray | None, analysis: QueryAnalysis, parsed: ParsedTime, flt: MemoryFilter,
-               settings: RetrievalSettings) -> tuple[list[ScoredMemory], list[Candidate]]:
-    """One query's ranking (the whole query's, or one part's, searched by `text` and `vector`): both
-    channels searched, every candidate scored by both (`hubness`), fused with this query's channel
-    weights (`channel_weights`: its language, lexical evidence and kind; the whole query's kind decides a
-    part's too), adjusted (type, time, recency) and kept above the relevance floor. Also returns the
-    candidates."""
+               settings: RetrievalSettings, *, noise: float | Mapping[str, float] = 0.0,
+               by_vector: bool = True) -> tuple[list[ScoredMemory], list[Candidate]]:
+    """One query's ranking (the whole query's, or one part's), searched by `text` and, with
+    `by_vector`, by `vector` too: every candidate scored by both channels (`hubness`, with `vector`),
+    fused with this query's channel weights (`channel_weights`: its language, lexical evidence and
+    kind; the whole query's kind decides a part's too), adjusted (type, time, recency) and kept above
+    the relevance floor (cosines calibrated by `noise`, `query_noise`). Also returns the candidates."""
     cfg = ranking_settings(settings, parsed.language, multilingual=getattr(embedder, "multilingual", False))
-    candidates = search_candidates(store, request, text, vector, flt, cfg.candidates)
-    own = analysis if query == request.query else analyse_query(query)
+    candidates = search_candidates(store, request, text, vector if by_vector else None, flt, cfg.candidates)
+    own = analysis if query == request.query else part_analysis(analysis, query)
     speakers = {c.memory.speaker for c in candidates if c.memory.speaker}
     cfg = weigh_channels(cfg, analysis, query_evidence(own, candidates, speakers),
                          names_a_time=parsed.range is not None)
@@ -172,7 +177,6 @@ def rank_query(store: MemoryStore, embedder: Embedder, request: RetrievalRequest
         ranked = demote_asking_lines(ranked, cfg.asking_line_weight)
     floor = floor_for(request, cfg)
     if floor > -1:
-        noise = 0.0 if vector is None else noise_floors(embedder, parsed.language, vector)
         ranked = relevance_floor(ranked, floor, noise, text)
     return ranked, candidates
 
@@ -190,14 +194,24 @@ def query_time(query: str, moment: datetime) -> ParsedTime:
 
 # -- 2. search ---------------------------------------------------------------------------------------
 
-def embed_queries(embedder: Embedder, queries: Sequence[str]) -> list[np.ndarray | None]:
-    """The vectors of the query and its parts, in one call; Nones when the embedder fails (retrieval
-    then goes by full text alone rather than failing the agent's turn)."""
+def embed_query(embedder: Embedder, query: str) -> np.ndarray | None:
+    """The query's vector; None when the embedder fails (retrieval then goes by full text alone
+    rather than failing the agent's turn)."""
     try:
-        return list(embedder.embed(list(queries), kind="query"))
+        return np.asarray(embedder.embed([query], kind="query"))[0]
     except ModelError as exc:
         log.warning("query embedding failed (%s); retrieving by full text only", type(exc).__name__)
-        return [None] * len(queries)
+        return None
+
+
+def query_noise(embedder: Embedder, request: RetrievalRequest, parsed: ParsedTime, settings: RetrievalSettings,
+                vector: np.ndarray | None) -> float | dict[str, float]:
+    """What the relevance floor calibrates this query's cosines by (`noise_floors`), measured once for
+    the query and its parts; 0 without a vector or when the floor is off."""
+    cfg = ranking_settings(settings, parsed.language, multilingual=getattr(embedder, "multilingual", False))
+    if vector is None or floor_for(request, cfg) <= -1:
+        return 0.0
+    return noise_floors(embedder, parsed.language, vector)
 
 
 def names_in(ledger: UserLedger | None, query: str) -> list[str]:

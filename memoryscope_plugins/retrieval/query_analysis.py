@@ -83,6 +83,12 @@ def analyse_query(query: str, names: Iterable[str] = ()) -> QueryAnalysis:
                          words=not CJK.search(query))
 
 
+def part_analysis(whole: QueryAnalysis, part: str) -> QueryAnalysis:
+    """What a part of `whole` is: the whole query's kind (a part of a question asks too), the part's
+    own terms, no parts of its own."""
+    return QueryAnalysis(kind=whole.kind, terms=query_terms(part), words=not CJK.search(part))
+
+
 @lru_cache(maxsize=4096)
 def query_kind(query: str) -> QueryKind:
     """"question", "request" or "statement" (see the module docstring)."""

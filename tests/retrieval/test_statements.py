@@ -123,7 +123,7 @@ def test_another_error_of_the_query_embedding_reaches_the_caller(anna):
         anna.retrieve("anna", STATEMENT, now=NOW)
 
 
-def test_the_query_and_its_parts_are_embedded_in_one_call_and_each_searched_once(anna, monkeypatch):
+def test_only_the_query_is_embedded_and_each_part_is_searched_by_its_words(anna, monkeypatch):
     searches, embedded = [], []
     real_search, real_embed = anna.store.search, anna.embedder.embed
     monkeypatch.setattr(anna.store, "search", lambda request: searches.append(request) or real_search(request))
@@ -132,9 +132,12 @@ def test_the_query_and_its_parts_are_embedded_in_one_call_and_each_searched_once
     question = "What do Anna and Max think about gardening?"
     result = anna.retrieve("anna", question, top_k=6, now=NOW)
     parts = ["What do Anna think about gardening?", "What do Max think about gardening?"]
-    assert embedded == [[question, *parts]]  # one call for the query and its parts
-    assert [r.text for r in searches] == [question, *parts] and all(r.vector is not None for r in searches)
-    assert {item.scores.get("part") for item in result.memories} >= {0.0, 1.0, 2.0}
+    assert embedded == [[question]]  # a part narrows the words, not the meaning: no vector of its own
+    assert [r.text for r in searches] == [question, *parts]
+    assert searches[0].vector is not None and all(r.vector is None for r in searches[1:])
+    from_parts = [item for item in result.memories if item.scores.get("part", 0) > 0]
+    assert {item.scores["part"] for item in from_parts} == {1.0, 2.0}
+    assert all("cosine" in item.scores for item in from_parts)  # scored with the whole query's meaning
 
 
 def _scored(memory_id: str, score: float, content: str = "x") -> ScoredMemory:
