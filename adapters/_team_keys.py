@@ -22,13 +22,14 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: The row field holding a message's key; removed before the engine sees the row.
 KEY = "key"
-#: Keys kept per engine (the oldest forgotten first): far more than a team's messages in flight.
-MAX_KEYS = 20_000
+#: Keys kept per engine (the oldest forgotten first: a duplicate at worst), far more than the messages
+#: a team has in flight; each holds an event, so not without bound.
+MAX_KEYS = 4096
 
 
 class _Entry:
@@ -49,11 +50,11 @@ class _Keys:
         self._lock = threading.Lock()
 
     def claim(self, user_id: str, scope: str | None, keys: Sequence[str],
-              force: bool = False) -> tuple[set[str], set[str], list[threading.Event]]:
+              force: bool = False) -> tuple[dict[str, _Entry], set[str], list[threading.Event]]:
         """(the keys this caller now records and must `finish`, the keys it records beside another
         caller (with `force`: that one's recording is under way), the recordings of others still
         under way that it waits for). A key recorded already is in none of them."""
-        claimed: set[str] = set()
+        claimed: dict[str, _Entry] = {}
         beside: set[str] = set()
         waiting: list[threading.Event] = []
         with self._lock:
@@ -62,8 +63,7 @@ class _Keys:
                     continue
                 entry = self._seen.get((user_id, scope, key))
                 if entry is None:
-                    self._seen[(user_id, scope, key)] = _Entry()
-                    claimed.add(key)
+                    claimed[key] = self._seen[(user_id, scope, key)] = _Entry()
                 elif entry.recorded:
                     self._seen.move_to_end((user_id, scope, key))
                 elif force:
@@ -75,16 +75,13 @@ class _Keys:
                 evicted.done.set()  # whoever waits for it asks again (and records it: a duplicate at worst)
         return claimed, beside, waiting
 
-    def finish(self, user_id: str, scope: str | None, keys: Iterable[str], recorded: bool) -> None:
-        """The recording of `keys` ended: recorded, or failed (the keys are free again)."""
+    def finish(self, user_id: str, scope: str | None, entries: Mapping[str, _Entry], recorded: bool) -> None:
+        """The recording of these keys ended: recorded, or failed (the keys are free again). An entry
+        forgotten meanwhile (`MAX_KEYS`) is left to whoever claimed its key since."""
         with self._lock:
-            for key in keys:
-                entry = self._seen.get((user_id, scope, key))
-                if entry is None:
-                    continue
-                if recorded:
-                    entry.recorded = True
-                else:
+            for key, entry in entries.items():
+                entry.recorded = recorded
+                if not recorded and self._seen.get((user_id, scope, key)) is entry:
                     del self._seen[(user_id, scope, key)]
                 entry.done.set()
 
@@ -108,14 +105,20 @@ class Claim:
     """The keys one recording took: `finish` it with whether the recording succeeded. `waiting`:
     other members' recordings of some of these messages, under way (see `unrecorded`)."""
 
-    def __init__(self, engine: Any, user_id: str, scope: str | None, keys: set[str],
+    def __init__(self, engine: Any, user_id: str, scope: str | None, entries: dict[str, _Entry],
                  waiting: list[threading.Event]) -> None:
-        self._engine, self._user_id, self._scope, self.keys, self.waiting = engine, user_id, scope, keys, waiting
+        self._engine, self._user_id, self._scope, self._entries, self.waiting = (engine, user_id, scope, entries,
+                                                                                 waiting)
+
+    @property
+    def keys(self) -> set[str]:
+        """The keys this recording holds (none once finished)."""
+        return set(self._entries)
 
     def finish(self, recorded: bool) -> None:
-        if self.keys:
-            _keys_of(self._engine).finish(self._user_id, self._scope, self.keys, recorded)
-            self.keys = set()
+        if self._entries:
+            _keys_of(self._engine).finish(self._user_id, self._scope, self._entries, recorded)
+            self._entries = {}
 
     def wait(self, timeout: float = WAIT_S) -> bool:
         """Wait for the other members' recordings; False when one is still under way."""
@@ -145,8 +148,8 @@ def unrecorded(engine: Any, user_id: str, scope: str | None, rows: Sequence[Mapp
     recording that failed gives its messages back; with `force` (the wait timed out) such a row
     is kept."""
     keys = [row[KEY] for row in rows if isinstance(row.get(KEY), str)]
-    claimed, beside, waiting = _keys_of(engine).claim(user_id, scope, keys, force) if keys else (set(), set(), [])
-    pending = claimed | beside
+    claimed, beside, waiting = _keys_of(engine).claim(user_id, scope, keys, force) if keys else ({}, set(), [])
+    pending = set(claimed) | beside
     kept: list[dict[str, Any]] = []
     for row in rows:
         key = row.get(KEY)

@@ -480,3 +480,19 @@ async def test_the_async_twin_waits_off_the_event_loop(engine, monkeypatch):
     assert len(await pending) == 1
     thread.join(30)
     assert [content for content, *_ in rows(engine)] == [REQUEST]
+
+
+def test_keys_beyond_the_bound_are_forgotten_oldest_first_and_a_waiter_is_let_go(engine, monkeypatch):
+    from memoryscope_plugins.adapters import _team_keys
+
+    monkeypatch.setattr(_team_keys, "MAX_KEYS", 2)
+    rows = [{"role": "user", "content": f"line {i}", _team_keys.KEY: f"k{i}"} for i in range(3)]
+    kept, claim = _team_keys.unrecorded(engine, "anna", None, rows[:1])  # k0 under way
+    _, other = _team_keys.unrecorded(engine, "anna", None, rows[:1])
+    assert len(kept) == 1 and len(other.waiting) == 1 and not other.waiting[0].is_set()
+    _team_keys.unrecorded(engine, "anna", None, rows[1:])[1].finish(recorded=True)  # k1, k2: k0 forgotten
+    assert other.waiting[0].is_set()  # whoever waited for k0 asks again, and records it
+    kept, again = _team_keys.unrecorded(engine, "anna", None, rows[:1])
+    assert [row["content"] for row in kept] == ["line 0"] and again.keys == {"k0"}
+    claim.finish(recorded=True)  # the forgotten recording ends: nothing of the new claim is touched
+    assert _team_keys.unrecorded(engine, "anna", None, rows[:1])[1].waiting
