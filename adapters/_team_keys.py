@@ -33,7 +33,7 @@ MAX_KEYS = 4096
 
 
 class _Entry:
-    """A key being recorded (`done` unset) or recorded (`done` set, `recorded` true)."""
+    """A key being recorded (`done` unset), or whose recording ended (`done` set; `recorded`: it succeeded)."""
 
     __slots__ = ("done", "recorded")
 
