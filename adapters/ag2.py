@@ -35,6 +35,7 @@ serve many people. With neither, memory is skipped for that turn (one warning).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, NamedTuple
@@ -226,8 +227,8 @@ class MemoryScopeMiddleware:
         words = posted.text if said.strip() in (posted.text.strip(), f"[{posted.name}]: {posted.text.strip()}") \
             else said
         if posted.kind == "human" or posted.name in self.config.human_names:
-            return Said(HUMAN, posted.name, words, posted.key)
-        return Said(posted.name, None, words, posted.key)
+            return Said(HUMAN, posted.name, words, posted.key, posted.answering)
+        return Said(posted.name, None, words, posted.key, posted.answering)
 
 
 class _MemoryTurn(BaseMiddleware):
@@ -284,7 +285,10 @@ class _MemoryTurn(BaseMiddleware):
             rows.extend(turn(None, who.words, agent_name=who.speaker, reply_key=who.key))
         rows.extend(self.asked)
         rows.extend(tools)
-        rows.extend(turn(None, _answer_of(response), agent_name=agent_id))
+        answer = _answer_of(response)
+        # the key another participant will read this answer's envelope with (`_posted_key`)
+        answer_key = _answer_key(*who.answering, answer) if who.answering else None
+        rows.extend(turn(None, answer, agent_name=agent_id, reply_key=answer_key))
         return rows
 
     async def on_llm_call(self, call_next: Any, events: Sequence[BaseEvent], context: Context) -> ModelResponse:
@@ -345,13 +349,13 @@ _MISSING = object()
 class Said(NamedTuple):
     """Who said a turn's input: `speaker` (`HUMAN`, an agent's name, or None: unknown), the human
     sender's name when the framework knows it, the `words` as said, and in an ag2.network channel
-    the team key of the message (`_team_keys`: its channel and envelope, which every participant
-    answering it reads)."""
+    the team keys (`_team_keys`) of the message and of this agent's answer to it (`_posted_key`)."""
 
     speaker: Any
     sender: str | None
     words: str
     key: str | None = None
+    answering: tuple[str, str, str] | None = None  # (channel, envelope, this participant): `_answer_key`
 
 
 class _Posted(NamedTuple):
@@ -359,6 +363,23 @@ class _Posted(NamedTuple):
     kind: str
     text: str
     key: str
+    answering: tuple[str, str, str] | None
+
+
+def _posted_key(channel_id: str, envelope: Any, sender_id: str, text: str) -> str:
+    """The team key of a channel message: what it answers (its causation), who posted it and its text,
+    which the participant that posts an answer knows before the channel gives it an envelope; a
+    message that answers nothing (the human's): its envelope."""
+    answered = getattr(envelope, "causation_id", None)
+    if isinstance(answered, str) and answered:
+        return _answer_key(channel_id, answered, sender_id, text)
+    return f"ag2:{channel_id}:{envelope.envelope_id}"
+
+
+def _answer_key(channel_id: str, answered: str, sender_id: str, text: str) -> str:
+    """The team key of `sender_id`'s answer `text` to the envelope `answered` (`_posted_key`)."""
+    digest = hashlib.sha256(text.strip().encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return f"ag2:{channel_id}:{answered}:{sender_id}:{digest}"
 
 
 async def _channel_sender(context: Context, said: str) -> _Posted | None:
@@ -377,8 +398,9 @@ async def _channel_sender(context: Context, said: str) -> _Posted | None:
             text = data.get("text", data.get("body"))
             if isinstance(text, str) and text.strip() and text.strip() in said:
                 passport = await hub.get_agent(envelope.sender_id)
+                answering = (channel.channel_id, envelope.envelope_id, me) if isinstance(me, str) else None
                 return _Posted(passport.name, passport.effective_kind, text,
-                               f"ag2:{channel.channel_id}:{envelope.envelope_id}")
+                               _posted_key(channel.channel_id, envelope, envelope.sender_id, text), answering)
     except Exception as exc:  # noqa: BLE001 - unknown sender: the input is not recorded
         log.warning("ag2: could not read the channel's sender (%s); the input is not recorded", type(exc).__name__)
     return None

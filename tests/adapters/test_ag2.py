@@ -458,6 +458,29 @@ async def test_network_discussion_records_the_humans_words_once_without_the_chan
         ("Cake.", "assistant", "baker", "baker"), ("Pasta.", "assistant", "chef", "chef")]
 
 
+async def test_network_answer_read_by_another_agent_with_memory_is_recorded_once(engine):
+    from ag2.network import Passport
+    hub, client = await _hub()
+    try:
+        assistant = Agent("assistant", config=_OneScript("Pasta, then cake."),
+                          plugins=[MemoryScopePlugin(engine, user_id="anna")])
+        registered = await client.register(assistant, Passport(name="assistant"), attach_plugin=False)
+        planner = await client.register(Agent("planner", config=_OneScript("Thanks, noted."),
+                                              plugins=[MemoryScopePlugin(engine, user_id="anna")]),
+                                        Passport(name="planner"), attach_plugin=False)
+        channel = await planner.open(type="conversation", target="assistant")
+        await channel.send("Suggest a menu for Anna's dinner.")
+        await _texts_from(client, channel.channel_id, registered.agent_id, 1)
+        await _texts_from(client, channel.channel_id, planner.agent_id, 2)  # its request, then its thanks
+    finally:
+        await client.close()
+        await hub.close()
+    # the assistant's answer: recorded by the assistant, then read by the planner as the assistant's words
+    assert rows(engine) == [("Suggest a menu for Anna's dinner.", "assistant", "planner", "assistant"),
+                            ("Pasta, then cake.", "assistant", "assistant", "assistant"),
+                            ("Thanks, noted.", "assistant", "planner", "planner")]
+
+
 def test_a_missing_ag2_names_the_extra(monkeypatch):
     import importlib.util
     import sys
