@@ -142,6 +142,10 @@ def empty_result(query: str = "") -> RetrievalResult:
     return RetrievalResult(query=query, memories=[], context="")
 
 
+#: `MemoryBridge.record`'s engine arguments and the team keys they claim.
+Prepared = tuple[dict[str, Any], team_keys.Claim]
+
+
 class MemoryBridge:
     """The engine calls an adapter makes, made safe.
 
@@ -239,12 +243,8 @@ class MemoryBridge:
         procedures the turn's retrieval returned: both only matter with ``procedures.enabled``."""
         rows = list(messages)
         prepared = self._record_args(user_id, rows, agent_id, session_id, run_outcome, procedures_used)
-        deadline = time.monotonic() + team_keys.WAIT_S
-        while prepared is not None and prepared[1].waiting:  # hold no key while waiting for others'
-            prepared[1].finish(recorded=False)
-            settled = prepared[1].wait(deadline - time.monotonic())
-            prepared = self._record_args(user_id, rows, agent_id, session_id, run_outcome, procedures_used,
-                                         force=not settled)
+        if prepared is not None and prepared[1].waiting:
+            prepared = self._settled(user_id, rows, agent_id, session_id, run_outcome, procedures_used, prepared)
         if prepared is None or user_id is None:
             return []
         args, claim = prepared
@@ -263,12 +263,9 @@ class MemoryBridge:
         """Async twin of `record` (it waits for another member's recording off the event loop)."""
         rows = list(messages)
         prepared = self._record_args(user_id, rows, agent_id, session_id, run_outcome, procedures_used)
-        deadline = time.monotonic() + team_keys.WAIT_S
-        while prepared is not None and prepared[1].waiting:
-            prepared[1].finish(recorded=False)
-            settled = await asyncio.to_thread(prepared[1].wait, deadline - time.monotonic())
-            prepared = self._record_args(user_id, rows, agent_id, session_id, run_outcome, procedures_used,
-                                         force=not settled)
+        if prepared is not None and prepared[1].waiting:  # the wait blocks: off the event loop
+            prepared = await asyncio.to_thread(self._settled, user_id, rows, agent_id, session_id, run_outcome,
+                                               procedures_used, prepared)
         if prepared is None or user_id is None:
             return []
         args, claim = prepared
@@ -281,9 +278,23 @@ class MemoryBridge:
         claim.finish(recorded=True)
         return ids
 
+    def _settled(self, user_id: str | None, rows: list[Mapping[str, Any]], agent_id: str, session_id: str | None,
+                 run_outcome: Outcome | None, procedures_used: Sequence[str],
+                 prepared: Prepared | None) -> Prepared | None:
+        """`_record_args` again once the other members' recordings it met are over (blocks: up to
+        `_team_keys.WAIT_S`, then the messages still under way are taken too). Holds no key while it
+        waits, so two members never wait for each other."""
+        deadline = time.monotonic() + team_keys.WAIT_S
+        while prepared is not None and prepared[1].waiting:
+            prepared[1].finish(recorded=False)
+            settled = prepared[1].wait(deadline - time.monotonic())
+            prepared = self._record_args(user_id, rows, agent_id, session_id, run_outcome, procedures_used,
+                                         force=not settled)
+        return prepared
+
     def _record_args(self, user_id: str | None, messages: Iterable[Mapping[str, Any]], agent_id: str,
                      session_id: str | None, run_outcome: Outcome | None, procedures_used: Sequence[str], *,
-                     force: bool = False) -> tuple[dict[str, Any], team_keys.Claim] | None:
+                     force: bool = False) -> Prepared | None:
         """`record`'s arguments and the team keys they claim (`_team_keys.unrecorded`; `force`: also
         the messages another member is still recording), or None when there is nothing to record."""
         if not self.config.record or not user_id:

@@ -18,6 +18,7 @@ so deduplication never loses a message (a recording that hangs past the wait giv
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 import weakref
@@ -124,6 +125,14 @@ class Claim:
         """Wait for the other members' recordings; False when one is still under way."""
         deadline = time.monotonic() + timeout
         return all(event.wait(max(0.0, deadline - time.monotonic())) for event in self.waiting)
+
+
+def text_key(*parts: object) -> str:
+    """A key from a message's place (`parts`, the last one its text): the text as a digest, so a key
+    names no content."""
+    *place, text = parts
+    digest = hashlib.sha256(str(text).strip().encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return ":".join([*map(str, place), digest])
 
 
 def ids_key(framework: str, messages: Sequence[Any]) -> str | None:

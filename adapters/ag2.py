@@ -35,7 +35,6 @@ serve many people. With neither, memory is skipped for that turn (one warning).
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, NamedTuple
@@ -67,6 +66,7 @@ except ImportError as exc:
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.types import MemoryType
 
+from . import _team_keys as team_keys
 from ._common import (
     DEFAULT_TEMPLATE,
     CallSeen,
@@ -378,8 +378,7 @@ def _posted_key(channel_id: str, envelope: Any, sender_id: str, text: str) -> st
 
 def _answer_key(channel_id: str, answered: str, sender_id: str, text: str) -> str:
     """The team key of `sender_id`'s answer `text` to the envelope `answered` (`_posted_key`)."""
-    digest = hashlib.sha256(text.strip().encode("utf-8", "surrogatepass")).hexdigest()[:24]
-    return f"ag2:{channel_id}:{answered}:{sender_id}:{digest}"
+    return team_keys.text_key("ag2", channel_id, answered, sender_id, text)
 
 
 async def _channel_sender(context: Context, said: str) -> _Posted | None:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
 import inspect
 import uuid
 from collections.abc import Callable, Sequence
@@ -47,6 +46,7 @@ from autogen import Agent, ConversableAgent
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.types import MemoryType
 
+from . import _team_keys as team_keys
 from ._common import (
     DEFAULT_TEMPLATE,
     CallSeen,
@@ -382,8 +382,7 @@ def _chat_id(groupchat: Any) -> str | None:
 def _position_key(chat: str, position: int, name: Any, text: str) -> str:
     # who said it and what, with the position: a guess of the reply's position can never stand for
     # another message
-    digest = hashlib.sha256(f"{name}\x1f{text}".encode("utf-8", "surrogatepass")).hexdigest()[:24]
-    return f"autogen:{chat}:{position}:{digest}"
+    return team_keys.text_key("autogen", chat, position, name, text)
 
 
 def _response(call_id: Any, content: Any, name: Any = None) -> ResultSeen:

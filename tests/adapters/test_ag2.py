@@ -416,23 +416,33 @@ async def test_network_channel_with_a_human_records_the_human_as_the_user(engine
     assert [m.content for m in engine.list("anna", types=["custom"])] == ["Anna loves ramen."]  # the tool's user too
 
 
-async def test_network_channel_between_agents_records_the_other_agent_as_itself(engine):
+@pytest.mark.parametrize("planner_memory", [False, True])
+async def test_network_channel_between_agents_records_each_agent_as_itself_once(engine, planner_memory):
     from ag2.network import Passport
     hub, client = await _hub()
     try:
         assistant = Agent("assistant", config=_OneScript("Pasta, then cake."),
                           plugins=[MemoryScopePlugin(engine, user_id="anna")])
         registered = await client.register(assistant, Passport(name="assistant"), attach_plugin=False)
-        planner = await client.register(Agent("planner", config=_OneScript()), Passport(name="planner"),
-                                        attach_plugin=False)  # it has nothing more to say after its request
+        # without memory the planner has nothing more to say after its request; with memory it thanks,
+        # reading the assistant's answer, which the assistant recorded already
+        planner_agent = (Agent("planner", config=_OneScript("Thanks, noted."),
+                               plugins=[MemoryScopePlugin(engine, user_id="anna")]) if planner_memory
+                         else Agent("planner", config=_OneScript()))
+        planner = await client.register(planner_agent, Passport(name="planner"), attach_plugin=False)
         channel = await planner.open(type="conversation", target="assistant")
         await channel.send("Suggest a menu for Anna's dinner.")
         await _texts_from(client, channel.channel_id, registered.agent_id, 1)
+        if planner_memory:
+            await _texts_from(client, channel.channel_id, planner.agent_id, 2)  # its request, then its thanks
     finally:
         await client.close()
         await hub.close()
-    assert rows(engine) == [("Suggest a menu for Anna's dinner.", "assistant", "planner", "assistant"),
-                            ("Pasta, then cake.", "assistant", "assistant", "assistant")]
+    expected = [("Suggest a menu for Anna's dinner.", "assistant", "planner", "assistant"),
+                ("Pasta, then cake.", "assistant", "assistant", "assistant")]
+    if planner_memory:
+        expected.append(("Thanks, noted.", "assistant", "planner", "planner"))
+    assert rows(engine) == expected
 
 
 async def test_network_discussion_records_the_humans_words_once_without_the_channels_label(engine):
@@ -456,29 +466,6 @@ async def test_network_discussion_records_the_humans_words_once_without_the_chan
     assert [row[:3] for row in recorded if row[1] == "user"] == [("Plan my dinner.", "user", "anna")]
     assert sorted(row for row in recorded if row[1] == "assistant") == [
         ("Cake.", "assistant", "baker", "baker"), ("Pasta.", "assistant", "chef", "chef")]
-
-
-async def test_network_answer_read_by_another_agent_with_memory_is_recorded_once(engine):
-    from ag2.network import Passport
-    hub, client = await _hub()
-    try:
-        assistant = Agent("assistant", config=_OneScript("Pasta, then cake."),
-                          plugins=[MemoryScopePlugin(engine, user_id="anna")])
-        registered = await client.register(assistant, Passport(name="assistant"), attach_plugin=False)
-        planner = await client.register(Agent("planner", config=_OneScript("Thanks, noted."),
-                                              plugins=[MemoryScopePlugin(engine, user_id="anna")]),
-                                        Passport(name="planner"), attach_plugin=False)
-        channel = await planner.open(type="conversation", target="assistant")
-        await channel.send("Suggest a menu for Anna's dinner.")
-        await _texts_from(client, channel.channel_id, registered.agent_id, 1)
-        await _texts_from(client, channel.channel_id, planner.agent_id, 2)  # its request, then its thanks
-    finally:
-        await client.close()
-        await hub.close()
-    # the assistant's answer: recorded by the assistant, then read by the planner as the assistant's words
-    assert rows(engine) == [("Suggest a menu for Anna's dinner.", "assistant", "planner", "assistant"),
-                            ("Pasta, then cake.", "assistant", "assistant", "assistant"),
-                            ("Thanks, noted.", "assistant", "planner", "planner")]
 
 
 def test_a_missing_ag2_names_the_extra(monkeypatch):
