@@ -367,13 +367,20 @@ def _group_keys(groupchat: Any, received: list[dict[str, Any]], speaker: str,
 
 
 def _chat_id(groupchat: Any) -> str | None:
-    """An id of this group chat object, given to it on first use (None when it takes none)."""
-    chat = getattr(groupchat, "_memoryscope_chat_id", None)
-    if isinstance(chat, str):
-        return chat
+    """An id of the chat this group chat's log holds now (None when the log is empty or the object
+    takes no attribute): a new one whenever the log starts with another message than it did, so a
+    chat run again after ``reset()`` never takes the keys of the one before (the same words at the
+    same place are another message)."""
+    log = getattr(groupchat, "messages", None)
+    if not isinstance(log, list) or not log:
+        return None
+    known = getattr(groupchat, "_memoryscope_chat", None)
+    # the first message itself is held (not its address), so a new chat's cannot pass for it
+    if isinstance(known, tuple) and len(known) == 2 and known[0] is log[0]:
+        return str(known[1])
+    chat = uuid.uuid4().hex
     try:
-        chat = uuid.uuid4().hex
-        groupchat._memoryscope_chat_id = chat
+        groupchat._memoryscope_chat = (log[0], chat)
     except (AttributeError, TypeError):
         return None
     return chat

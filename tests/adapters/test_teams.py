@@ -315,6 +315,33 @@ def test_classic_group_members_with_memory_record_each_message_once_and_repeats_
         ("assistant", "critic"), ("assistant", "planner")]
 
 
+def test_classic_group_chat_run_again_after_reset_is_recorded_again(engine):
+    autogen = pytest.importorskip("autogen", reason="pip install 'memoryscope-plugins[autogen]'")
+    if not hasattr(autogen, "GroupChat"):
+        pytest.skip("the installed `autogen` is not classic AutoGen")
+    from autogen import ConversableAgent, GroupChat, GroupChatManager, UserProxyAgent
+
+    from memoryscope_plugins.adapters.autogen_classic import MemoryCapability
+
+    FakeClient.replies = ["Noted.", "Pasta."] * 2
+    config = {"config_list": [{"model": "fake", "model_client_cls": "FakeClient"}], "cache_seed": None}
+
+    def agent(name: str) -> ConversableAgent:
+        made = ConversableAgent(name, llm_config=config, human_input_mode="NEVER")
+        made.register_model_client(model_client_cls=FakeClient)  # type: ignore[arg-type]  # autogen types the class as an instance
+        MemoryCapability(engine, user_id="anna").add_to_agent(made)
+        return made
+
+    human = UserProxyAgent("anna", human_input_mode="NEVER", code_execution_config=False, default_auto_reply="Go on.")
+    chat = GroupChat([human, agent("critic"), agent("planner")], messages=[], max_round=3,
+                     speaker_selection_method="round_robin")
+    manager = GroupChatManager(chat, llm_config=False)
+    human.initiate_chat(manager, message=REQUEST, silent=True)
+    chat.reset()  # the same words at the same places of the log: another chat, recorded again
+    human.initiate_chat(manager, message=REQUEST, silent=True)
+    assert [content for content, *_ in rows(engine)] == [REQUEST, "Noted.", "Pasta."] * 2
+
+
 async def test_agentscope_one_input_handed_to_two_agents_is_recorded_once(engine):
     FakeModel = _agentscope()
     from agentscope.agent import Agent
