@@ -9,9 +9,11 @@ classic group chat's position and text), and every bridge over the same engine r
 per user: the first member to record it keeps it, the others leave it out.
 
 Keys are scoped like retrieval: with ``scope_to_agent`` each agent reads only what it recorded
-itself, so it records its own copy (the key is per agent then). They live in this process (one
-engine object), as the team does; agents of one team in several processes each record theirs.
-A member that meets a message another member is recording at that moment waits for that
+itself, so it records its own copy (the key is per agent then). The engine records each message
+under its key (`message_key`, `MemoryScope.record`'s ``key``), and the store keeps a key once per
+user: members of one team on several engine objects or in several processes over one store record
+a message once too. Within a process the bridges of one engine also share the keys they record, so
+that a member meeting a message another member is recording at that moment waits for that
 recording (up to `WAIT_S`): when it fails, the message is free again and this member records it,
 so deduplication never loses a message (a recording that hangs past the wait gives a duplicate).
 """
@@ -26,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-#: The row field holding a message's key; removed before the engine sees the row.
+#: The row field holding a message's key (the engine's ``key`` once `unrecorded` has made it durable).
 KEY = "key"
 #: Keys kept per engine (the oldest forgotten first: a duplicate at worst), far more than the messages
 #: a team has in flight; each holds an event, so not without bound.
@@ -151,20 +153,32 @@ def ids_key(framework: str, messages: Sequence[Any]) -> str | None:
 def unrecorded(engine: Any, user_id: str, scope: str | None, rows: Sequence[Mapping[str, Any]], *,
                force: bool = False) -> tuple[list[dict[str, Any]], Claim]:
     """`rows` without those whose key a member recorded already for this user and scope (a key
-    twice in `rows` is one message, kept once), each row without its key; and the claim of the
-    keys kept. A row another member is recording at this moment is left out too, and the claim
-    says so (`Claim.waiting`): the caller waits for it (`Claim.wait`), then asks again, since a
-    recording that failed gives its messages back; with `force` (the wait timed out) such a row
-    is kept."""
-    keys = [row[KEY] for row in rows if isinstance(row.get(KEY), str)]
+    twice in `rows` is one message, kept once), each row's key made the one the engine records it
+    under (`message_key`); and the claim of the keys kept. A row another member is recording at
+    this moment is left out too, and the claim says so (`Claim.waiting`): the caller waits for it
+    (`Claim.wait`), then asks again, since a recording that failed gives its messages back; with
+    `force` (the wait timed out) such a row is kept."""
+    keyed: list[dict[str, Any]] = [
+        dict(row, **{KEY: message_key(scope, row[KEY], row.get("content"))}) if isinstance(row.get(KEY), str)
+        else {k: v for k, v in row.items() if k != KEY} for row in rows]
+    keys = [row[KEY] for row in keyed if KEY in row]
     claimed, beside, waiting = _keys_of(engine).claim(user_id, scope, keys, force) if keys else ({}, set(), [])
     pending = set(claimed) | beside
     kept: list[dict[str, Any]] = []
-    for row in rows:
+    for row in keyed:
         key = row.get(KEY)
-        if isinstance(key, str):
+        if key is not None:
             if key not in pending:
                 continue  # recorded, being recorded by a member, or it came before in these rows
             pending.discard(key)
-        kept.append({k: v for k, v in row.items() if k != KEY})
+        kept.append(row)
     return kept, Claim(engine, user_id, scope, claimed, waiting)
+
+
+def message_key(scope: str | None, key: str, content: Any) -> str:
+    """The key the engine records a message under (`MemoryScope.record`'s ``key``: once per user, in
+    the store, so members in other processes record it once too): the framework's key with the
+    scope (an agent keeping its own copy) and the text, as a digest. Two messages meet only if the
+    framework gave them the same id and they say the same words."""
+    digest = hashlib.sha256(f"{scope or ''}\x00{key}\x00{content}".encode("utf-8", "surrogatepass"))
+    return "team:" + digest.hexdigest()[:40]

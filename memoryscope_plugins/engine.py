@@ -25,6 +25,7 @@ import numpy as np
 
 from . import (
     log_hygiene,
+    message_keys,
     metrics,
     person,
     tool_calls,
@@ -74,6 +75,8 @@ CONVERSATION_GAP = timedelta(hours=6)  # without session ids, a longer silence s
 MATCHER_TTL_S = 5.0
 _MATCHER_USERS = 1024  # users whose matcher is kept (least recently used dropped first)
 _ORDERS = ("relevance", "frequency", "recency")
+#: writes of one `record` call when other writers log some of its keyed messages meanwhile
+_KEYED_WRITE_ATTEMPTS = 3
 _BUCKETS = ("week", "month")
 
 
@@ -234,16 +237,17 @@ class MemoryScope:
 
     def _to_message(self, raw: Any, index: int) -> Message:
         if isinstance(raw, Message):
-            message = Message(raw.role, raw.content, raw.name, raw.timestamp, raw.metadata, raw.tool_call)
+            message = Message(raw.role, raw.content, raw.name, raw.timestamp, raw.metadata, raw.tool_call, raw.key)
         elif isinstance(raw, Mapping):
-            unknown = set(raw) - {"role", "content", "name", "timestamp", "metadata", "tool_call"}
+            unknown = set(raw) - {"role", "content", "name", "timestamp", "metadata", "tool_call", "key"}
             if unknown:
                 raise ValidationError(f"message {index} has unknown keys {sorted(map(str, unknown))}")
             content: Any = raw.get("content")  # every field is checked below
             metadata: Any = raw.get("metadata")
             call: Any = raw.get("tool_call")
             message = Message(role=raw.get("role", "user" if call is None else "tool"), content=content,
-                              name=raw.get("name"), timestamp=raw.get("timestamp"), metadata=metadata, tool_call=call)
+                              name=raw.get("name"), timestamp=raw.get("timestamp"), metadata=metadata, tool_call=call,
+                              key=raw.get("key"))
         elif isinstance(raw, tuple) and len(raw) == 2:
             message = Message(role=raw[0], content=raw[1])
         else:
@@ -258,6 +262,7 @@ class MemoryScope:
         if TOOL_CALL_KEY in message.metadata:
             raise ValidationError(f"message {index} metadata must not use the reserved key {TOOL_CALL_KEY!r}")
         message.timestamp = _parse_time_arg(message.timestamp, f"message {index} timestamp") or utc_now()
+        message.key = message_keys.check_key(message.key, f"message {index} key")
         return message
 
     def _check_tool_message(self, message: Message, index: int) -> None:
@@ -283,7 +288,13 @@ class MemoryScope:
         The messages are logged durably and stored as searchable `turn` memories in one
         transaction; when an LLM is configured, consolidation then runs in the background.
         A message is a `Message`, a dict with ``role``, ``content`` and optional ``name``,
-        ``timestamp`` (datetime or ISO 8601) and ``metadata``, or a ``(role, content)`` pair.
+        ``timestamp`` (datetime or ISO 8601), ``metadata`` and ``key``, or a ``(role, content)`` pair.
+
+        A message's ``key`` is the caller's own id of it (a chat message id): a key is recorded
+        once per user, in the store's transaction, whichever process or agent records it first.
+        A message whose key this user has already is left out, and its id in the returned list
+        is the one it was recorded with, so a retry (or another agent of the team) records
+        nothing twice (`message_keys`).
 
         A tool call the agent made is a message with a ``tool_call`` (a `ToolCall`, or a dict of
         its fields: ``name``, ``arguments``, ``status``, ``result``, ``error``, ``duration_ms``,
@@ -310,15 +321,49 @@ class MemoryScope:
         if len(messages) > validation.MAX_LIMIT:
             raise ValidationError(f"at most {validation.MAX_LIMIT} messages per call")
         parsed = [self._to_message(m, i) for i, m in enumerate(messages)]
+        # a keyed message's id is its key's (`message_keys`); it names the turn memory too
+        ids = [uuid.uuid4().hex if message.key is None else message_keys.keyed_id(user_id, message.key)
+               for message in parsed]
+        new = self._unlogged(user_id, parsed, ids, message_keys.first_of_each_key(parsed, ids))
+        for attempt in range(_KEYED_WRITE_ATTEMPTS):
+            if not new:
+                break
+            try:
+                self._log_new(user_id, agent_id, session_id, [parsed[i] for i in new], [ids[i] for i in new])
+                break
+            except StoreError:
+                # another writer may have logged one of these keys since they were looked up: the
+                # store refused the whole write; the messages it did not hold are written again
+                before = len(new)
+                new = self._unlogged(user_id, parsed, ids, new)
+                if new and (len(new) == before or attempt == _KEYED_WRITE_ATTEMPTS - 1):
+                    raise
+        self._end_run(user_id, agent_id, session_id, run_outcome, used, ids, parsed[-1].timestamp)
+        return ids
+
+    def _unlogged(self, user_id: str, parsed: Sequence[Message], ids: Sequence[str],
+                  positions: builtins.list[int]) -> builtins.list[int]:
+        """`positions` without the keyed messages the user has already: in the message log, or as
+        a turn memory of that id (an import brings the memories without their log)."""
+        keyed = [ids[i] for i in positions if parsed[i].key is not None]
+        if not keyed:
+            return positions
+        known = self.store.logged_message_ids(user_id, keyed)
+        unlogged = [message_id for message_id in keyed if message_id not in known]
+        if unlogged:
+            known.update(memory.id for memory in self.store.get(user_id, unlogged))
+        return [i for i in positions if ids[i] not in known]
+
+    def _log_new(self, user_id: str, agent_id: str, session_id: str | None, parsed: Sequence[Message],
+                 ids: Sequence[str]) -> None:
+        """Log messages with their ids, with the turn memories of those that are said (one id each)
+        and the ledger changes they bring, in one write; then start consolidating them."""
         said = [message for message in parsed if message.tool_call is None]
-        memories, before = self._turn_memories(user_id, agent_id, session_id, said)
-        turn_ids = iter(memory.id for memory in memories)
-        # a message and its turn memory share one id, so sources (message ids) open with get()
-        ids = [next(turn_ids) if message.tool_call is None else uuid.uuid4().hex for message in parsed]
         if not said:  # tool calls only: the log and the tool statistics, nothing of the user's
             self.store.append_messages(user_id, agent_id, parsed, session_id=session_id, message_ids=ids)
-            self._end_run(user_id, agent_id, session_id, run_outcome, used, ids, parsed[-1].timestamp)
-            return ids
+            return
+        said_ids = [message_id for message, message_id in zip(parsed, ids) if message.tool_call is None]
+        memories, before = self._turn_memories(user_id, agent_id, session_id, said, said_ids)
         vectors = self._embed_documents(memories)
         self._alias_addressed_speakers(user_id, said)
         # the turn before may be deleted meanwhile: a retry after the store refused the links drops its backfill
@@ -336,8 +381,6 @@ class MemoryScope:
             self._catch_up_vectors()
         if self._consolidation is not None:
             self._consolidation.notify(user_id, len(said))
-        self._end_run(user_id, agent_id, session_id, run_outcome, used, ids, parsed[-1].timestamp)
-        return ids
 
     def _end_run(self, user_id: str, agent_id: str, session_id: str | None, outcome: str | None,
                  used: builtins.list[str], ids: builtins.list[str], when: datetime | None) -> None:
@@ -357,20 +400,20 @@ class MemoryScope:
         if self._consolidation is not None:
             self._consolidation.notify(scope, 1)
 
-    def _turn_memories(self, user_id: str, agent_id: str, session_id: str | None,
-                       said: Sequence[Message]) -> tuple[builtins.list[Memory], Memory | None]:
-        """The turn memories of the conversation's messages (not the tool calls), each linked to
-        the turn before it, and the stored turn the first one follows (None: none)."""
+    def _turn_memories(self, user_id: str, agent_id: str, session_id: str | None, said: Sequence[Message],
+                       ids: Sequence[str]) -> tuple[builtins.list[Memory], Memory | None]:
+        """The turn memories of the conversation's messages (not the tool calls), with `ids`, each
+        linked to the turn before it, and the stored turn the first one follows (None: none)."""
         if not said:
             return [], None
         first_time = said[0].timestamp
         assert first_time is not None  # _to_message gives every message a time
         before = prior = self._previous_turn(user_id, agent_id, session_id, first_time)
         memories = []
-        for message in said:
+        for message, memory_id in zip(said, ids):
             assert message.timestamp is not None
             memory = Memory(
-                id=uuid.uuid4().hex, user_id=user_id, agent_id=agent_id, content=message.content,
+                id=memory_id, user_id=user_id, agent_id=agent_id, content=message.content,
                 type=MemoryType.TURN, created_at=message.timestamp, updated_at=utc_now(),
                 speaker=message.name or _default_speaker(message.role, user_id, agent_id), role=message.role,
                 session_id=session_id, metadata=dict(message.metadata))

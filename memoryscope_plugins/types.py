@@ -61,7 +61,9 @@ class Message:
     """One message of a conversation, as given to `MemoryScope.record`.
 
     `role` is "user", "assistant" or "system"; `name` is the speaker's name as shown in memories
-    ("Caroline"); `timestamp` defaults to now when omitted.
+    ("Caroline"); `timestamp` defaults to now when omitted. `key`, when given, is the caller's own id
+    of the message (a chat message id): a key is recorded once per user, so recording the message
+    again (a retry, another agent of the team) records nothing and returns the same id.
     """
 
     role: str
@@ -70,6 +72,7 @@ class Message:
     timestamp: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     tool_call: ToolCall | None = None  # role "tool": one call an agent made (docs/procedural.md)
+    key: str | None = None  # the caller's id of the message: recorded once per user (`message_keys`)
 
 
 @dataclass(slots=True)

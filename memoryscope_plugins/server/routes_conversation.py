@@ -34,7 +34,7 @@ def conversation_routes(engine: MemoryScope, base: str) -> list[Route]:
 
     async def record(request: Request) -> Response:
         """
-        summary: Record conversation messages (body messages [{role, content, name?, timestamp?}], agent_id?, session_id?, run_outcome?, procedures_used?).
+        summary: Record conversation messages (body messages [{role, content, name?, timestamp?, key?}], agent_id?, session_id?, run_outcome?, procedures_used?).
         """  # noqa: E501 - one line of the OpenAPI schema
         key = request_key(request)
         user = store_user(key, request.path_params["user"])

@@ -177,6 +177,9 @@ class MemoryStore(Protocol):
         """Log messages (and, in the same transaction, the memories made from them and the ledger
         changes they bring); returns their ids (`message_ids` when given: the engine gives each
         message its turn memory's id)."""
+    def logged_message_ids(self, user_id: str, ids: Sequence[str]) -> set[str]:
+        """Those of `ids` that name a message of the user's log (any state), read from the
+        primary (a keyed `record` asks it which of its messages are there already)."""
     def pending_messages(self, user_id: str, limit: int = 100) -> builtins.list[StoredMessage]: ...
     def mark_messages(self, ids: Sequence[str], state: str) -> None: ...
     def commit_consolidation(self, memories: Sequence[Memory], vectors: VectorRows | None,

@@ -154,6 +154,10 @@ class StoreBase(ABC):
         order), put `memories` and apply `ledger` (as `_commit` does), all or nothing."""
 
     @abstractmethod
+    def logged_message_ids(self, user_id: str, ids: Sequence[str]) -> set[str]:
+        """Those of `ids` that name a message of the user's log (any state), read from the primary."""
+
+    @abstractmethod
     def entities(self, user_id: str, *, ids: Sequence[str] | None = None,
                  kind: str | None = None) -> builtins.list[Entity]:
         """The user's entities (those of `ids`, of one `kind`, when given) by id, each with its

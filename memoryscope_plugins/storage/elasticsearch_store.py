@@ -772,6 +772,14 @@ class ElasticsearchStore(StoreBase):
             undo.append({"_op_type": "index", "_index": self.messages_index, "_id": doc["_id"], "_source": old})
         return ops, undo
 
+    def logged_message_ids(self, user_id: str, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        # a get by id is real-time in Elasticsearch: a message just logged is seen without a refresh
+        docs = self._call(self.es.mget, index=self.messages_index, ids=list(dict.fromkeys(ids)),
+                          source_includes=["user_id"])["docs"]
+        return {doc["_id"] for doc in docs if doc.get("found") and doc["_source"].get("user_id") == user_id}
+
     def _set_message_state(self, ids: Sequence[str], state: str) -> None:
         ops, undo = self._message_ops(ids, state)
         self._bulk(ops, undo, "mark_messages")

@@ -1278,6 +1278,14 @@ class PostgresStore(StoreBase):
                                         f"ORDER BY seq {order} LIMIT %(n)s"), params).fetchall()
         return [records.message_from_row(r) for r in rows]
 
+    def logged_message_ids(self, user_id: str, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        with self._reading() as conn:  # the primary's: a standby may not have the newest yet
+            rows = conn.execute(self._q("SELECT id FROM {messages} WHERE user_id = %s AND id = ANY(%s)"),
+                                (user_id, list(dict.fromkeys(ids)))).fetchall()
+        return {r[0] for r in rows}
+
     def _set_message_state(self, ids: Sequence[str], state: str) -> None:
         if not ids:
             return

@@ -714,6 +714,16 @@ class SQLiteStore(StoreBase):
                                 f"ORDER BY seq {order} LIMIT ?", [*params, limit]).fetchall()
         return [records.message_from_row(r) for r in rows]
 
+    def logged_message_ids(self, user_id: str, ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        with self._read() as conn:
+            for start in range(0, len(ids), 500):
+                chunk = list(ids[start:start + 500])
+                marks = ",".join("?" * len(chunk))
+                found.update(r[0] for r in conn.execute(
+                    f"SELECT id FROM messages WHERE id IN ({marks}) AND user_id = ?", [*chunk, user_id]))
+        return found
+
     def _set_message_state(self, ids: Sequence[str], state: str) -> None:
         with self._write() as conn:
             conn.executemany("UPDATE messages SET state=?, attempts=attempts + (? = ?) WHERE id=?",

@@ -263,6 +263,28 @@ async def test_agentchat_members_with_memory_record_each_message_once(engine):
                             ("Pasta and cake.", "assistant", "planner", "planner")]
 
 
+async def test_agentchat_members_on_two_engines_over_one_store_record_each_message_once(tmp_path, local_embedder):
+    """Members that do not share an engine object (as in two processes): the store keeps each key once."""
+    _agentchat()
+    from autogen_agentchat.conditions import MaxMessageTermination
+    from autogen_agentchat.teams import RoundRobinGroupChat
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    from memoryscope_plugins import MemoryScope
+    from memoryscope_plugins.adapters.autogen_agentchat import MemoryAssistantAgent, MemoryScopeMemory
+
+    with MemoryScope(path=tmp_path / "team.db", embedder=local_embedder) as one, \
+            MemoryScope(path=tmp_path / "team.db", embedder=local_embedder) as other:
+        planner = MemoryAssistantAgent("planner", model_client=ReplayChatCompletionClient(["Pasta."]),
+                                       memory=[MemoryScopeMemory(one, user_id="anna")])
+        critic = MemoryAssistantAgent("critic", model_client=ReplayChatCompletionClient([CRITIC]),
+                                      memory=[MemoryScopeMemory(other, user_id="anna")])
+        team = RoundRobinGroupChat([planner, critic], termination_condition=MaxMessageTermination(3))
+        await team.run(task=REQUEST)
+        assert rows(one) == [(REQUEST, "user", "anna", "planner"), ("Pasta.", "assistant", "planner", "planner"),
+                             (CRITIC, "assistant", "critic", "critic")]
+
+
 async def test_agentchat_members_scoped_to_themselves_each_keep_their_own_copy(engine):
     _agentchat()
     from autogen_agentchat.conditions import MaxMessageTermination
@@ -479,7 +501,7 @@ def test_a_member_waits_for_another_recording_the_same_message(engine, monkeypat
         assert [content for content, *_ in rows(engine)] == [REQUEST, CRITIC] and len(done[0]) == 2
 
 
-def test_a_recording_that_hangs_past_the_wait_gives_a_duplicate_not_a_loss(engine, monkeypatch):
+def test_a_recording_that_hangs_past_the_wait_loses_nothing_and_the_store_keeps_it_once(engine, monkeypatch):
     from memoryscope_plugins.adapters import _team_keys
     from memoryscope_plugins.adapters._common import MemoryBridge, MemoryConfig, turn
 
@@ -492,7 +514,8 @@ def test_a_recording_that_hangs_past_the_wait_gives_a_duplicate_not_a_loss(engin
     finally:
         release.set()
         thread.join(30)
-    assert [content for content, *_ in rows(engine)].count(REQUEST) == 2
+    # the second member recorded the request; the first one's write, once it went on, left it out
+    assert [content for content, *_ in rows(engine)] == [REQUEST, "Pasta."]
 
 
 async def test_the_async_twin_waits_off_the_event_loop(engine, monkeypatch):
@@ -520,6 +543,7 @@ def test_keys_beyond_the_bound_are_forgotten_oldest_first_and_a_waiter_is_let_go
     _team_keys.unrecorded(engine, "anna", None, rows[1:])[1].finish(recorded=True)  # k1, k2: k0 forgotten
     assert other.waiting[0].is_set()  # whoever waited for k0 asks again, and records it
     kept, again = _team_keys.unrecorded(engine, "anna", None, rows[:1])
-    assert [row["content"] for row in kept] == ["line 0"] and again.keys == {"k0"}
+    assert [row["content"] for row in kept] == ["line 0"]
+    assert again.keys == {kept[0][_team_keys.KEY]} == {_team_keys.message_key(None, "k0", "line 0")}
     claim.finish(recorded=True)  # the forgotten recording ends: nothing of the new claim is touched
     assert _team_keys.unrecorded(engine, "anna", None, rows[:1])[1].waiting

@@ -20,7 +20,7 @@ from typing import cast
 import numpy as np
 import pytest
 
-from memoryscope_plugins.errors import LeaseLostError
+from memoryscope_plugins.errors import LeaseLostError, StoreError
 from memoryscope_plugins.storage.base import Candidate, MemoryFilter, SearchRequest
 from memoryscope_plugins.storage.filtering import matches
 from memoryscope_plugins.storage.leases import Lease
@@ -735,6 +735,31 @@ def test_messages_can_take_the_ids_they_are_given(store):
     assert logged == ["given-1"]
     assert [m.id for m in store.pending_messages("alice")] == ["given-1"]
     assert ids(store.get("alice", ["given-1"])) == ["given-1"]
+
+
+def test_logged_message_ids_are_those_of_the_users_log_in_any_state(store):
+    first = store.append_messages("alice", "agent", _msgs(3))
+    (bobs,) = store.append_messages("bob", "agent", _msgs(1))
+    store.mark_messages(first[:1], "done")
+    store.mark_messages(first[1:2], "failed")
+    assert store.logged_message_ids("alice", [*first, bobs, "never-logged"]) == set(first)
+    assert store.logged_message_ids("bob", first) == set()
+    assert store.logged_message_ids("alice", []) == set()
+
+
+def test_a_message_id_logged_already_refuses_the_whole_write(store):
+    """What a keyed `record` relies on when another writer logged the same key meanwhile: the
+    write fails as a whole (no message, memory or counter of it is kept) with a `StoreError`."""
+    store.append_messages("alice", "agent", _msgs(1), memories=[mem("k1", content="first words")],
+                          vectors=np.stack([unit(1)]), message_ids=["k1"])
+    with pytest.raises(StoreError):
+        store.append_messages("alice", "agent", _msgs(2, 1),
+                              memories=[mem("k2", content="new"), mem("k1", content="again")],
+                              vectors=np.stack([unit(2), unit(3)]), message_ids=["k2", "k1"])
+    assert [m.id for m in store.recent_messages("alice", None, None, 10)] == ["k1"]
+    assert store.get("alice", ["k2"]) == []
+    assert [m.content for m in store.get("alice", ["k1"])] == ["first words"]
+    assert store.logged_message_ids("alice", ["k1", "k2"]) == {"k1"}
 
 
 def test_text_ranking_weighs_a_rare_term_above_a_common_one(store):
