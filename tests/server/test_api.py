@@ -192,6 +192,21 @@ def test_round_trip_record_retrieve_update_expire_delete_export_import(running, 
         assert http.get("/v1/users").json()["users"] == ["anna"]
 
 
+def test_a_keyed_record_retried_records_nothing_twice_and_keys_are_each_tenants_own(running, engine, keys):
+    body = {"messages": [{"role": "user", "content": "My flight lands at 9.", "key": "chat-7/msg-1"}]}
+    first = call(running, "POST", "/v1/users/carl/record", body, key=keys.admin)
+    retried = call(running, "POST", "/v1/users/carl/record", body, key=keys.admin)  # the answer was lost
+    assert first.status_code == retried.status_code == 201
+    assert retried.json()["ids"] == first.json()["ids"]
+    assert [m.content for m in engine.list("acme:carl")] == ["My flight lands at 9."]
+    elsewhere = call(running, "POST", "/v1/users/carl/record", body, key=keys.other)  # globex's carl
+    assert elsewhere.json()["ids"] != first.json()["ids"]
+    assert [m.content for m in engine.list("globex:carl")] == ["My flight lands at 9."]
+    bad = call(running, "POST", "/v1/users/carl/record", {"messages": [{"role": "user", "content": "x", "key": 7}]},
+               key=keys.admin)
+    assert bad.status_code == 400 and "key" in bad.text
+
+
 def test_bad_input_gets_a_clear_error(running, keys):
     h = {"Authorization": f"Bearer {keys.admin}"}
     with httpx.Client(base_url=running.url, headers=h, timeout=30) as http:
