@@ -151,7 +151,7 @@ class MemoryScopeMiddleware(AgentMiddleware):
         used = self._take_used(user_id, runtime)
         if user_id:
             agent_id = self.config.resolve_agent(default=_graph_agent_name())
-            self.bridge.record(user_id, _run_turn(state, agent_id, tools), agent_id=agent_id,
+            self.bridge.record(user_id, _run_turn(state, agent_id, tools, _thread_id(runtime)), agent_id=agent_id,
                                session_id=_thread_id(runtime), run_outcome=_run_outcome(state, tools),
                                procedures_used=used)
         return None
@@ -163,7 +163,8 @@ class MemoryScopeMiddleware(AgentMiddleware):
         used = self._take_used(user_id, runtime)
         if user_id:
             agent_id = self.config.resolve_agent(default=_graph_agent_name())
-            await self.bridge.arecord(user_id, _run_turn(state, agent_id, tools), agent_id=agent_id,
+            await self.bridge.arecord(user_id, _run_turn(state, agent_id, tools, _thread_id(runtime)),
+                                      agent_id=agent_id,
                                       session_id=_thread_id(runtime), run_outcome=_run_outcome(state, tools),
                                       procedures_used=used)
         return None
@@ -302,11 +303,13 @@ def _line(message: Any) -> Line:
     return Line(role, getattr(message, "name", None), text_of(getattr(message, "content", None)))
 
 
-def _run_turn(state: Any, agent_id: str, tools: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+def _run_turn(state: Any, agent_id: str, tools: Sequence[dict[str, Any]] = (),
+              thread: str | None = None) -> list[dict[str, Any]]:
     """The user input of the latest run (the trailing block of human messages), the agent's tool
     calls of the run (`tools`) and the run's answer: the last AI message without tool calls after
     that input, or, for a run that ended on a ``return_direct`` tool, the tool result it returned.
-    Nothing from earlier runs."""
+    Nothing from earlier runs. The messages' team keys are their state ids within the `thread`
+    (ids an application gives its messages, "1", "2"..., repeat from one thread to the next)."""
     messages, last_human = _run_messages(state)
     if last_human is None:
         return []
@@ -316,16 +319,17 @@ def _run_turn(state: Any, agent_id: str, tools: Sequence[dict[str, Any]] = ()) -
     inputs = messages[first:last_human + 1]
     lines = [_line(m) for m in inputs]
     user_text = latest_user_text(lines, whole_input=True)
-    user_key = ids_key("langchain", [m for m, line in zip(inputs, lines) if holds_users_words(line)])
+    framework = f"langchain:{thread}" if thread else "langchain"
+    user_key = ids_key(framework, [m for m, line in zip(inputs, lines) if holds_users_words(line)])
     answer, answer_key = "", None
     after = messages[last_human + 1:]
     for message in reversed(after):
         if isinstance(message, AIMessage) and not message.tool_calls and text_of(message.content).strip():
-            answer, answer_key = text_of(message.content), ids_key("langchain", [message])
+            answer, answer_key = text_of(message.content), ids_key(framework, [message])
             break
     else:
         if after and isinstance(after[-1], ToolMessage):  # the run ended on a return_direct tool
-            answer, answer_key = text_of(after[-1].content), ids_key("langchain", [after[-1]])
+            answer, answer_key = text_of(after[-1].content), ids_key(framework, [after[-1]])
     return turn(user_text, answer, agent_name=agent_id, tools=tools, user_key=user_key, reply_key=answer_key)
 
 

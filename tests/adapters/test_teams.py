@@ -400,6 +400,25 @@ def test_langchain_agent_handed_the_state_records_only_its_own_answer(engine):
                             (CRITIC, "assistant", "critic", "critic")]
 
 
+def test_langchain_the_same_message_id_in_two_threads_is_two_messages(engine):
+    """Ids an application gives its messages repeat from one thread to the next: the same words under
+    the same id in another thread are said again, and recorded again."""
+    _langchain()
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from memoryscope_plugins.adapters.langchain import MemoryScopeMiddleware
+
+    agent = create_agent(FakeListChatModel(responses=["Booked.", "Booked."]), [], name="planner",
+                         middleware=[MemoryScopeMiddleware(engine, user_id="anna")], checkpointer=InMemorySaver())
+    for thread in ("monday", "friday"):
+        agent.invoke({"messages": [HumanMessage("Book the usual table.", id="1")]},
+                     {"configurable": {"thread_id": thread}})
+    assert [content for content, *_ in rows(engine)] == ["Book the usual table.", "Booked."] * 2
+
+
 def test_a_failed_recording_leaves_the_message_to_the_next_member(engine, monkeypatch):
     from memoryscope_plugins.adapters._common import MemoryBridge, MemoryConfig, turn
 
