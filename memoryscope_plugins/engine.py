@@ -294,7 +294,7 @@ class MemoryScope:
         once per user, in the store's transaction, whichever process or agent records it first.
         A message whose key this user has already is left out, and its id in the returned list
         is the one it was recorded with, so a retry (or another agent of the team) records
-        nothing twice (`message_keys`).
+        nothing twice (`message_keys`); when every message is left out, so is the run's end.
 
         A tool call the agent made is a message with a ``tool_call`` (a `ToolCall`, or a dict of
         its fields: ``name``, ``arguments``, ``status``, ``result``, ``error``, ``duration_ms``,
@@ -325,6 +325,8 @@ class MemoryScope:
         ids = [uuid.uuid4().hex if message.key is None else message_keys.keyed_id(user_id, message.key)
                for message in parsed]
         new = self._unlogged(user_id, parsed, ids, message_keys.first_of_each_key(parsed, ids))
+        if not new:  # every message recorded already: a retry of a call that went through, run end and all
+            return ids
         for attempt in range(_KEYED_WRITE_ATTEMPTS):
             if not new:
                 break

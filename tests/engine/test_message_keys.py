@@ -107,3 +107,20 @@ def test_a_bad_key_is_refused_before_anything_is_written(engine, key, error):
     with pytest.raises(ValidationError, match=error):
         engine.record("anna", [{"role": "user", "content": "Hello.", "key": key}])
     assert turns(engine) == []
+
+
+def test_a_retried_call_that_ends_a_run_queues_the_run_once(tmp_path, local_embedder):
+    from memoryscope_plugins.procedures.scope import procedure_scope
+    from tests.support.run_outcomes import procedures_engine
+
+    with procedures_engine(tmp_path / "m.db", local_embedder) as engine:
+        turn = [{"role": "user", "content": "Book a table at Rosa's.", "key": "m-1"},
+                {"role": "tool", "tool_call": {"name": "book", "arguments": {"table": 4}, "result": "booked"},
+                 "key": "m-2"},
+                {"role": "assistant", "content": "Booked.", "key": "m-3"}]
+        first = engine.record("anna", turn, agent_id="concierge", run_outcome="succeeded")
+        assert engine.record("anna", turn, agent_id="concierge", run_outcome="succeeded") == first
+        queued = engine.store.pending_messages(procedure_scope("anna", "concierge"))
+        assert len(queued) == 1  # one run marker: the retry queued nothing more
+        (stats,) = engine.tool_stats("concierge")
+        assert stats.calls == 1
