@@ -14,7 +14,10 @@ The rules, for each tool whose call failed (status ``error``), its first failure
   told by the words added and removed when the tool's side shows them (its error, or a call made in
   between: "sql with created_at instead of date"). A call of another tool made in between whose result
   gave the new value ("id 2735943") comes first: "first call lookup_city; location from what it
-  returns";
+  returns". When the error names a unit ("in cents", "以分为单位") and the number an argument holds
+  was multiplied or divided by a power of ten ("3500元" -> 350000), the lesson says so, with an
+  example from 1 and never a number of the user's: "multiply the number in amount by a hundred (1
+  becomes 100)";
 * **replaced by another tool** the error names ("... is deprecated; use search_flights") that then
   succeeded: "call search_flights instead of search_flights_v1";
 * otherwise (no call worked after it, or nothing changed): no lesson.
@@ -35,7 +38,7 @@ from typing import Any, Sequence
 from ..storage.text_analysis import CJK
 from ..tool_calls import mentions, normalise_error
 from ..types import ToolCall
-from .run import Proposed, Run
+from .run import Proposed, Run, users_numbers
 
 LONG_TEXT = 40  # characters: a longer text argument is told by the words that changed, not its shape
 SHAPE_TEXT = 24  # characters: a text up to this long is told by its picture ("9999-99-99")
@@ -43,7 +46,7 @@ MIN_VALUE = 2  # characters: a shorter value is not looked for in an error or a 
 _WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[\u4e00-\u9fff]+")
 _MISSING = object()
 
-_PHRASES = {
+_PHRASES: dict[str, dict[str, Any]] = {
     "en": {
         "when": "calling {tool}", "first": "first call {helper}", "from": "pass {key} from what {helper} returns",
         "instead": "call {other} instead of {tool}", "shape": "pass {key} as {new}",
@@ -53,6 +56,9 @@ _PHRASES = {
         "int": "an integer", "float": "a number", "bool": "true or false", "list_": "a list", "dict": "an object",
         "null": "null", "zh_text": "Chinese text", "word": "a word", "words_": "words", "text": "text",
         "like": "text like {picture}",
+        "times": "multiply the number in {key} by {factor}", "divide": "divide the number in {key} by {factor}",
+        "example": " ({small} becomes {large})", "example_down": " ({large} becomes {small})",
+        "factors": {10: "ten", 100: "a hundred", 1000: "a thousand", 10_000: "ten thousand", 1_000_000: "a million"},
     },
     "zh": {
         "when": "调用 {tool} 时", "first": "先调用 {helper}", "from": "{key} 用 {helper} 返回的值",
@@ -62,6 +68,9 @@ _PHRASES = {
         "int": "整数", "float": "数字", "bool": "true 或 false", "list_": "列表", "dict": "对象",
         "null": "null", "zh_text": "中文", "word": "英文单词", "words_": "英文词语", "text": "文本",
         "like": " {picture} 这样的文本",
+        "times": "{key} 的数值乘以{factor}", "divide": "{key} 的数值除以{factor}",
+        "example": "（比如 {small} 写成 {large}）", "example_down": "（比如 {large} 写成 {small}）",
+        "factors": {10: "十", 100: "一百", 1000: "一千", 10_000: "一万", 1_000_000: "一百万"},
     },
 }
 
@@ -80,18 +89,19 @@ def lessons(run: Run, language: str) -> list[Proposed]:
              if m.message.tool_call is not None]
     out: list[Proposed] = []
     taught: set[str] = set()
+    private = users_numbers(run)
     for index, failed in enumerate(calls):
         call = failed.call
         if call.status != "error" or call.name in taught:
             continue
-        lesson = _lesson(failed, calls[index + 1:], words)
+        lesson = _lesson(failed, calls[index + 1:], words, private)
         if lesson is not None:
             taught.add(call.name)
             out.append(lesson)
     return out
 
 
-def _lesson(failed: _Call, later: Sequence[_Call], words: dict[str, str]) -> Proposed | None:
+def _lesson(failed: _Call, later: Sequence[_Call], words: dict[str, Any], private: set[str]) -> Proposed | None:
     tool = failed.call.name
     error = failed.call.error or ""
     why = words["why"].format(tool=tool, error=normalise_error(error, failed.call.arguments))
@@ -105,7 +115,7 @@ def _lesson(failed: _Call, later: Sequence[_Call], words: dict[str, str]) -> Pro
                         do=words["instead"].format(other=other.call.name, tool=tool), why=why,
                         tools=[tool, other.call.name], calls=[failed.number, other.number])
     between = [c for c in later if c.number < fixed.number and c.call.status == "ok" and c.call.name != tool]
-    parts, helpers = _changes(failed.call, fixed.call, between, error, words)
+    parts, helpers = _changes(failed.call, fixed.call, between, error, words, private)
     if not parts:
         return None
     first = [words["first"].format(helper=h.call.name) for h in helpers]
@@ -115,8 +125,8 @@ def _lesson(failed: _Call, later: Sequence[_Call], words: dict[str, str]) -> Pro
                     calls=sorted({failed.number, fixed.number, *(h.number for h in helpers)}))
 
 
-def _changes(failed: ToolCall, fixed: ToolCall, between: Sequence[_Call], error: str,
-             words: dict[str, str]) -> tuple[list[str], list[_Call]]:
+def _changes(failed: ToolCall, fixed: ToolCall, between: Sequence[_Call], error: str, words: dict[str, Any],
+             private: set[str]) -> tuple[list[str], list[_Call]]:
     """What changed from the failed call's arguments to the fixed one's, as phrases, and the calls in
     between whose results the new values came from (in the run's order)."""
     parts: list[str] = []
@@ -148,7 +158,54 @@ def _changes(failed: ToolCall, fixed: ToolCall, between: Sequence[_Call], error:
             parts.append(words["shape"].format(key=key, new=new_shape))
         elif old_shape != new_shape:
             parts.append(words["not"].format(key=key, new=new_shape, old=old_shape))
+        scale = None if old is _MISSING or not _names_a_unit(error) else _scale(old, new, words, private)
+        if scale is not None:
+            parts.append(scale.format(key=key))
     return parts, [helpers[n] for n in sorted(helpers)]
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+#: words by which an error says what unit a number is in; only then is a change by a power of ten a unit's
+_UNITS = ("unit", "units", "cent", "cents", "pence", "minor", "ms", "millisecond", "milliseconds", "second",
+          "seconds", "minute", "minutes", "byte", "bytes", "KB", "MB", "kb", "mb", "meter", "meters", "metre",
+          "metres", "km", "gram", "grams", "kg", "单位", "分", "角", "元", "毫秒", "秒", "分钟", "字节", "米", "公里",
+          "千米", "克", "千克", "公斤")
+
+
+def _names_a_unit(error: str) -> bool:
+    return any(mentions(error, unit) for unit in _UNITS)
+
+
+def _number(value: Any) -> float | None:
+    """The number a value holds: itself, or the one number a short text writes ("3500元"); None else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and len(value) <= SHAPE_TEXT:
+        found = _NUMBER.findall(value.replace(",", ""))
+        return float(found[0]) if len(found) == 1 else None
+    return None
+
+
+def _scale(old: Any, new: Any, words: dict[str, Any], private: set[str]) -> str | None:
+    """The unit change between two values that hold the same quantity in other units (yuan and fen,
+    seconds and milliseconds: the number times or divided by a power of ten), as a phrase with
+    ``{key}`` left to fill: the factor in words, and an example from 1 (a small model follows
+    "1 becomes 100" where it gets "times a hundred" wrong), left out when its number is one of the
+    user's (`private`): a lesson never writes a number of the run."""
+    before, after = _number(old), _number(new)
+    if not before or not after or before < 0 or after < 0:
+        return None
+    for factor, name in words["factors"].items():
+        up = abs(after - before * factor) <= 1e-9 * after
+        if up or abs(before - after * factor) <= 1e-9 * before:
+            phrase = str(words["times" if up else "divide"]).replace("{factor}", name)
+            if str(factor) not in private:
+                example = words["example" if up else "example_down"]
+                phrase += example.replace("{small}", "1").replace("{large}", str(factor))
+            return phrase
+    return None
 
 
 def _source_of(value: Any, between: Sequence[_Call]) -> _Call | None:

@@ -130,7 +130,36 @@ def test_chinese_wording_and_values_taken_out_of_the_error():
     assert lesson.why == "get_weather 报错：未知的城市编码：<str>"
     transfer = run_of(("transfer", {"payee": "房东", "amount": "3500元"}, ValueError("amount 必须是以分为单位的整数")),
                       ("transfer", {"payee": "房东", "amount": 350000}, "转账成功"))
-    assert [p.do for p in lessons(transfer, "zh")] == ["amount 写成整数，不是中文"]
+    assert [p.do for p in lessons(transfer, "zh")] == [
+        "amount 写成整数，不是中文；amount 的数值乘以一百（比如 1 写成 100）"]
+
+
+HUNDRED = "multiply the number in amount by a hundred (1 becomes 100)"
+
+
+@pytest.mark.parametrize(("old", "new", "error", "told"), [
+    (480, 48000, "amount must be an integer number of cents", [HUNDRED]),
+    ("12.5 EUR", 1250, "amount: minor units (cents) expected",
+     ["pass amount as an integer, not text like 99.9 AAA", HUNDRED]),
+    (30000, 30, "timeout is in seconds", ["divide the number in amount by a thousand (1000 becomes 1)"]),
+    (1, 10, "page 1 is empty", []),  # no unit named: a page is not a unit's change
+    (3, 7, "amount is in cents", []),  # no power of ten
+])
+def test_a_number_in_other_units_is_told_by_its_factor_in_words(old, new, error, told):
+    run = run_of("Pay the 480 bill, 12.5 EUR, wait 30 s", ("pay", {"amount": old}, ValueError(error)),
+                 ("pay", {"amount": new}, "ok"))
+    found = lessons(run, "en")
+    assert [p.do for p in found] == (["; ".join(told)] if told else [])
+    for lesson in found:  # the factor is in words: no number of the run, and the checks pass
+        assert refusal(lesson, run, private_words(run)) is None
+
+
+def test_the_example_of_a_unit_change_is_left_out_when_the_user_wrote_its_number():
+    run = run_of("Set the timeout to 3 s, I said 1000 times", ("wait", {"amount": 3}, ValueError("in milliseconds")),
+                 ("wait", {"amount": 3000}, "ok"))
+    [lesson] = lessons(run, "en")
+    assert lesson.do == "multiply the number in amount by a thousand"
+    assert refusal(lesson, run, private_words(run)) is None
 
 
 # -- in the learning step, with the fake model -----------------------------------------------------------
