@@ -108,6 +108,15 @@ def _check_team(team: Any) -> str:
     return team
 
 
+@dataclasses.dataclass(frozen=True)
+class _Written:
+    """What one `record` write stored: its ledger changes, whether its turns were embedded, how many said."""
+
+    ledger: LedgerChanges
+    embedded: bool
+    said: int
+
+
 class MemoryScope:
     """A long-term memory for LLM agents.
 
@@ -325,13 +334,12 @@ class MemoryScope:
         ids = [uuid.uuid4().hex if message.key is None else message_keys.keyed_id(user_id, message.key)
                for message in parsed]
         new = self._unlogged(user_id, parsed, ids, message_keys.first_of_each_key(parsed, ids))
-        if not new:  # every message recorded already: a retry of a call that went through, run end and all
-            return ids
+        written: _Written | None = None
         for attempt in range(_KEYED_WRITE_ATTEMPTS):
             if not new:
                 break
             try:
-                self._log_new(user_id, agent_id, session_id, [parsed[i] for i in new], [ids[i] for i in new])
+                written = self._log_new(user_id, agent_id, session_id, parsed, ids, new)
                 break
             except StoreError:
                 # another writer may have logged one of these keys since they were looked up: the
@@ -340,7 +348,11 @@ class MemoryScope:
                 new = self._unlogged(user_id, parsed, ids, new)
                 if new and (len(new) == before or attempt == _KEYED_WRITE_ATTEMPTS - 1):
                     raise
-        self._end_run(user_id, agent_id, session_id, run_outcome, used, ids, parsed[-1].timestamp)
+        if written is not None:
+            self._after_logged(user_id, written)
+        # a retry (or a writer beside this one) queues the run once: its marker is keyed too
+        self._end_run(user_id, agent_id, session_id, run_outcome, used, ids, parsed[-1].timestamp,
+                      keyed=parsed[-1].key is not None)
         return ids
 
     def _unlogged(self, user_id: str, parsed: Sequence[Message], ids: Sequence[str],
@@ -357,15 +369,16 @@ class MemoryScope:
         return [i for i in positions if ids[i] not in known]
 
     def _log_new(self, user_id: str, agent_id: str, session_id: str | None, parsed: Sequence[Message],
-                 ids: Sequence[str]) -> None:
-        """Log messages with their ids, with the turn memories of those that are said (one id each)
-        and the ledger changes they bring, in one write; then start consolidating them."""
-        said = [message for message in parsed if message.tool_call is None]
+                 ids: Sequence[str], new: Sequence[int]) -> _Written:
+        """Log the messages at positions `new` with their ids, with the turn memories of those that
+        are said and the ledger changes they bring, in one write (a `StoreError` writes nothing). A
+        turn follows the said message before it in the call, written now or recorded already."""
+        messages, message_ids = [parsed[i] for i in new], [ids[i] for i in new]
+        said = [message for message in messages if message.tool_call is None]
         if not said:  # tool calls only: the log and the tool statistics, nothing of the user's
-            self.store.append_messages(user_id, agent_id, parsed, session_id=session_id, message_ids=ids)
-            return
-        said_ids = [message_id for message, message_id in zip(parsed, ids) if message.tool_call is None]
-        memories, before = self._turn_memories(user_id, agent_id, session_id, said, said_ids)
+            self.store.append_messages(user_id, agent_id, messages, session_id=session_id, message_ids=message_ids)
+            return _Written(LedgerChanges(user_id=user_id), False, 0)
+        memories, before = self._turn_memories(user_id, agent_id, session_id, parsed, ids, set(new))
         vectors = self._embed_documents(memories)
         self._alias_addressed_speakers(user_id, said)
         # the turn before may be deleted meanwhile: a retry after the store refused the links drops its backfill
@@ -373,23 +386,35 @@ class MemoryScope:
         ledger = self._write_linked(
             user_id, lambda: self._record_ledger(user_id, agent_id, said, memories, next(backfill, None)),
             lambda changes: self.store.append_messages(
-                user_id, agent_id, parsed, session_id=session_id, memories=memories, vectors=vectors,
-                message_ids=ids, ledger=changes or None))
-        if ledger.entities:
+                user_id, agent_id, messages, session_id=session_id, memories=memories, vectors=vectors,
+                message_ids=message_ids, ledger=changes or None))
+        return _Written(ledger, vectors is not None, len(said))
+
+    def _after_logged(self, user_id: str, written: _Written) -> None:
+        """What follows a write that went through: the caches it changed, vectors still to make, and
+        the consolidation of its said messages (a failure here is not a refused write)."""
+        if written.ledger.entities:
             self._matchers.invalidate(user_id)
-        elif ledger.mentions:  # retrieval's cached mention index takes them as they are, no read
-            ledger_cache.for_store(self.store).add_mentions(user_id, ledger.mentions)
-        if vectors is not None and self._vectors_missing:
+        elif written.ledger.mentions:  # retrieval's cached mention index takes them as they are, no read
+            ledger_cache.for_store(self.store).add_mentions(user_id, written.ledger.mentions)
+        if written.embedded and self._vectors_missing:
             self._catch_up_vectors()
-        if self._consolidation is not None:
-            self._consolidation.notify(user_id, len(said))
+        if self._consolidation is not None and written.said:
+            self._consolidation.notify(user_id, written.said)
 
     def _end_run(self, user_id: str, agent_id: str, session_id: str | None, outcome: str | None,
-                 used: builtins.list[str], ids: builtins.list[str], when: datetime | None) -> None:
+                 used: builtins.list[str], ids: builtins.list[str], when: datetime | None, *,
+                 keyed: bool = False) -> None:
         """Queue a finished run for learning procedures (only with ``procedures.enabled``): a marker
         under the agent's scope, logged pending after the run's messages, for whichever process
-        consolidates (this one's worker or `run_worker`'s) (docs/procedural.md)."""
+        consolidates (this one's worker or `run_worker`'s) (docs/procedural.md). With `keyed` (the
+        run's last message has a key) the marker's id is keyed by that message: queued once however
+        often the call is made."""
         if outcome is None or not self.settings.procedures.enabled:
+            return
+        scope = procedure_scope.procedure_scope(user_id, agent_id)
+        marker_id = message_keys.keyed_id(scope, f"run end\x00{ids[-1]}") if keyed else None
+        if marker_id is not None and self.store.logged_message_ids(scope, [marker_id]):
             return
         window = self.store.recent_messages(user_id, agent_id, None, len(ids) + 100)
         last_seq = next((m.seq for m in reversed(window) if m.id == ids[-1]), None)
@@ -397,25 +422,45 @@ class MemoryScope:
             last_seq = window[-1].seq if window else 0
         marker = procedure_scope.RunMarker(user_id=user_id, agent_id=agent_id, last_seq=last_seq, outcome=outcome,
                                            session_id=session_id, used=used)
-        scope = procedure_scope.procedure_scope(user_id, agent_id)
-        self.store.append_messages(scope, agent_id, [Message(role="system", content=marker.to_text(), timestamp=when)])
+        try:
+            self.store.append_messages(scope, agent_id, [Message(role="system", content=marker.to_text(),
+                                                                 timestamp=when)],
+                                       message_ids=None if marker_id is None else [marker_id])
+        except StoreError:
+            if marker_id is None or not self.store.logged_message_ids(scope, [marker_id]):
+                raise
+            return  # another call of the same run queued it meanwhile
         if self._consolidation is not None:
             self._consolidation.notify(scope, 1)
 
-    def _turn_memories(self, user_id: str, agent_id: str, session_id: str | None, said: Sequence[Message],
-                       ids: Sequence[str]) -> tuple[builtins.list[Memory], Memory | None]:
-        """The turn memories of the conversation's messages (not the tool calls), with `ids`, each
-        linked to the turn before it, and the stored turn the first one follows (None: none)."""
-        if not said:
+    def _turn_memories(self, user_id: str, agent_id: str, session_id: str | None, parsed: Sequence[Message],
+                       ids: Sequence[str], new: set[int]) -> tuple[builtins.list[Memory], Memory | None]:
+        """The turn memories of the messages at positions `new` that are said (not tool calls), with
+        their ids, and the stored turn the first one follows (None: none). Each follows the said
+        message before it in the call, whether written now or recorded already (a keyed one another
+        writer logged: read back); the first said message of the call follows the conversation's
+        latest turn (`_previous_turn`)."""
+        said = [i for i, message in enumerate(parsed) if message.tool_call is None]
+        first_new = next((i for i in said if i in new), None)
+        if first_new is None:
             return [], None
-        first_time = said[0].timestamp
-        assert first_time is not None  # _to_message gives every message a time
-        before = prior = self._previous_turn(user_id, agent_id, session_id, first_time)
-        memories = []
-        for message, memory_id in zip(said, ids):
+        recorded = {memory.id: memory for memory in self.store.get(
+            user_id, [ids[i] for i in said if i not in new and i < max(new)])}
+        prior: Memory | None = None
+        if first_new == said[0] or not recorded:
+            first_time = parsed[first_new].timestamp
+            assert first_time is not None  # _to_message gives every message a time
+            prior = self._previous_turn(user_id, agent_id, session_id, first_time)
+        before: Memory | None = None
+        memories: builtins.list[Memory] = []
+        for position in said:
+            if position not in new:
+                prior = recorded.get(ids[position], prior)
+                continue
+            message = parsed[position]
             assert message.timestamp is not None
             memory = Memory(
-                id=memory_id, user_id=user_id, agent_id=agent_id, content=message.content,
+                id=ids[position], user_id=user_id, agent_id=agent_id, content=message.content,
                 type=MemoryType.TURN, created_at=message.timestamp, updated_at=utc_now(),
                 speaker=message.name or _default_speaker(message.role, user_id, agent_id), role=message.role,
                 session_id=session_id, metadata=dict(message.metadata))
@@ -426,6 +471,8 @@ class MemoryScope:
             mentions = time_mentions(message.content, message.timestamp)
             if mentions:  # resolved once here, shown beside the words in every context
                 memory.metadata[MENTIONS_KEY] = mentions
+            if not memories:
+                before = prior
             if prior is not None:
                 memory.previous_id = prior.id
                 memory.context = f"{prior.speaker}: {prior.content}" if prior.speaker else prior.content

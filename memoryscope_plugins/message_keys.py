@@ -9,6 +9,8 @@ once per user, whichever process records it first. Recording it again records no
 the same id.
 
 The id is a digest: a key names no content in the store, and one user's keys never meet another's.
+A key is the caller's promise that it names one message for that user, whatever the conversation:
+ids that start again in each chat ("1", "2"...) need the chat's id in the key.
 """
 
 from __future__ import annotations
@@ -44,13 +46,23 @@ def keyed_id(user_id: str, key: str) -> str:
 
 def first_of_each_key(messages: Sequence[Message], ids: Sequence[str]) -> list[int]:
     """The positions of the messages to write: each message without a key, and the first of
-    those sharing a key (the others are the same message again)."""
-    seen: set[str] = set()
+    those sharing a key (the others are the same message again); `ValidationError` when a key
+    comes back with other words, speaker, role or tool call (two messages under one key: one
+    would be lost)."""
+    first: dict[str, int] = {}
     kept: list[int] = []
     for position, (message, message_id) in enumerate(zip(messages, ids)):
         if message.key is not None:
-            if message_id in seen:
+            earlier = first.get(message_id)
+            if earlier is not None:
+                if _said(messages[earlier]) != _said(message):
+                    raise ValidationError(f"message {position} has the key of message {earlier} but is "
+                                          "another message")
                 continue
-            seen.add(message_id)
+            first[message_id] = position
         kept.append(position)
     return kept
+
+
+def _said(message: Message) -> tuple[object, ...]:
+    return message.role, message.name, message.content, message.tool_call

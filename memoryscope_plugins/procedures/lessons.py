@@ -17,7 +17,7 @@ The rules, for each tool whose call failed (status ``error``), its first failure
   returns". When the error names a unit ("in cents", "以分为单位") and the number an argument holds
   was multiplied or divided by a power of ten ("3500元" -> 350000), the lesson says so, with an
   example from 1 and never a number of the user's: "multiply the number in amount by a hundred (1
-  becomes 100)";
+  becomes 100)"; only of the argument the error names, or of the only one whose number so changed;
 * **replaced by another tool** the error names ("... is deprecated; use search_flights") that then
   succeeded: "call search_flights instead of search_flights_v1";
 * otherwise (no call worked after it, or nothing changed): no lesson.
@@ -131,6 +131,7 @@ def _changes(failed: ToolCall, fixed: ToolCall, between: Sequence[_Call], error:
     between whose results the new values came from (in the run's order)."""
     parts: list[str] = []
     helpers: dict[int, _Call] = {}
+    scaled: list[tuple[int, str, Any, Any]] = []  # a told change whose unit may have changed too
     for key in sorted(set(failed.arguments) | set(fixed.arguments)):
         old, new = failed.arguments.get(key, _MISSING), fixed.arguments.get(key, _MISSING)
         if old == new:
@@ -158,18 +159,35 @@ def _changes(failed: ToolCall, fixed: ToolCall, between: Sequence[_Call], error:
             parts.append(words["shape"].format(key=key, new=new_shape))
         elif old_shape != new_shape:
             parts.append(words["not"].format(key=key, new=new_shape, old=old_shape))
-        scale = None if old is _MISSING or not _names_a_unit(error) else _scale(old, new, words, private)
-        if scale is not None:
-            parts.append(scale.format(key=key))
+        if old is not _MISSING:
+            scaled.append((len(parts), key, old, new))
+    parts = _with_unit_change(parts, scaled, error, words, private)
     return parts, [helpers[n] for n in sorted(helpers)]
 
 
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+def _with_unit_change(parts: list[str], changed: Sequence[tuple[int, str, Any, Any]], error: str,
+                      words: dict[str, Any], private: set[str]) -> list[str]:
+    """`parts` with the unit change of an argument after its phrase (`changed`: where its phrase
+    ends, its name, old and new value), when the error names a unit and the argument: the one it
+    names, or the only argument whose number changed by a power of ten."""
+    if not _names_a_unit(error):
+        return parts
+    found = [(end, key, phrase) for end, key, old, new in changed
+             if (phrase := _scale(old, new, words, private)) is not None]
+    named = [item for item in found if mentions(error, item[1])]
+    chosen = named or (found if len(found) == 1 else [])
+    out = list(parts)
+    for end, key, phrase in reversed(chosen):
+        out.insert(end, phrase.format(key=key))
+    return out
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 #: words by which an error says what unit a number is in; only then is a change by a power of ten a unit's
-_UNITS = ("unit", "units", "cent", "cents", "pence", "minor", "ms", "millisecond", "milliseconds", "second",
-          "seconds", "minute", "minutes", "byte", "bytes", "KB", "MB", "kb", "mb", "meter", "meters", "metre",
-          "metres", "km", "gram", "grams", "kg", "单位", "分", "角", "元", "毫秒", "秒", "分钟", "字节", "米", "公里",
-          "千米", "克", "千克", "公斤")
+#: (no one-character Chinese unit: 分 and 元 are in 部分 and 元素; no "second": "the second argument")
+_UNITS = ("unit", "units", "cent", "cents", "pence", "ms", "millisecond", "milliseconds", "seconds", "minute",
+          "minutes", "byte", "bytes", "KB", "MB", "kb", "mb", "meter", "meters", "metre", "metres", "km", "gram",
+          "grams", "kg", "单位", "毫秒", "分钟", "字节", "公里", "千米", "厘米", "毫米", "千克", "公斤")
 
 
 def _names_a_unit(error: str) -> bool:

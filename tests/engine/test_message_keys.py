@@ -109,18 +109,84 @@ def test_a_bad_key_is_refused_before_anything_is_written(engine, key, error):
     assert turns(engine) == []
 
 
+RUN = [{"role": "user", "content": "Book a table at Rosa's.", "key": "m-1"},
+       {"role": "tool", "tool_call": {"name": "book", "arguments": {"table": 4}, "result": "booked"}, "key": "m-2"},
+       {"role": "assistant", "content": "Booked.", "key": "m-3"}]
+
+
+def _queued_runs(engine) -> int:
+    from memoryscope_plugins.procedures.scope import procedure_scope
+    return len(engine.store.pending_messages(procedure_scope("anna", "concierge")))
+
+
 def test_a_retried_call_that_ends_a_run_queues_the_run_once(tmp_path, local_embedder):
+    from tests.support.run_outcomes import procedures_engine
+
+    with procedures_engine(tmp_path / "m.db", local_embedder) as engine:
+        first = engine.record("anna", RUN, agent_id="concierge", run_outcome="succeeded")
+        assert engine.record("anna", RUN, agent_id="concierge", run_outcome="succeeded") == first
+        assert _queued_runs(engine) == 1  # one run marker: the retry queued nothing more
+        (stats,) = engine.tool_stats("concierge")
+        assert stats.calls == 1
+
+
+def test_a_message_after_one_recorded_already_follows_it(engine):
+    """The second of three messages was recorded by another agent: the third follows it, not the first."""
+    (known,) = engine.record("anna", [{"role": "user", "content": "Which train?", "key": "b",
+                                       "timestamp": "2026-03-02T10:01:00+00:00"}])
+    ids = engine.record("anna", [
+        {"role": "assistant", "content": "I can book a train.", "key": "a", "timestamp": "2026-03-02T10:00:00+00:00"},
+        {"role": "user", "content": "Which train?", "key": "b", "timestamp": "2026-03-02T10:01:00+00:00"},
+        {"role": "assistant", "content": "The 9:12 to Lyon.", "key": "c", "timestamp": "2026-03-02T10:02:00+00:00"}])
+    assert ids[1] == known
+    answer = engine.get("anna", ids[2])
+    assert answer.previous_id == known and answer.context == "anna: Which train?"
+
+
+def test_a_key_repeated_with_other_words_in_one_call_is_refused(engine):
+    with pytest.raises(ValidationError, match="message 1 has the key of message 0"):
+        engine.record("anna", [{"role": "user", "content": "Hello.", "key": "k"},
+                               {"role": "user", "content": "Goodbye.", "key": "k"}])
+    assert turns(engine) == []
+
+
+def test_the_same_run_ended_by_two_writers_at_once_is_queued_once(tmp_path, local_embedder, monkeypatch):
+    from tests.support.run_outcomes import procedures_engine
+
+    with procedures_engine(tmp_path / "m.db", local_embedder) as one, \
+            procedures_engine(tmp_path / "m.db", local_embedder) as other:
+        real = one.store.append_messages
+        calls = []
+
+        def after_the_other(user_id, agent_id, messages, *args, **kwargs):
+            calls.append(user_id)
+            if len(calls) == 1:  # the other writer's whole call, run end included, lands first
+                other.record("anna", RUN, agent_id="concierge", run_outcome="succeeded")
+            return real(user_id, agent_id, messages, *args, **kwargs)
+        monkeypatch.setattr(one.store, "append_messages", after_the_other)
+        one.record("anna", RUN, agent_id="concierge", run_outcome="succeeded")
+        assert _queued_runs(one) == 1
+        assert [c for _, c in turns(one)] == ["Book a table at Rosa's.", "Booked."]
+
+
+def test_a_retry_queues_the_run_whose_end_failed_the_first_time(tmp_path, local_embedder, monkeypatch):
     from memoryscope_plugins.procedures.scope import procedure_scope
     from tests.support.run_outcomes import procedures_engine
 
     with procedures_engine(tmp_path / "m.db", local_embedder) as engine:
-        turn = [{"role": "user", "content": "Book a table at Rosa's.", "key": "m-1"},
-                {"role": "tool", "tool_call": {"name": "book", "arguments": {"table": 4}, "result": "booked"},
-                 "key": "m-2"},
-                {"role": "assistant", "content": "Booked.", "key": "m-3"}]
-        first = engine.record("anna", turn, agent_id="concierge", run_outcome="succeeded")
-        assert engine.record("anna", turn, agent_id="concierge", run_outcome="succeeded") == first
-        queued = engine.store.pending_messages(procedure_scope("anna", "concierge"))
-        assert len(queued) == 1  # one run marker: the retry queued nothing more
-        (stats,) = engine.tool_stats("concierge")
-        assert stats.calls == 1
+        real = engine.store.append_messages
+        failures = []
+
+        def run_end_fails_once(user_id, *args, **kwargs):
+            if user_id == procedure_scope("anna", "concierge") and not failures:
+                failures.append(user_id)
+                raise StoreError("database is locked")
+            return real(user_id, *args, **kwargs)
+        monkeypatch.setattr(engine.store, "append_messages", run_end_fails_once)
+        with pytest.raises(StoreError):
+            engine.record("anna", RUN, agent_id="concierge", run_outcome="succeeded")
+        assert _queued_runs(engine) == 0  # the messages are written, the run's end is not
+        first = engine.record("anna", RUN, agent_id="concierge", run_outcome="succeeded")
+        assert _queued_runs(engine) == 1
+        assert engine.record("anna", RUN, agent_id="concierge", run_outcome="succeeded") == first
+        assert _queued_runs(engine) == 1

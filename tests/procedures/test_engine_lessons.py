@@ -141,9 +141,13 @@ HUNDRED = "multiply the number in amount by a hundred (1 becomes 100)"
     (480, 48000, "amount must be an integer number of cents", [HUNDRED]),
     ("12.5 EUR", 1250, "amount: minor units (cents) expected",
      ["pass amount as an integer, not text like 99.9 AAA", HUNDRED]),
-    (30000, 30, "timeout is in seconds", ["divide the number in amount by a thousand (1000 becomes 1)"]),
+    (30000, 30, "amount is in seconds", ["divide the number in amount by a thousand (1000 becomes 1)"]),
     (1, 10, "page 1 is empty", []),  # no unit named: a page is not a unit's change
     (3, 7, "amount is in cents", []),  # no power of ten
+    (1, 10, "分页参数错误", []),  # 分 of 分页 is no unit
+    (5, 50, "角色不存在", []),  # nor 角 of 角色
+    (1000, 100, "the second argument, amount, must be at most 100", []),  # an ordinal, not seconds
+    ("-5", 500, "amount is in cents", ["pass amount as an integer, not text like -9"]),  # a sign is no factor
 ])
 def test_a_number_in_other_units_is_told_by_its_factor_in_words(old, new, error, told):
     run = run_of("Pay the 480 bill, 12.5 EUR, wait 30 s", ("pay", {"amount": old}, ValueError(error)),
@@ -152,6 +156,12 @@ def test_a_number_in_other_units_is_told_by_its_factor_in_words(old, new, error,
     assert [p.do for p in found] == (["; ".join(told)] if told else [])
     for lesson in found:  # the factor is in words: no number of the run, and the checks pass
         assert refusal(lesson, run, private_words(run)) is None
+
+
+def test_a_unit_change_is_told_of_the_argument_the_error_names_only():
+    run = run_of(("pay", {"amount": 480, "page": 1}, ValueError("amount must be an integer number of cents")),
+                 ("pay", {"amount": 48000, "page": 10}, "ok"))
+    assert [p.do for p in lessons(run, "en")] == [HUNDRED]
 
 
 def test_the_example_of_a_unit_change_is_left_out_when_the_user_wrote_its_number():
