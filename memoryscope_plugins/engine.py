@@ -357,15 +357,11 @@ class MemoryScope:
 
     def _unlogged(self, user_id: str, parsed: Sequence[Message], ids: Sequence[str],
                   positions: builtins.list[int]) -> builtins.list[int]:
-        """`positions` without the keyed messages the user has already: in the message log, or as
-        a turn memory of that id (an import brings the memories without their log)."""
+        """`positions` without the keyed messages the user's message log holds already."""
         keyed = [ids[i] for i in positions if parsed[i].key is not None]
         if not keyed:
             return positions
         known = self.store.logged_message_ids(user_id, keyed)
-        unlogged = [message_id for message_id in keyed if message_id not in known]
-        if unlogged:
-            known.update(memory.id for memory in self.store.get(user_id, unlogged))
         return [i for i in positions if ids[i] not in known]
 
     def _log_new(self, user_id: str, agent_id: str, session_id: str | None, parsed: Sequence[Message],
@@ -444,8 +440,8 @@ class MemoryScope:
         first_new = next((i for i in said if i in new), None)
         if first_new is None:
             return [], None
-        recorded = {memory.id: memory for memory in self.store.get(
-            user_id, [ids[i] for i in said if i not in new and i < max(new)])}
+        skipped = [ids[i] for i in said if i not in new and i < max(new)]
+        recorded = {memory.id: memory for memory in self.store.get(user_id, skipped)} if skipped else {}
         prior: Memory | None = None
         if first_new == said[0] or not recorded:
             first_time = parsed[first_new].timestamp
