@@ -308,16 +308,17 @@ async def test_agentchat_members_scoped_to_themselves_each_keep_their_own_copy(e
         (CRITIC, "assistant", "critic", "critic")])
 
 
-def test_classic_group_members_with_memory_record_each_message_once_and_repeats_twice(engine):
+def _classic_group_chat(engine, replies: list[str], max_round: int):
+    """(the human, a round-robin `GroupChat` of the human, a critic and a planner with memory for anna),
+    the members answering `replies` in turn."""
     autogen = pytest.importorskip("autogen", reason="pip install 'memoryscope-plugins[autogen]'")
     if not hasattr(autogen, "GroupChat"):
         pytest.skip("the installed `autogen` is not classic AutoGen")
-    from autogen import ConversableAgent, GroupChat, GroupChatManager, UserProxyAgent
+    from autogen import ConversableAgent, GroupChat, UserProxyAgent
 
     from memoryscope_plugins.adapters.autogen_classic import MemoryCapability
 
-    # critic, planner, critic, planner: the critic says the same words twice, at two places of the chat
-    FakeClient.replies = ["Noted.", "Pasta.", "Noted.", "Pasta and cake."]
+    FakeClient.replies = replies
     config = {"config_list": [{"model": "fake", "model_client_cls": "FakeClient"}], "cache_seed": None}
 
     def agent(name: str) -> ConversableAgent:
@@ -327,8 +328,15 @@ def test_classic_group_members_with_memory_record_each_message_once_and_repeats_
         return made
 
     human = UserProxyAgent("anna", human_input_mode="NEVER", code_execution_config=False, default_auto_reply="Go on.")
-    chat = GroupChat([human, agent("critic"), agent("planner")], messages=[], max_round=6,
-                     speaker_selection_method="round_robin")
+    return human, GroupChat([human, agent("critic"), agent("planner")], messages=[], max_round=max_round,
+                            speaker_selection_method="round_robin")
+
+
+def test_classic_group_members_with_memory_record_each_message_once_and_repeats_twice(engine):
+    # critic, planner, critic, planner: the critic says the same words twice, at two places of the chat
+    human, chat = _classic_group_chat(engine, ["Noted.", "Pasta.", "Noted.", "Pasta and cake."], max_round=6)
+    from autogen import GroupChatManager
+
     human.initiate_chat(GroupChatManager(chat, llm_config=False), message=REQUEST, silent=True)
     assert [content for content, *_ in rows(engine)] == [REQUEST, "Noted.", "Pasta.", "Go on.", "Noted.",
                                                          "Pasta and cake."]
@@ -338,25 +346,9 @@ def test_classic_group_members_with_memory_record_each_message_once_and_repeats_
 
 
 def test_classic_group_chat_run_again_after_reset_is_recorded_again(engine):
-    autogen = pytest.importorskip("autogen", reason="pip install 'memoryscope-plugins[autogen]'")
-    if not hasattr(autogen, "GroupChat"):
-        pytest.skip("the installed `autogen` is not classic AutoGen")
-    from autogen import ConversableAgent, GroupChat, GroupChatManager, UserProxyAgent
+    human, chat = _classic_group_chat(engine, ["Noted.", "Pasta."] * 2, max_round=3)
+    from autogen import GroupChatManager
 
-    from memoryscope_plugins.adapters.autogen_classic import MemoryCapability
-
-    FakeClient.replies = ["Noted.", "Pasta."] * 2
-    config = {"config_list": [{"model": "fake", "model_client_cls": "FakeClient"}], "cache_seed": None}
-
-    def agent(name: str) -> ConversableAgent:
-        made = ConversableAgent(name, llm_config=config, human_input_mode="NEVER")
-        made.register_model_client(model_client_cls=FakeClient)  # type: ignore[arg-type]  # autogen types the class as an instance
-        MemoryCapability(engine, user_id="anna").add_to_agent(made)
-        return made
-
-    human = UserProxyAgent("anna", human_input_mode="NEVER", code_execution_config=False, default_auto_reply="Go on.")
-    chat = GroupChat([human, agent("critic"), agent("planner")], messages=[], max_round=3,
-                     speaker_selection_method="round_robin")
     manager = GroupChatManager(chat, llm_config=False)
     human.initiate_chat(manager, message=REQUEST, silent=True)
     chat.reset()  # the same words at the same places of the log: another chat, recorded again
