@@ -15,7 +15,8 @@ user: members of one team on several engine objects or in several processes over
 a message once too. Within a process the bridges of one engine also share the keys they record, so
 that a member meeting a message another member is recording at that moment waits for that
 recording (up to `WAIT_S`): when it fails, the message is free again and this member records it,
-so deduplication never loses a message (a recording that hangs past the wait gives a duplicate).
+so deduplication never loses a message (a recording that hangs past the wait and then goes on finds
+the message recorded, and the store keeps it once).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from typing import Any
 
 #: The row field holding a message's key (the engine's ``key`` once `unrecorded` has made it durable).
 KEY = "key"
-#: Keys kept per engine (the oldest forgotten first: a duplicate at worst), far more than the messages
-#: a team has in flight; each holds an event, so not without bound.
+#: Keys kept per engine (the oldest forgotten first: the store still keeps a forgotten key once), far
+#: more than the messages a team has in flight; each holds an event, so not without bound.
 MAX_KEYS = 4096
 
 
@@ -75,7 +76,7 @@ class _Keys:
                     waiting.append(entry.done)
             while len(self._seen) > MAX_KEYS:
                 _, evicted = self._seen.popitem(last=False)
-                evicted.done.set()  # whoever waits for it asks again (and records it: a duplicate at worst)
+                evicted.done.set()  # whoever waits for it asks again (the store keeps it once)
         return claimed, beside, waiting
 
     def finish(self, user_id: str, scope: str | None, entries: Mapping[str, _Entry], recorded: bool) -> None:

@@ -303,7 +303,8 @@ class MemoryScope:
         once per user, in the store's transaction, whichever process or agent records it first.
         A message whose key this user has already is left out, and its id in the returned list
         is the one it was recorded with, so a retry (or another agent of the team) records
-        nothing twice (`message_keys`); when every message is left out, so is the run's end.
+        nothing twice (`message_keys`). A run the call ends is queued once however often the call
+        is made, when its last message has a key.
 
         A tool call the agent made is a message with a ``tool_call`` (a `ToolCall`, or a dict of
         its fields: ``name``, ``arguments``, ``status``, ``result``, ``error``, ``duration_ms``,
