@@ -821,7 +821,11 @@ class MemoryScope:
 
     def delete(self, user_id: str, memory_id: str) -> None:
         """Delete one memory of a user; `NotFoundError` if there is none with that id (a memory id
-        stored before the identifier rule can still be deleted)."""
+        stored before the identifier rule can still be deleted). Deleting a recorded turn also
+        forgets its logged message (kept without its words, so its `key` stays taken: a retry
+        records nothing): consolidation never makes it into observations, and a step that was
+        consolidating it drops its result. What was consolidated from it before stays (delete
+        those memories too to forget them)."""
         user_id = _stored_id(user_id, "user_id")
         memory_id = _stored_id(memory_id, "memory_id")
         if self.store.delete(user_id, [memory_id]) == 0:
@@ -1188,7 +1192,9 @@ class MemoryScope:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every pending message has been consolidated; True when nothing is left pending
-        (always True without an LLM, which has nothing to consolidate)."""
+        (always True without an LLM, which has nothing to consolidate). `timeout`: seconds to
+        wait at most (None: no limit)."""
+        timeout = validation.check_timeout(timeout)
         if self._consolidation is None:
             return True
         return self._consolidation.flush(timeout)

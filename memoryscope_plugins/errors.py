@@ -45,6 +45,11 @@ class LeaseLostError(MemoryScopeError, RuntimeError):
     or taken over by another worker). Nothing was written; the step's messages stay pending."""
 
 
+class MessagesGoneError(MemoryScopeError, RuntimeError):
+    """A consolidation commit was refused: a message it would mark done is no longer pending (its
+    turn was deleted, or another step finished it meanwhile). Nothing was written."""
+
+
 class ModelError(MemoryScopeError):
     """A model (embedder, reranker, LLM) failed after its retries.
 

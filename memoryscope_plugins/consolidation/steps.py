@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import metrics
-from ..errors import LeaseLostError, ModelError, StaleLedgerError, StoreError
+from ..errors import LeaseLostError, MessagesGoneError, ModelError, StaleLedgerError, StoreError
 from ..indexing import embedding_text
 from ..log_hygiene import user_ref
 from ..models.base import ChatMessages, ChatModel, ChatResult, TokenUsage
@@ -43,6 +43,7 @@ from ..person.profile import normalise_key
 from ..retrieval.noise_floor import calibrated
 from ..storage.base import LedgerChanges, StoredMessage
 from ..storage.leases import Lease
+from ..storage.messages import is_forgotten
 from ..storage.text_analysis import analyse
 from ..timeparse import detect_language, format_memory_time, is_recurring
 from ..types import Memory, MemoryStatus, MemoryType, as_aware, utc_now
@@ -168,8 +169,11 @@ class StepEnv:
         if anchors and len(store.get(user_id, list(anchors))) < len(set(anchors)):
             raise GoneError("memories this step rests on were deleted; not committing")
         lease = Lease(user_id, self.lease_owner) if self.lease_owner is not None else None
-        store.commit_consolidation(list(memories), list(vectors) if vectors is not None else None, list(done_ids),
-                                   lease=lease, ledger=ledger if ledger else None)
+        try:
+            store.commit_consolidation(list(memories), list(vectors) if vectors is not None else None,
+                                       list(done_ids), lease=lease, ledger=ledger if ledger else None)
+        except MessagesGoneError:  # deleted between the check above and the commit's transaction
+            raise GoneError("the messages of this step are no longer pending (deleted?); not committing") from None
 
 
 def embed_text(memory: Memory, embedder: object | None = None) -> str:
@@ -241,7 +245,8 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     agent_id = batch[0].agent_id
     context = backend.store.recent_messages(user_id, agent_id, batch[0].seq, cfg.context_messages) \
         if cfg.context_messages else []
-    context = [m for m in context if m.message.tool_call is None]  # the agent's tool calls are no one's words
+    # the agent's tool calls are no one's words; a deleted turn's message has none left
+    context = [m for m in context if m.message.tool_call is None and not is_forgotten(m.message.metadata)]
     language = env.language([m.message.content for m in minable])
     user_name = user_display_name(list(context) + list(batch), user_id)
     extraction = _extract(env, user_id, batch, minable, context, language, user_name, report, boost)

@@ -30,6 +30,7 @@ from ..consolidation.report import ConsolidationReport
 from ..consolidation.steps import MAX_SOURCE_IDS, StepEnv, derived_id, embed_text
 from ..models.structured import IncompleteAnswerError
 from ..storage.base import StoredMessage
+from ..storage.messages import is_forgotten
 from ..types import Memory, MemoryStatus, MemoryType, as_aware, utc_now
 from .lessons import lessons
 from .run import AnswerError, Proposed, Run, parse_answer, private_words, refusal, render_run
@@ -112,7 +113,8 @@ def _read_run(env: StepEnv, scope: str, stored: StoredMessage, marker: RunMarker
         if previous is not None and previous.user_id == marker.user_id and previous.session_id == marker.session_id:
             start = previous.last_seq
             break
-    messages = [m for m in messages if m.seq > start]
+    # a deleted turn's message (forgotten) is no part of the run any more
+    messages = [m for m in messages if m.seq > start and not is_forgotten(m.message.metadata)]
     if marker.session_id is not None:
         messages = [m for m in messages if m.session_id == marker.session_id]
     return Run(messages=list(messages), outcome=marker.outcome) if messages else None

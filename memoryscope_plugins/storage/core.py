@@ -116,7 +116,10 @@ class StoreBase(ABC):
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]: ...
 
     @abstractmethod
-    def delete(self, user_id: str, ids: Sequence[str]) -> int: ...
+    def delete(self, user_id: str, ids: Sequence[str]) -> int:
+        """Delete the user's memories of these ids, their mentions, and the logged messages of the
+        turns among them (a turn's message is logged under the turn's id), so that consolidation
+        never brings back what was deleted; returns how many memories were deleted."""
 
     @abstractmethod
     def delete_user(self, user_id: str) -> int: ...
@@ -132,7 +135,15 @@ class StoreBase(ABC):
     def count(self, user_id: str, flt: MemoryFilter) -> int: ...
 
     @abstractmethod
-    def users(self) -> builtins.list[str]: ...
+    def users(self) -> builtins.list[str]:
+        """Every user with memories or logged messages, sorted (what `MemoryScope.users` lists)."""
+
+    @abstractmethod
+    def stored_users(self) -> builtins.list[str]:
+        """Every user with anything stored, sorted: memories, logged messages, entities, mentions,
+        profile values or tool counters. Beyond `users`, a user with only a profile (set by hand on
+        a new user) or whose memories were all deleted but whose ledger remains; what `migrate`
+        copies and verifies."""
 
     @abstractmethod
     def _memory_page(self, user_id: str | None, *, needing_vectors: bool, after: int,

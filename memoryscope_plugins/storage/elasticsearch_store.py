@@ -47,7 +47,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the engine turns this into a ConfigError
     raise ImportError("the elasticsearch backend needs: pip install 'memoryscope-plugins[elasticsearch]'") from exc
 
-from ..errors import LeaseLostError, SchemaVersionError, StoreError
+from ..errors import LeaseLostError, MessagesGoneError, SchemaVersionError, StoreError
 from ..indexing import full_text
 from ..types import Entity, EntityMention, Memory, ProfileValue
 from . import base, elasticsearch_tools, messages, records, tool_counters
@@ -432,7 +432,7 @@ class ElasticsearchStore(StoreBase):
         if ledger is not None:
             led_ops, led_undo = self._ledger.ops(ledger, memories)
             mem_ops, mem_undo = mem_ops + led_ops, mem_undo + led_undo
-        msg_ops, msg_undo = self._message_ops(done_message_ids, messages.DONE)
+        msg_ops, msg_undo = self._message_ops(done_message_ids, messages.DONE, pending=True)
         self._bulk(fence_ops + mem_ops + msg_ops, [None] * len(fence_ops) + mem_undo + msg_undo,
                    "put" if not done_message_ids else "commit_consolidation",
                    fence=_doc_id(lease.user_id) if lease is not None else None)
@@ -476,11 +476,35 @@ class ElasticsearchStore(StoreBase):
     def delete(self, user_id: str, ids: Sequence[str]) -> int:
         if not ids:
             return 0
+        # which ids are this user's memories: their turns' messages are deleted with them (a tool
+        # call's message has no memory, and an id that is no memory deletes nothing)
+        turns = [memory.id for memory in self.get(user_id, builtins.list(dict.fromkeys(ids)))]
         resp = self._call(self.es.delete_by_query, index=self.memories_index, refresh=True, conflicts="proceed",
                           query={"bool": {"filter": [{"ids": {"values": [_doc_id(i) for i in ids]}},
                                                      {"term": {"user_id": user_id}}]}})
+        self._forget_messages(user_id, turns)
         self._ledger.delete_mentions_of(user_id, ids)
         return int(resp.get("deleted", 0))
+
+    def _forget_messages(self, user_id: str, ids: Sequence[str]) -> None:
+        """The user's logged messages of these ids kept without their words, done (`StoreBase.delete`):
+        one bulk request, each item conditional on the version read (a step marking one done
+        meanwhile fails that item, and the request is undone and raised, as every write here)."""
+        if not ids:
+            return
+        docs = self._call(self.es.mget, index=self.messages_index, ids=builtins.list(dict.fromkeys(ids)))["docs"]
+        ops: list[dict[str, Any]] = []
+        undo: list[dict[str, Any] | None] = []
+        for doc in docs:
+            if not doc.get("found") or doc["_source"].get("user_id") != user_id:
+                continue
+            old = doc["_source"]
+            new = dict(old, content="", name=None, metadata_json=messages.FORGOTTEN_METADATA, state=messages.DONE)
+            ops.append({"_op_type": "index", "_index": self.messages_index, "_id": doc["_id"], "_source": new,
+                        "if_seq_no": doc["_seq_no"], "if_primary_term": doc["_primary_term"]})
+            undo.append({"_op_type": "index", "_index": self.messages_index, "_id": doc["_id"], "_source": old})
+        if ops:
+            self._bulk(ops, undo, "delete")
 
     def delete_user(self, user_id: str) -> int:
         query = {"bool": {"filter": [{"term": {"user_id": user_id}}]}}
@@ -653,6 +677,12 @@ class ElasticsearchStore(StoreBase):
         users = self._distinct(self.memories_index, "user_id") | self._distinct(self.messages_index, "user_id")
         return sorted(users, key=lambda u: u.encode("utf-8"))
 
+    def stored_users(self) -> builtins.list[str]:
+        users: set[str] = set()
+        for index in (self.memories_index, self.messages_index, *self._ledger.properties(), self.tools_index):
+            users |= self._distinct(index, "user_id")
+        return sorted(users, key=lambda u: u.encode("utf-8"))
+
     def _memory_page(self, user_id: str | None, *, needing_vectors: bool, after: int,
                      limit: int) -> builtins.list[tuple[int, Memory]]:
         query: dict[str, Any] = {"filter": [{"range": {"seq": {"gt": after}}}]}
@@ -754,11 +784,16 @@ class ElasticsearchStore(StoreBase):
             out.extend(_source_to_message(h["_source"]) for h in hits)
         return out
 
-    def _message_ops(self, ids: Sequence[str], state: str
+    def _message_ops(self, ids: Sequence[str], state: str, *, pending: bool = False,
                      ) -> tuple[builtins.list[dict[str, Any]], builtins.list[dict[str, Any] | None]]:
+        """Bulk items setting the messages' state, each conditional on the version read. With
+        `pending` (a commit's), `MessagesGoneError` when one is no longer there or no longer pending
+        (deleted, or done by another step meanwhile)."""
         if not ids:
             return [], []
         docs = self._call(self.es.mget, index=self.messages_index, ids=list(dict.fromkeys(ids)))["docs"]
+        if pending and not all(d.get("found") and d["_source"].get("state") == messages.PENDING for d in docs):
+            raise MessagesGoneError("a message of this commit is no longer pending")
         ops: list[dict[str, Any]] = []
         undo: list[dict[str, Any] | None] = []
         for doc in docs:

@@ -3,10 +3,22 @@ consolidation is done with it (`DONE`) or gave up on it (`FAILED`, which counts 
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 PENDING = "pending"
 DONE = "done"
 FAILED = "failed"
 MESSAGE_STATES = (PENDING, DONE, FAILED)
+
+#: A deleted turn's message stays in the log without its words (its id, and so its `key`, stay
+#: taken: a retry of that key records nothing), done, with this metadata; no reader uses its text.
+FORGOTTEN = "forgotten"
+FORGOTTEN_METADATA = '{"forgotten": true}'
+
+
+def is_forgotten(metadata: Mapping[str, Any]) -> bool:
+    """Whether a logged message's metadata marks it forgotten (its turn was deleted)."""
+    return metadata.get(FORGOTTEN) is True
 
 
 def check_state(state: str) -> str:

@@ -13,7 +13,8 @@ A PostgreSQL store keeps the table layout it was created with (`StoreSettings.pa
 copy moves it into the other one: ``migrate(src, dst, partitions=8)`` creates the target's tables
 with 8 partitions by user (0: unpartitioned), and the source is read in whatever layout it has.
 
-The copy goes user by user (sorted ids) and batch by batch in insertion order, through the
+The copy goes user by user (sorted ids; every user with anything stored, `StoreBase.stored_users`:
+a user with only a profile or an entity ledger too) and batch by batch in insertion order, through the
 target's ordinary writes (`put` with vectors, `copy_messages`), so its indexes are built as for
 any write; a target with a `bulk_load()` (PostgreSQL) is written inside it, so its vector indexes
 are built once at the end rather than grown one row at a time. A user's ledger follows their
@@ -198,7 +199,7 @@ def _put_batch(target: StoreBase, batch: Sequence[Memory], vectors: dict[str, np
 
 def survey(store: StoreBase, report: MigrationReport, batch_size: int = 1000) -> MigrationReport:
     """Fill `report` with what `store` holds, per user and in total (what a dry run prints)."""
-    for user_id in sorted(store.users()):
+    for user_id in sorted(store.stored_users()):
         counts = count_user(store, user_id, batch_size)
         report.counts[user_id] = counts
         report.memories += sum(counts.memories.values())
@@ -237,9 +238,9 @@ class Migration:
                                      f"not {self.report.source}: use --force to copy into it anyway")
             self.report.resumed = True
             return marker
-        if self.target.users() and not force:
-            raise MigrationError(f"the target {self.report.target} already holds memories or messages: "
-                                 "use --force to copy into it anyway")
+        if self.target.stored_users() and not force:
+            raise MigrationError(f"the target {self.report.target} already holds memories, messages or a "
+                                 "user's entities or profile: use --force to copy into it anyway")
         return Progress(source=self.report.source)
 
     def _save(self, progress: Progress) -> None:
@@ -252,7 +253,7 @@ class Migration:
     def run(self, progress: Progress) -> MigrationReport:
         """Copy everything not yet copied after `progress`; the marker says finished at the end."""
         began = time.monotonic()
-        users = sorted(self.source.users())
+        users = sorted(self.source.stored_users())  # users with only a ledger or a profile too
         todo = [u for u in users if progress.user is None or u >= progress.user]
         self.report.users = len(users)
         for user_id in todo:
@@ -309,7 +310,7 @@ class Migration:
         check_int(sample, "sample", *SAMPLES)
         rng = random.Random(seed)
         found: list[str] = []
-        source_users, target_users = sorted(self.source.users()), set(self.target.users())
+        source_users, target_users = sorted(self.source.stored_users()), set(self.target.stored_users())
         found += [f"user {u!r} is missing from the target" for u in source_users if u not in target_users]
         for user_id in source_users:
             mine, theirs = count_user(self.source, user_id), count_user(self.target, user_id)

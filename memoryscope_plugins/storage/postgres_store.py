@@ -62,7 +62,7 @@ except ImportError as exc:  # pragma: no cover - the engine turns this into a Co
     raise ImportError("the postgres backend needs: pip install 'memoryscope-plugins[postgres]'") from exc
 
 from .. import metrics
-from ..errors import ConfigError, SchemaVersionError, StoreError, StoreLockedError
+from ..errors import ConfigError, MessagesGoneError, SchemaVersionError, StoreError, StoreLockedError
 from ..indexing import full_text
 from ..log_hygiene import without_password
 from ..types import Entity, EntityMention, Memory, ProfileValue
@@ -80,7 +80,7 @@ from . import (
 from .base import Candidate, LedgerChanges, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import StoreBase, in_order
 from .leases import Lease, require_held
-from .messages import DONE, FAILED, PENDING
+from .messages import DONE, FAILED, FORGOTTEN_METADATA, PENDING
 from .overview import StoreOverview, sql_overview
 from .text_analysis import analyse
 from .timecodes import aware
@@ -817,10 +817,14 @@ class PostgresStore(StoreBase):
             self._put_in(conn, memories, vectors)
             if ledger is not None:
                 self._ledger.apply(conn, ledger)
+            marked = 0
             for user_id, group in done:
                 self._lock_messages(conn, group, user_id)
-                conn.execute(self._q(f"UPDATE {{messages}} SET state=%s WHERE id = ANY(%s){self._of(user_id)}"),
-                             (DONE, group, *self._user(user_id)))
+                marked += conn.execute(self._q(f"UPDATE {{messages}} SET state=%s WHERE id = ANY(%s) AND state=%s"
+                                               f"{self._of(user_id)}"), (DONE, group, PENDING, *self._user(user_id))
+                                       ).rowcount
+            if marked != len(set(done_message_ids)):  # raised inside the transaction: nothing is kept
+                raise MessagesGoneError("a message of this commit is no longer pending")
             if lease is not None:
                 # last, so locks are taken in delete_user's order (memories, messages, lease); the
                 # row stays locked until this commits, so no takeover lands in between
@@ -864,6 +868,9 @@ class PostgresStore(StoreBase):
             cur = conn.execute(self._q("DELETE FROM {memories} WHERE user_id=%s AND id = ANY(%s) RETURNING id"),
                                (user_id, sorted(set(ids))))
             deleted = [r[0] for r in cur.fetchall()]
+            if deleted:  # a turn's message, logged under the turn's id: forgotten with it (`StoreBase.delete`)
+                conn.execute(self._q("UPDATE {messages} SET content='', name=NULL, metadata=%s, state=%s "
+                                     "WHERE user_id=%s AND id = ANY(%s)"), (FORGOTTEN_METADATA, DONE, user_id, deleted))
             self._ledger.delete_mentions_of(conn, user_id, ids)
             if self.partitions:
                 parts.release(conn, self._t("owners"), parts.MEMORY, user_id, deleted)
@@ -983,6 +990,14 @@ class PostgresStore(StoreBase):
             rows = conn.execute(self._q(
                 "SELECT user_id FROM (SELECT DISTINCT user_id FROM {memories} UNION SELECT DISTINCT user_id "
                 "FROM {messages}) u ORDER BY user_id COLLATE \"C\"")).fetchall()
+        return [r[0] for r in rows]
+
+    def stored_users(self) -> builtins.list[str]:
+        tables = ("memories", "messages", *postgres_ledger.TABLES, "tool_counters")
+        union = " UNION ".join(f"SELECT user_id FROM {{{table}}}" for table in tables)
+        with self._reading() as conn:
+            rows = conn.execute(sql.SQL(f'SELECT user_id FROM ({union}) u ORDER BY user_id COLLATE "C"').format(
+                **{table: self._t(table) for table in tables})).fetchall()
         return [r[0] for r in rows]
 
     def _memory_page(self, user_id: str | None, *, needing_vectors: bool, after: int,

@@ -25,14 +25,14 @@ from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
 
-from ..errors import SchemaVersionError, StoreCorruptError, StoreError, StoreLockedError
+from ..errors import MessagesGoneError, SchemaVersionError, StoreCorruptError, StoreError, StoreLockedError
 from ..indexing import full_text
 from ..types import Entity, EntityMention, Memory, ProfileValue
 from . import records, sqlite_ledger, tool_counters, user_index
 from .base import Candidate, LedgerChanges, LedgerEdit, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import BoundReader, StoreBase, in_order
 from .leases import Lease, require_held
-from .messages import DONE, FAILED, PENDING
+from .messages import DONE, FAILED, FORGOTTEN_METADATA, PENDING
 from .overview import StoreOverview, sql_overview
 from .text_analysis import analyse
 from .timecodes import epoch_seconds
@@ -170,13 +170,17 @@ class SQLiteStore(StoreBase):
     def _create_private(self) -> None:
         """Create a new store file with mode 0600 whatever the umask, before SQLite creates it with the
         umask's mode; SQLite gives its -wal and -shm files the database file's mode. An existing file
-        keeps its mode."""
+        keeps its mode. A symbolic link to a file not there yet is followed: its final target is
+        created 0600 (the link is kept), as SQLite, which follows links, would create it there."""
+        target = Path(os.path.realpath(self.path))
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             return
         except OSError as exc:
-            raise StoreError(f"cannot create the store {self.path}: {exc.strerror or type(exc).__name__}") from None
+            via = f" (a symbolic link to {target})" if self.path.is_symlink() else ""
+            raise StoreError(f"cannot create the store {self.path}{via}: "
+                             f"{exc.strerror or type(exc).__name__}") from None
         try:
             os.fchmod(fd, 0o600)
         finally:
@@ -207,6 +211,41 @@ class SQLiteStore(StoreBase):
         if not header.startswith(self._SQLITE_HEADER):
             raise StoreCorruptError(f"the store file {self.path} is not a readable memoryscope store (not an SQLite "
                                     f"database: bad header). {self._WHAT_TO_DO}")
+        self._check_ours()
+
+    # the tables every store file has had since the first release (schema 1), with meta's schema_version
+    _MARKER_TABLES = frozenset({"meta", "memories", "messages"})
+
+    def _check_ours(self) -> None:
+        """Refuse another application's SQLite database before anything is written to it: opening a
+        store switches the file to WAL and creates tables. The file is read on a read-only connection;
+        one without tables (a new, empty database) may become a store, one with tables must be a
+        memoryscope store (the tables of every schema version and a `schema_version` in `meta`)."""
+        uri = Path(os.path.abspath(self.path)).as_uri() + "?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if not tables:
+                return
+            marked = False
+            if self._MARKER_TABLES <= tables:
+                try:
+                    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                    marked = row is not None and str(row[0]).isdigit()
+                except sqlite3.OperationalError as exc:  # a `meta` of other columns: not ours
+                    if "no such column" not in str(exc):
+                        raise
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+        finally:
+            conn.close()
+        if not marked:
+            raise StoreError(f"the file {self.path} is an SQLite database of another application ({len(tables)} "
+                             "table(s), no memoryscope schema), not a memoryscope store; it was left untouched. "
+                             "Name a new file (or an empty database) for the store.")
 
     def _check_pages(self) -> None:
         """SQLite's quick_check (every page's structure; no index cross-check), when the file is
@@ -437,7 +476,10 @@ class SQLiteStore(StoreBase):
             self._put_in(conn, memories, vectors)
             if ledger is not None:
                 sqlite_ledger.apply(conn, ledger)
-            conn.executemany("UPDATE messages SET state=? WHERE id=?", ((DONE, i) for i in done_message_ids))
+            done = sum(conn.execute("UPDATE messages SET state=? WHERE id=? AND state=?", (DONE, i, PENDING)).rowcount
+                       for i in set(done_message_ids))
+            if done != len(set(done_message_ids)):  # raised inside the transaction: nothing is kept
+                raise MessagesGoneError("a message of this commit is no longer pending")
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Replace the vectors of existing memories (used when the embedding model changes)."""
@@ -465,6 +507,9 @@ class SQLiteStore(StoreBase):
                                    (memory_id, user_id)).fetchone()
                 if row is not None:
                     deleted += 1
+                    # a turn's message, logged under the turn's id: forgotten with it (`StoreBase.delete`)
+                    conn.execute("UPDATE messages SET content='', name=NULL, metadata=?, state=? "
+                                 "WHERE id=? AND user_id=?", (FORGOTTEN_METADATA, DONE, memory_id, user_id))
             sqlite_ledger.delete_mentions_of(conn, user_id, list(ids))
             if deleted:
                 self._bump(conn, {user_id}, deletion=True)
@@ -581,6 +626,12 @@ class SQLiteStore(StoreBase):
         with self._read() as conn:
             return [r[0] for r in conn.execute(
                 "SELECT DISTINCT user_id FROM memories UNION SELECT DISTINCT user_id FROM messages ORDER BY 1")]
+
+    def stored_users(self) -> builtins.list[str]:
+        tables = ("memories", "messages", *sqlite_ledger.TABLES, "tool_counters")
+        with self._read() as conn:
+            return [r[0] for r in conn.execute(
+                " UNION ".join(f"SELECT user_id FROM {table}" for table in tables) + " ORDER BY 1")]
 
     def _memory_page(self, user_id: str | None, *, needing_vectors: bool, after: int,
                      limit: int) -> builtins.list[tuple[int, Memory]]:

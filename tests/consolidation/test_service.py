@@ -604,3 +604,76 @@ def test_delete_all_during_a_step_brings_nothing_back(tmp_path, server, brain, l
     finally:
         release.set()
         engine.close()
+
+
+def _pin_turn(engine) -> str:
+    engine.record("anna", [user_msg("my bank code is 4921.", at(1))])
+    engine.record("anna", [user_msg("I'm vegetarian.", at(2))])
+    return next(m.id for m in engine.list("anna") if "4921" in m.content)
+
+
+def test_a_deleted_turn_is_forgotten_by_consolidation_too(tmp_path, server, brain, local_embedder):
+    engine = make_engine(tmp_path, server, local_embedder, start_worker=False)
+    try:
+        engine.delete("anna", _pin_turn(engine))
+        report = engine.consolidate("anna")
+        assert report.added == ["Anna is vegetarian."]
+        prompts = [p.user for p in brain.of_kind("consolidate")]
+        assert prompts and not any("4921" in p for p in prompts)  # neither consolidated nor shown as context
+        assert not any("4921" in m.content for m in engine.list("anna", include_expired=True))
+        logged = [m.message.content for batch in engine.store.iter_messages("anna") for m in batch]
+        assert logged == ["", "I'm vegetarian."] and engine.store.users_with_pending() == []  # kept without words
+    finally:
+        engine.close()
+
+
+def test_a_turn_deleted_during_its_step_brings_nothing_back(tmp_path, server, brain, local_embedder):
+    engine = make_engine(tmp_path, server, local_embedder, start_worker=False)
+    entered, release = threading.Event(), threading.Event()
+    normal = brain.extract
+
+    def slow(prompt):
+        if not entered.is_set():  # only the first step waits
+            entered.set()
+            release.wait(10)
+        return normal(prompt)
+    brain.extract = slow
+    try:
+        pin = _pin_turn(engine)
+        result: dict = {}
+        step = threading.Thread(target=lambda: result.update(r=engine.consolidate("anna")))
+        step.start()
+        assert entered.wait(10)
+        engine.delete("anna", pin)  # the step read the message and is asking the model about it
+        release.set()
+        step.join(30)
+        assert result["r"].added == []  # computed, but dropped at commit: one of its messages is gone
+        engine.consolidate("anna")  # the message left is consolidated again, alone
+        assert not any("4921" in m.content for m in engine.list("anna", include_expired=True))
+        assert [m.content for m in engine.list("anna", types=["observation"])] == ["Anna is vegetarian."]
+        assert engine.store.users_with_pending() == []
+    finally:
+        release.set()
+        engine.close()
+
+
+def test_a_turn_deleted_just_before_the_commit_brings_nothing_back(tmp_path, server, brain, local_embedder):
+    """The step's check that its messages are pending passed; the delete lands before the commit's
+    transaction, which then refuses (`MessagesGoneError`): the step is dropped like any gone one."""
+    engine = make_engine(tmp_path, server, local_embedder, start_worker=False)
+    try:
+        pin = _pin_turn(engine)
+        store, commit = engine.store, engine.store.commit_consolidation
+
+        def delete_first(*args, **kwargs):
+            if pin in args[2]:  # the batch's done ids
+                engine.delete("anna", pin)
+            return commit(*args, **kwargs)
+        store.commit_consolidation = delete_first
+        assert engine.consolidate("anna").added == []
+        store.commit_consolidation = commit
+        engine.consolidate("anna")
+        assert not any("4921" in m.content for m in engine.list("anna", include_expired=True))
+        assert [m.content for m in engine.list("anna", types=["observation"])] == ["Anna is vegetarian."]
+    finally:
+        engine.close()

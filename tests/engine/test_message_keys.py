@@ -40,6 +40,21 @@ def test_only_the_new_messages_of_a_call_are_recorded_and_linked_to_the_turn_bef
     assert question.previous_id == said
 
 
+def test_a_deleted_turn_stays_deleted_when_its_key_comes_again(engine, tmp_path, local_embedder):
+    """A retry that arrives after the user deleted the turn (another process, an HTTP client)
+    records nothing: the deleted words never come back, by consolidation or by the key."""
+    (pin,) = engine.record("anna", [{"role": "user", "content": "My PIN is 4921.", "key": "m-1"}])
+    engine.delete("anna", pin)
+    again = MemoryScope(engine.settings, embedder=local_embedder)  # a second writer over the same file
+    try:
+        assert again.record("anna", [{"role": "user", "content": "My PIN is 4921.", "key": "m-1"}]) == [pin]
+    finally:
+        again.close()
+    assert engine.record("anna", [{"role": "user", "content": "My PIN is 4921.", "key": "m-1"}]) == [pin]
+    assert turns(engine) == [] and engine.store.pending_messages("anna") == []
+    assert [m.message.content for m in engine.store.recent_messages("anna", None, None, 10)] == [""]
+
+
 def test_a_key_twice_in_one_call_is_one_message(engine):
     ids = engine.record("anna", [{"role": "user", "content": "Hello.", "key": "k"},
                                  {"role": "user", "content": "Hello.", "key": "k"}])

@@ -248,3 +248,76 @@ def test_a_version_1_file_is_upgraded_in_place(tmp_path):
         assert conn.execute("SELECT terms FROM memories WHERE id='b'").fetchone()[0] == "bake bread sunday"
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     SQLiteStore(path).close()  # and opens again as version 2
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("schema", [
+    "CREATE TABLE invoices(id INTEGER PRIMARY KEY, amount REAL); INSERT INTO invoices(amount) VALUES (9.5)",
+    "CREATE TABLE memories(x TEXT)",  # a table name of ours: the schema write would fail half way
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT); CREATE TABLE memories(x); CREATE TABLE messages(x); "
+    "INSERT INTO meta VALUES ('owner', 'someone else')",  # our tables, but no schema_version
+    "CREATE TABLE meta(name TEXT); CREATE TABLE memories(x); CREATE TABLE messages(x)",  # a meta of other columns
+], ids=["other-tables", "a-table-of-ours", "meta-without-schema-version", "meta-of-other-columns"])
+def test_another_applications_database_is_refused_and_left_untouched(tmp_path, schema):
+    folder = tmp_path / "app"
+    folder.mkdir()
+    path = folder / "app.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(schema)
+    conn.close()
+    before = _files(folder)
+    with pytest.raises(StoreError, match="SQLite database of another application.*left untouched"):
+        SQLiteStore(path)
+    assert _files(folder) == before  # not switched to WAL, no table added, no side file
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    conn.close()
+
+
+def test_an_sqlite_database_without_tables_becomes_a_store(tmp_path):
+    path = tmp_path / "empty.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE scratch(x)")
+        conn.execute("DROP TABLE scratch")
+    conn.close()
+    assert path.stat().st_size > 0
+    with SQLiteStore(path, embedding_model="model-a") as store:
+        store.put([Memory(id="a", user_id="u", agent_id="x", content="hello",
+                          created_at=datetime(2024, 1, 1, tzinfo=timezone.utc),
+                          updated_at=datetime(2024, 1, 1, tzinfo=timezone.utc))])
+    with SQLiteStore(path, embedding_model="model-a") as store:  # and opens again as a store
+        assert [m.id for m in store.get("u", ["a"])] == ["a"]
+
+
+def test_a_symbolic_link_to_a_new_file_creates_it_private_through_the_link(tmp_path):
+    import stat
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    target = elsewhere / "memory.db"
+    link, hop = tmp_path / "memory.db", tmp_path / "hop.db"
+    hop.symlink_to(target)
+    link.symlink_to(hop)  # a chain of links, dangling at its end
+    old_umask = os.umask(0o022)
+    try:
+        store = SQLiteStore(link, embedding_model="model-a")
+        store.put([Memory(id="a", user_id="u", agent_id="x", content="private",
+                          created_at=datetime(2024, 1, 1, tzinfo=timezone.utc),
+                          updated_at=datetime(2024, 1, 1, tzinfo=timezone.utc))])
+        # the file and SQLite's side files, beside the link's target, are all private
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in elsewhere.iterdir()}
+        assert modes == {"memory.db": 0o600, "memory.db-wal": 0o600, "memory.db-shm": 0o600}
+        store.close()
+        assert link.is_symlink() and hop.is_symlink() and sorted(os.listdir(tmp_path)) == ["elsewhere", "hop.db",
+                                                                                         "memory.db"]
+        with SQLiteStore(link, embedding_model="model-a") as again:
+            assert [m.content for m in again.get("u", ["a"])] == ["private"]
+        missing = tmp_path / "nowhere.db"
+        missing.symlink_to(tmp_path / "no-such-folder" / "memory.db")
+        with pytest.raises(StoreError, match="symbolic link"):
+            SQLiteStore(missing)
+        assert not (tmp_path / "no-such-folder").exists()
+    finally:
+        os.umask(old_umask)

@@ -243,6 +243,69 @@ def test_a_kind_this_release_does_not_know_reads_as_unknown(store_factory):
     assert [(e.name, e.kind) for e in store.entities("alice")] == [("Andromeda", EntityKind.UNKNOWN)]
 
 
+def _users_with_only_a_ledger(store) -> None:
+    """alice with a memory; dave with only a profile value (set by hand on a new user); erin with only an
+    entity; bob whose only memory was deleted, his entity and profile kept (the mention went with it)."""
+    from memoryscope_plugins.storage.base import LedgerChanges
+    from tests.support.ledger_contract import day, ent, men, prof
+    store.put([mem("a1", content="alice says hi"), mem("b1", user="bob", content="bob met Mel")],
+              np.stack([unit(1), unit(2)]))
+    store.put_ledger(LedgerChanges("dave", profile=[prof("dave-p1", "home", "Leeds", user="dave")]))
+    store.put_ledger(LedgerChanges("erin", entities=[ent("erin-e1", "Mel", user="erin")]))
+    store.put_ledger(LedgerChanges("bob", entities=[ent("bob-e1", "Mel", user="bob")],
+                                   mentions=[men("bob-e1", "b1", day(1), user="bob")],
+                                   profile=[prof("bob-p1", "pets", "a cat", user="bob")]))
+    store.delete("bob", ["b1"])
+
+
+def test_stored_users_lists_every_user_with_anything_stored(store):
+    """`users` keeps its meaning (memories or messages); `stored_users`, what migrate copies, adds the
+    users who have only a profile or an entity ledger."""
+    from memoryscope_plugins.types import Message
+    from tests.support.store_contract import T0
+    _users_with_only_a_ledger(store)
+    store.append_messages("carol", "agent", [Message(role="user", content="hi", timestamp=T0)])
+    assert store.users() == ["alice", "carol"]
+    assert store.stored_users() == ["alice", "bob", "carol", "dave", "erin"]
+    store.delete_user("dave")
+    assert store.stored_users() == ["alice", "bob", "carol", "erin"]
+
+
+def test_migrate_copies_and_verifies_users_with_only_a_ledger_or_a_profile(store, tmp_path):
+    """Into this backend from SQLite and out of it into SQLite: every user with anything stored is
+    copied, and verification notices one missing from the target."""
+    from memoryscope_plugins.storage.base import LedgerChanges
+    from memoryscope_plugins.storage.migrate import Migration, MigrationError
+    from tests.support.ledger_contract import prof
+
+    def copy(source, target) -> Migration:
+        migration = Migration(source, target, source_label="source", target_label="target")
+        migration.run(migration.start())
+        assert migration.verify(sample=5) == []
+        return migration
+
+    def ledger_of(store, user):
+        return ([(e.id, e.name, e.mention_count) for e in store.entities(user)], store.mentions(user),
+                [(v.id, v.key, v.value) for v in store.profile_values(user)])
+
+    with SQLiteStore(tmp_path / "source.db", embedding_model="model-a") as source:
+        _users_with_only_a_ledger(source)
+        copy(source, store)
+        with SQLiteStore(tmp_path / "back.db", embedding_model="model-a") as back:
+            migration = copy(store, back)
+            assert ledger_of(back, "dave")[2] == [("dave-p1", "home", "Leeds")]
+            for target in (store, back):
+                for user in ("bob", "dave", "erin"):
+                    assert ledger_of(target, user) == ledger_of(source, user), user
+                assert target.stored_users() == ["alice", "bob", "dave", "erin"]
+            back.delete_user("dave")
+            assert "user 'dave' is missing from the target" in migration.verify()
+        with SQLiteStore(tmp_path / "other.db", embedding_model="model-a") as other:
+            other.put_ledger(LedgerChanges("zoe", profile=[prof("zoe-p1", "home", "Oslo", user="zoe")]))
+            with pytest.raises(MigrationError, match="already holds"):  # a target with only a profile
+                Migration(source, other, source_label="source", target_label="other").start()
+
+
 @pytest.fixture
 def pg_store_factory(request):
     server = request.getfixturevalue("pg_server")

@@ -20,11 +20,12 @@ from typing import cast
 import numpy as np
 import pytest
 
-from memoryscope_plugins.errors import LeaseLostError, StoreError
+from memoryscope_plugins.errors import LeaseLostError, MessagesGoneError, StoreError
 from memoryscope_plugins.storage.base import Candidate, MemoryFilter, SearchRequest
 from memoryscope_plugins.storage.filtering import matches
 from memoryscope_plugins.storage.leases import Lease
-from memoryscope_plugins.types import Memory, MemoryStatus, MemoryType, Message, TimeRange
+from memoryscope_plugins.storage.messages import is_forgotten
+from memoryscope_plugins.types import Memory, MemoryStatus, MemoryType, Message, TimeRange, ToolCall
 
 DIM = 16
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -745,6 +746,46 @@ def test_logged_message_ids_are_those_of_the_users_log_in_any_state(store):
     assert store.logged_message_ids("alice", [*first, bobs, "never-logged"]) == set(first)
     assert store.logged_message_ids("bob", first) == set()
     assert store.logged_message_ids("alice", []) == set()
+
+
+def test_deleting_a_turn_forgets_its_logged_message_and_nothing_else(store):
+    """A turn's message is logged under the turn's id: deleting the turn keeps the message's row
+    (its id, so a retry of its key records nothing) without its words, done (consolidation never
+    brings it back); another user's, another memory's, a tool call's stay as they were."""
+    turns = ["t1", "t2"]
+    store.append_messages("alice", "agent", _msgs(2), memories=[mem(i, content=f"turn {i}") for i in turns],
+                          vectors=np.stack([unit(1), unit(2)]), message_ids=turns)
+    tool = Message("tool", "ok", tool_call=ToolCall("search", status="ok"))
+    (call,) = store.append_messages("alice", "agent", [tool])
+    (bobs,) = store.append_messages("bob", "agent", _msgs(1), memories=[mem("b1", user="bob")],
+                                    vectors=np.stack([unit(3)]), message_ids=["b1"])
+    assert store.delete("bob", ["t1"]) == 0  # not bob's: nothing of alice's goes
+    assert store.delete("alice", ["t1", call, "b1", "never"]) == 1
+    assert store.logged_message_ids("alice", [*turns, call]) == {"t1", "t2", call}
+    assert [m.id for m in store.pending_messages("alice")] == ["t2"]
+    logged = {m.id: m for m in store.recent_messages("alice", None, None, 10)}
+    forgotten = logged["t1"]
+    assert (forgotten.state, forgotten.message.content, forgotten.message.name) == ("done", "", None)
+    assert is_forgotten(forgotten.message.metadata) and forgotten.message.role == "user"
+    assert logged["t2"].message.content == "message 1 ✓" and not is_forgotten(logged["t2"].message.metadata)
+    assert logged[call].message.tool_call is not None and logged[call].state == "done"
+    assert ids(store.get("alice", turns)) == ["t2"] and ids(store.get("bob", ["b1"])) == ["b1"]
+    assert store.logged_message_ids("bob", [bobs]) == {bobs}
+
+
+def test_a_commit_marking_a_message_no_longer_pending_writes_nothing(store):
+    """A consolidation step commits only while every message it marks done is still pending: one
+    forgotten (its turn deleted) or done meanwhile refuses the whole commit."""
+    store.append_messages("alice", "agent", _msgs(2), memories=[mem("t1"), mem("t2")],
+                          vectors=np.stack([unit(1), unit(2)]), message_ids=["t1", "t2"])
+    store.delete("alice", ["t1"])
+    with pytest.raises(MessagesGoneError):
+        store.commit_consolidation([mem("obs", content="from both")], [unit(3)], ["t1", "t2"])
+    with pytest.raises(MessagesGoneError):
+        store.commit_consolidation([mem("obs", content="from one never logged")], [unit(3)], ["t2", "never"])
+    assert store.get("alice", ["obs"]) == [] and [m.id for m in store.pending_messages("alice")] == ["t2"]
+    store.commit_consolidation([mem("obs", content="from t2")], [unit(3)], ["t2"])
+    assert ids(store.get("alice", ["obs"])) == ["obs"] and store.pending_messages("alice") == []
 
 
 def test_a_message_id_logged_already_refuses_the_whole_write(store):
