@@ -58,6 +58,8 @@ def _check_model(engine: "MemoryScope") -> None:
 def _history(history: Sequence[Mapping[str, Any]] | None) -> list[dict[str, str]]:
     if history is None:
         return []
+    if isinstance(history, (str, bytes)) or not isinstance(history, Sequence):
+        raise ValidationError("history must be a list of {'role', 'content'} mappings")
     out = []
     for index, item in enumerate(history):
         if not isinstance(item, Mapping) or item.get("role") not in ("user", "assistant", "system") \
@@ -89,10 +91,11 @@ def _prepare(engine: "MemoryScope", user_id: str, message: str, agent_id: str, s
     if system_prompt is not None and not isinstance(system_prompt, str):
         raise ValidationError("system_prompt must be a string")
     moment = _moment(now)
+    earlier = _history(history)  # checked before anything runs
     retrieval = engine.retrieve(user_id, message, top_k=top_k, now=moment, procedures_of=agent_id)
     language = engine.settings.language if engine.settings.language != "auto" else detect_language(message)
     system = build_system_prompt(engine, retrieval, moment, language, system_prompt)
-    messages = [{"role": "system", "content": system}, *_history(history), {"role": "user", "content": message}]
+    messages = [{"role": "system", "content": system}, *earlier, {"role": "user", "content": message}]
     return _Prepared(messages=messages, retrieval=retrieval, moment=moment, explicit_time=now is not None)
 
 

@@ -203,6 +203,7 @@ def read_export(source: Any, user_id: str, *, max_content_chars: int, max_metada
     memories: list[Memory] = []
     ledger = LedgerChanges(user_id, entities=[], mentions=[], profile=[])
     calls: list[StoredMessage] = []
+    seen_ids: set[str] = set()
     for number, data in json_records(source):
         try:
             if isinstance(data, dict) and data.get("record") == "tool_call":
@@ -215,8 +216,12 @@ def read_export(source: Any, user_id: str, *, max_content_chars: int, max_metada
             if isinstance(data, dict):
                 data = {k: v for k, v in data.items() if k != "embedding_model"}
                 data.pop("user_id", None)  # the importing user's; which ids are kept: see import_ids
-            memories.append(memory_from_record(data, user_id=user_id, max_content_chars=max_content_chars,
-                                               max_metadata_chars=max_metadata_chars))
+            memory = memory_from_record(data, user_id=user_id, max_content_chars=max_content_chars,
+                                        max_metadata_chars=max_metadata_chars)
+            if memory.id in seen_ids:  # both would be stored under one id: the first silently lost
+                raise ValidationError(f"the memory id {memory.id[:40]!r} is given twice")
+            seen_ids.add(memory.id)
+            memories.append(memory)
         except ValidationError as exc:
             raise ValidationError(f"line {number}: {exc}; nothing was imported") from None
     return ExportContents(memories, ledger, calls)
@@ -235,7 +240,7 @@ def _read_ledger_line(data: dict[str, Any], ledger: LedgerChanges, max_content_c
                       max_metadata_chars: int) -> None:
     """Check one ledger line and add its item to `ledger` (lists, as `read_export` made them)."""
     kind = data["record"]
-    if kind not in _LEDGER_FIELDS:
+    if not isinstance(kind, str) or kind not in _LEDGER_FIELDS:
         raise ValidationError(f"unknown record {str(kind)[:40]!r} (entity, mention, profile or tool_call)")
     unknown = set(data) - _LEDGER_FIELDS[kind]
     if unknown:

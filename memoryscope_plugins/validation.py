@@ -281,6 +281,19 @@ def check_min_relevance(value: Any, what: str = "min_relevance") -> float:
     return float(value)
 
 
+def check_timeout(value: Any, what: str = "timeout") -> float | None:
+    """A wait in seconds: None (no limit) or a number (not a bool) from 0 up, not NaN or infinite."""
+    if value is None:
+        return None
+    try:
+        seconds = None if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
+    except OverflowError:  # an int too large for a float
+        seconds = None
+    if seconds is None or not 0 <= seconds < float("inf"):
+        raise ValidationError(f"{what} must be None or a number of seconds from 0 up")
+    return seconds
+
+
 def check_bool(value: Any, what: str) -> bool:
     if not isinstance(value, bool):
         raise ValidationError(f"{what} must be True or False, not {_type_name(value)}")

@@ -37,7 +37,7 @@ MAX_OBSERVATIONS_PER_MESSAGE = 6
 OPENING_WORDS = 6
 ZH_OPENING_CHARS = 10
 _CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-_LABEL_RE = re.compile(r"^\s*\[?\s*([A-Za-z#])\s*(\d+)\s*\]?\s*$")
+_LABEL_RE = re.compile(r"^\s*\[?\s*([A-Za-z#])\s*(\d{1,9})\s*\]?\s*$")
 _SPACES = re.compile(r"\s+")
 
 
@@ -178,7 +178,7 @@ def label_index(label: Any, prefix: str, count: int) -> int | None:
         match = _LABEL_RE.match(label)
         if match is None:
             text = label.strip().strip("[]#() ")
-            if not text.isdigit():
+            if not text.isascii() or not text.isdigit() or len(text) > 9:  # "²" is a digit int() refuses
                 return None
             number = int(text)
         else:
@@ -285,7 +285,7 @@ def _observation(raw: Any, index: int) -> Extracted | None:
         return None
     try:
         importance = min(3, max(1, int(raw.get("importance", 2))))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 is valid JSON (infinity)
         importance = 2
     return Extracted(content=content, message=index, about=_text(raw.get("about")),
                      kind=_choice(raw.get("kind"), KINDS, "fact"),

@@ -197,3 +197,21 @@ def test_entities_written_inside_the_observations_are_found():
     # an entry's own list wins over anything inside its observations
     answer["messages"][0]["entities"] = [{"name": "Melanie", "kind": "person"}]
     assert [e.name for e in parse_extraction(answer, numbered()).entities] == ["Melanie"]
+
+
+@pytest.mark.parametrize("importance", ["1e999", "-1e999", "NaN", "[3]", "\"high\""])
+def test_an_importance_no_integer_can_hold_keeps_the_observation_at_the_default(importance):
+    # json.loads reads 1e999 as infinity: int() of it raised OverflowError and failed the whole batch
+    answer = json.loads('{"messages": [{"n": 1, "says": "Mel", "observations": [{"content": "Mel runs a shop.", '
+                        f'"importance": {importance}}}]}}, {{"n": 2, "says": "Xiao Wang", "observations": []}}]}}')
+    parsed = parse_extraction(answer, numbered())
+    assert parsed.accounted == {0, 1}
+    assert [(i.content, i.importance) for i in parsed.items] == [("Mel runs a shop.", 2)]
+
+
+@pytest.mark.parametrize("label", ["\u00b2", "9" * 5000, "M" + "9" * 5000, "M0", "M4", "#-1", "1.5"])
+def test_a_message_label_that_names_no_message_is_left_out_not_a_crash(label):
+    answer = {"messages": [entry(1, "My friend Mel", [{"content": "Mel runs a shop."}]),
+                           {"n": label, "says": "?", "observations": [{"content": "Invented."}]}]}
+    parsed = parse_extraction(answer, numbered())
+    assert parsed.accounted == {0} and [i.content for i in parsed.items] == ["Mel runs a shop."]

@@ -82,6 +82,14 @@ def test_system_prompt_history_top_k_and_session(engine, brain):
         chat_with_memory(engine, "anna", "x", history=[{"role": "robot", "content": "?"}])
 
 
+@pytest.mark.parametrize("history", [5, True, "Hi!", b"Hi!", {"role": "user", "content": "Hi!"}, object()])
+def test_a_history_that_is_not_a_list_is_refused_before_anything_runs(engine, brain, history):
+    calls, recorded = len(brain.prompts), len(turns(engine))
+    with pytest.raises(ValidationError, match="history must be a list"):
+        chat_with_memory(engine, "anna", "Where does Clara live?", history=history, now=NOW)
+    assert len(brain.prompts) == calls and len(turns(engine)) == recorded  # no model call, nothing recorded
+
+
 def test_show_consolidation_returns_what_the_turn_became(engine, brain):
     turn = chat_with_memory(engine, "anna", "I'm vegetarian now.", now=NOW, show_consolidation=True,
                             user_name="Anna")

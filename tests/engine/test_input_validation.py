@@ -165,6 +165,15 @@ def test_import_is_all_or_nothing(engine):
     assert engine.count("anna") == 300
 
 
+def test_an_import_naming_one_memory_id_twice_is_refused_whole(engine):
+    # both lines would be stored under one id: the first lost, and the count said 2
+    lines = _line(id="m1", content="I like green tea.") + _line(id="m1", content="I like black coffee.")
+    with pytest.raises(ValidationError, match="line 2: the memory id 'm1' is given twice"):
+        engine.import_("anna", io.StringIO(lines))
+    assert engine.count("anna") == 0
+    assert engine.import_("anna", io.StringIO(_line(id="m1") + _line(id="m2", content="x"))) == 2
+
+
 def test_an_id_of_another_users_memory_is_treated_like_a_fresh_one(engine):
     """No id oracle: whether bob holds an id changes nothing anna's import sees or stores."""
     from memoryscope_plugins.transfer import derived_id
@@ -252,6 +261,13 @@ def test_arguments_that_raised_builtin_errors_raise_ours(engine, tmp_path):
         lambda: engine.retrieve("anna", "x", time_range=("2024-01-02", "2024-01-01")),
         lambda: engine.retrieve("anna", "x", language="fr"),
         lambda: engine.update("anna", engine.list("anna")[0].id, status="gone"),
+        lambda: engine.flush("5"),
+        lambda: engine.flush(-1),
+        lambda: engine.flush(True),
+        lambda: engine.flush(float("nan")),
+        lambda: engine.flush(10**400),
+        lambda: engine.import_("anna", io.StringIO('{"record": []}\n')),
+        lambda: engine.import_("anna", io.StringIO('{"record": {"entity": 1}}\n')),
     ]
     for call in cases:
         with pytest.raises(ValidationError):
