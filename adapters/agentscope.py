@@ -36,7 +36,12 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentscope.event import ToolResultEndEvent
+from agentscope.event import (
+    ExternalExecutionResultEvent,
+    ToolResultEndEvent,
+    UserConfirmResultEvent,
+    UserInterruptEvent,
+)
 from agentscope.message import AssistantMsg, HintBlock, Msg, TextBlock, ToolCallBlock, ToolResultBlock, ToolResultState
 from agentscope.middleware import MiddlewareBase
 from agentscope.permission import PermissionBehavior, PermissionDecision
@@ -92,6 +97,9 @@ Mode = Literal["static_control", "agent_control", "both"]
 #: execution (a ``TeamPipeline`` leader waiting for its members, human-in-the-loop). It is not
 #: the agent's answer: the real one comes from a later call that resumes the reply.
 PLACEHOLDER_PREFIX = "I'm waiting for your permission or the external execution to finish"
+#: The inputs that resume a paused reply (any other input, ``None`` included, starts a new one:
+#: AgentScope refuses it while a reply is paused).
+_RESUMPTIONS = (UserConfirmResultEvent, ExternalExecutionResultEvent, UserInterruptEvent)
 
 
 class MemoryScopeMiddleware(MiddlewareBase):
@@ -119,8 +127,11 @@ class MemoryScopeMiddleware(MiddlewareBase):
 
     Who is who: the input of a reply is the user's, except for a member of a ``TeamPipeline``,
     whose input is its leader's instruction: it is recorded as the leader's words. A reply that
-    pauses for a confirmation or an external execution is recorded once it resumes and ends
-    with the real answer, never with AgentScope's "I'm waiting for your permission..." text.
+    pauses for a confirmation or an external execution is recorded once it resumes (a
+    ``UserConfirmResultEvent``, ``ExternalExecutionResultEvent`` or ``UserInterruptEvent``) and
+    ends with the real answer, never with AgentScope's "I'm waiting for your permission..." text.
+    A reply to an input without text (an image alone, a blank message) is recorded without user
+    words: its answer and tool calls.
     """
 
     def __init__(self, memory: MemoryScope, *, user_id: str, agent_id: str | None = None,
@@ -173,10 +184,12 @@ class MemoryScopeMiddleware(MiddlewareBase):
             return
         self._agent_name = agent.name
         agent_id = self.config.resolve_agent(default=agent.name)
-        query, input_id, key = _query_of(input_kwargs.get("inputs"))
+        inputs = input_kwargs.get("inputs")
+        query, input_id, key = _query_of(inputs)
         speaker = _team_leader() if query else None
         used: list[str] = []
-        if not query and id(agent) in self._pending:  # a paused reply resumes
+        resumes = isinstance(inputs, _RESUMPTIONS)
+        if resumes and id(agent) in self._pending:  # a paused reply resumes
             query, speaker, used, key = self._pending[id(agent)]
             input_id = None
         if query:
@@ -186,9 +199,10 @@ class MemoryScopeMiddleware(MiddlewareBase):
             if block:
                 self._blocks[id(agent)] = (block, input_id)
         final: Msg | None = None
-        raised = False
+        raised = produced = False
         try:
             async for item in next_handler(**input_kwargs):
+                produced = True
                 if isinstance(item, Msg) and item.role == "assistant":
                     final = item
                 elif isinstance(item, ToolResultEndEvent):
@@ -199,24 +213,32 @@ class MemoryScopeMiddleware(MiddlewareBase):
             raise
         finally:
             self._blocks.pop(id(agent), None)
-            await self._record(agent, agent_id, (query, speaker, used, key), final, raised)
+            # refused: raised before it produced anything (AgentScope refusing an input, below)
+            await self._record(agent, agent_id, (query, speaker, used, key), final, raised, resumes,
+                               refused=raised and not produced)
 
     async def _record(self, agent: Agent, agent_id: str, asked: tuple[str, str | None, list[str], str | None],
-                      final: Msg | None, raised: bool) -> None:
+                      final: Msg | None, raised: bool, resumes: bool, *, refused: bool = False) -> None:
         """Record a finished reply with the agent's tool calls, ending the agent's run (`_outcome`;
         a reply that raised records its calls only); keep the input (and the calls) of a paused
-        one for when it resumes."""
+        one for when it resumes. An input without text (an image, a blank message) records the
+        reply and the calls without user words."""
         query, speaker, used, key = asked
         answer = (final.get_text_content() or "") if final is not None else ""
-        if query and final is not None and answer.strip().startswith(PLACEHOLDER_PREFIX):
+        if final is not None and answer.strip().startswith(PLACEHOLDER_PREFIX):
             self._pending[id(agent)] = asked
             return
+        if refused and not resumes and id(agent) in self._pending:
+            # AgentScope refuses a new input while a reply waits for a resumption event (before
+            # the reply produces anything): that reply stays parked, so its input and tool calls
+            # are kept for when it resumes; a reply that failed after it began is recorded below
+            return
         tools = self._tool_rows(agent, self._tool_ids.pop(id(agent), []))
-        if raised and query:
+        if raised:
             self._pending.pop(id(agent), None)
             await self.bridge.arecord_failed(self.user_id, tools, agent_id=agent_id, procedures_used=used)
             return
-        if not query or final is None:
+        if final is None:
             return
         self._pending.pop(id(agent), None)
         answer_key = ids_key("agentscope", [final])
@@ -422,7 +444,7 @@ def _outcome(final: Msg, tools: list[dict[str, Any]]) -> Outcome:
 
 def _query_of(inputs: Any) -> tuple[str, str | None, str | None]:
     """The text of the user's input messages, the id of the last of them ("" for resumption
-    events and inputs without user text), and their team key (`_key`)."""
+    events and inputs without user text), and their team key (`ids_key`)."""
     if inputs is None:
         return "", None, None
     messages = [m for m in (inputs if isinstance(inputs, list) else [inputs]) if isinstance(m, Msg)]

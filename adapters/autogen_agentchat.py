@@ -37,7 +37,13 @@ from typing import Any, Literal
 
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.base import ChatAgent, Response, TaskResult
-from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, ToolCallExecutionEvent, ToolCallRequestEvent
+from autogen_agentchat.messages import (
+    BaseAgentEvent,
+    BaseChatMessage,
+    MultiModalMessage,
+    ToolCallExecutionEvent,
+    ToolCallRequestEvent,
+)
 from autogen_core import CancellationToken, Component
 from autogen_core.memory import Memory, MemoryContent, MemoryMimeType, MemoryQueryResult, UpdateContextResult
 from autogen_core.model_context import ChatCompletionContext
@@ -247,6 +253,7 @@ class MemoryScopeMemory(Memory, Component[MemoryScopeMemoryConfig]):
         A message whose ``source`` is the human (``"user"`` or one of `human_names`) is the
         user's; any other source is another agent and its words are recorded under that agent's
         name (role assistant), never as the user's. The agent's own earlier messages are skipped.
+        A ``MultiModalMessage`` records its text parts only (images alone: no words).
         `events` are the turn's events (``ToolCallRequestEvent`` / ``ToolCallExecutionEvent``...):
         the calls whose ``source`` is the agent (`agent_id`, the running agent's name) are recorded
         as its tool calls with their results, paired by call id. With a `reply` the turn ends the
@@ -485,6 +492,11 @@ def _final_reply(result: TaskResult, name: str) -> BaseChatMessage | None:
 
 
 def _message_text(message: BaseChatMessage) -> str:
+    """The words of a message: a ``MultiModalMessage``'s string parts, one per line ("" for images
+    alone: ``to_model_text`` would put "[image]" where each image is, as if someone had said it),
+    as `_line` reads a ``UserMessage`` for retrieval; any other message's model text."""
+    if isinstance(message, MultiModalMessage):
+        return "\n".join(part for part in message.content if isinstance(part, str))
     try:
         return message.to_model_text()
     except Exception:  # noqa: BLE001 - an exotic message type: take what text it has

@@ -38,6 +38,7 @@ import copy
 import functools
 import inspect
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -74,6 +75,7 @@ __all__ = ["MemoryCapability", "MemoryConversableAgent", "register_memory_tools"
 
 _TEXT_ROLES = ("user",)
 MAX_OPEN_CALLS = 256  # tool calls of a run kept for its outcome (the last call of each tool is what counts)
+MAX_CHATS = 1024  # two-agent chats whose id is kept (a chat forgotten takes a new id: its messages may repeat)
 
 
 class MemoryCapability:
@@ -118,6 +120,8 @@ class MemoryCapability:
         # per agent: the tool calls of its run so far (replies asking for tools end no run), with the
         # length of the chat they were seen in (a shorter chat later is a new one: they are dropped)
         self._open_calls: dict[int, tuple[int, list[dict[str, Any]]]] = {}
+        # per (agent, sender): the first message of their chat and the chat's id (`_pair_chat`)
+        self._chats: OrderedDict[tuple[int, int], tuple[dict[str, Any], str]] = OrderedDict()
 
     def add_to_agent(self, agent: ConversableAgent) -> None:
         """Register the memory reply function (sync and async) first in `agent`'s reply chain."""
@@ -209,17 +213,32 @@ class MemoryCapability:
         """What arrived since this agent last spoke, each speaker as who they are, the agent's
         tool calls answered since then (`_tool_calls`), and the reply; and those tool calls. In a
         group chat each message carries its place in the chat (`_group_keys`), so that another
-        member with memory for the same user does not record it again."""
+        member with memory for the same user does not record it again; in a two-agent chat its
+        place in the agent's history (`_pair_chat`), so that a message recorded unanswered is not
+        recorded again with the next one."""
         received: list[dict[str, Any]] = []
-        for message in reversed(messages):
+        positions: list[int] = []
+        for position in range(len(messages) - 1, -1, -1):
+            message = messages[position]
             if message.get("role") == "assistant" or message.get("name") == recipient.name:
                 break  # this agent's own previous message: earlier ones were recorded then
             if not _is_said(message):
                 continue
             received.append(message)
+            positions.append(position)
         received.reverse()
+        positions.reverse()
         reply_text = text_of(reply.get("content")) if isinstance(reply, dict) else text_of(reply)
-        keys, reply_key = _group_keys(getattr(sender, "groupchat", None), received, recipient.name, reply_text)
+        groupchat = getattr(sender, "groupchat", None)
+        if groupchat is not None:
+            keys, reply_key = _group_keys(groupchat, received, recipient.name, reply_text)
+        else:
+            # a message the agent did not answer (a termination message, a None reply) has no
+            # reply after it, so the next turn receives it again: its key records it once
+            chat = self._pair_chat(recipient, sender, messages)
+            keys = [_position_key(chat, position, message.get("name"), text_of(message.get("content")))
+                    for position, message in zip(positions, received)]
+            reply_key = None
         rows: list[dict[str, Any]] = []
         for message, key in zip(received, keys):
             text = text_of(message.get("content"))
@@ -232,6 +251,22 @@ class MemoryCapability:
         rows.extend(tools)
         rows.extend(turn(None, reply_text, agent_name=agent_id, reply_key=reply_key))
         return rows, tools
+
+    def _pair_chat(self, recipient: ConversableAgent, sender: Agent | None, messages: list[dict[str, Any]]) -> str:
+        """An id of the two-agent chat `messages` holds (`recipient`'s history with `sender`): a new
+        one whenever the history starts with another message than it did (``clear_history``, or
+        another list handed to ``generate_reply``), as `_chat_id` does for a group chat."""
+        pair = (id(recipient), id(sender))
+        known = self._chats.get(pair)
+        # the first message itself is held (not its address), so a new chat's cannot pass for it
+        if known is not None and known[0] is messages[0]:
+            self._chats.move_to_end(pair)
+            return known[1]
+        chat = uuid.uuid4().hex
+        self._chats[pair] = (messages[0], chat)
+        while len(self._chats) > MAX_CHATS:
+            self._chats.popitem(last=False)
+        return chat
 
     def _outcome(self, recipient: ConversableAgent, messages: list[dict[str, Any]], reply: Any,
                  tools: list[dict[str, Any]]) -> Outcome | None:

@@ -13,6 +13,9 @@ Usage (agents, the LangChain 1.x way)::
   contain them; after the run (``after_agent``) the user input, the agent's tool calls of the run
   with their results (``ToolMessage``; durations timed by ``wrap_tool_call``) and the final answer
   are recorded; the tool calls are the agent's (`MemoryScope.tool_stats`), never the user's memories.
+  A ``SummarizationMiddleware`` summary is never taken as the user's words; with
+  ``response_format=ToolStrategy(...)`` the structured response (as JSON) is the answer and its
+  structured-output tool calls are not the agent's tool calls.
   The user is taken from ``user_id`` (a string, or a callable of the runtime), else from the
   runtime context (``context.user_id`` or ``context["user_id"]``), else from
   ``config["configurable"]["user_id"]``; the LangGraph thread id, when there is one, is recorded
@@ -26,10 +29,13 @@ Usage (agents, the LangChain 1.x way)::
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -39,7 +45,7 @@ from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.retrievers import BaseRetriever
 from langgraph.errors import GraphBubbleUp
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from memoryscope_plugins.engine import MemoryScope
 from memoryscope_plugins.types import MemoryType, RetrievalResult
@@ -110,48 +116,90 @@ class MemoryScopeMiddleware(AgentMiddleware):
         # (user, thread) -> the procedures the run's retrievals returned, until the run is recorded
         self._used: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
         self._failed_calls: OrderedDict[str, None] = OrderedDict()  # ids of calls a failed run recorded
+        # ids of the structured-output tool calls (``ToolStrategy``) the agent's model calls answered
+        self._structured: OrderedDict[str, None] = OrderedDict()
+        # (user, thread) -> the run's input (text, team key) as it began, until the run is recorded
+        self._inputs: OrderedDict[tuple[str, str], tuple[str, str | None]] = OrderedDict()
 
     # -- model calls: transient injection -----------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
                         ) -> ModelResponse:
         """Add the memories for the latest user message to this model call's system message."""
         user_id = self._user(request.runtime)
-        result = self.bridge.retrieve(user_id, _latest_human_text(request.messages),
+        result = self.bridge.retrieve(user_id, self._query(user_id, request),
                                       agent_id=self.config.resolve_agent(default=_graph_agent_name()))
         self._note_used(user_id, request.runtime, result)
         try:
-            return handler(self._augment(request, result))
+            response = handler(self._augment(request, result))
         except GraphBubbleUp:
             raise
         except Exception:
             self._record_failed(user_id, request.state, request.runtime)
             raise
+        self._note_structured(response)
+        return response
 
     async def awrap_model_call(self, request: ModelRequest,
                                handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> ModelResponse:
         """Async twin of `wrap_model_call`."""
         user_id = self._user(request.runtime)
-        result = await self.bridge.aretrieve(user_id, _latest_human_text(request.messages),
+        result = await self.bridge.aretrieve(user_id, self._query(user_id, request),
                                              agent_id=self.config.resolve_agent(default=_graph_agent_name()))
         self._note_used(user_id, request.runtime, result)
         try:
-            return await handler(self._augment(request, result))
+            response = await handler(self._augment(request, result))
         except GraphBubbleUp:
             raise
         except Exception:
             await self._arecord_failed(user_id, request.state, request.runtime)
             raise
+        self._note_structured(response)
+        return response
+
+    # -- the run's input, noted as the run begins -------------------------------------------------------
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Note the run's user input: a ``SummarizationMiddleware`` may summarize it away before
+        the run ends, and it is recorded all the same."""
+        self._note_input(self._user(runtime), state, runtime)
+        return None
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async twin of `before_agent`."""
+        self._note_input(self._user(runtime), state, runtime)
+        return None
+
+    def _note_input(self, user_id: str | None, state: Any, runtime: Any) -> None:
+        given = _run_input(state, _thread_id(runtime))
+        if user_id and given is not None:
+            self._inputs[(user_id, _thread_id(runtime) or "")] = given
+            while len(self._inputs) > MAX_TIMED_CALLS:  # runs that never ended (interrupted)
+                self._inputs.popitem(last=False)
+
+    def _query(self, user_id: str | None, request: ModelRequest) -> str:
+        """The latest user message of the model call, else (a summary took its place) the input
+        the run began with; never the summary."""
+        query = _latest_human_text(request.messages)
+        if query or not user_id:
+            return query
+        began = self._inputs.get((user_id, _thread_id(request.runtime) or ""))
+        return began[0] if began else ""
+
+    def _take_input(self, user_id: str, runtime: Any) -> tuple[str, str | None] | None:
+        return self._inputs.pop((user_id, _thread_id(runtime) or ""), None)
 
     # -- after the run: recording ----------------------------------------------------------------------
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Record this run's user input, the agent's tool calls with their results, and the final
         answer, ending the agent's run (`_run_outcome`)."""
         user_id = self._user(runtime)
-        tools = self._tool_messages(state)
+        structured = self._take_structured(state)
+        tools = self._tool_messages(state, structured)
         used = self._take_used(user_id, runtime)
         if user_id:
             agent_id = self.config.resolve_agent(default=_graph_agent_name())
-            self.bridge.record(user_id, _run_turn(state, agent_id, tools, _thread_id(runtime)), agent_id=agent_id,
+            self.bridge.record(user_id, _run_turn(state, agent_id, tools, _thread_id(runtime), structured,
+                                                  self._take_input(user_id, runtime)),
+                               agent_id=agent_id,
                                session_id=_thread_id(runtime), run_outcome=_run_outcome(state, tools),
                                procedures_used=used)
         return None
@@ -159,11 +207,13 @@ class MemoryScopeMiddleware(AgentMiddleware):
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Async twin of `after_agent`."""
         user_id = self._user(runtime)
-        tools = self._tool_messages(state)
+        structured = self._take_structured(state)
+        tools = self._tool_messages(state, structured)
         used = self._take_used(user_id, runtime)
         if user_id:
             agent_id = self.config.resolve_agent(default=_graph_agent_name())
-            await self.bridge.arecord(user_id, _run_turn(state, agent_id, tools, _thread_id(runtime)),
+            await self.bridge.arecord(user_id, _run_turn(state, agent_id, tools, _thread_id(runtime), structured,
+                                                         self._take_input(user_id, runtime)),
                                       agent_id=agent_id,
                                       session_id=_thread_id(runtime), run_outcome=_run_outcome(state, tools),
                                       procedures_used=used)
@@ -189,7 +239,7 @@ class MemoryScopeMiddleware(AgentMiddleware):
         with status ``unknown`` and, when a tool raised, that call with the exception (type and
         message) as its error. Their ids are kept, so a run resumed from its checkpoint does not
         record them again."""
-        calls, results = _run_tool_calls(state)
+        calls, results = _run_tool_calls(state, self._take_structured(state))
         if raised is not None:
             request, exc = raised
             call = request.tool_call
@@ -215,6 +265,33 @@ class MemoryScopeMiddleware(AgentMiddleware):
 
     def _take_used(self, user_id: str | None, runtime: Any) -> list[str]:
         return self._used.pop((user_id, _thread_id(runtime) or ""), []) if user_id else []
+
+    # -- structured output (``response_format=ToolStrategy(...)``): not tool calls of the agent -------
+    def _note_structured(self, response: Any) -> None:
+        """Keep the ids of the structured-output calls a model call answered: the only tool
+        messages a model call's response holds are LangChain's answers to them (the structured
+        response, or the error the model is asked to correct)."""
+        inner = getattr(response, "model_response", response)  # an ExtendedModelResponse wraps one
+        for message in getattr(inner, "result", None) or []:
+            if isinstance(message, ToolMessage) and message.tool_call_id:
+                self._structured[message.tool_call_id] = None
+        while len(self._structured) > MAX_TIMED_CALLS:
+            self._structured.popitem(last=False)
+
+    def _take_structured(self, state: Any) -> set[str]:
+        """The ids of the structured-output calls of the latest run (taken: each run once)."""
+        messages, last_human = _run_messages(state)
+        if last_human is None:
+            return set()
+        run = messages[last_human + 1:]
+        ids = {c.get("id") for m in run if isinstance(m, AIMessage) for c in m.tool_calls}
+        taken = {i for i in ids if i is not None and i in self._structured}
+        for call_id in taken:
+            del self._structured[call_id]
+        # a run resumed in another process: its structured response, the run's last message
+        if _structured_response(state) is not None and run and isinstance(run[-1], ToolMessage):
+            taken.add(run[-1].tool_call_id)
+        return taken
 
     # -- tool calls: timed here, recorded after the run ----------------------------------------------
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
@@ -255,8 +332,8 @@ class MemoryScopeMiddleware(AgentMiddleware):
             while len(self._durations) > MAX_TIMED_CALLS:  # runs that never reach after_agent (interrupted)
                 self._durations.popitem(last=False)
 
-    def _tool_messages(self, state: Any) -> list[dict[str, Any]]:
-        calls, results = _run_tool_calls(state)
+    def _tool_messages(self, state: Any, structured: Collection[str] = ()) -> list[dict[str, Any]]:
+        calls, results = _run_tool_calls(state, structured)
         calls = [c for c in calls if c.call_id is None or c.call_id not in self._failed_calls]
         return self._tool_messages_of(calls, results)
 
@@ -297,39 +374,98 @@ def _latest_human_text(messages: Sequence[Any]) -> str:
     return latest_user_text([_line(message) for message in messages])
 
 
+def _is_summary(message: Any) -> bool:
+    """Whether `message` is the summary LangChain's ``SummarizationMiddleware`` put in place of
+    older messages: a ``HumanMessage`` written by a model (``additional_kwargs["lc_source"] ==
+    "summarization"``), never the user's words."""
+    return isinstance(message, HumanMessage) and message.additional_kwargs.get("lc_source") == "summarization"
+
+
 def _line(message: Any) -> Line:
-    """A LangChain message in the adapters' common shape: only a ``HumanMessage`` is the user's."""
-    role = "user" if isinstance(message, HumanMessage) else "other"
+    """A LangChain message in the adapters' common shape: only a ``HumanMessage`` is the user's
+    (not a conversation summary, `_is_summary`)."""
+    role = "user" if isinstance(message, HumanMessage) and not _is_summary(message) else "other"
     return Line(role, getattr(message, "name", None), text_of(getattr(message, "content", None)))
 
 
-def _run_turn(state: Any, agent_id: str, tools: Sequence[dict[str, Any]] = (),
-              thread: str | None = None) -> list[dict[str, Any]]:
-    """The user input of the latest run (the trailing block of human messages), the agent's tool
-    calls of the run (`tools`) and the run's answer: the last AI message without tool calls after
-    that input, or, for a run that ended on a ``return_direct`` tool, the tool result it returned.
-    Nothing from earlier runs. The messages' team keys are their state ids within the `thread`
-    (ids an application gives its messages, "1", "2"..., repeat from one thread to the next)."""
+#: A UUID inside a message id: LangGraph gives a message without an id a ``uuid4``, LangChain an
+#: AI message ``lc_run--<uuid>``; such an id names one message whatever the conversation.
+UNIQUE_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+
+
+def _key(messages: Sequence[Any], thread: str | None) -> str | None:
+    """The team key of `messages` (`ids_key`): their ids within the `thread`. Without a thread
+    (no checkpointer) only ids that are unique by themselves (`UNIQUE_ID`) make a key: ids an
+    application numbers per conversation ("1", "2"...) would make a message said again in a later
+    conversation look recorded already, and it would be lost (without a key it is recorded again,
+    a duplicate at worst). LangGraph gives a run no id of its own that every agent of one
+    invocation shares, so the key cannot be scoped to the invocation instead."""
+    if thread:
+        return ids_key(f"langchain:{thread}", messages)
+    if all(isinstance(m.id, str) and UNIQUE_ID.search(m.id) for m in messages):
+        return ids_key("langchain", messages)
+    return None
+
+
+def _structured_response(state: Any) -> Any:
+    if isinstance(state, dict):
+        return state.get("structured_response")
+    return getattr(state, "structured_response", None)
+
+
+def _structured_text(value: Any) -> str:
+    """A structured response (``ToolStrategy``) as the run's answer: JSON, readable."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # a circular structure
+        return str(value)
+
+
+def _run_input(state: Any, thread: str | None) -> tuple[str, str | None] | None:
+    """The user input of the latest run (the trailing block of human messages, a conversation
+    summary excluded: `_is_summary`) as (text, team key); None when a summary took its place."""
     messages, last_human = _run_messages(state)
-    if last_human is None:
-        return []
+    if last_human is None or _is_summary(messages[last_human]):
+        return None
     first = last_human
-    while first > 0 and isinstance(messages[first - 1], HumanMessage):
+    while first > 0 and isinstance(messages[first - 1], HumanMessage) and not _is_summary(messages[first - 1]):
         first -= 1
     inputs = messages[first:last_human + 1]
     lines = [_line(m) for m in inputs]
-    user_text = latest_user_text(lines, whole_input=True)
-    framework = f"langchain:{thread}" if thread else "langchain"
-    user_key = ids_key(framework, [m for m, line in zip(inputs, lines) if holds_users_words(line)])
+    return (latest_user_text(lines, whole_input=True),
+            _key([m for m, line in zip(inputs, lines) if holds_users_words(line)], thread))
+
+
+def _run_turn(state: Any, agent_id: str, tools: Sequence[dict[str, Any]] = (), thread: str | None = None,
+              structured: Collection[str] = (), began: tuple[str, str | None] | None = None) -> list[dict[str, Any]]:
+    """The user input of the latest run (`_run_input`; the input the run `began` with when a
+    conversation summary took its place in the state), the agent's tool calls of the run
+    (`tools`) and the run's answer: the structured response (JSON) when the run ended on one of
+    its `structured` output calls, else the last AI message without tool calls after that input,
+    or, for a run that ended on a ``return_direct`` tool, the tool result it returned. Nothing from
+    earlier runs. The messages' team keys are their state ids within the `thread` (`_key`)."""
+    messages, last_human = _run_messages(state)
+    if last_human is None:
+        return []
+    user_text, user_key = _run_input(state, thread) or began or ("", None)
     answer, answer_key = "", None
     after = messages[last_human + 1:]
-    for message in reversed(after):
-        if isinstance(message, AIMessage) and not message.tool_calls and text_of(message.content).strip():
-            answer, answer_key = text_of(message.content), ids_key(framework, [message])
-            break
+    if after and isinstance(after[-1], ToolMessage) and after[-1].tool_call_id in structured:
+        value = _structured_response(state)
+        if value is not None:
+            answer, answer_key = _structured_text(value), _key([after[-1]], thread)
     else:
-        if after and isinstance(after[-1], ToolMessage):  # the run ended on a return_direct tool
-            answer, answer_key = text_of(after[-1].content), ids_key(framework, [after[-1]])
+        for message in reversed(after):
+            if isinstance(message, AIMessage) and not message.tool_calls and text_of(message.content).strip():
+                answer, answer_key = text_of(message.content), _key([message], thread)
+                break
+        else:
+            if after and isinstance(after[-1], ToolMessage):  # the run ended on a return_direct tool
+                answer, answer_key = text_of(after[-1].content), _key([after[-1]], thread)
     return turn(user_text, answer, agent_name=agent_id, tools=tools, user_key=user_key, reply_key=answer_key)
 
 
@@ -344,17 +480,20 @@ def _run_outcome(state: Any, tools: Sequence[dict[str, Any]]) -> Outcome:
 
 
 def _run_messages(state: Any) -> tuple[list[AnyMessage], int | None]:
-    """The state's messages and the position of the latest human message (None: none)."""
+    """The state's messages and the position of the latest human message (None: none). A
+    conversation summary counts (the messages after it are the run's, even when it replaced the
+    run's input), though it holds no words of the user (`_run_turn`)."""
     messages: list[AnyMessage] = list(state.get("messages", []) if isinstance(state, dict) else
                                       getattr(state, "messages", []))
     last_human = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
     return messages, last_human
 
 
-def _run_tool_calls(state: Any) -> tuple[list[CallSeen], list[ResultSeen]]:
+def _run_tool_calls(state: Any, structured: Collection[str] = ()) -> tuple[list[CallSeen], list[ResultSeen]]:
     """The tool calls the agent's model made in the latest run (the AI messages after the latest
     human message; arguments LangChain could not parse as their raw text) and the tool messages
-    answering them (``status="error"``: failed)."""
+    answering them (``status="error"``: failed); the `structured` output calls left out (they
+    shape the answer, the agent calls no tool)."""
     messages, last_human = _run_messages(state)
     if last_human is None:
         return [], []
@@ -362,9 +501,10 @@ def _run_tool_calls(state: Any) -> tuple[list[CallSeen], list[ResultSeen]]:
     results: list[ResultSeen] = []
     for message in messages[last_human + 1:]:
         if isinstance(message, AIMessage):
-            calls += [CallSeen(c["name"], c.get("args"), c.get("id")) for c in message.tool_calls]
+            calls += [CallSeen(c["name"], c.get("args"), c.get("id")) for c in message.tool_calls
+                      if c.get("id") not in structured]
             calls += [CallSeen(c.get("name") or "", c.get("args"), c.get("id")) for c in message.invalid_tool_calls]
-        elif isinstance(message, ToolMessage):
+        elif isinstance(message, ToolMessage) and message.tool_call_id not in structured:
             results.append(ResultSeen(message.tool_call_id, text_of(message.content),
                                       failed=message.status == "error", name=message.name))
     return calls, results

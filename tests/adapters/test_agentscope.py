@@ -242,6 +242,39 @@ async def test_a_reply_parked_for_permission_records_the_real_reply_not_the_plac
     assert recorded == ["Book a table at 8pm.", "Your table is booked for 8pm."]
 
 
+async def test_an_image_sent_while_a_reply_is_parked_does_not_take_the_parked_replys_place(engine):
+    from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
+    from agentscope.message import DataBlock, URLSource
+    from agentscope.permission import PermissionBehavior, PermissionDecision
+    from agentscope.tool import FunctionTool
+
+    async def book_table(time: str) -> str:
+        """Book a table.
+
+        Args:
+            time (str): when
+        """
+        return f"Table booked for {time}."
+
+    ask_first = PermissionDecision(behavior=PermissionBehavior.ASK, message="book it?")
+    model = FakeModel({"name": "book_table", "input": {"time": "8pm"}}, "Your table is booked for 8pm.")
+    agent = make_agent(model, MemoryScopeMiddleware(engine, user_id="anna"),
+                       Toolkit(tools=[FunctionTool(book_table, permission=ask_first)]))
+    events = [e async for e in agent.reply_stream(UserMsg("anna", "Book a table at 8pm."))]
+    request = next(e for e in events if isinstance(e, RequireUserConfirmEvent))
+    photo = DataBlock(source=URLSource(url="https://example.com/menu.png", media_type="image/png"))
+    with pytest.raises(ValueError):  # AgentScope takes no new message while a reply waits for a confirmation
+        await agent.reply(UserMsg("anna", [photo]))
+    assert engine.list("anna") == []
+    await agent.reply(UserConfirmResultEvent(reply_id=request.reply_id, confirm_results=[
+        ConfirmResult(confirmed=True, tool_call=call) for call in request.tool_calls]))
+    recorded = [m.content for m in engine.list("anna", newest_first=False)]
+    assert recorded == ["Book a table at 8pm.", "Your table is booked for 8pm."]  # the parked reply's own words
+    logged = engine.store.recent_messages("anna", "Friday", None, 100)
+    calls = [m.message.tool_call for m in logged if m.message.tool_call is not None]
+    assert [(c.name, c.status) for c in calls] == [("book_table", "ok")]
+
+
 async def test_both_mode_scoped_to_the_agent_recalls_what_its_tool_saved(engine):
     middleware = MemoryScopeMiddleware(engine, user_id="anna", mode="both", scope_to_agent=True)
     tools = await middleware.list_tools()

@@ -194,6 +194,24 @@ async def test_run_stream_records_before_the_task_result(engine):
     assert blocks(await agent.model_context.get_messages()) == 0
 
 
+async def test_a_multimodal_message_records_its_text_parts_only(engine):
+    from autogen_agentchat.messages import MultiModalMessage
+    from autogen_core import Image
+    from autogen_core.models import ModelInfo
+    from PIL import Image as PILImage
+
+    picture = Image(PILImage.new("RGB", (4, 4)))
+    vision = ModelInfo(vision=True, function_calling=False, json_output=False, family="unknown",
+                       structured_output=False)
+    model_client = ReplayChatCompletionClient(["A black square.", "Nice logo."], model_info=vision)
+    agent = AssistantAgent("assistant", model_client=model_client, memory=[MemoryScopeMemory(engine, user_id="anna")])
+    await run_with_memory(agent, MultiModalMessage(content=[picture], source="user"))  # an image alone: no words
+    await run_with_memory(agent, MultiModalMessage(content=["My new logo:", picture, "do you like it?"], source="user"))
+    recorded = [(m.role, m.content) for m in engine.list("anna", newest_first=False)]
+    assert recorded == [("assistant", "A black square."), ("user", "My new logo:\ndo you like it?"),
+                        ("assistant", "Nice logo.")]
+
+
 async def test_a_statement_brings_back_what_was_said_in_other_words(engine):
     record_earlier_session(engine)
     model_client = client("That sounds like a lot.", "Enjoy the sun.")

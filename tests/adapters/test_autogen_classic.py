@@ -164,6 +164,36 @@ def test_other_reply_functions_still_run(engine):
     assert "canned answer" in [m.content for m in engine.list("anna")]
 
 
+def says_bye(message: dict[str, Any]) -> bool:
+    return "bye" in str(message.get("content") or "").lower()
+
+
+def test_a_message_the_agent_does_not_answer_is_recorded_once(engine):
+    agent = ConversableAgent("assistant", llm_config=LLM_CONFIG, human_input_mode="NEVER", is_termination_msg=says_bye)
+    agent.register_model_client(model_client_cls=FakeClient)
+    MemoryCapability(engine, user_id="anna").add_to_agent(agent)
+    user = human()
+    user.initiate_chat(agent, message=FACT, max_turns=1, silent=True)
+    user.initiate_chat(agent, message="Thanks, bye!", max_turns=1, clear_history=False, silent=True)  # no reply
+    user.initiate_chat(agent, message="Hi again, what is my dog called?", max_turns=1, clear_history=False,
+                       silent=True)
+    recorded = [m.content for m in engine.list("anna", newest_first=False)]
+    assert recorded == [FACT, "reply 1", "Thanks, bye!", "Hi again, what is my dog called?", "reply 2"]
+    user.initiate_chat(agent, message="Thanks, bye!", max_turns=1, silent=True)  # a new chat: another message
+    assert [m.content for m in engine.list("anna")].count("Thanks, bye!") == 2
+
+
+async def test_a_message_the_agent_does_not_answer_is_recorded_once_in_an_async_chat(engine):
+    agent = ConversableAgent("assistant", llm_config=LLM_CONFIG, human_input_mode="NEVER", is_termination_msg=says_bye)
+    agent.register_model_client(model_client_cls=FakeClient)
+    MemoryCapability(engine, user_id="anna").add_to_agent(agent)
+    user = human()
+    await user.a_initiate_chat(agent, message="Bye for now.", max_turns=1, silent=True)
+    await user.a_initiate_chat(agent, message=FACT, max_turns=1, clear_history=False, silent=True)
+    recorded = [m.content for m in engine.list("anna", newest_first=False)]
+    assert recorded == ["Bye for now.", FACT, "reply 1"]
+
+
 def test_capability_needs_a_user(engine):
     with pytest.raises(ValueError):
         MemoryCapability(engine)

@@ -96,3 +96,19 @@ async def test_a_model_call_that_fails_fails_the_run_with_the_calls_made_before(
     assert ro.outcomes(engine, "anna", AGENT) == [("failed", [used])]
     assert [m.message.tool_call.call_id for m in s.logged_calls(engine, "anna")] == ["c1"]
     assert engine.list("anna") == []  # no reply: the user's words are not recorded
+
+
+async def test_a_message_without_text_records_the_reply_its_tool_calls_and_its_run(server, engine):
+    from agentscope.message import DataBlock, URLSource
+
+    server.script(OPENAI_CHAT, [Reply(json=openai_tool_calls(("c1", "weather", s.WEATHER_ARGS))),
+                                Reply(json=openai_completion(s.ANSWER)), Reply(json=openai_completion("Hello!"))])
+    agent = make_agent(server, engine)
+    photo = DataBlock(source=URLSource(url="https://example.com/oslo.png", media_type="image/png"))
+    await agent.reply(UserMsg("anna", [photo]))  # an image alone: no words of the user
+    await agent.reply(UserMsg("anna", "  "))
+    recorded = engine.list("anna", newest_first=False)
+    assert [(m.role, m.content) for m in recorded] == [("assistant", s.ANSWER), ("assistant", "Hello!")]
+    calls = [m.message.tool_call for m in s.logged_calls(engine, "anna", AGENT)]
+    assert [(c.name, c.status, c.result) for c in calls] == [("weather", "ok", s.FORECAST)]
+    assert ro.outcomes(engine, "anna", AGENT) == [("succeeded", []), ("unknown", [])]
