@@ -16,18 +16,55 @@ from typing import Any
 
 from .qa import QAInputError, write_atomically
 
+ROW_FIELDS = ("id", "category", "question", "gold")
+LABEL_FIELDS = ("judged_by", "j")
+
 
 def _judged(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The judged answers of a `bench qa` result; a `QAInputError` names the first question that is not one."""
+    questions = report.get("questions")
+    if not isinstance(questions, list):
+        raise QAInputError('not a bench qa result: "questions" is not a list')
     items = []
-    for row in report.get("questions", []):
-        for config, answer in (row.get("answers") or {}).items():
+    for number, row in enumerate(questions, 1):
+        where = f"question {number}"
+        if not isinstance(row, dict):
+            raise QAInputError(f"{where} is not an object")
+        missing = [name for name in ROW_FIELDS if name not in row]
+        if missing:
+            raise QAInputError(f"{where} has no {', '.join(missing)}")
+        answers = row.get("answers") or {}
+        if not isinstance(answers, dict) or not all(isinstance(a, dict) for a in answers.values()):
+            raise QAInputError(f'{where} ({row["id"]}): "answers" is not an object of answers')
+        for config, answer in answers.items():
             if answer.get("j") is None:
                 continue
+            if answer["j"] not in (0, 1) or not isinstance(answer.get("judged_by", ""), str) \
+                    or "text" not in answer:
+                raise QAInputError(f'{where} ({row["id"]}), answer {config}: a judged answer has a "text", '
+                                   '"j" 0 or 1 and a "judged_by" string')
             items.append({"id": row["id"], "config": config, "category": row["category"],
                           "question": row["question"], "gold": row["gold"], "answer": answer["text"],
                           "now": row.get("now"), "judged_by": answer.get("judged_by", ""), "j": answer["j"],
                           "label": None})
     return items
+
+
+def _check_labels(labels: Any, path: Path) -> None:
+    """A labels file is a list of objects with a "judged_by" string, "j" 0 or 1 and "label" null, 0 or 1."""
+    if not isinstance(labels, list):
+        raise QAInputError(f"{path}: a list of items whose label is null, 0 or 1")
+    for number, item in enumerate(labels, 1):
+        where = f"{path}: item {number}"
+        if not isinstance(item, dict):
+            raise QAInputError(f"{where} is not an object")
+        missing = [name for name in LABEL_FIELDS if name not in item]
+        if missing:
+            raise QAInputError(f"{where} has no {', '.join(missing)} (keep the fields qa-label wrote)")
+        if item.get("label") not in (None, 0, 1):
+            raise QAInputError(f"{where}: label must be null, 0 or 1")
+        if item["j"] not in (0, 1) or not isinstance(item["judged_by"], str):
+            raise QAInputError(f'{where}: "j" must be 0 or 1 and "judged_by" a string (as qa-label wrote them)')
 
 
 def label_sample(report: dict[str, Any], limit: int, seed: int) -> list[dict[str, Any]]:
@@ -58,7 +95,7 @@ def agreement(labels: list[dict[str, Any]]) -> dict[str, Any]:
     paths = sorted({item["judged_by"] for item in done})
     return {"labelled": len(done), "unlabelled": len(labels) - len(done), **share(done),
             "by_path": {path: share([i for i in done if i["judged_by"] == path]) for path in paths},
-            "disagreements": [{k: i[k] for k in ("id", "config", "gold", "answer", "judged_by", "j", "label")}
+            "disagreements": [{k: i.get(k) for k in ("id", "config", "gold", "answer", "judged_by", "j", "label")}
                               for i in done if int(i["j"]) != int(i["label"])]}
 
 
@@ -73,16 +110,22 @@ def run_label(report_path: Path, labels_path: Path, limit: int = 60, seed: int =
     if labels_path.exists():
         try:
             labels = json.loads(labels_path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise QAInputError(f"cannot read {labels_path}: {exc.strerror or exc}") from None
         except ValueError as exc:
             raise QAInputError(f"{labels_path} is not valid JSON ({exc})") from None
-        if not isinstance(labels, list) or any(not isinstance(i, dict) or i.get("label") not in (None, 0, 1)
-                                               for i in labels):
-            raise QAInputError(f"{labels_path}: a list of items whose label is null, 0 or 1")
+        _check_labels(labels, labels_path)
         return agreement(labels)
-    sample = label_sample(report, limit, seed)
+    try:
+        sample = label_sample(report, limit, seed)
+    except QAInputError as exc:
+        raise QAInputError(f"{report_path}: {exc}") from None
     if not sample:
         raise QAInputError(f"{report_path} has no judged answer to label")
-    write_atomically(labels_path, sample)
+    try:
+        write_atomically(labels_path, sample)
+    except OSError as exc:
+        raise QAInputError(f"cannot write {labels_path}: {exc.strerror or exc}") from None
     return None
 
 

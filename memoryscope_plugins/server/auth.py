@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ValidationError
+from ..errors import ConfigError, ValidationError
 from ..safe_write import open_for_writing
 from ..validation import check_tenant
 
@@ -76,9 +76,43 @@ class ApiKey:
 
 
 def _parse(text: str) -> list[ApiKey]:
-    data = json.loads(text)
-    return [ApiKey(key_hash=k["key_hash"], tenant=k["tenant"], users=tuple(k.get("users") or ()),
-                   admin=bool(k.get("admin")), name=k.get("name", "")) for k in data.get("keys", [])]
+    """The keys of a key file's text; a `ValueError` saying what is wrong when it is not a key ring."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
+        raise ValueError('not a key ring (an object whose "keys" is a list)')
+    return [_entry(number, item) for number, item in enumerate(data["keys"], 1)]
+
+
+def _entry(number: int, item: object) -> ApiKey:
+    where = f"key entry {number}"
+    if not isinstance(item, dict):
+        raise ValueError(f"{where} is not an object")
+    for name in ("key_hash", "tenant"):
+        if not isinstance(item.get(name), str) or not item[name]:
+            raise ValueError(f'{where} has no "{name}" string')
+    users = item.get("users") or []
+    if not isinstance(users, list) or not all(isinstance(user, str) for user in users):
+        raise ValueError(f'{where}: "users" must be a list of user ids')
+    admin = item.get("admin") or False
+    if not isinstance(admin, bool):  # a string such as "false" must not read as admin
+        raise ValueError(f'{where}: "admin" must be true or false')
+    name = item.get("name") or ""
+    if not isinstance(name, str):
+        raise ValueError(f'{where}: "name" must be a string')
+    return ApiKey(key_hash=item["key_hash"], tenant=item["tenant"], users=tuple(users), admin=admin, name=name)
+
+
+def _read(file: Path) -> list[ApiKey]:
+    """The keys in `file`: `OSError` when it cannot be read, `ValueError` when it is not a key ring."""
+    data = file.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    return _parse(text)
 
 
 def _signature(file: Path) -> tuple[int, int, int] | None:
@@ -103,12 +137,19 @@ class KeyRing:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> KeyRing:
+        """The ring of the key file `path` (no keys when there is no such file, as on a first start); a
+        file that cannot be read or is not a key ring is a `ConfigError` saying why."""
         file = Path(path)
-        signature = _signature(file)
-        if signature is None:
-            return cls(path=file)
-        return cls(_parse(file.read_text(encoding="utf-8")), path=file, _signature=signature,
-                   _checked=time.monotonic())
+        try:
+            signature = _signature(file)
+            if signature is None:
+                return cls(path=file)
+            keys = _read(file)
+        except OSError as exc:
+            raise ConfigError(f"cannot read the key file {file}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise ConfigError(f"cannot read the key file {file}: {exc}") from None
+        return cls(keys, path=file, _signature=signature, _checked=time.monotonic())
 
     def save(self, path: str | os.PathLike[str] | None = None) -> None:
         """Write the ring (hashes only) atomically, mode 0600 whatever the umask."""
@@ -161,8 +202,8 @@ class KeyRing:
                 self.keys, self._signature = [], None
                 return
             try:
-                self.keys = _parse(self.path.read_text(encoding="utf-8"))
-            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                self.keys = _read(self.path)
+            except (OSError, ValueError) as exc:
                 log.warning("the key file could not be read (%s); the keys loaded before stay in force",
                             type(exc).__name__)
                 return
