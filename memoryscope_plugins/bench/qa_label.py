@@ -20,6 +20,15 @@ ROW_FIELDS = ("id", "category", "question", "gold")
 LABEL_FIELDS = ("judged_by", "j")
 
 
+def _require_fields(value: Any, fields: tuple[str, ...], where: str, hint: str = "") -> None:
+    """`QAInputError` naming `where` unless `value` is an object holding every one of `fields`."""
+    if not isinstance(value, dict):
+        raise QAInputError(f"{where} is not an object")
+    missing = [name for name in fields if name not in value]
+    if missing:
+        raise QAInputError(f"{where} has no {', '.join(missing)}{hint}")
+
+
 def _judged(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The judged answers of a `bench qa` result; a `QAInputError` names the first question that is not one."""
     questions = report.get("questions")
@@ -28,11 +37,7 @@ def _judged(report: dict[str, Any]) -> list[dict[str, Any]]:
     items = []
     for number, row in enumerate(questions, 1):
         where = f"question {number}"
-        if not isinstance(row, dict):
-            raise QAInputError(f"{where} is not an object")
-        missing = [name for name in ROW_FIELDS if name not in row]
-        if missing:
-            raise QAInputError(f"{where} has no {', '.join(missing)}")
+        _require_fields(row, ROW_FIELDS, where)
         answers = row.get("answers") or {}
         if not isinstance(answers, dict) or not all(isinstance(a, dict) for a in answers.values()):
             raise QAInputError(f'{where} ({row["id"]}): "answers" is not an object of answers')
@@ -56,11 +61,7 @@ def _check_labels(labels: Any, path: Path) -> None:
         raise QAInputError(f"{path}: a list of items whose label is null, 0 or 1")
     for number, item in enumerate(labels, 1):
         where = f"{path}: item {number}"
-        if not isinstance(item, dict):
-            raise QAInputError(f"{where} is not an object")
-        missing = [name for name in LABEL_FIELDS if name not in item]
-        if missing:
-            raise QAInputError(f"{where} has no {', '.join(missing)} (keep the fields qa-label wrote)")
+        _require_fields(item, LABEL_FIELDS, where, " (keep the fields qa-label wrote)")
         if item.get("label") not in (None, 0, 1):
             raise QAInputError(f"{where}: label must be null, 0 or 1")
         if item["j"] not in (0, 1) or not isinstance(item["judged_by"], str):

@@ -213,9 +213,8 @@ def test_validation(engine):
         MemoryScopeMiddleware(engine, user_id="anna", mode="sometimes")
 
 
-async def test_a_reply_parked_for_permission_records_the_real_reply_not_the_placeholder(engine):
-    from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
-    from agentscope.message import Msg
+def _booking_agent_asking_first(engine):
+    """An agent whose one tool, booking a table, waits for the user's permission (a parked reply)."""
     from agentscope.permission import PermissionBehavior, PermissionDecision
     from agentscope.tool import FunctionTool
 
@@ -229,8 +228,14 @@ async def test_a_reply_parked_for_permission_records_the_real_reply_not_the_plac
 
     ask_first = PermissionDecision(behavior=PermissionBehavior.ASK, message="book it?")
     model = FakeModel({"name": "book_table", "input": {"time": "8pm"}}, "Your table is booked for 8pm.")
-    agent = make_agent(model, MemoryScopeMiddleware(engine, user_id="anna"),
-                       Toolkit(tools=[FunctionTool(book_table, permission=ask_first)]))
+    return make_agent(model, MemoryScopeMiddleware(engine, user_id="anna"),
+                      Toolkit(tools=[FunctionTool(book_table, permission=ask_first)]))
+
+
+async def test_a_reply_parked_for_permission_records_the_real_reply_not_the_placeholder(engine):
+    from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
+    from agentscope.message import Msg
+    agent = _booking_agent_asking_first(engine)
     events = [e async for e in agent.reply_stream(UserMsg("anna", "Book a table at 8pm."), yield_final_msg=True)]
     parked = next(e for e in events if isinstance(e, Msg))
     assert "waiting for your permission" in parked.get_text_content()  # AgentScope's placeholder
@@ -245,21 +250,7 @@ async def test_a_reply_parked_for_permission_records_the_real_reply_not_the_plac
 async def test_an_image_sent_while_a_reply_is_parked_does_not_take_the_parked_replys_place(engine):
     from agentscope.event import ConfirmResult, RequireUserConfirmEvent, UserConfirmResultEvent
     from agentscope.message import DataBlock, URLSource
-    from agentscope.permission import PermissionBehavior, PermissionDecision
-    from agentscope.tool import FunctionTool
-
-    async def book_table(time: str) -> str:
-        """Book a table.
-
-        Args:
-            time (str): when
-        """
-        return f"Table booked for {time}."
-
-    ask_first = PermissionDecision(behavior=PermissionBehavior.ASK, message="book it?")
-    model = FakeModel({"name": "book_table", "input": {"time": "8pm"}}, "Your table is booked for 8pm.")
-    agent = make_agent(model, MemoryScopeMiddleware(engine, user_id="anna"),
-                       Toolkit(tools=[FunctionTool(book_table, permission=ask_first)]))
+    agent = _booking_agent_asking_first(engine)
     events = [e async for e in agent.reply_stream(UserMsg("anna", "Book a table at 8pm."))]
     request = next(e for e in events if isinstance(e, RequireUserConfirmEvent))
     photo = DataBlock(source=URLSource(url="https://example.com/menu.png", media_type="image/png"))
