@@ -235,8 +235,10 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     """
     backend, cfg = env.backend, env.cfg
     report = report if report is not None else ConsolidationReport()
-    policy_done = [m for m in batch if m.message.role not in MINED_ROLES]  # assistant / system / tool
-    minable = [m for m in batch if m.message.role in MINED_ROLES]
+    # assistant / system / tool, and a deleted turn's message should one be pending: done unread
+    policy_done = [m for m in batch if m.message.role not in MINED_ROLES
+                   or is_forgotten(m.message.content, m.message.metadata)]
+    minable = [m for m in batch if m not in policy_done]
     if not minable:
         env.commit(user_id, [], None, [m.id for m in policy_done])
         report.messages += len(policy_done)
@@ -246,7 +248,8 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     context = backend.store.recent_messages(user_id, agent_id, batch[0].seq, cfg.context_messages) \
         if cfg.context_messages else []
     # the agent's tool calls are no one's words; a deleted turn's message has none left
-    context = [m for m in context if m.message.tool_call is None and not is_forgotten(m.message.metadata)]
+    context = [m for m in context if m.message.tool_call is None
+               and not is_forgotten(m.message.content, m.message.metadata)]
     language = env.language([m.message.content for m in minable])
     user_name = user_display_name(list(context) + list(batch), user_id)
     extraction = _extract(env, user_id, batch, minable, context, language, user_name, report, boost)

@@ -114,7 +114,7 @@ def _read_run(env: StepEnv, scope: str, stored: StoredMessage, marker: RunMarker
             start = previous.last_seq
             break
     # a deleted turn's message (forgotten) is no part of the run any more
-    messages = [m for m in messages if m.seq > start and not is_forgotten(m.message.metadata)]
+    messages = [m for m in messages if m.seq > start and not is_forgotten(m.message.content, m.message.metadata)]
     if marker.session_id is not None:
         messages = [m for m in messages if m.session_id == marker.session_id]
     return Run(messages=list(messages), outcome=marker.outcome) if messages else None

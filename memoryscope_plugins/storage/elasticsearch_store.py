@@ -433,9 +433,19 @@ class ElasticsearchStore(StoreBase):
             led_ops, led_undo = self._ledger.ops(ledger, memories)
             mem_ops, mem_undo = mem_ops + led_ops, mem_undo + led_undo
         msg_ops, msg_undo = self._message_ops(done_message_ids, messages.DONE, pending=True)
-        self._bulk(fence_ops + mem_ops + msg_ops, [None] * len(fence_ops) + mem_undo + msg_undo,
-                   "put" if not done_message_ids else "commit_consolidation",
-                   fence=_doc_id(lease.user_id) if lease is not None else None)
+        try:
+            self._bulk(fence_ops + mem_ops + msg_ops, [None] * len(fence_ops) + mem_undo + msg_undo,
+                       "put" if not done_message_ids else "commit_consolidation",
+                       fence=_doc_id(lease.user_id) if lease is not None else None)
+        except StoreError:  # undone; a message forgotten or done between the read and the write: gone
+            if done_message_ids and not self._all_pending(done_message_ids):
+                raise MessagesGoneError("a message of this commit is no longer pending") from None
+            raise
+
+    def _all_pending(self, ids: Sequence[str]) -> bool:
+        docs = self._call(self.es.mget, index=self.messages_index, ids=builtins.list(dict.fromkeys(ids)),
+                          source_includes=["state"])["docs"]
+        return all(d.get("found") and d["_source"].get("state") == messages.PENDING for d in docs)
 
     def _fence_op(self, lease: Lease) -> dict[str, Any]:
         """The bulk item that fences a commit: the lease document as read, if still that version."""
@@ -479,10 +489,11 @@ class ElasticsearchStore(StoreBase):
         # which ids are this user's memories: their turns' messages are deleted with them (a tool
         # call's message has no memory, and an id that is no memory deletes nothing)
         turns = [memory.id for memory in self.get(user_id, builtins.list(dict.fromkeys(ids)))]
+        # the messages first: should the memories' delete then fail, a retry finds them and does both
+        self._forget_messages(user_id, turns)
         resp = self._call(self.es.delete_by_query, index=self.memories_index, refresh=True, conflicts="proceed",
                           query={"bool": {"filter": [{"ids": {"values": [_doc_id(i) for i in ids]}},
                                                      {"term": {"user_id": user_id}}]}})
-        self._forget_messages(user_id, turns)
         self._ledger.delete_mentions_of(user_id, ids)
         return int(resp.get("deleted", 0))
 
@@ -496,7 +507,7 @@ class ElasticsearchStore(StoreBase):
         ops: list[dict[str, Any]] = []
         undo: list[dict[str, Any] | None] = []
         for doc in docs:
-            if not doc.get("found") or doc["_source"].get("user_id") != user_id:
+            if not doc.get("found") or doc["_source"].get("user_id") != user_id or doc["_source"].get("role") == "tool":
                 continue
             old = doc["_source"]
             new = dict(old, content="", name=None, metadata_json=messages.FORGOTTEN_METADATA, state=messages.DONE)
@@ -797,9 +808,9 @@ class ElasticsearchStore(StoreBase):
         ops: list[dict[str, Any]] = []
         undo: list[dict[str, Any] | None] = []
         for doc in docs:
-            if not doc.get("found"):
-                continue
-            old = doc["_source"]
+            old = doc.get("_source") if doc.get("found") else None
+            if old is None or old.get("metadata_json") == messages.FORGOTTEN_METADATA and not old.get("content"):
+                continue  # a forgotten message (its turn deleted) stays done: counting an attempt never revives it
             failed = 1 if state == messages.FAILED else 0
             new = dict(old, state=state, attempts=int(old.get("attempts") or 0) + failed)
             ops.append({"_op_type": "index", "_index": self.messages_index, "_id": doc["_id"], "_source": new,

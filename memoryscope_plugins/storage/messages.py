@@ -16,9 +16,10 @@ FORGOTTEN = "forgotten"
 FORGOTTEN_METADATA = '{"forgotten": true}'
 
 
-def is_forgotten(metadata: Mapping[str, Any]) -> bool:
-    """Whether a logged message's metadata marks it forgotten (its turn was deleted)."""
-    return metadata.get(FORGOTTEN) is True
+def is_forgotten(content: str, metadata: Mapping[str, Any]) -> bool:
+    """Whether a logged message is forgotten (its turn was deleted): no words and the marker (no
+    recorded message has empty text, so no caller's metadata can make one look forgotten)."""
+    return content == "" and metadata.get(FORGOTTEN) is True
 
 
 def check_state(state: str) -> str:

@@ -870,7 +870,8 @@ class PostgresStore(StoreBase):
             deleted = [r[0] for r in cur.fetchall()]
             if deleted:  # a turn's message, logged under the turn's id: forgotten with it (`StoreBase.delete`)
                 conn.execute(self._q("UPDATE {messages} SET content='', name=NULL, metadata=%s, state=%s "
-                                     "WHERE user_id=%s AND id = ANY(%s)"), (FORGOTTEN_METADATA, DONE, user_id, deleted))
+                                     "WHERE user_id=%s AND id = ANY(%s) AND role <> 'tool'"),
+                             (FORGOTTEN_METADATA, DONE, user_id, deleted))
             self._ledger.delete_mentions_of(conn, user_id, ids)
             if self.partitions:
                 parts.release(conn, self._t("owners"), parts.MEMORY, user_id, deleted)
@@ -1307,9 +1308,11 @@ class PostgresStore(StoreBase):
         with self._tx() as conn:
             for user_id, group in self._messages_by_user(conn, ids):
                 self._lock_messages(conn, group, user_id)
+                # a forgotten message (its turn deleted) stays done: counting an attempt never revives it
                 conn.execute(self._q("UPDATE {messages} SET state=%s, attempts = attempts + (CASE WHEN %s = %s "
-                                     f"THEN 1 ELSE 0 END) WHERE id = ANY(%s){self._of(user_id)}"),
-                             (state, state, FAILED, group, *self._user(user_id)))
+                                     "THEN 1 ELSE 0 END) WHERE id = ANY(%s) AND NOT (content = '' AND metadata = %s)"
+                                     f"{self._of(user_id)}"),
+                             (state, state, FAILED, group, FORGOTTEN_METADATA, *self._user(user_id)))
 
     def _message_page(self, user_id: str, *, after_seq: int, limit: int) -> builtins.list[StoredMessage]:
         with self._reading() as conn:

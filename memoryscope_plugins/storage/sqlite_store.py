@@ -509,7 +509,8 @@ class SQLiteStore(StoreBase):
                     deleted += 1
                     # a turn's message, logged under the turn's id: forgotten with it (`StoreBase.delete`)
                     conn.execute("UPDATE messages SET content='', name=NULL, metadata=?, state=? "
-                                 "WHERE id=? AND user_id=?", (FORGOTTEN_METADATA, DONE, memory_id, user_id))
+                                 "WHERE id=? AND user_id=? AND role <> 'tool'",
+                                 (FORGOTTEN_METADATA, DONE, memory_id, user_id))
             sqlite_ledger.delete_mentions_of(conn, user_id, list(ids))
             if deleted:
                 self._bump(conn, {user_id}, deletion=True)
@@ -777,8 +778,10 @@ class SQLiteStore(StoreBase):
 
     def _set_message_state(self, ids: Sequence[str], state: str) -> None:
         with self._write() as conn:
-            conn.executemany("UPDATE messages SET state=?, attempts=attempts + (? = ?) WHERE id=?",
-                             ((state, state, FAILED, i) for i in ids))
+            # a forgotten message (its turn deleted) stays done: counting a step's attempt never revives it
+            conn.executemany("UPDATE messages SET state=?, attempts=attempts + (? = ?) WHERE id=? "
+                             "AND NOT (content = '' AND metadata = ?)",
+                             ((state, state, FAILED, i, FORGOTTEN_METADATA) for i in ids))
 
     def _message_page(self, user_id: str, *, after_seq: int, limit: int) -> builtins.list[StoredMessage]:
         with self._read() as conn:

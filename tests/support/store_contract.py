@@ -766,9 +766,21 @@ def test_deleting_a_turn_forgets_its_logged_message_and_nothing_else(store):
     logged = {m.id: m for m in store.recent_messages("alice", None, None, 10)}
     forgotten = logged["t1"]
     assert (forgotten.state, forgotten.message.content, forgotten.message.name) == ("done", "", None)
-    assert is_forgotten(forgotten.message.metadata) and forgotten.message.role == "user"
-    assert logged["t2"].message.content == "message 1 ✓" and not is_forgotten(logged["t2"].message.metadata)
+    assert is_forgotten(forgotten.message.content, forgotten.message.metadata) and forgotten.message.role == "user"
+    assert logged["t2"].message.content == "message 1 ✓"
+    assert not is_forgotten(logged["t2"].message.content, logged["t2"].message.metadata)
     assert logged[call].message.tool_call is not None and logged[call].state == "done"
+    # counting a consolidation attempt (failed, then pending again) never revives a forgotten message
+    store.mark_messages(["t1", "t2"], "failed")
+    store.mark_messages(["t1", "t2"], "pending")
+    assert [m.id for m in store.pending_messages("alice")] == ["t2"]
+    assert {m.id: m.state for m in store.recent_messages("alice", None, None, 10)}["t1"] == "done"
+    # a tool call's message under a memory's id (a hand-made import) keeps its call
+    store.append_messages("alice", "agent", [tool], message_ids=["shared"])
+    store.put([mem("shared", content="a memory under the same id")])
+    assert store.delete("alice", ["shared"]) == 1
+    (kept,) = [m for m in store.recent_messages("alice", None, None, 10) if m.id == "shared"]
+    assert kept.message.tool_call is not None and kept.message.content == "ok"
     assert ids(store.get("alice", turns)) == ["t2"] and ids(store.get("bob", ["b1"])) == ["b1"]
     assert store.logged_message_ids("bob", [bobs]) == {bobs}
 
