@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Protocol, Sequence, TypeAlias, runtime_checkable
 
@@ -43,6 +44,31 @@ class MemoryFilter:
     statuses: tuple[MemoryStatus, ...] | None = (MemoryStatus.ACTIVE,)
     time_range: TimeRange | None = None
     session_id: str | None = None
+
+    def __post_init__(self) -> None:
+        # one shape for every backend (a tuple of members: the stores key cached masks by it): a
+        # list, one member or its value ("insight") are taken; anything else is a ValueError here
+        self.types = _members(MemoryType, self.types, "types")
+        self.statuses = _members(MemoryStatus, self.statuses, "statuses")
+
+
+def _members(enum: Any, value: Any, what: str) -> Any:
+    """`value` (None, one member or its value, or an iterable of them) as a tuple of `enum` members."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, (str, enum)) else value
+    try:
+        return tuple(enum(item) for item in items)
+    except (TypeError, ValueError):
+        raise ValueError(f"MemoryFilter {what} must be {enum.__name__} members or their values") from None
+
+
+def id_list(ids: Any, what: str = "ids") -> list[str]:
+    """`ids` as a list of strings; `ValueError` for a string (it would be read letter by letter)
+    or anything that is not a sequence of strings."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Collection) or not all(isinstance(i, str) for i in ids):
+        raise ValueError(f"{what} must be a list of id strings")
+    return list(ids)
 
 
 @dataclass(slots=True)
@@ -233,6 +259,11 @@ class MemoryStore(Protocol):
     def close(self) -> None: ...
 
 
+#: the largest finite float16: SQLite and PostgreSQL keep vectors as float16 (an embedder's vectors
+#: are normalised, far below it)
+FLOAT16_MAX = 65504.0
+
+
 def vector_rows(vectors: Any, n: int) -> list[np.ndarray | None]:
     """Vectors aligned with n records, as float32 rows: a 2-D array, or a sequence whose rows may
     be None (keep the stored vector) or empty (clear it). Shared by the server stores."""
@@ -248,6 +279,8 @@ def vector_rows(vectors: Any, n: int) -> list[np.ndarray | None]:
             arr = np.asarray(row, dtype=np.float32).reshape(-1)
             if not np.all(np.isfinite(arr)):
                 raise ValueError("vectors must be finite")
+            if arr.size and float(np.abs(arr).max()) > FLOAT16_MAX:
+                raise ValueError(f"vector values must be within +-{FLOAT16_MAX:g} (stores keep float16)")
             out.append(arr)
     return out
 

@@ -484,6 +484,7 @@ class ElasticsearchStore(StoreBase):
         self._bulk(ops, undo, "set_vectors")
 
     def delete(self, user_id: str, ids: Sequence[str]) -> int:
+        ids = base.id_list(ids)
         if not ids:
             return 0
         # which ids are this user's memories: their turns' messages are deleted with them (a tool
@@ -570,6 +571,7 @@ class ElasticsearchStore(StoreBase):
     _NO_VECTORS = [_VEC + "*"]
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
+        ids = base.id_list(ids)
         if not ids:
             return []
         docs = self._call(self.es.mget, index=self.memories_index, ids=[_doc_id(i) for i in ids],

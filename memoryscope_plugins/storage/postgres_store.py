@@ -858,6 +858,7 @@ class PostgresStore(StoreBase):
                                 [(_PgVector.stored(v), model, owner[i], i) for i, v in pairs if i in owner])
 
     def delete(self, user_id: str, ids: Sequence[str]) -> int:
+        ids = base.id_list(ids)
         if not ids:
             return 0
         with self._tx([user_id]) as conn:
@@ -933,6 +934,7 @@ class PostgresStore(StoreBase):
 
     # -- reads ------------------------------------------------------------------------------
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
+        ids = base.id_list(ids)
         if not ids:
             return []
         rows = self._routed(user_id, lambda conn: conn.execute(self._q(

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import MessagesGoneError, SchemaVersionError, StoreCorruptError, StoreError, StoreLockedError
 from ..indexing import full_text
 from ..types import Entity, EntityMention, Memory, ProfileValue
-from . import records, sqlite_ledger, tool_counters, user_index
+from . import base, records, sqlite_ledger, tool_counters, user_index
 from .base import Candidate, LedgerChanges, LedgerEdit, MemoryFilter, SearchRequest, StoredMessage, VectorRows
 from .core import BoundReader, StoreBase, in_order
 from .leases import Lease, require_held
@@ -142,6 +142,7 @@ class SQLiteStore(StoreBase):
         self._conn_lock = threading.Lock()
         self._write_lock = threading.RLock()
         self._cache = user_index.IndexCache(vector_cache_rows)
+        self._widths: dict[str | None, int] = {}  # embedding model -> the width of its stored vectors
         self._closed = False
         if str(self.path) != ":memory:":
             try:
@@ -426,15 +427,14 @@ class SQLiteStore(StoreBase):
     def _put_in(self, conn: sqlite3.Connection, memories: Sequence[Memory], vectors: VectorRows | None) -> None:
         if not memories:
             return
-        if vectors is not None and len(vectors) != len(memories):
-            raise ValueError("vectors must align with memories")
+        rows = self._checked_vectors(conn, base.vector_rows(vectors, len(memories)))
         first_seq = self._next_seq(conn, len(memories))
         touched: set[str] = set()
         for i, memory in enumerate(memories):
             blob = None
             model = None
             clear_vector = False
-            row = None if vectors is None else vectors[i]
+            row = rows[i]
             if row is not None:
                 if np.size(row) == 0:  # an empty row clears a stale vector (re-embedded later)
                     clear_vector = True
@@ -459,6 +459,27 @@ class SQLiteStore(StoreBase):
             touched.add(memory.user_id)
         self._bump(conn, touched, deletion=False)
 
+    def _checked_vectors(self, conn: sqlite3.Connection, rows: builtins.list[np.ndarray | None]
+                         ) -> builtins.list[np.ndarray | None]:
+        """`rows` (checked by `base.vector_rows`: finite, within float16) when each has the width of
+        the vectors this store holds of its embedding model (one of another width would make that
+        user's vector search fail); `ValueError` otherwise, before anything is written."""
+        widths = {row.size for row in rows if row is not None and row.size}
+        if not widths:
+            return rows
+        width = self._widths.get(self.embedding_model)
+        if width is None:  # read once per model (a model's vectors never change width)
+            stored = conn.execute("SELECT length(vector) FROM memories WHERE embedding_model IS ? AND vector IS NOT "
+                                  "NULL LIMIT 1", (self.embedding_model,)).fetchone()
+            width = stored[0] // 2 if stored is not None else None  # float16: two bytes a dimension
+            if width is not None:  # only a width the file holds (this write may yet roll back)
+                self._widths[self.embedding_model] = width
+        expected = {width} if width is not None else set()
+        if len(widths | expected) > 1:
+            raise ValueError(f"vectors of {self.embedding_model!r} have {sorted(expected or widths)[0]} dimensions; "
+                             f"got {sorted(widths - expected)}")
+        return rows
+
     @staticmethod
     def _bump(conn: sqlite3.Connection, users: set[str], *, deletion: bool) -> None:
         for user_id in users:
@@ -482,22 +503,26 @@ class SQLiteStore(StoreBase):
                 raise MessagesGoneError("a message of this commit is no longer pending")
 
     def set_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
-        """Replace the vectors of existing memories (used when the embedding model changes)."""
-        if len(ids) != len(vectors):
-            raise ValueError("vectors must align with ids")
+        """Replace the vectors of existing memories (used when the embedding model changes); a None
+        row leaves its memory as it is, an empty one clears its vector."""
         with self._write() as conn:
+            rows = self._checked_vectors(conn, base.vector_rows_for(base.id_list(ids), vectors))
             first_seq = self._next_seq(conn, len(ids))
             users: set[str] = set()
-            for i, (memory_id, vector) in enumerate(zip(ids, vectors)):
+            for i, (memory_id, vector) in enumerate(zip(ids, rows)):
+                if vector is None:
+                    continue
+                blob, model = (None, None) if vector.size == 0 else (vector.astype(np.float16).tobytes(),
+                                                                      self.embedding_model)
                 row = conn.execute(
                     "UPDATE memories SET vector=?, embedding_model=?, seq=? WHERE id=? RETURNING user_id",
-                    (np.asarray(vector, dtype=np.float16).tobytes(), self.embedding_model, first_seq + i,
-                     memory_id)).fetchone()
+                    (blob, model, first_seq + i, memory_id)).fetchone()
                 if row is not None:
                     users.add(row[0])
             self._bump(conn, users, deletion=False)
 
     def delete(self, user_id: str, ids: Sequence[str]) -> int:
+        ids = base.id_list(ids)
         if not ids:
             return 0
         with self._write() as conn:
@@ -568,6 +593,7 @@ class SQLiteStore(StoreBase):
 
     # -- reads ------------------------------------------------------------------------------
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
+        ids = base.id_list(ids)
         if not ids:
             return []
         found: dict[str, Memory] = {}

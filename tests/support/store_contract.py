@@ -161,6 +161,51 @@ def test_vectors_must_align_with_records(store):
     assert store.count("alice", MemoryFilter()) == 0
 
 
+def test_vectors_a_search_could_not_use_are_refused_whole(store):
+    """Not finite, beyond what the store keeps, or of another width than the model's stored vectors
+    (one such vector as a user's first made that user's every vector search fail)."""
+    store.put([mem("v1")], np.stack([unit(1)]))
+    for bad in (np.full(DIM, np.nan, dtype=np.float32), unit(2, DIM + 4), unit(3) * 1e6):
+        with pytest.raises(ValueError):
+            store.put([mem("v2"), mem("v3", user="bob")], [unit(4), bad])
+        with pytest.raises(ValueError):
+            store.set_vectors(["v1"], [bad])
+    assert ids(store.get("alice", ["v1", "v2"])) == ["v1"] and store.get("bob", ["v3"]) == []
+    assert ids(vector_search(store, "alice", unit(1))) == ["v1"]
+    assert store.vectors_of("alice", ["v1"])["v1"] == pytest.approx(unit(1), abs=1e-3)
+
+
+def test_set_vectors_leaves_a_memory_of_a_none_row_as_it_is(store):
+    store.put([mem("n1"), mem("n2")], np.stack([unit(1), unit(2)]))
+    store.set_vectors(["n1", "n2"], [None, unit(3)])
+    vectors = store.vectors_of("alice", ["n1", "n2"])
+    assert vectors["n1"] == pytest.approx(unit(1), abs=1e-3) and vectors["n2"] == pytest.approx(unit(3), abs=1e-3)
+
+
+@pytest.mark.parametrize("bad", ["g1", b"g1", 5, [5], None])
+def test_ids_that_are_not_a_list_of_strings_are_refused(store, bad):
+    store.put([mem("g"), mem("1"), mem("g1")])
+    with pytest.raises(ValueError):
+        store.delete("alice", bad)  # a string was read letter by letter: "g1" deleted "g" and "1"
+    with pytest.raises(ValueError):
+        store.get("alice", bad)
+    assert store.count("alice", MemoryFilter()) == 3
+
+
+def test_a_filter_takes_a_list_or_the_values_of_its_members(store):
+    store.put([mem("f1", type=MemoryType.INSIGHT), mem("f2")], np.stack([unit(1), unit(2)]))
+    for given in ([MemoryType.INSIGHT], ("insight",), "insight", MemoryType.INSIGHT):
+        flt = MemoryFilter(types=given)
+        assert flt.types == (MemoryType.INSIGHT,)
+        assert store.count("alice", flt) == 1 and ids(store.list("alice", flt)) == ["f1"]
+        assert ids(vector_search(store, "alice", unit(2), types=given)) == ["f1"]
+    for bad in (["planet"], 5, [None]):
+        with pytest.raises(ValueError):
+            MemoryFilter(types=bad)
+    with pytest.raises(ValueError):
+        MemoryFilter(statuses=["gone"])
+
+
 def test_get_is_scoped_to_the_user_and_keeps_the_asked_order(store):
     store.put([mem("g1"), mem("g2"), mem("g3"), mem("b1", user="bob")])
     assert ids(store.get("alice", ["g3", "missing", "g1", "b1", "g2"])) == ["g3", "g1", "g2"]
