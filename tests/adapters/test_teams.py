@@ -244,19 +244,25 @@ def test_langchain_chat_memory_clear_keeps_long_term_memory(engine):
 
 # -- several members with memory for one user: each message recorded once ---------------------------
 
-async def test_agentchat_members_with_memory_record_each_message_once(engine):
-    _agentchat()
+def _planner_and_critic(planner_engine, critic_engine, planner_replies: list[str], messages: int):
+    """A round-robin AgentChat team of a planner and a critic, each with memory of anna (on its own
+    engine object, or both on one), stopping after `messages` messages."""
     from autogen_agentchat.conditions import MaxMessageTermination
     from autogen_agentchat.teams import RoundRobinGroupChat
     from autogen_ext.models.replay import ReplayChatCompletionClient
 
     from memoryscope_plugins.adapters.autogen_agentchat import MemoryAssistantAgent, MemoryScopeMemory
 
-    planner = MemoryAssistantAgent("planner", model_client=ReplayChatCompletionClient(["Pasta.", "Pasta and cake."]),
-                                   memory=[MemoryScopeMemory(engine, user_id="anna")])
+    planner = MemoryAssistantAgent("planner", model_client=ReplayChatCompletionClient(planner_replies),
+                                   memory=[MemoryScopeMemory(planner_engine, user_id="anna")])
     critic = MemoryAssistantAgent("critic", model_client=ReplayChatCompletionClient([CRITIC]),
-                                  memory=[MemoryScopeMemory(engine, user_id="anna")])
-    team = RoundRobinGroupChat([planner, critic], termination_condition=MaxMessageTermination(4))
+                                  memory=[MemoryScopeMemory(critic_engine, user_id="anna")])
+    return RoundRobinGroupChat([planner, critic], termination_condition=MaxMessageTermination(messages))
+
+
+async def test_agentchat_members_with_memory_record_each_message_once(engine):
+    _agentchat()
+    team = _planner_and_critic(engine, engine, ["Pasta.", "Pasta and cake."], 4)
     await team.run(task=REQUEST)
     assert rows(engine) == [(REQUEST, "user", "anna", "planner"), ("Pasta.", "assistant", "planner", "planner"),
                             (CRITIC, "assistant", "critic", "critic"),
@@ -266,21 +272,11 @@ async def test_agentchat_members_with_memory_record_each_message_once(engine):
 async def test_agentchat_members_on_two_engines_over_one_store_record_each_message_once(tmp_path, local_embedder):
     """Members that do not share an engine object (as in two processes): the store keeps each key once."""
     _agentchat()
-    from autogen_agentchat.conditions import MaxMessageTermination
-    from autogen_agentchat.teams import RoundRobinGroupChat
-    from autogen_ext.models.replay import ReplayChatCompletionClient
-
     from memoryscope_plugins import MemoryScope
-    from memoryscope_plugins.adapters.autogen_agentchat import MemoryAssistantAgent, MemoryScopeMemory
 
     with MemoryScope(path=tmp_path / "team.db", embedder=local_embedder) as one, \
             MemoryScope(path=tmp_path / "team.db", embedder=local_embedder) as other:
-        planner = MemoryAssistantAgent("planner", model_client=ReplayChatCompletionClient(["Pasta."]),
-                                       memory=[MemoryScopeMemory(one, user_id="anna")])
-        critic = MemoryAssistantAgent("critic", model_client=ReplayChatCompletionClient([CRITIC]),
-                                      memory=[MemoryScopeMemory(other, user_id="anna")])
-        team = RoundRobinGroupChat([planner, critic], termination_condition=MaxMessageTermination(3))
-        await team.run(task=REQUEST)
+        await _planner_and_critic(one, other, ["Pasta."], 3).run(task=REQUEST)
         assert rows(one) == [(REQUEST, "user", "anna", "planner"), ("Pasta.", "assistant", "planner", "planner"),
                              (CRITIC, "assistant", "critic", "critic")]
 
@@ -435,21 +431,9 @@ def test_a_failed_recording_leaves_the_message_to_the_next_member(engine, monkey
 
 async def test_agentchat_team_run_with_memory_and_members_with_memory_record_each_message_once(engine):
     _agentchat()
-    from autogen_agentchat.conditions import MaxMessageTermination
-    from autogen_agentchat.teams import RoundRobinGroupChat
-    from autogen_ext.models.replay import ReplayChatCompletionClient
+    from memoryscope_plugins.adapters.autogen_agentchat import MemoryScopeMemory, run_with_memory
 
-    from memoryscope_plugins.adapters.autogen_agentchat import (
-        MemoryAssistantAgent,
-        MemoryScopeMemory,
-        run_with_memory,
-    )
-
-    planner = MemoryAssistantAgent("planner", model_client=ReplayChatCompletionClient(["Pasta."]),
-                                   memory=[MemoryScopeMemory(engine, user_id="anna")])
-    critic = MemoryAssistantAgent("critic", model_client=ReplayChatCompletionClient([CRITIC]),
-                                  memory=[MemoryScopeMemory(engine, user_id="anna")])
-    team = RoundRobinGroupChat([planner, critic], termination_condition=MaxMessageTermination(3))
+    team = _planner_and_critic(engine, engine, ["Pasta."], 3)
     await run_with_memory(team, REQUEST, MemoryScopeMemory(engine, user_id="anna"))
     assert rows(engine) == [(REQUEST, "user", "anna", "planner"), ("Pasta.", "assistant", "planner", "planner"),
                             (CRITIC, "assistant", "critic", "critic")]
