@@ -306,6 +306,38 @@ def test_migrate_copies_and_verifies_users_with_only_a_ledger_or_a_profile(store
                 Migration(source, other, source_label="source", target_label="other").start()
 
 
+def test_migrate_carries_a_forgotten_message_so_its_id_stays_taken(store, tmp_path):
+    """A deleted turn's message (kept without its words, done) goes through this backend and back:
+    still forgotten and done, and its id still logged (a keyed retry records nothing)."""
+    import numpy as np
+
+    from memoryscope_plugins.storage.messages import is_forgotten
+    from memoryscope_plugins.storage.migrate import Migration
+    from memoryscope_plugins.types import Message
+    from tests.support.store_contract import mem, unit
+
+    def copy(source, target) -> None:
+        migration = Migration(source, target, source_label="source", target_label="target")
+        migration.run(migration.start())
+        assert migration.verify(sample=5) == []
+
+    said = [Message(role="user", content=text) for text in ("my code is 4921", "I like tea")]
+    with SQLiteStore(tmp_path / "source.db", embedding_model="model-a") as source:
+        source.append_messages("alice", "agent", said, memories=[mem("t1", content="my code is 4921"),
+                                                                 mem("t2", content="I like tea")],
+                               vectors=np.stack([unit(1), unit(2)]), message_ids=["t1", "t2"])
+        source.delete("alice", ["t1"])
+        copy(source, store)
+        with SQLiteStore(tmp_path / "back.db", embedding_model="model-a") as back:
+            copy(store, back)
+            for target in (store, back):
+                logged = {m.id: m for m in target.recent_messages("alice", None, None, 10)}
+                assert is_forgotten(logged["t1"].message.content, logged["t1"].message.metadata)
+                assert (logged["t1"].state, logged["t2"].state) == ("done", "pending")
+                assert target.logged_message_ids("alice", ["t1", "t2"]) == {"t1", "t2"}
+                assert [m.id for m in target.pending_messages("alice")] == ["t2"]
+
+
 @pytest.fixture
 def pg_store_factory(request):
     server = request.getfixturevalue("pg_server")
