@@ -257,13 +257,9 @@ class MemoryCapability:
         one whenever the history starts with another message than it did (``clear_history``, or
         another list handed to ``generate_reply``), as `_chat_id` does for a group chat."""
         pair = (id(recipient), id(sender))
-        known = self._chats.get(pair)
-        # the first message itself is held (not its address), so a new chat's cannot pass for it
-        if known is not None and known[0] is messages[0]:
-            self._chats.move_to_end(pair)
-            return known[1]
-        chat = uuid.uuid4().hex
-        self._chats[pair] = (messages[0], chat)
+        held, chat = _same_chat(self._chats.get(pair), messages[0])
+        self._chats[pair] = held
+        self._chats.move_to_end(pair)
         while len(self._chats) > MAX_CHATS:
             self._chats.popitem(last=False)
         return chat
@@ -383,8 +379,8 @@ def _group_keys(groupchat: Any, received: list[dict[str, Any]], speaker: str,
     positions); the reply takes the next position, where the manager appends it. Nones outside a
     group chat, or for a message the log does not hold."""
     keys: list[str | None] = [None] * len(received)
+    chat = _chat_id(groupchat)  # None unless the group chat's log is a list holding messages
     log = getattr(groupchat, "messages", None)
-    chat = _chat_id(groupchat) if isinstance(log, list) else None
     if chat is None or not isinstance(log, list):
         return keys, None
     end = len(log)
@@ -410,15 +406,23 @@ def _chat_id(groupchat: Any) -> str | None:
     if not isinstance(log, list) or not log:
         return None
     known = getattr(groupchat, "_memoryscope_chat", None)
-    # the first message itself is held (not its address), so a new chat's cannot pass for it
-    if isinstance(known, tuple) and len(known) == 2 and known[0] is log[0]:
-        return str(known[1])
-    chat = uuid.uuid4().hex
-    try:
-        groupchat._memoryscope_chat = (log[0], chat)
-    except (AttributeError, TypeError):
-        return None
+    held, chat = _same_chat(known, log[0])
+    if held is not known:
+        try:
+            groupchat._memoryscope_chat = held
+        except (AttributeError, TypeError):
+            return None
     return chat
+
+
+def _same_chat(known: Any, first: Any) -> tuple[tuple[Any, str], str]:
+    """(what to hold, the chat's id): `known` (a held (first message, id) pair) when the chat still
+    starts with `first`, else a new id. The first message itself is held (not its address), so a
+    new chat's cannot pass for it."""
+    if isinstance(known, tuple) and len(known) == 2 and known[0] is first:
+        return known, str(known[1])
+    chat = uuid.uuid4().hex
+    return (first, chat), chat
 
 
 def _position_key(chat: str, position: int, name: Any, text: str) -> str:

@@ -155,24 +155,21 @@ class StepEnv:
 
     def commit(self, user_id: str, memories: Sequence[Memory], vectors: Sequence[Any] | None,
                done_ids: Sequence[str], *, anchors: Sequence[str] = (), ledger: LedgerChanges | None = None) -> None:
-        """Renew the lease, check that what the step read still exists (the user may have been
-        deleted meanwhile: nothing must come back), then write everything (with the ``ledger``
+        """Renew the lease, check that the memories the step rests on still exist (the user may have
+        been deleted meanwhile: nothing must come back), then write everything (with the ``ledger``
         changes) in one transaction that also checks the lease is still ours (`LeaseLostError`
-        otherwise: a worker paused past its lease never commits over the one that took it over)."""
+        otherwise: a worker paused past its lease never commits over the one that took it over) and
+        that the step's messages are still pending (`GoneError` otherwise: one was deleted)."""
         if not self.check_lease():
             raise LeaseLostError("the user's lease was taken over; not committing")
         store = self.backend.store
-        if done_ids:
-            pending = {m.id for m in store.pending_messages(user_id, limit=max(200, 2 * len(done_ids)))}
-            if not set(done_ids) <= pending:
-                raise GoneError("the messages of this step are no longer pending (deleted?); not committing")
         if anchors and len(store.get(user_id, list(anchors))) < len(set(anchors)):
             raise GoneError("memories this step rests on were deleted; not committing")
         lease = Lease(user_id, self.lease_owner) if self.lease_owner is not None else None
         try:
             store.commit_consolidation(list(memories), list(vectors) if vectors is not None else None,
                                        list(done_ids), lease=lease, ledger=ledger if ledger else None)
-        except MessagesGoneError:  # deleted between the check above and the commit's transaction
+        except MessagesGoneError:  # the store checks in the commit's own transaction
             raise GoneError("the messages of this step are no longer pending (deleted?); not committing") from None
 
 
@@ -236,9 +233,10 @@ def consolidate_batch(env: StepEnv, user_id: str, batch: Sequence[StoredMessage]
     backend, cfg = env.backend, env.cfg
     report = report if report is not None else ConsolidationReport()
     # assistant / system / tool, and a deleted turn's message should one be pending: done unread
-    policy_done = [m for m in batch if m.message.role not in MINED_ROLES
-                   or is_forgotten(m.message.content, m.message.metadata)]
-    minable = [m for m in batch if m not in policy_done]
+    def mined(m: StoredMessage) -> bool:
+        return m.message.role in MINED_ROLES and not is_forgotten(m.message.content, m.message.metadata)
+    policy_done = [m for m in batch if not mined(m)]
+    minable = [m for m in batch if mined(m)]
     if not minable:
         env.commit(user_id, [], None, [m.id for m in policy_done])
         report.messages += len(policy_done)

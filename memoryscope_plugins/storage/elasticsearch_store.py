@@ -108,6 +108,11 @@ _MIGRATIONS: list[tuple[int, dict[str, Any]]] = [
 _doc_id = doc_key  # a memory's, message's or lease's document id
 
 
+def _all_pending(docs: Sequence[dict[str, Any]]) -> bool:
+    """Whether every message document of an mget was found, pending."""
+    return all(d.get("found") and d["_source"].get("state") == messages.PENDING for d in docs)
+
+
 # the shared columns under the field names of this mapping (metadata is kept as JSON text)
 _MEMORY_FIELDS = tuple("metadata_json" if c == "metadata" else c for c in records.MEMORY_COLUMNS)
 _MESSAGE_FIELDS = tuple("metadata_json" if c == "metadata" else c for c in records.MESSAGE_COLUMNS)
@@ -438,14 +443,14 @@ class ElasticsearchStore(StoreBase):
                        "put" if not done_message_ids else "commit_consolidation",
                        fence=_doc_id(lease.user_id) if lease is not None else None)
         except StoreError:  # undone; a message forgotten or done between the read and the write: gone
-            if done_message_ids and not self._all_pending(done_message_ids):
+            if done_message_ids and not self._still_pending(done_message_ids):
                 raise MessagesGoneError("a message of this commit is no longer pending") from None
             raise
 
-    def _all_pending(self, ids: Sequence[str]) -> bool:
+    def _still_pending(self, ids: Sequence[str]) -> bool:
         docs = self._call(self.es.mget, index=self.messages_index, ids=builtins.list(dict.fromkeys(ids)),
                           source_includes=["state"])["docs"]
-        return all(d.get("found") and d["_source"].get("state") == messages.PENDING for d in docs)
+        return _all_pending(docs)
 
     def _fence_op(self, lease: Lease) -> dict[str, Any]:
         """The bulk item that fences a commit: the lease document as read, if still that version."""
@@ -805,7 +810,7 @@ class ElasticsearchStore(StoreBase):
         if not ids:
             return [], []
         docs = self._call(self.es.mget, index=self.messages_index, ids=list(dict.fromkeys(ids)))["docs"]
-        if pending and not all(d.get("found") and d["_source"].get("state") == messages.PENDING for d in docs):
+        if pending and not _all_pending(docs):
             raise MessagesGoneError("a message of this commit is no longer pending")
         ops: list[dict[str, Any]] = []
         undo: list[dict[str, Any] | None] = []
